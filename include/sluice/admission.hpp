@@ -1,0 +1,59 @@
+// Priority admission thresholds and backpressure levels: pure arithmetic on
+// queue fill, shared by the bus, its tests and its documentation.
+#pragma once
+
+#include <cstdint>
+
+#include "sluice/config.hpp"
+
+namespace sluice {
+
+// Fill percentages at which each priority is refused. A message is admitted
+// while the queue holds fewer than ceil(percent * capacity / 100) messages.
+struct AdmissionThresholds {
+  std::uint8_t low_percent = 60;
+  std::uint8_t medium_percent = 80;
+  std::uint8_t high_percent = 99;
+
+  // 0 < LOW <= MEDIUM <= HIGH <= 100.
+  constexpr bool IsValid() const noexcept {
+    return low_percent > 0 && low_percent <= medium_percent && medium_percent <= high_percent &&
+           high_percent <= 100;
+  }
+};
+
+// The number of queued messages at which `percent` fill is reached, rounded up
+// so that nothing is admitted at or past the threshold.
+constexpr Position FillLimit(std::uint32_t percent, Position capacity) noexcept {
+  return (capacity * percent + 99) / 100;
+}
+
+enum class BackpressureLevel : std::uint8_t {
+  NORMAL = 0,    // below 75 % fill
+  WARNING = 1,   // 75 % up to 90 %
+  CRITICAL = 2,  // 90 % up to 100 %
+  FULL = 3,      // every slot taken
+};
+
+constexpr BackpressureLevel ClassifyBackpressure(Position depth, Position capacity) noexcept {
+  if (depth >= capacity) return BackpressureLevel::FULL;
+  if (depth * 100 >= capacity * 90) return BackpressureLevel::CRITICAL;
+  if (depth * 100 >= capacity * 75) return BackpressureLevel::WARNING;
+  return BackpressureLevel::NORMAL;
+}
+
+constexpr const char* ToString(BackpressureLevel level) noexcept {
+  switch (level) {
+    case BackpressureLevel::NORMAL:
+      return "NORMAL";
+    case BackpressureLevel::WARNING:
+      return "WARNING";
+    case BackpressureLevel::CRITICAL:
+      return "CRITICAL";
+    case BackpressureLevel::FULL:
+      return "FULL";
+  }
+  return "INVALID";
+}
+
+}  // namespace sluice

@@ -1,0 +1,349 @@
+// AsyncBus: the public facade. Producers publish envelopes into the ring under
+// priority admission; one consumer thread dispatches them to subscriptions or
+// to a visitor.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <new>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "sluice/admission.hpp"
+#include "sluice/bus_traits.hpp"
+#include "sluice/config.hpp"
+#include "sluice/detail/admission_policy.hpp"
+#include "sluice/detail/dispatch_epoch.hpp"
+#include "sluice/detail/error_reporter.hpp"
+#include "sluice/detail/ring.hpp"
+#include "sluice/detail/statistics_counters.hpp"
+#include "sluice/detail/subscription_registry.hpp"
+#include "sluice/detail/variant_index.hpp"
+#include "sluice/error.hpp"
+#include "sluice/message.hpp"
+#include "sluice/performance_mode.hpp"
+#include "sluice/producer_model.hpp"
+#include "sluice/statistics.hpp"
+#include "sluice/subscription_handle.hpp"
+
+namespace sluice {
+
+inline constexpr std::size_t kDefaultCapacity = 131072;
+
+// Where a bus starts counting positions (and so message ids). Only tests need
+// anything but the default: they start near 2^64 to exercise wrap-around.
+struct FirstPosition {
+  Position value = 0;
+};
+
+// A bounded in-process message bus. `Payload` is a std::variant of message
+// types; `kCapacity` slots (a power of two) hold envelopes inline.
+//
+// Threads: any number of producers (one for ProducerModel::kSingle) may
+// publish concurrently; exactly one thread at a time may call ProcessBatch or
+// ProcessBatchWith. Every other call is safe from any thread.
+//
+// Ordering: what a producer wrote before a successful publish happens-before
+// the callback or visitor that receives the message (publish is release,
+// dispatch is acquire).
+template <typename Payload, std::size_t kCapacity = kDefaultCapacity,
+          ProducerModel kProducers = ProducerModel::kMulti, typename Traits = DefaultBusTraits>
+class AsyncBus {
+  static_assert(detail::IsVariant<Payload>::value,
+                "Sluice: the bus payload must be a std::variant of message types");
+  static_assert(std::is_nothrow_move_constructible_v<Payload>,
+                "Sluice: every payload alternative must be nothrow move constructible, "
+                "so that a claimed slot is always filled");
+
+ public:
+  using PayloadType = Payload;
+  using Envelope = MessageEnvelope<Payload>;
+  static constexpr std::size_t kSlotCount = kCapacity;
+  static constexpr ProducerModel kProducerModel = kProducers;
+
+  AsyncBus() : ring_(0) {}
+  explicit AsyncBus(FirstPosition first) : ring_(first.value) {}
+  AsyncBus(const AsyncBus&) = delete;
+  AsyncBus& operator=(const AsyncBus&) = delete;
+  // Destroys queued payloads and subscription callables. No thread may be
+  // publishing or dispatching.
+  ~AsyncBus() = default;
+
+  static constexpr std::size_t Capacity() noexcept { return kCapacity; }
+
+  // ---- Producers -----------------------------------------------------------
+  // Each publish takes one payload alternative or the variant itself, returns
+  // true if admitted and false if refused. A refused message is left to the
+  // caller (an rvalue argument is not moved from). MPSC: lock-free;
+  // SPSC: wait-free. No allocation.
+
+  // MEDIUM priority, timestamped with Traits::Clock (not in BARE_METAL).
+  template <typename Message>
+  bool Publish(Message&& message, std::uint32_t sender_id = 0) {
+    return PublishImpl<true>(std::forward<Message>(message), sender_id, MessagePriority::MEDIUM, 0);
+  }
+
+  // As Publish, with a priority. An out-of-range priority returns false.
+  template <typename Message>
+  bool PublishWithPriority(Message&& message, std::uint32_t sender_id, MessagePriority priority) {
+    return PublishImpl<true>(std::forward<Message>(message), sender_id, priority, 0);
+  }
+
+  // The caller supplies the timestamp: no clock read on the publish path.
+  template <typename Message>
+  bool PublishFast(Message&& message, std::uint32_t sender_id, std::uint64_t timestamp_us,
+                   MessagePriority priority = MessagePriority::MEDIUM) {
+    return PublishImpl<false>(std::forward<Message>(message), sender_id, priority, timestamp_us);
+  }
+
+  // ---- Consumer (one thread at a time) ---------------------------------------
+
+  // Dispatches up to `max_messages` queued messages to their subscriptions and
+  // returns how many it took. Messages of a type without subscribers are
+  // consumed silently. A throwing callback is counted and reported, and the
+  // remaining subscribers and messages are still dispatched. Called from
+  // inside a callback, it returns 0. Wait-free apart from the callbacks.
+  std::uint32_t ProcessBatch(std::uint32_t max_messages = kCapacity) {
+    if (dispatching_ || max_messages == 0) return 0;
+    Envelope* envelope = ring_.TryFront();
+    if (envelope == nullptr) return 0;
+    dispatching_ = true;
+    epoch_.Enter();
+    std::uint32_t count = 0;
+    do {
+      registry_.Dispatch(*envelope, [this, envelope](const char* what) {
+        ReportError(BusErrorCode::kCallbackThrew, *envelope, what);
+      });
+      ring_.PopFront();
+      ++count;
+    } while (count < max_messages && (envelope = ring_.TryFront()) != nullptr);
+    ring_.Release();
+    registry_.ReclaimDeferred();
+    epoch_.Exit();
+    dispatching_ = false;
+    if (policy_.Mode() == PerformanceMode::FULL_FEATURED) statistics_.CountProcessed(count);
+    return count;
+  }
+
+  // Dispatches up to `max_messages` messages to `visitor`, bypassing the
+  // subscription table. The visitor is called through std::visit with each
+  // message if it accepts every alternative, else as visitor(message, header)
+  // if it accepts that for every alternative, else as visitor(envelope).
+  // A throwing visitor is counted and reported; the batch goes on.
+  template <typename Visitor>
+  std::uint32_t ProcessBatchWith(Visitor&& visitor, std::uint32_t max_messages = kCapacity) {
+    if (dispatching_ || max_messages == 0) return 0;
+    Envelope* envelope = ring_.TryFront();
+    if (envelope == nullptr) return 0;
+    dispatching_ = true;
+    std::uint32_t count = 0;
+    do {
+#if SLUICE_HAS_EXCEPTIONS
+      try {
+        Visit(visitor, *envelope);
+      } catch (const std::exception& error) {
+        ReportVisitorError(*envelope, error.what());
+      } catch (...) {
+        ReportVisitorError(*envelope, "non-standard exception");
+      }
+#else
+      Visit(visitor, *envelope);
+#endif
+      ring_.PopFront();
+      ++count;
+    } while (count < max_messages && (envelope = ring_.TryFront()) != nullptr);
+    ring_.Release();
+    dispatching_ = false;
+    if (policy_.Mode() == PerformanceMode::FULL_FEATURED) statistics_.CountProcessed(count);
+    return count;
+  }
+
+  // ---- Subscriptions (any thread, also from inside a callback) -------------
+
+  // Registers `callback` for messages of type T, taking (const T&, const
+  // MessageHeader&), (const T&) or (const MessageEnvelope<Payload>&). The
+  // callable is stored inline. Returns an invalid handle when T already has
+  // Traits::kMaxSubscribersPerType subscriptions. Lock-free.
+  template <typename T, typename Callback>
+  SubscriptionHandle Subscribe(Callback&& callback) {
+    return registry_.template Subscribe<T>(std::forward<Callback>(callback));
+  }
+
+  // True once per live handle; false for an invalid, stale or already used
+  // one. From a thread other than the consumer it returns only when the
+  // callback is not running and will never run again, so its captured state
+  // may be destroyed (it waits for the consumer's current batch). From inside
+  // a callback it returns at once; the callback is not called again.
+  bool Unsubscribe(const SubscriptionHandle& handle) noexcept {
+    return registry_.Unsubscribe(handle, epoch_);
+  }
+
+  // Active subscriptions for payload type T.
+  template <typename T>
+  std::size_t SubscriberCount() const noexcept {
+    static_assert(detail::kIsAlternative<T, Payload>,
+                  "Sluice: T must be exactly one alternative of the payload variant");
+    return registry_.SubscriberCount(detail::VariantIndex<T, Payload>::kValue);
+  }
+
+  // ---- Configuration and observation (any thread) --------------------------
+
+  void SetPerformanceMode(PerformanceMode mode) noexcept { policy_.SetMode(mode); }
+  PerformanceMode GetPerformanceMode() const noexcept { return policy_.Mode(); }
+
+  // Percent fill at which LOW, MEDIUM and HIGH are refused. Returns false and
+  // keeps the old thresholds unless 0 < low <= medium <= high <= 100.
+  bool SetAdmissionThresholds(std::uint8_t low_percent, std::uint8_t medium_percent,
+                              std::uint8_t high_percent) noexcept {
+    AdmissionThresholds thresholds;
+    thresholds.low_percent = low_percent;
+    thresholds.medium_percent = medium_percent;
+    thresholds.high_percent = high_percent;
+    return policy_.SetThresholds(thresholds);
+  }
+  AdmissionThresholds GetAdmissionThresholds() const noexcept { return policy_.Thresholds(); }
+
+  // Called on the consumer thread for each error, with `context`. Pass
+  // nullptr to remove. From a thread other than the consumer it returns only
+  // when the previous callback is not running.
+  void SetErrorCallback(ErrorCallback callback, void* context = nullptr) noexcept {
+    error_reporter_.Set(callback, context, epoch_);
+  }
+
+  // Counters since construction or the last reset. Publish, drop and
+  // processed counts advance only in FULL_FEATURED; errors are always counted.
+  BusStatisticsSnapshot GetStatistics() const noexcept { return statistics_.Snapshot(); }
+  void ResetStatistics() noexcept { statistics_.Reset(); }
+
+  // Admitted messages not yet released by the consumer (an estimate while
+  // the bus runs).
+  std::size_t QueueDepth() const noexcept { return static_cast<std::size_t>(ring_.Depth()); }
+  double QueueUtilizationPercent() const noexcept {
+    return static_cast<double>(ring_.Depth()) * 100.0 / static_cast<double>(kCapacity);
+  }
+  BackpressureLevel GetBackpressureLevel() const noexcept {
+    return ClassifyBackpressure(ring_.Depth(), kCapacity);
+  }
+
+ private:
+  template <typename Message>
+  static constexpr bool kPublishable = std::is_same_v<std::decay_t<Message>, Payload> ||
+                                       detail::kIsAlternative<std::decay_t<Message>, Payload>;
+
+  template <typename Message>
+  static Payload MakePayload(Message&& message) noexcept {
+    using Value = std::decay_t<Message>;
+    if constexpr (std::is_same_v<Value, Payload>) {
+      return Payload(std::forward<Message>(message));
+    } else {
+      return Payload(std::in_place_type<Value>, std::forward<Message>(message));
+    }
+  }
+
+  template <bool kReadClock, typename Message>
+  bool PublishImpl(Message&& message, std::uint32_t sender_id, MessagePriority priority,
+                   std::uint64_t timestamp_us) {
+    using Value = std::decay_t<Message>;
+    static_assert(kPublishable<Message>,
+                  "Sluice: a published message must be exactly one alternative of the "
+                  "bus payload variant, or the variant itself");
+    if constexpr (!std::is_nothrow_constructible_v<Value, Message&&>) {
+      // A copy that may throw is made before a slot is claimed, so a claimed
+      // slot is always filled; the refusal path then wastes the copy.
+      Value copy(std::forward<Message>(message));
+      return PublishImpl<kReadClock>(std::move(copy), sender_id, priority, timestamp_us);
+    } else {
+      if (!IsValidPriority(priority)) return false;
+      const PerformanceMode mode = policy_.Mode();
+      if constexpr (kReadClock) {
+        // Read before the claim to keep the claimed-but-unpublished window
+        // (which holds up the consumer) as short as possible.
+        timestamp_us = mode == PerformanceMode::BARE_METAL ? 0 : Traits::Clock::NowMicros();
+      }
+      Position position;
+      if (!ring_.TryClaim(policy_.LimitFor(mode, priority), &position)) {
+        if (mode == PerformanceMode::FULL_FEATURED) statistics_.CountDropped(priority);
+        return false;
+      }
+      MessageHeader header;
+      header.msg_id = position;
+      header.timestamp_us = timestamp_us;
+      header.sender_id = sender_id;
+      header.priority = priority;
+      new (ring_.Storage(position)) Envelope{header, MakePayload(std::forward<Message>(message))};
+      // Counted before the message becomes visible, so processed never runs
+      // ahead of published.
+      if (mode == PerformanceMode::FULL_FEATURED) statistics_.CountPublished(priority);
+      ring_.Publish(position);
+      return true;
+    }
+  }
+
+  // A visitor that takes every alternative wins, so a generic lambda
+  // `[](const auto& message)` gets messages, not envelopes.
+  template <typename Visitor>
+  static void Visit(Visitor& visitor, const Envelope& envelope) {
+    constexpr auto kAlternatives = std::make_index_sequence<std::variant_size_v<Payload>>{};
+    if constexpr (AcceptsEveryAlternative<Visitor>(kAlternatives)) {
+      std::visit(visitor, envelope.payload);
+    } else if constexpr (AcceptsEveryAlternativeWithHeader<Visitor>(kAlternatives)) {
+      std::visit([&](const auto& message) { visitor(message, envelope.header); }, envelope.payload);
+    } else {
+      static_assert(std::is_invocable_v<Visitor&, const Envelope&>,
+                    "Sluice: a visitor takes (const T&) or (const T&, const MessageHeader&) "
+                    "for every alternative T, or (const MessageEnvelope<Payload>&)");
+      visitor(envelope);
+    }
+  }
+
+  template <typename Visitor, std::size_t... kIndex>
+  static constexpr bool AcceptsEveryAlternative(std::index_sequence<kIndex...>) noexcept {
+    return (std::is_invocable_v<Visitor&, const std::variant_alternative_t<kIndex, Payload>&> &&
+            ...);
+  }
+
+  template <typename Visitor, std::size_t... kIndex>
+  static constexpr bool AcceptsEveryAlternativeWithHeader(std::index_sequence<kIndex...>) noexcept {
+    return (std::is_invocable_v<Visitor&, const std::variant_alternative_t<kIndex, Payload>&,
+                                const MessageHeader&> &&
+            ...);
+  }
+
+  void ReportError(BusErrorCode code, const Envelope& envelope, const char* what) noexcept {
+    statistics_.CountError();
+    BusError error;
+    error.code = code;
+    error.msg_id = envelope.header.msg_id;
+    error.sender_id = envelope.header.sender_id;
+    error.type_index = envelope.payload.index();
+    error.what = what;
+    error_reporter_.Report(error);
+  }
+
+  // The visitor path runs outside the epoch; enter it only to report.
+  void ReportVisitorError(const Envelope& envelope, const char* what) noexcept {
+    epoch_.Enter();
+    ReportError(BusErrorCode::kVisitorThrew, envelope, what);
+    epoch_.Exit();
+  }
+
+  detail::Ring<Envelope, kCapacity, kProducers, Traits::kSlotStorage> ring_;
+  detail::AdmissionPolicy<kCapacity> policy_;
+  detail::StatisticsCounters<kProducers == ProducerModel::kSingle> statistics_;
+  alignas(kCacheLineSize) detail::DispatchEpoch epoch_;
+  detail::ErrorReporter error_reporter_;
+  bool dispatching_ = false;  // consumer-private re-entrancy guard
+  detail::SubscriptionRegistry<Payload, Traits> registry_;
+};
+
+template <typename Payload, std::size_t kCapacity = kDefaultCapacity,
+          typename Traits = DefaultBusTraits>
+using MpscBus = AsyncBus<Payload, kCapacity, ProducerModel::kMulti, Traits>;
+
+template <typename Payload, std::size_t kCapacity = kDefaultCapacity,
+          typename Traits = DefaultBusTraits>
+using SpscBus = AsyncBus<Payload, kCapacity, ProducerModel::kSingle, Traits>;
+
+}  // namespace sluice

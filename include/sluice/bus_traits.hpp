@@ -1,0 +1,35 @@
+// Compile-time knobs of a bus. Derive from DefaultBusTraits and override what
+// you need:
+//
+//   struct StaticTraits : sluice::DefaultBusTraits {
+//     static constexpr sluice::SlotStorage kSlotStorage = sluice::SlotStorage::kInline;
+//   };
+//   static sluice::MpscBus<Payload, 1024, StaticTraits> bus;  // no heap at all
+#pragma once
+
+#include <cstddef>
+
+#include "sluice/clock.hpp"
+
+namespace sluice {
+
+enum class SlotStorage {
+  // The ring is allocated once, in the constructor: a bus of any capacity can
+  // live on the stack. Nothing allocates after construction.
+  kHeap,
+  // The ring lives inside the bus object: for static storage or targets
+  // without a heap. Mind the stack if you make such a bus a local.
+  kInline,
+};
+
+struct DefaultBusTraits {
+  // Subscriptions per payload type; Subscribe past it returns an invalid handle.
+  static constexpr std::size_t kMaxSubscribersPerType = 16;
+  // Bytes of inline storage per subscription callable; larger callables are a
+  // compile error.
+  static constexpr std::size_t kCallbackStorageBytes = 48;
+  static constexpr SlotStorage kSlotStorage = SlotStorage::kHeap;
+  using Clock = SteadyClock;
+};
+
+}  // namespace sluice

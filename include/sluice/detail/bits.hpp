@@ -1,0 +1,33 @@
+// Bit tricks used by the subscription table.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+namespace sluice::detail {
+
+// Index of the lowest set bit. `bits` must not be zero.
+template <typename Unsigned>
+inline unsigned LowestSetBit(Unsigned bits) noexcept {
+  static_assert(std::is_unsigned_v<Unsigned>, "LowestSetBit takes an unsigned mask");
+#if defined(__GNUC__) || defined(__clang__)
+  if constexpr (sizeof(Unsigned) <= sizeof(unsigned)) {
+    return static_cast<unsigned>(__builtin_ctz(bits));
+  } else {
+    return static_cast<unsigned>(__builtin_ctzll(bits));
+  }
+#else
+  unsigned index = 0;
+  while ((bits & Unsigned{1}) == 0) {
+    bits >>= 1;
+    ++index;
+  }
+  return index;
+#endif
+}
+
+constexpr bool IsPowerOfTwo(std::uint64_t value) noexcept {
+  return value != 0 && (value & (value - 1)) == 0;
+}
+
+}  // namespace sluice::detail

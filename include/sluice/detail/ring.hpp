@@ -1,0 +1,215 @@
+// The bounded ring: slots that hold envelopes inline, a producer cursor that
+// claims positions, and a consumer cursor that releases them.
+//
+// Position scheme. Every message gets a 64-bit position from a counter that
+// only grows; slot = position & (capacity - 1). A slot's `sequence` holds
+// position + 1 once the message at `position` is readable, and an older value
+// (position + 1 - k * capacity) before that. Producers decide whether a slot
+// is free from the consumer's released position, not from the slot, so a
+// claim is refused only when the queue really is at the caller's limit.
+//
+// Synchronisation, each release named with its acquire:
+//  (A) slot data, producer -> consumer: Publish() stores `sequence` with
+//      release after constructing the envelope; TryFront() loads it with
+//      acquire before reading the envelope.
+//  (B) slot reuse, consumer -> producer: Release() stores `released_` with
+//      release after destroying the envelopes below it; TryClaim() loads it
+//      with acquire before its caller constructs into a slot of the next lap.
+//      The producers' shared cache of it (MPSC) is stored with release and
+//      loaded with acquire, so a producer that uses another producer's cached
+//      value still inherits (B) through that producer.
+//  The claim itself (`tail_`) carries no data and is relaxed.
+//
+// A producer stalled between TryClaim() and Publish() holds the consumer at
+// its position: later messages stay queued (not lost, not reordered) until it
+// publishes, and producers are refused once the queue fills behind it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <new>
+#include <type_traits>
+
+#include "sluice/bus_traits.hpp"
+#include "sluice/config.hpp"
+#include "sluice/detail/bits.hpp"
+#include "sluice/detail/slot_storage.hpp"
+#include "sluice/producer_model.hpp"
+
+namespace sluice::detail {
+
+template <typename Envelope, std::size_t kCapacity, ProducerModel kModel, SlotStorage kStorage>
+class Ring {
+  static_assert(kCapacity >= 2 && IsPowerOfTwo(kCapacity),
+                "Sluice: the bus capacity must be a power of two and at least 2");
+  static_assert(std::is_nothrow_destructible_v<Envelope>,
+                "Sluice: payload types must have non-throwing destructors");
+
+ public:
+  static constexpr Position kSize = kCapacity;
+  static constexpr Position kIndexMask = kCapacity - 1;
+  static constexpr bool kMultiProducer = kModel == ProducerModel::kMulti;
+  // The consumer hands slots back at most this many messages apart within a
+  // batch, so a long batch does not starve producers of a full queue.
+  static constexpr Position kReleaseInterval =
+      kCapacity >= 1024 ? 256 : (kCapacity / 4 > 0 ? kCapacity / 4 : 1);
+
+  struct Slot {
+    std::atomic<Position> sequence{0};
+    alignas(Envelope) unsigned char storage[sizeof(Envelope)];
+  };
+
+  // `first_position` is where counting starts (0 normally). Tests start near
+  // the 64-bit wrap to prove that arithmetic wraps cleanly.
+  explicit Ring(Position first_position = 0) noexcept {
+    for (Position i = 0; i < kCapacity; ++i) {
+      const Position position = first_position + i;
+      // The value of the lap before `position`: never position + 1.
+      slots_[position & kIndexMask].sequence.store(position + 1 - kCapacity,
+                                                   std::memory_order_relaxed);
+    }
+    producer_.tail.store(first_position, std::memory_order_relaxed);
+    producer_.consumer_position_cache.store(first_position, std::memory_order_relaxed);
+    consumer_.position = first_position;
+    consumer_.released.store(first_position, std::memory_order_relaxed);
+  }
+
+  // Destroys every envelope still queued. No thread may use the ring now.
+  ~Ring() {
+    for (Envelope* envelope = TryFront(); envelope != nullptr; envelope = TryFront()) {
+      PopFront();
+    }
+  }
+
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+
+  // Producer. Claims the next position if fewer than `limit` messages are
+  // queued (limit <= capacity). On success the caller must construct an
+  // envelope at Storage(*claimed) and then call Publish(*claimed).
+  // MPSC: lock-free (a failed CAS means another producer claimed).
+  // SPSC: wait-free (at most one re-read of the consumer position).
+  bool TryClaim(Position limit, Position* claimed) noexcept {
+    if constexpr (kMultiProducer) {
+      return TryClaimShared(limit, claimed);
+    } else {
+      return TryClaimExclusive(limit, claimed);
+    }
+  }
+
+  void* Storage(Position position) noexcept { return slots_[position & kIndexMask].storage; }
+
+  // Producer: makes the envelope at `position` visible to the consumer.
+  void Publish(Position position) noexcept {
+    // SYNC POINT WRITE (A): the envelope constructed before this store.
+    slots_[position & kIndexMask].sequence.store(position + 1, std::memory_order_release);
+    if constexpr (!kMultiProducer) {
+      // Only observers (Depth) read the single producer's tail.
+      producer_.tail.store(position + 1, std::memory_order_relaxed);
+    }
+  }
+
+  // Consumer. The next envelope in position order, or nullptr when the
+  // producer that claimed it has not published it yet. Wait-free.
+  Envelope* TryFront() noexcept {
+    Slot& slot = slots_[consumer_.position & kIndexMask];
+    // SYNC POINT READ (A): see Publish().
+    if (slot.sequence.load(std::memory_order_acquire) != consumer_.position + 1) {
+      return nullptr;
+    }
+    return std::launder(reinterpret_cast<Envelope*>(slot.storage));
+  }
+
+  Position FrontPosition() const noexcept { return consumer_.position; }
+
+  // Consumer: destroys the front envelope and moves past it.
+  void PopFront() noexcept {
+    Slot& slot = slots_[consumer_.position & kIndexMask];
+    std::launder(reinterpret_cast<Envelope*>(slot.storage))->~Envelope();
+    ++consumer_.position;
+    if ((consumer_.position & (kReleaseInterval - 1)) == 0) Release();
+  }
+
+  // Consumer: hands every popped slot back to the producers.
+  void Release() noexcept {
+    // SYNC POINT WRITE (B): the envelopes destroyed before this store.
+    consumer_.released.store(consumer_.position, std::memory_order_release);
+  }
+
+  // Messages claimed and not yet released. Any thread; an estimate while
+  // producers or the consumer run, exact when they are quiescent.
+  Position Depth() const noexcept {
+    const Position released = consumer_.released.load(std::memory_order_relaxed);
+    const Position tail = producer_.tail.load(std::memory_order_relaxed);
+    const Position depth = tail - released;
+    // A tail read long after `released` can be more than a lap ahead.
+    return depth > kCapacity ? kCapacity : depth;
+  }
+
+ private:
+  bool TryClaimShared(Position limit, Position* claimed) noexcept {
+    Position position = producer_.tail.load(std::memory_order_relaxed);
+    // SYNC POINT READ (B), through another producer's refresh.
+    Position released = producer_.consumer_position_cache.load(std::memory_order_acquire);
+    for (;;) {
+      // Unsigned: a stale `position` behind `released` yields a huge fill and
+      // takes the slow path, which re-reads the tail.
+      if (position - released >= limit) {
+        // The cache says the queue may be at the limit: ask the consumer.
+        // SYNC POINT READ (B): see Release().
+        released = consumer_.released.load(std::memory_order_acquire);
+        producer_.consumer_position_cache.store(released, std::memory_order_release);
+        if (position - released > kCapacity || position - released >= limit) {
+          // Refuse only if the tail has not moved since `released` was read:
+          // then the queue held position - released >= limit messages at
+          // that moment, so the refusal is real and not a lost race.
+          const Position tail = producer_.tail.load(std::memory_order_relaxed);
+          if (tail == position) return false;
+          position = tail;
+          continue;
+        }
+      }
+      if (producer_.tail.compare_exchange_weak(position, position + 1, std::memory_order_relaxed,
+                                               std::memory_order_relaxed)) {
+        *claimed = position;
+        return true;
+      }
+      // Another producer claimed `position`; the CAS loaded the new tail.
+    }
+  }
+
+  bool TryClaimExclusive(Position limit, Position* claimed) noexcept {
+    const Position position = producer_.tail.load(std::memory_order_relaxed);
+    Position released = producer_.consumer_position_cache.load(std::memory_order_relaxed);
+    if (position - released >= limit) {
+      // SYNC POINT READ (B): see Release().
+      released = consumer_.released.load(std::memory_order_acquire);
+      producer_.consumer_position_cache.store(released, std::memory_order_relaxed);
+      if (position - released >= limit) return false;
+    }
+    *claimed = position;
+    return true;
+  }
+
+  // Written by producers. The consumer never touches this line.
+  struct alignas(kCacheLineSize) ProducerCursor {
+    std::atomic<Position> tail{0};
+    // The last consumer position a producer read: lets admission skip the
+    // consumer's line until the queue may be near the caller's limit.
+    std::atomic<Position> consumer_position_cache{0};
+  };
+  // Written by the consumer; producers read `released` only on refresh.
+  struct alignas(kCacheLineSize) ConsumerCursor {
+    Position position = 0;  // consumer-private
+    std::atomic<Position> released{0};
+  };
+  static_assert(sizeof(ProducerCursor) == kCacheLineSize &&
+                    sizeof(ConsumerCursor) == kCacheLineSize,
+                "producer and consumer cursors must each fill one cache line");
+
+  ProducerCursor producer_;
+  ConsumerCursor consumer_;
+  SlotArray<Slot, kCapacity, kStorage> slots_;
+};
+
+}  // namespace sluice::detail

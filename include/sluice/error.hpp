@@ -1,0 +1,26 @@
+// What the bus reports when a subscriber or visitor fails.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sluice {
+
+enum class BusErrorCode : std::uint8_t {
+  kCallbackThrew = 1,  // a subscription callback threw; the next one still runs
+  kVisitorThrew = 2,   // a ProcessBatchWith visitor threw
+};
+
+struct BusError {
+  BusErrorCode code = BusErrorCode::kCallbackThrew;
+  std::uint64_t msg_id = 0;
+  std::uint32_t sender_id = 0;
+  std::size_t type_index = 0;  // payload.index() of the failed message
+  const char* what = "";       // std::exception::what(), or a fixed text
+};
+
+// Called on the consumer thread, after the error is counted. It must not
+// throw; an exception escaping it is swallowed.
+using ErrorCallback = void (*)(const BusError& error, void* context);
+
+}  // namespace sluice

@@ -1,0 +1,48 @@
+// What travels through the bus: a header and a payload, stored inline in a
+// ring slot.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sluice {
+
+// Admission class of a message; see AdmissionThresholds for what each gets.
+enum class MessagePriority : std::uint8_t { LOW = 0, MEDIUM = 1, HIGH = 2 };
+
+inline constexpr std::size_t kPriorityCount = 3;
+
+constexpr bool IsValidPriority(MessagePriority priority) noexcept {
+  return static_cast<std::size_t>(priority) < kPriorityCount;
+}
+
+constexpr const char* ToString(MessagePriority priority) noexcept {
+  switch (priority) {
+    case MessagePriority::LOW:
+      return "LOW";
+    case MessagePriority::MEDIUM:
+      return "MEDIUM";
+    case MessagePriority::HIGH:
+      return "HIGH";
+  }
+  return "INVALID";
+}
+
+struct MessageHeader {
+  // The ring position the message was admitted at: unique per bus and
+  // increasing in admission order.
+  std::uint64_t msg_id = 0;
+  // Microseconds from the bus clock (Publish) or from the caller (PublishFast).
+  std::uint64_t timestamp_us = 0;
+  std::uint32_t sender_id = 0;
+  MessagePriority priority = MessagePriority::MEDIUM;
+};
+
+// An aggregate, so a payload prvalue is constructed straight into the slot.
+template <typename Payload>
+struct MessageEnvelope {
+  MessageHeader header;
+  Payload payload;
+};
+
+}  // namespace sluice

@@ -1,0 +1,15 @@
+// Sluice: a header-only lock-free MPSC/SPSC in-process message bus with
+// priority admission. Include this one header.
+#pragma once
+
+#include "sluice/admission.hpp"
+#include "sluice/bus.hpp"
+#include "sluice/bus_traits.hpp"
+#include "sluice/clock.hpp"
+#include "sluice/error.hpp"
+#include "sluice/message.hpp"
+#include "sluice/performance_mode.hpp"
+#include "sluice/producer_model.hpp"
+#include "sluice/statistics.hpp"
+#include "sluice/subscription_handle.hpp"
+#include "sluice/version.hpp"

@@ -1,0 +1,30 @@
+// The statistics a bus reports in FULL_FEATURED mode.
+#pragma once
+
+#include <cstdint>
+
+namespace sluice {
+
+// A point-in-time copy of a bus's counters since construction or the last
+// ResetStatistics(). Counters are read one by one, so a snapshot taken while
+// producers run is consistent per field, not across fields. Once the bus is
+// quiescent: attempts == messages_published + messages_dropped, and after a
+// drain messages_processed == messages_published.
+struct BusStatisticsSnapshot {
+  std::uint64_t messages_published = 0;  // admitted
+  std::uint64_t messages_dropped = 0;    // refused by admission or capacity
+  std::uint64_t messages_processed = 0;  // dispatched by the consumer
+  std::uint64_t processing_errors = 0;   // callbacks or visitors that threw
+  std::uint64_t high_priority_published = 0;
+  std::uint64_t medium_priority_published = 0;
+  std::uint64_t low_priority_published = 0;
+  std::uint64_t high_priority_dropped = 0;
+  std::uint64_t medium_priority_dropped = 0;
+  std::uint64_t low_priority_dropped = 0;
+
+  constexpr std::uint64_t messages_attempted() const noexcept {
+    return messages_published + messages_dropped;
+  }
+};
+
+}  // namespace sluice

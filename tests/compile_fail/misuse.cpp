@@ -1,0 +1,42 @@
+// Each CASE is a misuse that must not compile; CMake checks the diagnostic.
+#include <array>
+#include <variant>
+
+#include "sluice/sluice.hpp"
+
+struct A {
+  int value;
+};
+struct B {
+  int value;
+};
+using Payload = std::variant<A, B>;
+
+int main() {
+#if CASE == 1  // subscribing to a type that is not in the variant
+  sluice::MpscBus<Payload, 16> bus;
+  bus.Subscribe<double>([](const double&) {});
+#elif CASE == 2  // publishing a type that is not in the variant
+  sluice::MpscBus<Payload, 16> bus;
+  bus.Publish(3.0);
+#elif CASE == 3  // a capacity that is not a power of two
+  sluice::MpscBus<Payload, 100> bus;
+  bus.Publish(A{1});
+#elif CASE == 4  // a callable larger than the inline storage
+  sluice::MpscBus<Payload, 16> bus;
+  std::array<char, 256> big{};
+  bus.Subscribe<A>([big](const A&) { (void)big; });
+#elif CASE == 5  // a payload that is not a std::variant
+  sluice::MpscBus<int, 16> bus;
+#elif CASE == 6  // a callback with none of the accepted shapes
+  sluice::MpscBus<Payload, 16> bus;
+  bus.Subscribe<A>([](int, int, int) {});
+#elif CASE == 7  // a type that appears twice in the variant
+  sluice::MpscBus<std::variant<A, A>, 16> bus;
+  bus.Publish(A{1});
+#elif CASE == 8  // a visitor that handles only some alternatives
+  sluice::MpscBus<Payload, 16> bus;
+  bus.ProcessBatchWith([](const A&) {});
+#endif
+  return 0;
+}

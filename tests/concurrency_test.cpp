@@ -1,0 +1,310 @@
+// Threaded behaviour. Built and run under ThreadSanitizer in CI as well.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace sluice_test {
+namespace {
+
+using sluice::MessagePriority;
+using sluice::PerformanceMode;
+
+// Releases every waiting thread at once, to maximise contention.
+class StartLine {
+ public:
+  explicit StartLine(int participants) : waiting_(participants) {}
+  void ArriveAndWait() {
+    waiting_.fetch_sub(1);
+    while (waiting_.load() > 0) std::this_thread::yield();
+  }
+
+ private:
+  std::atomic<int> waiting_;
+};
+
+// Checks exactly-once, per-producer-ordered delivery.
+class DeliveryChecker {
+ public:
+  explicit DeliveryChecker(int producers) : next_(static_cast<std::size_t>(producers), 0) {}
+  void Receive(const Sequenced& message) {
+    std::uint64_t& expected = next_.at(message.producer);
+    if (message.sequence != expected) ++violations_;
+    expected = message.sequence + 1;
+    ++received_;
+  }
+  std::uint64_t received() const { return received_; }
+  std::uint64_t violations() const { return violations_; }
+  std::uint64_t next(std::size_t producer) const { return next_.at(producer); }
+
+ private:
+  std::vector<std::uint64_t> next_;
+  std::uint64_t received_ = 0;
+  std::uint64_t violations_ = 0;
+};
+
+TEST(ConcurrencyTest, ContendedProducersAreNeverRefusedSpuriously) {
+  constexpr int kProducers = 4;
+  constexpr std::uint64_t kPerProducer = 25000;
+  auto bus = std::make_unique<sluice::MpscBus<BasicPayload, 131072>>();
+  std::atomic<std::uint64_t> refusals{0};
+  StartLine start(kProducers);
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      start.ArriveAndWait();
+      for (std::uint64_t i = 0; i < kPerProducer; ++i) {
+        if (!bus->Publish(Sequenced{static_cast<std::uint32_t>(p), i})) refusals.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : producers) t.join();
+  EXPECT_EQ(refusals.load(), 0u);
+  EXPECT_EQ(bus->GetStatistics().messages_published, kProducers * kPerProducer);
+
+  DeliveryChecker checker(kProducers);
+  bus->Subscribe<Sequenced>([&](const Sequenced& s) { checker.Receive(s); });
+  while (bus->ProcessBatch() > 0) {
+  }
+  EXPECT_EQ(checker.received(), kProducers * kPerProducer);
+  EXPECT_EQ(checker.violations(), 0u);
+  for (int p = 0; p < kProducers; ++p) EXPECT_EQ(checker.next(p), kPerProducer);
+}
+
+// Producers retry until admitted while a consumer thread drains a small ring
+// and another thread flips the performance mode.
+template <typename Bus>
+void RunProducersAgainstConsumer(int producer_count, std::uint64_t per_producer) {
+  auto bus = std::make_unique<Bus>();
+  DeliveryChecker checker(producer_count);
+  bus->template Subscribe<Sequenced>([&](const Sequenced& s) { checker.Receive(s); });
+  std::atomic<int> producers_done{0};
+  std::thread consumer([&] {
+    while (producers_done.load() < producer_count || bus->QueueDepth() > 0) {
+      if (bus->ProcessBatch(64) == 0) std::this_thread::yield();
+    }
+  });
+  std::thread mode_flipper([&] {
+    const PerformanceMode modes[] = {PerformanceMode::BARE_METAL, PerformanceMode::NO_STATS,
+                                     PerformanceMode::FULL_FEATURED};
+    for (int i = 0; producers_done.load() < producer_count; ++i) {
+      bus->SetPerformanceMode(modes[i % 3]);
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> producers;
+  for (int p = 0; p < producer_count; ++p) {
+    producers.emplace_back([&, p] {
+      for (std::uint64_t i = 0; i < per_producer; ++i) {
+        const auto priority = static_cast<MessagePriority>(i % 3);
+        while (
+            !bus->PublishWithPriority(Sequenced{static_cast<std::uint32_t>(p), i}, 0, priority)) {
+          std::this_thread::yield();
+        }
+      }
+      producers_done.fetch_add(1);
+    });
+  }
+  for (auto& t : producers) t.join();
+  mode_flipper.join();
+  consumer.join();
+  EXPECT_EQ(checker.received(), per_producer * static_cast<std::uint64_t>(producer_count));
+  EXPECT_EQ(checker.violations(), 0u);
+  EXPECT_EQ(bus->QueueDepth(), 0u);
+}
+
+TEST(ConcurrencyTest, MpscDeliversEverythingOnceInProducerOrder) {
+  RunProducersAgainstConsumer<sluice::MpscBus<BasicPayload, 256>>(4, 20000);
+}
+
+TEST(ConcurrencyTest, SpscDeliversEverythingOnceInOrder) {
+  RunProducersAgainstConsumer<sluice::SpscBus<BasicPayload, 256>>(1, 60000);
+}
+
+// What a producer wrote before publishing is visible in the callback.
+TEST(ConcurrencyTest, PublishHappensBeforeDispatch) {
+  constexpr int kMessages = 20000;
+  struct Block {
+    std::uint64_t words[8];
+  };
+  std::vector<Block> blocks(kMessages);  // plain memory, no atomics
+  sluice::SpscBus<std::variant<const Block*>, 128> bus;
+  std::atomic<int> bad{0};
+  int seen = 0;
+  bus.Subscribe<const Block*>([&](const Block* const& block) {
+    for (std::uint64_t w : block->words) {
+      if (w != static_cast<std::uint64_t>(block - blocks.data())) bad.fetch_add(1);
+    }
+    ++seen;
+  });
+  std::thread producer([&] {
+    for (int i = 0; i < kMessages; ++i) {
+      for (auto& w : blocks[i].words) w = static_cast<std::uint64_t>(i);
+      const Block* pointer = &blocks[i];
+      while (!bus.PublishWithPriority(pointer, 0, MessagePriority::HIGH)) std::this_thread::yield();
+    }
+  });
+  while (seen < kMessages) {
+    if (bus.ProcessBatch() == 0) std::this_thread::yield();
+  }
+  producer.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(ConcurrencyTest, UnsubscribeWaitsForTheRunningCallback) {
+  sluice::MpscBus<BasicPayload, 64> bus;
+  std::atomic<bool> entered{false};
+  std::atomic<bool> unsubscribe_started{false};
+  std::atomic<bool> finished{false};
+  std::atomic<int> calls{0};
+  const auto handle = bus.Subscribe<MotorCmd>([&](const MotorCmd&) {
+    calls.fetch_add(1);
+    entered.store(true);
+    while (!unsubscribe_started.load()) std::this_thread::yield();
+    // Long enough that an Unsubscribe that did not wait would return first.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    finished.store(true);
+  });
+  bus.Publish(MotorCmd{1});
+  std::thread consumer([&] { bus.ProcessBatch(); });
+  while (!entered.load()) std::this_thread::yield();
+  unsubscribe_started.store(true);
+  EXPECT_TRUE(bus.Unsubscribe(handle));
+  EXPECT_TRUE(finished.load()) << "Unsubscribe returned while its callback still ran";
+  consumer.join();
+  bus.Publish(MotorCmd{2});
+  bus.ProcessBatch();
+  EXPECT_EQ(calls.load(), 1);
+}
+
+// Subscribers come and go on other threads while the consumer dispatches.
+// Each callback checks that its captured state is alive; the state is freed
+// as soon as Unsubscribe returns (AddressSanitizer catches a late call).
+TEST(ConcurrencyTest, SubscriptionStormDuringDispatch) {
+  struct State {
+    std::atomic<std::uint32_t> magic{0xC0FFEE};
+  };
+  auto bus = std::make_unique<sluice::MpscBus<BasicPayload, 1024>>();
+  std::atomic<bool> stop{false};
+  std::atomic<int> dead_calls{0};
+  std::atomic<std::uint64_t> storm_calls{0};
+  std::thread consumer([&] {
+    while (!stop.load()) {
+      if (bus->ProcessBatch() == 0) std::this_thread::yield();
+    }
+    bus->ProcessBatch();
+  });
+  std::thread producer([&] {
+    for (std::uint64_t i = 0; !stop.load(); ++i) {
+      if (!bus->Publish(MotorCmd{static_cast<int>(i)})) std::this_thread::yield();
+    }
+  });
+  auto storm = [&] {
+    for (int round = 0; round < 300; ++round) {
+      auto state = std::make_unique<State>();
+      State* raw = state.get();
+      const auto handle = bus->Subscribe<MotorCmd>([&, raw](const MotorCmd&) {
+        if (raw->magic.load() != 0xC0FFEE) dead_calls.fetch_add(1);
+        storm_calls.fetch_add(1);
+      });
+      ASSERT_TRUE(handle.valid());
+      std::this_thread::yield();
+      ASSERT_TRUE(bus->Unsubscribe(handle));
+      raw->magic.store(0xDEAD);
+      state.reset();
+    }
+  };
+  std::thread storm_a(storm);
+  std::thread storm_b(storm);
+  storm_a.join();
+  storm_b.join();
+  stop.store(true);
+  producer.join();
+  consumer.join();
+  EXPECT_EQ(dead_calls.load(), 0);
+  EXPECT_EQ(bus->SubscriberCount<MotorCmd>(), 0u);
+}
+
+TEST(ConcurrencyTest, ErrorCallbackReplacementWaitsForTheRunningReport) {
+  struct Context {
+    std::atomic<std::uint32_t> magic{0xC0FFEE};
+    std::atomic<int> reports{0};
+  };
+  sluice::MpscBus<BasicPayload, 256> bus;
+  std::atomic<int> dead_reports{0};
+  static std::atomic<int>* dead = nullptr;
+  dead = &dead_reports;
+  auto report = [](const sluice::BusError&, void* context) {
+    auto* c = static_cast<Context*>(context);
+    if (c->magic.load() != 0xC0FFEE) dead->fetch_add(1);
+    c->reports.fetch_add(1);
+  };
+  bus.Subscribe<MotorCmd>([](const MotorCmd&) { throw std::runtime_error("boom"); });
+  std::atomic<bool> stop{false};
+  std::thread consumer([&] {
+    while (!stop.load()) {
+      bus.Publish(MotorCmd{1});
+      bus.ProcessBatch();
+    }
+  });
+  for (int i = 0; i < 500; ++i) {
+    auto context = std::make_unique<Context>();
+    bus.SetErrorCallback(report, context.get());
+    std::this_thread::yield();
+    bus.SetErrorCallback(nullptr);
+    context->magic.store(0xDEAD);
+  }
+  stop.store(true);
+  consumer.join();
+  EXPECT_EQ(dead_reports.load(), 0);
+}
+
+// A payload whose copy blocks until released: a producer stalled between
+// claiming its slot and publishing it.
+struct Gate {
+  static inline std::atomic<bool> open{true};
+  static inline std::atomic<bool> holding{false};
+  Gate() = default;
+  Gate(const Gate&) noexcept {
+    holding.store(true);
+    while (!open.load()) std::this_thread::yield();
+  }
+  Gate(Gate&&) noexcept = default;
+};
+
+TEST(ConcurrencyTest, StalledProducerHoldsTheConsumerWithoutLoss) {
+  using Bus = sluice::MpscBus<std::variant<Gate, Sequenced>, 16>;
+  Bus bus;
+  bus.SetPerformanceMode(PerformanceMode::BARE_METAL);
+  std::vector<std::uint64_t> order;
+  bus.Subscribe<Gate>([&](const Gate&) { order.push_back(1000); });
+  bus.Subscribe<Sequenced>([&](const Sequenced& s) { order.push_back(s.sequence); });
+
+  Gate::open = false;
+  Gate::holding = false;
+  const Gate gate;
+  std::thread stalled([&] { EXPECT_TRUE(bus.Publish(gate)); });
+  while (!Gate::holding.load()) std::this_thread::yield();
+
+  // The stalled producer holds one slot; others fill the remaining 15.
+  std::uint64_t admitted = 0;
+  while (bus.Publish(Sequenced{0, admitted})) ++admitted;
+  EXPECT_EQ(admitted, 15u);
+  EXPECT_EQ(bus.ProcessBatch(), 0u) << "the consumer waits at the unfilled slot";
+
+  Gate::open = true;
+  stalled.join();
+  EXPECT_EQ(bus.ProcessBatch(), 16u);
+  ASSERT_EQ(order.size(), 16u);
+  EXPECT_EQ(order[0], 1000u) << "the stalled message keeps its place";
+  for (std::uint64_t i = 0; i < 15; ++i) EXPECT_EQ(order[i + 1], i);
+}
+
+}  // namespace
+}  // namespace sluice_test

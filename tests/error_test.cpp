@@ -1,0 +1,115 @@
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace sluice_test {
+namespace {
+
+struct ErrorLog {
+  std::vector<sluice::BusError> errors;
+  std::vector<std::string> texts;
+  static void Record(const sluice::BusError& error, void* context) {
+    auto* self = static_cast<ErrorLog*>(context);
+    self->errors.push_back(error);
+    self->texts.emplace_back(error.what);
+  }
+};
+
+TEST(ErrorTest, ThrowingCallbackIsCountedReportedAndDispatchGoesOn) {
+  sluice::MpscBus<BasicPayload, 64> bus;
+  ErrorLog log;
+  bus.SetErrorCallback(&ErrorLog::Record, &log);
+  std::vector<int> after;
+  bus.Subscribe<MotorCmd>([](const MotorCmd& cmd) {
+    if (cmd.speed % 3 == 0) throw std::runtime_error("speed " + std::to_string(cmd.speed));
+  });
+  bus.Subscribe<MotorCmd>([&](const MotorCmd& cmd) { after.push_back(cmd.speed); });
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(bus.Publish(MotorCmd{i}, 5));
+  EXPECT_EQ(bus.ProcessBatch(), 7u);
+
+  EXPECT_EQ(after, (std::vector<int>{0, 1, 2, 3, 4, 5, 6}))
+      << "the next subscriber and the next messages still run, each exactly once";
+  const auto stats = bus.GetStatistics();
+  EXPECT_EQ(stats.processing_errors, 3u);
+  EXPECT_EQ(stats.messages_processed, 7u);
+  ASSERT_EQ(log.errors.size(), 3u);
+  EXPECT_EQ(log.errors[1].code, sluice::BusErrorCode::kCallbackThrew);
+  EXPECT_EQ(log.errors[1].sender_id, 5u);
+  EXPECT_EQ(log.errors[1].type_index, 1u);
+  EXPECT_EQ(log.texts[1], "speed 3");
+  EXPECT_EQ(log.errors[2].msg_id, log.errors[0].msg_id + 6);
+}
+
+TEST(ErrorTest, NonStandardExceptionIsReported) {
+  sluice::SpscBus<BasicPayload, 8> bus;
+  ErrorLog log;
+  bus.SetErrorCallback(&ErrorLog::Record, &log);
+  bus.Subscribe<SensorData>([](const SensorData&) { throw 42; });
+  bus.Publish(SensorData{});
+  bus.ProcessBatch();
+  ASSERT_EQ(log.texts.size(), 1u);
+  EXPECT_EQ(log.texts[0], "non-standard exception");
+}
+
+TEST(ErrorTest, ThrowingVisitorIsCountedAndTheBatchGoesOn) {
+  sluice::MpscBus<BasicPayload, 8> bus;
+  ErrorLog log;
+  bus.SetErrorCallback(&ErrorLog::Record, &log);
+  for (int i = 0; i < 4; ++i) bus.Publish(MotorCmd{i});
+  int visited = 0;
+  EXPECT_EQ(bus.ProcessBatchWith([&](const auto&) {
+    if (++visited == 2) throw std::logic_error("visitor");
+  }),
+            4u);
+  EXPECT_EQ(visited, 4);
+  EXPECT_EQ(bus.GetStatistics().processing_errors, 1u);
+  ASSERT_EQ(log.errors.size(), 1u);
+  EXPECT_EQ(log.errors[0].code, sluice::BusErrorCode::kVisitorThrew);
+}
+
+TEST(ErrorTest, ErrorsAreCountedWithoutACallbackAndCallbackCanBeRemoved) {
+  sluice::MpscBus<BasicPayload, 8> bus;
+  ErrorLog log;
+  bus.SetErrorCallback(&ErrorLog::Record, &log);
+  bus.SetErrorCallback(nullptr);
+  bus.Subscribe<MotorCmd>([](const MotorCmd&) { throw std::runtime_error("x"); });
+  bus.Publish(MotorCmd{});
+  bus.ProcessBatch();
+  EXPECT_TRUE(log.errors.empty());
+  EXPECT_EQ(bus.GetStatistics().processing_errors, 1u);
+}
+
+TEST(ErrorTest, ThrowingErrorCallbackIsSwallowed) {
+  sluice::MpscBus<BasicPayload, 8> bus;
+  bus.SetErrorCallback([](const sluice::BusError&, void*) { throw std::runtime_error("again"); });
+  bus.Subscribe<MotorCmd>([](const MotorCmd&) { throw std::runtime_error("x"); });
+  bus.Publish(MotorCmd{});
+  bus.Publish(MotorCmd{});
+  EXPECT_EQ(bus.ProcessBatch(), 2u);
+  EXPECT_EQ(bus.GetStatistics().processing_errors, 2u);
+}
+
+struct ThrowingCopy {
+  ThrowingCopy() = default;
+  ThrowingCopy(const ThrowingCopy&) { throw std::runtime_error("copy"); }
+  ThrowingCopy(ThrowingCopy&&) noexcept = default;
+};
+
+TEST(ErrorTest, ThrowingCopyIsMadeBeforeClaimingSoNoSlotIsLost) {
+  sluice::MpscBus<std::variant<ThrowingCopy, int>, 8> bus;
+  const ThrowingCopy original;
+  EXPECT_THROW(bus.Publish(original), std::runtime_error);
+  EXPECT_EQ(bus.QueueDepth(), 0u);
+  ASSERT_TRUE(bus.Publish(5));
+  int got = 0;
+  bus.Subscribe<int>([&](const int& v) { got = v; });
+  EXPECT_EQ(bus.ProcessBatch(), 1u) << "the consumer is not blocked by an unfilled slot";
+  EXPECT_EQ(got, 5);
+}
+
+}  // namespace
+}  // namespace sluice_test

@@ -1,0 +1,56 @@
+// Payload types and helpers shared by the Sluice tests.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+
+#include "sluice/sluice.hpp"
+
+namespace sluice_test {
+
+struct SensorData {
+  float temperature = 0;
+};
+struct MotorCmd {
+  std::int32_t speed = 0;
+};
+struct Sequenced {
+  std::uint32_t producer = 0;
+  std::uint64_t sequence = 0;
+};
+
+using BasicPayload = std::variant<SensorData, MotorCmd, Sequenced>;
+
+// Counts every construction and destruction so tests can assert the balance.
+struct LifetimeCounter {
+  static inline std::atomic<int> constructed{0};
+  static inline std::atomic<int> destroyed{0};
+  static void ResetCounts() {
+    constructed = 0;
+    destroyed = 0;
+  }
+  static int Live() { return constructed.load() - destroyed.load(); }
+
+  explicit LifetimeCounter(int v = 0) : value(v) { ++constructed; }
+  // A copy that may throw (it allocates), so the bus copies before claiming.
+  LifetimeCounter(const LifetimeCounter& other) : value(other.value), text(other.text) {
+    ++constructed;
+  }
+  LifetimeCounter(LifetimeCounter&& other) noexcept
+      : value(other.value), text(std::move(other.text)) {
+    ++constructed;
+  }
+  LifetimeCounter& operator=(const LifetimeCounter&) = default;
+  LifetimeCounter& operator=(LifetimeCounter&&) noexcept = default;
+  ~LifetimeCounter() { ++destroyed; }
+
+  int value = 0;
+  std::string text = "a string long enough to defeat the small string optimisation";
+};
+
+using OwningPayload = std::variant<LifetimeCounter, std::string, std::unique_ptr<int>, Sequenced>;
+
+}  // namespace sluice_test
