@@ -62,6 +62,10 @@ class AsyncBus {
   using Envelope = MessageEnvelope<Payload>;
   static constexpr std::size_t kSlotCount = kCapacity;
   static constexpr ProducerModel kProducerModel = kProducers;
+  // Memory of one slot (sequence number + envelope) and of the whole ring.
+  static constexpr std::size_t kBytesPerSlot =
+      sizeof(typename detail::Ring<Envelope, kCapacity, kProducers, Traits::kSlotStorage>::Slot);
+  static constexpr std::size_t kRingBytes = kBytesPerSlot * kCapacity;
 
   AsyncBus() : ring_(0) {}
   explicit AsyncBus(FirstPosition first) : ring_(first.value) {}

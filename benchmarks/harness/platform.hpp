@@ -1,0 +1,53 @@
+// What the benchmark needs from the machine: pinning, a cheap clock, CPU time,
+// resident memory, and probes of the machine's own noise.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sluice::bench {
+
+// CPUs this process may run on, in order.
+std::vector<int> AllowedCpus();
+
+// Pins the calling thread to `cpu`; false when the system refuses.
+bool PinThisThread(int cpu);
+
+std::string CpuModel();
+std::string CompilerDescription();
+std::string UtcTimestamp();
+
+// Process CPU time (user + system), seconds.
+double ProcessCpuSeconds();
+// Resident set size now and at its peak, bytes (0 where unknown).
+std::uint64_t ResidentBytes();
+std::uint64_t PeakResidentBytes();
+
+// A clock that costs little: the invariant TSC on x86-64 (calibrated against
+// steady_clock at start-up), steady_clock elsewhere.
+class FastClock {
+ public:
+  static void Calibrate();
+  static std::uint64_t Ticks() noexcept;
+  static double NanosPerTick() noexcept;
+  static double TicksToNanos(std::uint64_t ticks) noexcept {
+    return static_cast<double>(ticks) * NanosPerTick();
+  }
+  static std::string Description();
+};
+
+// Median round trip of a cache line bounced between two pinned threads, ns.
+// Tells which placement state the two CPUs are in while a table is measured.
+double PlacementProbeNanos(int cpu_a, int cpu_b);
+
+// A pinned thread timing its own gaps: how much time a spinning thread loses.
+struct GapProfile {
+  double window_ms = 0;
+  double lost_percent = 0;  // time in gaps longer than 1 us
+  std::uint64_t gaps_over_10us = 0;
+  double max_gap_us = 0;
+};
+GapProfile MeasureGaps(int cpu, double window_ms);
+
+}  // namespace sluice::bench

@@ -1,0 +1,61 @@
+// Summaries of repeated measurements.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+namespace sluice::bench {
+
+struct MeanStddev {
+  double mean = 0;
+  double stddev = 0;
+};
+
+inline MeanStddev Summarize(const std::vector<double>& values) {
+  MeanStddev result;
+  if (values.empty()) return result;
+  for (double v : values) result.mean += v;
+  result.mean /= static_cast<double>(values.size());
+  if (values.size() > 1) {
+    double squares = 0;
+    for (double v : values) squares += (v - result.mean) * (v - result.mean);
+    result.stddev = std::sqrt(squares / static_cast<double>(values.size() - 1));
+  }
+  return result;
+}
+
+inline double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+struct Percentiles {
+  std::size_t samples = 0;
+  double mean = 0, p50 = 0, p95 = 0, p99 = 0, p999 = 0, max = 0;
+};
+
+// Sorts `values` in place.
+inline Percentiles ComputePercentiles(std::vector<double>& values) {
+  Percentiles p;
+  p.samples = values.size();
+  if (values.empty()) return p;
+  std::sort(values.begin(), values.end());
+  auto at = [&](double q) {
+    const auto index = static_cast<std::size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
+    return values[std::min(index, values.size() - 1)];
+  };
+  for (double v : values) p.mean += v;
+  p.mean /= static_cast<double>(values.size());
+  p.p50 = at(0.50);
+  p.p95 = at(0.95);
+  p.p99 = at(0.99);
+  p.p999 = at(0.999);
+  p.max = values.back();
+  return p;
+}
+
+}  // namespace sluice::bench

@@ -1,0 +1,26 @@
+// Payloads and buses shared by the Google Benchmark micro-benchmarks.
+#pragma once
+
+#include <cstdint>
+#include <sluice/sluice.hpp>
+#include <variant>
+
+#include "bench_payload.hpp"
+
+namespace sluice::micro {
+
+template <std::size_t kBytes>
+using Payload = bench::Sample<kBytes>;
+
+inline constexpr std::size_t kSlots = 131072;
+template <ProducerModel kModel, std::size_t kBytes = 24>
+using Bus = AsyncBus<std::variant<Payload<kBytes>>, kSlots, kModel>;
+
+// Empties the bus without dispatching.
+template <typename B>
+void Drain(B& bus) {
+  while (bus.ProcessBatchWith([](const auto&) {}) > 0) {
+  }
+}
+
+}  // namespace sluice::micro

@@ -1,0 +1,64 @@
+// Dispatch cost: callbacks (ProcessBatch) against a visitor (ProcessBatchWith).
+#include <benchmark/benchmark.h>
+
+#include <memory>
+
+#include "micro_common.hpp"
+
+namespace sluice::micro {
+namespace {
+
+constexpr std::uint32_t kBatch = 4096;
+
+template <typename B>
+void Fill(B& bus) {
+  for (std::uint32_t i = 0; i < kBatch; ++i) {
+    bus.PublishFast(Payload<24>{i, 0, 0, 0, 0}, 1, 0, MessagePriority::HIGH);
+  }
+}
+
+template <ProducerModel kModel>
+void BM_Callbacks(benchmark::State& state) {
+  auto bus = std::make_unique<Bus<kModel>>();
+  std::uint64_t sink = 0;
+  for (std::int64_t i = 0; i < state.range(0); ++i) {
+    bus->template Subscribe<Payload<24>>([&sink](const Payload<24>& p) { sink += p.seq; });
+  }
+  for (auto _ : state) {
+    state.PauseTiming();
+    Fill(*bus);
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(bus->ProcessBatch());
+  }
+  benchmark::DoNotOptimize(sink);
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * kBatch);
+}
+
+template <ProducerModel kModel>
+void BM_Visitor(benchmark::State& state) {
+  auto bus = std::make_unique<Bus<kModel>>();
+  std::uint64_t sink = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    Fill(*bus);
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(
+        bus->ProcessBatchWith([&sink](const Payload<24>& p) { sink += p.seq; }));
+  }
+  benchmark::DoNotOptimize(sink);
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * kBatch);
+}
+
+BENCHMARK_TEMPLATE(BM_Callbacks, ProducerModel::kMulti)
+    ->Name("ProcessBatch/MPSC/subscribers")
+    ->Arg(1)
+    ->Arg(4)
+    ->Arg(16);
+BENCHMARK_TEMPLATE(BM_Callbacks, ProducerModel::kSingle)
+    ->Name("ProcessBatch/SPSC/subscribers")
+    ->Arg(1);
+BENCHMARK_TEMPLATE(BM_Visitor, ProducerModel::kMulti)->Name("ProcessBatchWith/MPSC");
+BENCHMARK_TEMPLATE(BM_Visitor, ProducerModel::kSingle)->Name("ProcessBatchWith/SPSC");
+
+}  // namespace
+}  // namespace sluice::micro

@@ -1,0 +1,95 @@
+// The benchmark report: tables for people, named metrics for machines. The
+// same Report renders as text, JSON, Markdown and HTML, and two reports
+// compare metric by metric.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace sluice::bench {
+
+// Where and how the figures were measured; printed with every table.
+struct Context {
+  std::string cpu_model;
+  int cores = 0;
+  std::string compiler;
+  std::string flags;
+  std::string date;
+  std::string suite;
+  std::string clock;
+  std::string pinning;
+  std::string sluice_version;
+};
+
+enum class Better { kHigher, kLower, kNeither };
+
+// One figure. Names are dotted paths: "modes.mpsc.full_featured.throughput_mps".
+struct Metric {
+  std::string name;
+  double value = 0;
+  std::string unit;
+  Better better = Better::kNeither;
+};
+
+struct Table {
+  std::string id;  // the --only name of the table's scenario
+  std::string title;
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> notes;  // printed under the table
+};
+
+struct Report {
+  Context context;
+  std::vector<Table> tables;
+  std::vector<Metric> metrics;
+
+  void AddMetric(std::string name, double value, std::string unit, Better better);
+  const Metric* FindMetric(const std::string& name) const;
+};
+
+nlohmann::json ToJson(const Report& report);
+// Throws nlohmann::json::exception on a malformed document.
+Report ReportFromJson(const nlohmann::json& json);
+
+std::string RenderContextLine(const Context& context);
+std::string RenderText(const Table& table, const Context& context);
+// A Markdown document of every table, with the reference's published figures
+// beside ours where the reference has one.
+std::string RenderMarkdown(const Report& report);
+// A self-contained HTML page: the tables and inline SVG charts.
+std::string RenderHtml(const Report& report);
+
+struct ComparisonRow {
+  std::string name;
+  std::string unit;
+  double baseline = 0;
+  double current = 0;
+  double change_percent = 0;
+  enum class Verdict {
+    kWithinBand,
+    kImproved,
+    kRegressed,
+    kInformational
+  } verdict = Verdict::kWithinBand;
+};
+
+struct Comparison {
+  std::vector<ComparisonRow> rows;
+  std::vector<std::string> only_in_baseline;
+  std::vector<std::string> only_in_current;
+  bool HasRegression() const;
+};
+
+// Each metric present in both reports: its change, flagged when outside
+// +-band_percent in the direction that matters.
+Comparison Compare(const Report& baseline, const Report& current, double band_percent);
+std::string RenderComparison(const Comparison& comparison, double band_percent);
+
+// Number formatting shared by the scenarios.
+std::string Fixed(double value, int decimals);
+std::string WithThousands(std::uint64_t value);
+
+}  // namespace sluice::bench

@@ -1,0 +1,144 @@
+#include "scenarios/common.hpp"
+
+#include <chrono>
+#include <iostream>
+
+namespace sluice::bench {
+
+int Options::ProducerCpu(int producer_index) const {
+  if (!separate_cores) return cpus.front();
+  // Producers share every CPU but the consumer's (cpus[1]), round robin.
+  std::vector<int> producer_cpus = cpus;
+  producer_cpus.erase(producer_cpus.begin() + 1);
+  return producer_cpus[static_cast<std::size_t>(producer_index) % producer_cpus.size()];
+}
+
+int Options::ConsumerCpu() const { return separate_cores ? cpus[1] : cpus.front(); }
+
+bool ApplySuite(const std::string& suite, Options* o) {
+  o->suite = suite;
+  if (suite == "smoke") {
+    o->rounds = 2;
+    o->publish_messages = 10000;
+    o->latency_samples = 2000;
+    o->dispatch_messages = 20000;
+    o->end_to_end_messages = 100000;
+    o->sustained_seconds = 0.1;
+    o->load_seconds = 0.05;
+  } else if (suite == "quick") {
+    o->rounds = 5;
+    o->publish_messages = 100000;
+    o->latency_samples = 10000;
+    o->dispatch_messages = 100000;
+    o->end_to_end_messages = 2000000;
+    o->sustained_seconds = 1.0;
+    o->load_seconds = 0.5;
+  } else if (suite == "standard") {
+    o->rounds = 10;
+    o->publish_messages = 100000;
+    o->latency_samples = 100000;
+    o->dispatch_messages = 100000;
+    o->end_to_end_messages = 10000000;
+    o->sustained_seconds = 5.0;
+    o->load_seconds = 2.0;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void SelectCpus(Options* options) {
+  options->cpus = AllowedCpus();
+  options->separate_cores = options->cpus.size() >= 2;
+}
+
+std::string DescribePinning(const Options& options) {
+  if (!options.separate_cores) {
+    return "one CPU available: producer and consumer share CPU " +
+           std::to_string(options.cpus.front()) + " (cross-core figures are not measured)";
+  }
+  return "producer pinned to CPU " + std::to_string(options.ProducerCpu(0)) + ", consumer to CPU " +
+         std::to_string(options.ConsumerCpu());
+}
+
+std::string ModeKey(PerformanceMode mode) {
+  switch (mode) {
+    case PerformanceMode::FULL_FEATURED:
+      return "full_featured";
+    case PerformanceMode::BARE_METAL:
+      return "bare_metal";
+    case PerformanceMode::NO_STATS:
+      return "no_stats";
+  }
+  return "unknown";
+}
+
+void Progress(const std::string& message) {
+  std::cerr << "[sluice_bench] " << message << std::endl;
+}
+
+double TimeNanos(const std::function<void()>& body) {
+  const auto start = std::chrono::steady_clock::now();
+  body();
+  return static_cast<double>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
+}
+
+double RunProducersAndConsumer(const Options& options, int producer_count,
+                               const std::function<void(int)>& producer,
+                               const std::function<std::uint32_t()>& consume,
+                               const std::function<bool()>& finished) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::chrono::steady_clock::time_point start;
+  std::chrono::steady_clock::time_point finish;
+  std::thread consumer([&] {
+    PinThisThread(options.ConsumerCpu());
+    ready.fetch_add(1);
+    while (!go.load(std::memory_order_acquire)) {
+    }
+    for (;;) {
+      if (consume() != 0) continue;
+      if (finished()) {
+        while (consume() != 0) {
+        }
+        break;
+      }
+    }
+    finish = std::chrono::steady_clock::now();
+  });
+  std::vector<std::thread> producers;
+  for (int p = 0; p < producer_count; ++p) {
+    producers.emplace_back([&, p] {
+      PinThisThread(options.ProducerCpu(p));
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      producer(p);
+    });
+  }
+  while (ready.load() < producer_count + 1) std::this_thread::yield();
+  start = std::chrono::steady_clock::now();
+  go.store(true, std::memory_order_release);
+  for (auto& t : producers) t.join();
+  consumer.join();
+  return std::chrono::duration<double>(finish - start).count();
+}
+
+const std::vector<NamedScenario>& AllScenarios() {
+  static const std::vector<NamedScenario> scenarios = {
+      {"modes", "publish throughput per performance mode", &RunModes},
+      {"batch", "publish throughput per batch size", &RunBatchSizes},
+      {"latency", "end-to-end latency percentiles, callbacks and visitor", &RunLatency},
+      {"dispatch", "ProcessBatchWith (visitor) vs ProcessBatch (callbacks)", &RunDispatch},
+      {"burst", "backpressure burst: priority admission under overload", &RunBurst},
+      {"sustained", "sustained run, producer faster than consumer", &RunSustained},
+      {"load", "fixed-rate load scenarios and many subscribers", &RunLoad},
+      {"payload", "payload sizes end to end", &RunPayloadSizes},
+      {"memory", "bytes per slot and resident memory", &RunMemory},
+  };
+  return scenarios;
+}
+
+}  // namespace sluice::bench

@@ -1,0 +1,105 @@
+// What every benchmark scenario shares: options, payloads, bus types, thread
+// placement and the end-to-end runner.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <sluice/sluice.hpp>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "bench_payload.hpp"
+#include "harness/platform.hpp"
+#include "report/report.hpp"
+
+namespace sluice::bench {
+
+struct Options {
+  std::string suite = "quick";
+  int rounds = 5;
+  int producers = 1;
+  std::uint64_t publish_messages = 100000;  // per round, publish-only tables
+  std::uint64_t latency_samples = 10000;
+  std::uint64_t dispatch_messages = 100000;
+  std::uint64_t end_to_end_messages = 2000000;
+  double sustained_seconds = 1.0;
+  double load_seconds = 0.5;
+  double consumer_work_ns = 100;  // per message, in the overloaded sustained run
+  // Placement, filled in by SelectCpus().
+  std::vector<int> cpus;
+  bool separate_cores = true;
+
+  int ProducerCpu(int producer_index) const;
+  int ConsumerCpu() const;
+};
+
+// Fills the suite's counts; false for an unknown suite.
+bool ApplySuite(const std::string& suite, Options* options);
+void SelectCpus(Options* options);
+std::string DescribePinning(const Options& options);
+
+template <ProducerModel kModel, typename Payload = std::variant<Sample<24>>>
+using BenchBus = AsyncBus<Payload, 131072, kModel>;
+
+inline const char* ModelName(ProducerModel model) {
+  return model == ProducerModel::kMulti ? "MPSC" : "SPSC";
+}
+inline std::string ModelKey(ProducerModel model) {
+  return model == ProducerModel::kMulti ? "mpsc" : "spsc";
+}
+std::string ModeKey(PerformanceMode mode);
+
+// Progress for long suites goes to stderr, the report to stdout.
+void Progress(const std::string& message);
+
+// Wall time of `body`, in nanoseconds.
+double TimeNanos(const std::function<void()>& body);
+
+// Drains a bus without dispatching to subscribers.
+template <typename Bus>
+void Drain(Bus& bus) {
+  while (bus.ProcessBatchWith([](const auto&) {}) > 0) {
+  }
+}
+
+// Runs `producer(index)` on each producer thread and `consume()` (returning
+// how many messages it dispatched) on a consumer thread. The consumer asks
+// `finished()` only when a batch comes back empty, then drains once more, so
+// the check never touches the producers' cache lines while messages flow.
+// Returns seconds from the start signal until the consumer finished.
+double RunProducersAndConsumer(const Options& options, int producer_count,
+                               const std::function<void(int)>& producer,
+                               const std::function<std::uint32_t()>& consume,
+                               const std::function<bool()>& finished);
+
+// Burns about `ticks` of FastClock time: simulated per-message work.
+inline void SpinTicks(std::uint64_t ticks) {
+  const std::uint64_t start = FastClock::Ticks();
+  while (FastClock::Ticks() - start < ticks) {
+  }
+}
+
+// A scenario appends its table(s) and metrics to the report.
+using Scenario = void (*)(const Options&, Report&);
+struct NamedScenario {
+  const char* id;
+  const char* summary;
+  Scenario run;
+};
+const std::vector<NamedScenario>& AllScenarios();
+
+void RunModes(const Options&, Report&);
+void RunBatchSizes(const Options&, Report&);
+void RunLatency(const Options&, Report&);
+void RunDispatch(const Options&, Report&);
+void RunBurst(const Options&, Report&);
+void RunSustained(const Options&, Report&);
+void RunLoad(const Options&, Report&);
+void RunPayloadSizes(const Options&, Report&);
+void RunMemory(const Options&, Report&);
+
+}  // namespace sluice::bench

@@ -1,0 +1,193 @@
+// Single-threaded tables: publish cost per mode and batch size (no consumer
+// running), and dispatch cost per path (no producer running).
+#include <map>
+
+#include "harness/stats.hpp"
+#include "scenarios/common.hpp"
+
+namespace sluice::bench {
+namespace {
+
+enum class PublishCall { kPublish, kPublishFast };
+
+// ns per message to publish `count` messages into an empty bus.
+template <typename Bus>
+double PublishNanosPerMessage(Bus& bus, std::uint64_t count, PerformanceMode mode,
+                              PublishCall call) {
+  Drain(bus);
+  bus.SetPerformanceMode(mode);
+  std::uint64_t refused = 0;
+  const double nanos = TimeNanos([&] {
+    for (std::uint64_t i = 0; i < count; ++i) {
+      const Sample<24> sample{i, 1.0f, 2.0f, 3.0f, 4.0f};
+      const bool admitted =
+          call == PublishCall::kPublish ? bus.Publish(sample, 1) : bus.PublishFast(sample, 1, i);
+      refused += admitted ? 0 : 1;
+    }
+  });
+  if (refused != 0) Progress("warning: " + std::to_string(refused) + " publishes refused");
+  return nanos / static_cast<double>(count);
+}
+
+struct Variant {
+  std::string label;
+  std::string key;
+  PerformanceMode mode;
+  PublishCall call;
+};
+
+template <ProducerModel kModel>
+void ModesFor(const Options& options, Report& report, Table& table) {
+  auto bus = std::make_unique<BenchBus<kModel>>();
+  const std::vector<Variant> variants = {
+      {"FULL_FEATURED", "full_featured", PerformanceMode::FULL_FEATURED, PublishCall::kPublish},
+      {"NO_STATS", "no_stats", PerformanceMode::NO_STATS, PublishCall::kPublish},
+      {"BARE_METAL", "bare_metal", PerformanceMode::BARE_METAL, PublishCall::kPublish},
+      {"FULL_FEATURED, PublishFast", "full_featured_fast", PerformanceMode::FULL_FEATURED,
+       PublishCall::kPublishFast},
+  };
+  std::map<std::string, std::vector<double>> nanos;
+  // Interleaved: every round measures each variant once, so drift in the
+  // machine's state hits all of them alike.
+  for (int round = 0; round < options.rounds; ++round) {
+    for (const Variant& v : variants) {
+      nanos[v.key].push_back(
+          PublishNanosPerMessage(*bus, options.publish_messages, v.mode, v.call));
+    }
+  }
+  const double bare = Summarize(nanos["bare_metal"]).mean;
+  const std::string model = ModelKey(kModel);
+  for (const Variant& v : variants) {
+    std::vector<double> throughput;
+    for (double ns : nanos[v.key]) throughput.push_back(1000.0 / ns);
+    const MeanStddev t = Summarize(throughput);
+    const MeanStddev n = Summarize(nanos[v.key]);
+    const double overhead = n.mean - bare;
+    table.rows.push_back(
+        {ModelName(kModel), v.label, Fixed(t.mean, 2) + " +- " + Fixed(t.stddev, 2),
+         Fixed(n.mean, 2) + " +- " + Fixed(n.stddev, 2),
+         v.key == "bare_metal" ? "-" : (overhead >= 0 ? "+" : "") + Fixed(overhead, 2)});
+    report.AddMetric("modes." + model + "." + v.key + ".throughput_mps", t.mean, "M msg/s",
+                     Better::kHigher);
+    report.AddMetric("modes." + model + "." + v.key + ".ns_per_msg", n.mean, "ns", Better::kLower);
+  }
+  report.AddMetric("modes." + model + ".overhead_ns", Summarize(nanos["full_featured"]).mean - bare,
+                   "ns", Better::kNeither);
+}
+
+template <ProducerModel kModel>
+void BatchesFor(const Options& options, Report& report, Table& table) {
+  auto bus = std::make_unique<BenchBus<kModel>>();
+  const std::uint64_t sizes[] = {1000, 10000, 100000};
+  std::map<std::uint64_t, std::vector<double>> nanos;
+  for (int round = 0; round < options.rounds; ++round) {
+    for (std::uint64_t size : sizes) {
+      nanos[size].push_back(PublishNanosPerMessage(*bus, size, PerformanceMode::FULL_FEATURED,
+                                                   PublishCall::kPublish));
+    }
+  }
+  for (std::uint64_t size : sizes) {
+    std::vector<double> throughput;
+    for (double ns : nanos[size]) throughput.push_back(1000.0 / ns);
+    const MeanStddev t = Summarize(throughput);
+    const MeanStddev n = Summarize(nanos[size]);
+    const std::string label = std::to_string(size / 1000) + "K";
+    table.rows.push_back({ModelName(kModel), label, Fixed(t.mean, 2) + " +- " + Fixed(t.stddev, 2),
+                          Fixed(n.mean, 2) + " +- " + Fixed(n.stddev, 2)});
+    report.AddMetric("batch." + ModelKey(kModel) + "." + label + ".throughput_mps", t.mean,
+                     "M msg/s", Better::kHigher);
+  }
+}
+
+template <ProducerModel kModel>
+void DispatchFor(const Options& options, Report& report, Table& table) {
+  auto bus = std::make_unique<BenchBus<kModel>>();
+  std::uint64_t sink = 0;
+  bus->template Subscribe<Sample<24>>([&sink](const Sample<24>& s) { sink += s.seq; });
+  std::vector<double> callback_nanos, visitor_nanos;
+  auto fill = [&] {
+    Drain(*bus);
+    for (std::uint64_t i = 0; i < options.dispatch_messages; ++i) {
+      bus->PublishFast(Sample<24>{i, 0, 0, 0, 0}, 1, 0, MessagePriority::HIGH);
+    }
+  };
+  const auto count = static_cast<double>(options.dispatch_messages);
+  for (int round = 0; round < options.rounds; ++round) {
+    fill();
+    callback_nanos.push_back(TimeNanos([&] {
+                               while (bus->ProcessBatch() > 0) {
+                               }
+                             }) /
+                             count);
+    fill();
+    visitor_nanos.push_back(
+        TimeNanos([&] {
+          while (bus->ProcessBatchWith([&sink](const Sample<24>& s) { sink += s.seq; }) > 0) {
+          }
+        }) /
+        count);
+  }
+  if (sink == 42) Progress("");  // keeps `sink` observable
+  const MeanStddev callback = Summarize(callback_nanos);
+  const MeanStddev visitor = Summarize(visitor_nanos);
+  table.rows.push_back({ModelName(kModel),
+                        Fixed(visitor.mean, 2) + " +- " + Fixed(visitor.stddev, 2),
+                        Fixed(callback.mean, 2) + " +- " + Fixed(callback.stddev, 2),
+                        Fixed(callback.mean / visitor.mean, 2) + "x"});
+  const std::string model = ModelKey(kModel);
+  report.AddMetric("dispatch." + model + ".visitor_ns_per_msg", visitor.mean, "ns", Better::kLower);
+  report.AddMetric("dispatch." + model + ".callback_ns_per_msg", callback.mean, "ns",
+                   Better::kLower);
+}
+
+}  // namespace
+
+void RunModes(const Options& options, Report& report) {
+  PinThisThread(options.ProducerCpu(0));
+  Table table;
+  table.id = "modes";
+  table.title = "1. Mode comparison: publish only, " + WithThousands(options.publish_messages) +
+                " messages x " + std::to_string(options.rounds) + " rounds, 131,072 slots";
+  table.columns = {"bus", "mode", "M msg/s", "ns/msg", "overhead vs BARE ns/msg"};
+  ModesFor<ProducerModel::kMulti>(options, report, table);
+  ModesFor<ProducerModel::kSingle>(options, report, table);
+  table.notes = {
+      "Mean +- stddev over rounds; variants interleaved within each round; one producer, no "
+      "consumer running (the queue is drained between rounds, untimed).",
+      "Publish() reads steady_clock for timestamp_us in FULL_FEATURED and NO_STATS, not in "
+      "BARE_METAL; the PublishFast row (caller's timestamp) shows the features without the "
+      "clock."};
+  report.tables.push_back(table);
+}
+
+void RunBatchSizes(const Options& options, Report& report) {
+  PinThisThread(options.ProducerCpu(0));
+  Table table;
+  table.id = "batch";
+  table.title =
+      "2. Batch sizes: FULL_FEATURED publish, " + std::to_string(options.rounds) + " rounds";
+  table.columns = {"bus", "batch", "M msg/s", "ns/msg"};
+  BatchesFor<ProducerModel::kMulti>(options, report, table);
+  BatchesFor<ProducerModel::kSingle>(options, report, table);
+  table.notes = {
+      "Publish() of the 24-byte payload into an empty 131,072-slot bus; mean +- stddev."};
+  report.tables.push_back(table);
+}
+
+void RunDispatch(const Options& options, Report& report) {
+  PinThisThread(options.ConsumerCpu());
+  Table table;
+  table.id = "dispatch";
+  table.title = "4. ProcessBatchWith (visitor) vs ProcessBatch (callbacks): " +
+                WithThousands(options.dispatch_messages) + " queued messages, single thread";
+  table.columns = {"bus", "visitor ns/msg", "callbacks ns/msg", "callbacks / visitor"};
+  DispatchFor<ProducerModel::kMulti>(options, report, table);
+  DispatchFor<ProducerModel::kSingle>(options, report, table);
+  table.notes = {
+      "One subscriber (callbacks) or one visitor summing seq; time to drain the queue "
+      "divided by messages; mean +- stddev over " +
+      std::to_string(options.rounds) + " rounds."};
+  report.tables.push_back(table);
+}
+
+}  // namespace sluice::bench

@@ -1,0 +1,197 @@
+// End-to-end throughput tables: fixed-rate load, many subscribers, payload
+// sizes. The producer retries refused publishes; time runs from the first
+// publish until the consumer has dispatched the last message.
+#include "harness/stats.hpp"
+#include "scenarios/common.hpp"
+
+namespace sluice::bench {
+namespace {
+
+struct Idle {
+  std::uint64_t never_published;
+};
+
+// M msg/s end to end for `messages` messages of payload type T.
+template <ProducerModel kModel, typename T, typename Payload>
+double EndToEnd(const Options& options, AsyncBus<Payload, 131072, kModel>& bus,
+                std::uint64_t messages) {
+  std::uint64_t consumed = 0;
+  const double seconds = RunProducersAndConsumer(
+      options, 1,
+      [&](int) {
+        T value{};
+        for (std::uint64_t i = 0; i < messages; ++i) {
+          value.seq = i;
+          while (!bus.PublishWithPriority(value, 1, MessagePriority::HIGH)) {
+          }
+        }
+      },
+      [&] {
+        const std::uint32_t n = bus.ProcessBatch();
+        consumed += n;
+        return n;
+      },
+      [&] { return consumed >= messages; });
+  return static_cast<double>(messages) / seconds / 1e6;
+}
+
+template <std::size_t kBytes, ProducerModel kModel>
+double PayloadRun(const Options& options) {
+  using Payload = std::variant<Sample<kBytes>>;
+  auto bus = std::make_unique<AsyncBus<Payload, 131072, kModel>>();
+  std::uint64_t sink = 0;
+  bus->template Subscribe<Sample<kBytes>>([&](const Sample<kBytes>& s) { sink += s.seq; });
+  const double rate = EndToEnd<kModel, Sample<kBytes>>(options, *bus, options.end_to_end_messages);
+  return sink == 1 ? 0 : rate;
+}
+
+template <std::size_t kBytes>
+void PayloadRow(const Options& options, Report& report, Table& table) {
+  const double mpsc = PayloadRun<kBytes, ProducerModel::kMulti>(options);
+  const double spsc = PayloadRun<kBytes, ProducerModel::kSingle>(options);
+  using Bus = AsyncBus<std::variant<Sample<kBytes>>, 131072>;
+  table.rows.push_back(
+      {std::to_string(kBytes), std::to_string(Bus::kBytesPerSlot), Fixed(mpsc, 2), Fixed(spsc, 2)});
+  report.AddMetric("payload.mpsc." + std::to_string(kBytes) + ".throughput_mps", mpsc, "M msg/s",
+                   Better::kHigher);
+  report.AddMetric("payload.spsc." + std::to_string(kBytes) + ".throughput_mps", spsc, "M msg/s",
+                   Better::kHigher);
+}
+
+struct LoadResult {
+  double achieved_per_second = 0;
+  double success_percent = 0;
+  double cpu_percent = 0;
+  Percentiles latency;
+};
+
+// One producer publishing at `target_per_second` (0: unlimited) for the
+// suite's load duration; the consumer timestamps every k-th message.
+LoadResult Load(const Options& options, double target_per_second) {
+  auto bus = std::make_unique<BenchBus<ProducerModel::kMulti>>();
+  const double seconds = options.load_seconds;
+  const double expected = target_per_second > 0 ? target_per_second * seconds : 50e6 * seconds;
+  const auto sample_every = static_cast<std::uint64_t>(std::max(1.0, expected / 200000.0));
+  std::vector<double> latencies;
+  latencies.reserve(static_cast<std::size_t>(expected / static_cast<double>(sample_every)) + 1024);
+  std::uint64_t seen = 0;
+  bus->Subscribe<Sample<24>>([&](const Sample<24>& s) {
+    if (++seen % sample_every == 0) {
+      latencies.push_back(FastClock::TicksToNanos(FastClock::Ticks() - s.seq));
+    }
+  });
+  std::uint64_t attempted = 0, admitted = 0;
+  std::atomic<bool> producer_done{false};
+  const double cpu_before = ProcessCpuSeconds();
+  const double wall = RunProducersAndConsumer(
+      options, 1,
+      [&](int) {
+        const double ticks_per_second = 1e9 / FastClock::NanosPerTick();
+        const auto duration_ticks = static_cast<std::uint64_t>(seconds * ticks_per_second);
+        const double interval = target_per_second > 0 ? ticks_per_second / target_per_second : 0;
+        const std::uint64_t start = FastClock::Ticks();
+        double next = static_cast<double>(start);
+        for (;;) {
+          std::uint64_t now = FastClock::Ticks();
+          if (now - start >= duration_ticks) break;
+          if (interval > 0) {
+            while (static_cast<double>(now) < next) now = FastClock::Ticks();
+            next += interval;
+          }
+          ++attempted;
+          admitted += bus->Publish(Sample<24>{now, 0, 0, 0, 0}, 1) ? 1 : 0;
+        }
+        producer_done.store(true);
+      },
+      [&] { return bus->ProcessBatch(); },
+      [&] { return producer_done.load(std::memory_order_acquire); });
+  LoadResult result;
+  result.cpu_percent = 100.0 * (ProcessCpuSeconds() - cpu_before) / wall;
+  result.achieved_per_second = static_cast<double>(attempted) / seconds;
+  result.success_percent =
+      attempted ? 100.0 * static_cast<double>(admitted) / static_cast<double>(attempted) : 0;
+  result.latency = ComputePercentiles(latencies);
+  return result;
+}
+
+// End-to-end throughput with `per_type` subscribers on the published type
+// and as many on a type that is never published.
+template <std::size_t kPerType>
+void SubscribersRow(const Options& options, Report& report, Table& table) {
+  using Payload = std::variant<Sample<24>, Idle>;
+  static_assert(kPerType <= DefaultBusTraits::kMaxSubscribersPerType);
+  auto bus = std::make_unique<AsyncBus<Payload, 131072, ProducerModel::kMulti>>();
+  std::uint64_t sink = 0;
+  for (std::size_t i = 0; i < kPerType; ++i) {
+    bus->template Subscribe<Sample<24>>([&sink](const Sample<24>& s) { sink += s.seq; });
+    bus->template Subscribe<Idle>([&sink](const Idle& s) { sink += s.never_published; });
+  }
+  const std::uint64_t messages = options.end_to_end_messages / 2;
+  const double rate = EndToEnd<ProducerModel::kMulti, Sample<24>>(options, *bus, messages);
+  table.rows.push_back(
+      {"subscribers " + std::to_string(kPerType) + " + " + std::to_string(kPerType) + " idle",
+       "unlimited", Fixed(rate * 1e6, 0), "100.0", "-", "-", "-", Fixed(rate, 2),
+       Fixed(1000.0 / rate, 1)});
+  report.AddMetric("subscribers." + std::to_string(kPerType) + ".throughput_mps", rate, "M msg/s",
+                   Better::kHigher);
+  if (sink == 1) Progress("");
+}
+
+}  // namespace
+
+void RunLoad(const Options& options, Report& report) {
+  Table table;
+  table.id = "load";
+  table.title = "7. Load scenarios: one producer at a target rate, " +
+                Fixed(options.load_seconds, 1) + " s each (MPSC, FULL_FEATURED, callbacks)";
+  table.columns = {"scenario", "target/s", "achieved/s", "success %", "CPU %",
+                   "P50 ns",   "P99 ns",   "M msg/s",    "ns/msg"};
+  const std::pair<const char*, double> rates[] = {
+      {"100K/s", 1e5}, {"1M/s", 1e6}, {"10M/s", 1e7}, {"unlimited", 0}};
+  for (const auto& [name, rate] : rates) {
+    Progress(std::string("load ") + name);
+    const LoadResult r = Load(options, rate);
+    table.rows.push_back(
+        {name, rate > 0 ? WithThousands(static_cast<std::uint64_t>(rate)) : "unlimited",
+         WithThousands(static_cast<std::uint64_t>(r.achieved_per_second)),
+         Fixed(r.success_percent, 1), Fixed(r.cpu_percent, 0), Fixed(r.latency.p50, 0),
+         Fixed(r.latency.p99, 0), Fixed(r.achieved_per_second / 1e6, 2),
+         Fixed(1e9 / r.achieved_per_second, 1)});
+    const std::string prefix = std::string("load.") + (rate > 0 ? name : "unlimited");
+    report.AddMetric(prefix + ".achieved_per_second", r.achieved_per_second, "msg/s",
+                     rate > 0 ? Better::kNeither : Better::kHigher);
+    report.AddMetric(prefix + ".success_percent", r.success_percent, "%", Better::kNeither);
+    report.AddMetric(prefix + ".p50_ns", r.latency.p50, "ns", Better::kNeither);
+    report.AddMetric(prefix + ".p99_ns", r.latency.p99, "ns", Better::kNeither);
+  }
+  Progress("many subscribers");
+  SubscribersRow<1>(options, report, table);
+  SubscribersRow<4>(options, report, table);
+  SubscribersRow<16>(options, report, table);
+  table.notes = {
+      "Latency: publish until the callback, every k-th message, in a queue that may hold a "
+      "backlog (unlimited rate: the queue fills, so its P50 is queueing time).",
+      "CPU % is the whole process (the consumer busy-polls: one core is always busy).",
+      "Subscriber rows: " + WithThousands(options.end_to_end_messages / 2) +
+          " messages end to end; 'N + N idle' means N callbacks on the published type and N on a "
+          "type that is never published."};
+  report.tables.push_back(table);
+}
+
+void RunPayloadSizes(const Options& options, Report& report) {
+  Table table;
+  table.id = "payload";
+  table.title = "8. Payload sizes end to end: FULL_FEATURED, callbacks, " +
+                WithThousands(options.end_to_end_messages) + " messages";
+  table.columns = {"payload bytes", "slot bytes", "MPSC M msg/s", "SPSC M msg/s"};
+  PayloadRow<24>(options, report, table);
+  PayloadRow<64>(options, report, table);
+  PayloadRow<128>(options, report, table);
+  PayloadRow<256>(options, report, table);
+  table.notes = {
+      "One producer (PublishWithPriority, HIGH, retried when refused) and one consumer "
+      "(ProcessBatch, one subscriber); first publish to last dispatch."};
+  report.tables.push_back(table);
+}
+
+}  // namespace sluice::bench

@@ -1,0 +1,187 @@
+// sluice_bench: the benchmark report. Prints the reference report's tables as
+// measured on this machine; optionally writes JSON, Markdown and HTML, and
+// compares against a baseline JSON.
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "harness/platform.hpp"
+#include "report/report.hpp"
+#include "scenarios/common.hpp"
+
+#ifndef SLUICE_BENCH_FLAGS
+#define SLUICE_BENCH_FLAGS "unknown flags"
+#endif
+
+namespace {
+
+using sluice::bench::Report;
+
+bool WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  return static_cast<bool>(out);
+}
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+// Reads a saved report; on failure prints why, naming the option, and
+// returns false.
+bool LoadReport(const std::string& path, const char* option, Report* report) {
+  try {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot open " + path);
+    *report = sluice::bench::ReportFromJson(nlohmann::json::parse(in));
+    return true;
+  } catch (const std::exception& error) {
+    std::cerr << option << ": " << error.what() << "\n";
+    return false;
+  }
+}
+
+// Writes the requested files and prints the comparison. The exit status:
+// 0, 1 on a regression against the baseline, 2 when a file cannot be written.
+int WriteOutputs(const Report& report, const std::string& json_path, const std::string& html_path,
+                 const std::string& markdown_path, const std::string& compare_path,
+                 const Report& baseline, double noise_band) {
+  namespace bench = sluice::bench;
+  const std::pair<const std::string*, std::string> outputs[] = {
+      {&json_path, json_path.empty() ? "" : bench::ToJson(report).dump(2) + "\n"},
+      {&html_path, html_path.empty() ? "" : bench::RenderHtml(report)},
+      {&markdown_path, markdown_path.empty() ? "" : bench::RenderMarkdown(report)},
+  };
+  for (const auto& [path, text] : outputs) {
+    if (!path->empty() && !WriteFile(*path, text)) {
+      std::cerr << "cannot write " << *path << "\n";
+      return 2;
+    }
+  }
+  if (compare_path.empty()) return 0;
+  const bench::Comparison comparison = bench::Compare(baseline, report, noise_band);
+  std::cout << bench::RenderComparison(comparison, noise_band);
+  if (!comparison.HasRegression()) return 0;
+  std::cout << "REGRESSION: at least one figure is worse than the baseline beyond +-" << noise_band
+            << " %\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace bench = sluice::bench;
+  CLI::App app{"Sluice benchmark report: the reference report's tables, measured here."};
+  std::string suite = "quick";
+  std::string only;
+  double duration = 0;
+  int rounds = 0;
+  int producers = 1;
+  double consumer_work_ns = 100;
+  std::string json_path, compare_path, html_path, markdown_path;
+  double noise_band = 5.0;
+  bool list = false;
+  std::string from_json;
+  app.add_option("--suite", suite,
+                 "quick (default, under 2 minutes), standard (the reference's counts) or smoke")
+      ->check(CLI::IsMember({"smoke", "quick", "standard"}));
+  app.add_option("--only", only, "comma-separated tables to run (see --list)");
+  app.add_option("--duration", duration, "seconds per sustained row; each load row runs half of it")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--rounds", rounds, "rounds for the repeated tables")->check(CLI::PositiveNumber);
+  app.add_option("--producers", producers, "producer threads for the MPSC sustained run")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--consumer-work-ns", consumer_work_ns,
+                 "simulated work per message in the overloaded sustained run")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--json", json_path, "write every figure to this JSON file");
+  app.add_option("--compare", compare_path, "compare with a baseline JSON; exit 1 on a regression");
+  app.add_option("--noise-band", noise_band, "percent change tolerated by --compare (default 5)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--html", html_path, "write a self-contained HTML report with charts");
+  app.add_option("--markdown", markdown_path, "write the tables as Markdown (docs/benchmark.md)");
+  app.add_flag("--list", list, "list the tables and exit");
+  app.add_option("--from-json", from_json,
+                 "measure nothing: render a saved report (text, --markdown, --html, --compare)");
+  CLI11_PARSE(app, argc, argv);
+
+  if (list) {
+    for (const auto& s : bench::AllScenarios()) std::cout << s.id << "\t" << s.summary << "\n";
+    return 0;
+  }
+
+  bench::Options options;
+  bench::ApplySuite(suite, &options);
+  if (rounds > 0) options.rounds = rounds;
+  if (duration > 0) {
+    options.sustained_seconds = duration;
+    options.load_seconds = duration / 2;
+  }
+  options.producers = producers;
+  options.consumer_work_ns = consumer_work_ns;
+  bench::SelectCpus(&options);
+
+  std::set<std::string> selected;
+  for (const std::string& name : SplitCommas(only)) {
+    bool known = false;
+    for (const auto& s : bench::AllScenarios()) known = known || name == s.id;
+    if (!known) {
+      std::cerr << "unknown table '" << name << "'; --list shows the names\n";
+      return 2;
+    }
+    selected.insert(name);
+  }
+
+  // Read the baseline first: a bad file should fail before minutes of work.
+  Report baseline;
+  if (!compare_path.empty() && !LoadReport(compare_path, "--compare", &baseline)) return 2;
+
+  Report report;
+  if (!from_json.empty()) {
+    if (!LoadReport(from_json, "--from-json", &report)) return 2;
+    for (const auto& table : report.tables) std::cout << bench::RenderText(table, report.context);
+    return WriteOutputs(report, json_path, html_path, markdown_path, compare_path, baseline,
+                        noise_band);
+  }
+
+  bench::FastClock::Calibrate();
+  report.context.cpu_model = bench::CpuModel();
+  report.context.cores = static_cast<int>(std::thread::hardware_concurrency());
+  report.context.compiler = bench::CompilerDescription();
+  report.context.flags = SLUICE_BENCH_FLAGS;
+  report.context.date = bench::UtcTimestamp();
+  report.context.suite = suite;
+  report.context.clock = bench::FastClock::Description();
+  report.context.pinning = bench::DescribePinning(options);
+  report.context.sluice_version = sluice::kVersion;
+
+  std::cout << "Sluice " << sluice::kVersion << " benchmark report, suite '" << suite << "'\n"
+            << bench::RenderContextLine(report.context) << "\n"
+            << report.context.pinning << "\n";
+
+  const auto& scenarios = bench::AllScenarios();
+  int index = 0;
+  const int total =
+      selected.empty() ? static_cast<int>(scenarios.size()) : static_cast<int>(selected.size());
+  for (const auto& scenario : scenarios) {
+    if (!selected.empty() && selected.count(scenario.id) == 0) continue;
+    bench::Progress("[" + std::to_string(++index) + "/" + std::to_string(total) + "] " +
+                    scenario.id + ": " + scenario.summary);
+    const std::size_t first_new = report.tables.size();
+    scenario.run(options, report);
+    for (std::size_t i = first_new; i < report.tables.size(); ++i) {
+      std::cout << bench::RenderText(report.tables[i], report.context) << std::flush;
+    }
+  }
+
+  return WriteOutputs(report, json_path, html_path, markdown_path, compare_path, baseline,
+                      noise_band);
+}

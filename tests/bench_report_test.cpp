@@ -1,0 +1,106 @@
+// The benchmark report's machine-readable paths: JSON, compare, HTML, Markdown.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "report/report.hpp"
+
+namespace sluice::bench {
+namespace {
+
+Report SampleReport() {
+  Report report;
+  report.context.cpu_model = "Test CPU";
+  report.context.cores = 2;
+  report.context.compiler = "g++ 12";
+  report.context.flags = "Release: -O3";
+  report.context.date = "2026-11-29 12:00 UTC";
+  report.context.suite = "quick";
+  Table table;
+  table.id = "modes";
+  table.title = "1. Mode comparison";
+  table.columns = {"bus", "mode", "M msg/s"};
+  table.rows = {{"MPSC", "FULL_FEATURED", "20.00"}, {"MPSC", "BARE_METAL", "40.00"}};
+  table.notes = {"a note with <markup> & ampersand"};
+  report.tables.push_back(table);
+  report.AddMetric("modes.mpsc.full_featured.throughput_mps", 20.0, "M msg/s", Better::kHigher);
+  report.AddMetric("modes.mpsc.bare_metal.throughput_mps", 40.0, "M msg/s", Better::kHigher);
+  report.AddMetric("latency.mpsc.callback.p50_ns", 300.0, "ns", Better::kLower);
+  report.AddMetric("latency.mpsc.callback.p99_ns", 900.0, "ns", Better::kNeither);
+  return report;
+}
+
+TEST(BenchReportTest, JsonRoundTripKeepsEveryFigure) {
+  const Report original = SampleReport();
+  const Report copy = ReportFromJson(nlohmann::json::parse(ToJson(original).dump()));
+  EXPECT_EQ(copy.context.cpu_model, "Test CPU");
+  EXPECT_EQ(copy.context.cores, 2);
+  ASSERT_EQ(copy.tables.size(), 1u);
+  EXPECT_EQ(copy.tables[0].rows, original.tables[0].rows);
+  EXPECT_EQ(copy.tables[0].notes, original.tables[0].notes);
+  ASSERT_EQ(copy.metrics.size(), original.metrics.size());
+  for (std::size_t i = 0; i < copy.metrics.size(); ++i) {
+    EXPECT_EQ(copy.metrics[i].name, original.metrics[i].name);
+    EXPECT_DOUBLE_EQ(copy.metrics[i].value, original.metrics[i].value);
+    EXPECT_EQ(copy.metrics[i].better, original.metrics[i].better);
+  }
+}
+
+TEST(BenchReportTest, MalformedJsonIsRejected) {
+  EXPECT_THROW(ReportFromJson(nlohmann::json::parse(R"({"context": {}})")),
+               nlohmann::json::exception);
+}
+
+TEST(BenchReportTest, CompareFlagsOnlyChangesBeyondTheBandInTheWrongDirection) {
+  const Report baseline = SampleReport();
+  Report current = SampleReport();
+  current.metrics[0].value = 20.0 * 1.04;   // +4 %: within a 5 % band
+  current.metrics[1].value = 40.0 * 0.90;   // -10 % throughput: regression
+  current.metrics[2].value = 300.0 * 0.80;  // -20 % latency: improvement
+  current.metrics[3].value = 9000.0;        // informational: never judged
+  current.AddMetric("new.metric", 1.0, "x", Better::kHigher);
+
+  const Comparison comparison = Compare(baseline, current, 5.0);
+  ASSERT_EQ(comparison.rows.size(), 4u);
+  EXPECT_EQ(comparison.rows[0].verdict, ComparisonRow::Verdict::kWithinBand);
+  EXPECT_NEAR(comparison.rows[0].change_percent, 4.0, 1e-9);
+  EXPECT_EQ(comparison.rows[1].verdict, ComparisonRow::Verdict::kRegressed);
+  EXPECT_EQ(comparison.rows[2].verdict, ComparisonRow::Verdict::kImproved);
+  EXPECT_EQ(comparison.rows[3].verdict, ComparisonRow::Verdict::kInformational);
+  EXPECT_TRUE(comparison.HasRegression());
+  EXPECT_EQ(comparison.only_in_current, (std::vector<std::string>{"new.metric"}));
+  EXPECT_NE(RenderComparison(comparison, 5.0).find("REGRESSED"), std::string::npos);
+
+  EXPECT_FALSE(Compare(baseline, current, 15.0).HasRegression()) << "a wider band tolerates -10 %";
+  EXPECT_FALSE(Compare(baseline, baseline, 0.0).HasRegression());
+}
+
+TEST(BenchReportTest, HtmlIsSelfContainedWithCharts) {
+  const std::string html = RenderHtml(SampleReport());
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("Publish throughput by mode"), std::string::npos);
+  EXPECT_NE(html.find("End-to-end latency percentiles"), std::string::npos);
+  EXPECT_NE(html.find("<td>FULL_FEATURED</td>"), std::string::npos);
+  EXPECT_NE(html.find("&lt;markup&gt; &amp; ampersand"), std::string::npos) << "text is escaped";
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("src="), std::string::npos) << "nothing is loaded from elsewhere";
+  EXPECT_EQ(html.find("href="), std::string::npos);
+}
+
+TEST(BenchReportTest, MarkdownPutsTheReferenceBesideOurTable) {
+  const std::string md = RenderMarkdown(SampleReport());
+  EXPECT_NE(md.find("| MPSC | FULL_FEATURED | 20.00 |"), std::string::npos);
+  EXPECT_NE(md.find("The reference's published figures"), std::string::npos);
+  EXPECT_NE(md.find("26.27"), std::string::npos);
+  EXPECT_NE(md.find("Test CPU"), std::string::npos);
+}
+
+TEST(BenchReportTest, NumberFormatting) {
+  EXPECT_EQ(WithThousands(0), "0");
+  EXPECT_EQ(WithThousands(131072), "131,072");
+  EXPECT_EQ(WithThousands(1000000), "1,000,000");
+  EXPECT_EQ(Fixed(2.345, 1), "2.3");
+}
+
+}  // namespace
+}  // namespace sluice::bench
