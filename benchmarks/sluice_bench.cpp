@@ -182,6 +182,14 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Metric names are keys for --compare: a duplicate is a benchmark bug.
+  std::set<std::string> names;
+  for (const auto& metric : report.metrics) {
+    if (!names.insert(metric.name).second) {
+      std::cerr << "internal error: metric " << metric.name << " is reported twice\n";
+      return 3;
+    }
+  }
   return WriteOutputs(report, json_path, html_path, markdown_path, compare_path, baseline,
                       noise_band);
 }

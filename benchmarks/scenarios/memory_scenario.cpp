@@ -11,8 +11,11 @@ void Row(Report& report, Table& table) {
                         std::to_string(Bus::kBytesPerSlot),
                         Fixed(static_cast<double>(Bus::kRingBytes) / (1024.0 * 1024.0), 2),
                         WithThousands(sizeof(Bus))});
-  report.AddMetric("memory.slot_bytes." + std::to_string(kBytes),
-                   static_cast<double>(Bus::kBytesPerSlot), "bytes", Better::kLower);
+  const std::string key = std::to_string(kBytes) + "B." + std::to_string(kCapacity);
+  report.AddMetric("memory.slot_bytes." + key, static_cast<double>(Bus::kBytesPerSlot), "bytes",
+                   Better::kLower);
+  report.AddMetric("memory.bus_object_bytes." + key, static_cast<double>(sizeof(Bus)), "bytes",
+                   Better::kLower);
 }
 
 }  // namespace
