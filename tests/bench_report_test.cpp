@@ -80,7 +80,9 @@ TEST(BenchReportTest, HtmlIsSelfContainedWithCharts) {
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("Publish throughput by mode"), std::string::npos);
   EXPECT_NE(html.find("End-to-end latency percentiles"), std::string::npos);
-  EXPECT_NE(html.find("<td>FULL_FEATURED</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class='text'>FULL_FEATURED</td>"), std::string::npos)
+      << "words align left";
+  EXPECT_NE(html.find("<td>20.00</td>"), std::string::npos) << "figures align right";
   EXPECT_NE(html.find("&lt;markup&gt; &amp; ampersand"), std::string::npos) << "text is escaped";
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("src="), std::string::npos) << "nothing is loaded from elsewhere";
