@@ -137,6 +137,7 @@ const std::vector<NamedScenario>& AllScenarios() {
       {"load", "fixed-rate load scenarios and many subscribers", &RunLoad},
       {"payload", "payload sizes end to end", &RunPayloadSizes},
       {"memory", "bytes per slot and resident memory", &RunMemory},
+      {"peers", "Sluice against bare queues, side by side", &RunPeers},
   };
   return scenarios;
 }

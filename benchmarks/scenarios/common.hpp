@@ -101,5 +101,6 @@ void RunSustained(const Options&, Report&);
 void RunLoad(const Options&, Report&);
 void RunPayloadSizes(const Options&, Report&);
 void RunMemory(const Options&, Report&);
+void RunPeers(const Options&, Report&);
 
 }  // namespace sluice::bench

@@ -1,0 +1,226 @@
+// One shape for every queue in the peer comparison, so a single measurement
+// template drives them all without virtual calls:
+//
+//   bool TryPush(const Sample<24>&)            producer thread
+//   std::size_t PopSome(Probe&)                consumer thread: pops what is
+//                                              there (up to a batch), calling
+//                                              probe(sample) for each
+//
+// Peers compile in when CMake found them (SLUICE_PEER_* definitions).
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <sluice/sluice.hpp>
+#include <string>
+#include <variant>
+
+#include "bench_payload.hpp"
+
+#if SLUICE_PEER_ATOMIC_QUEUE
+#include <atomic_queue/atomic_queue.h>
+#endif
+#if SLUICE_PEER_CONCURRENTQUEUE
+#include <concurrentqueue/concurrentqueue.h>
+#endif
+#if SLUICE_PEER_BOOST_LOCKFREE
+#include <boost/lockfree/queue.hpp>
+#include <boost/lockfree/spsc_queue.hpp>
+#endif
+#if SLUICE_PEER_ZEROMQ
+#include <zmq.hpp>
+#endif
+
+namespace sluice::bench {
+
+inline constexpr std::size_t kPeerCapacity = 131072;
+inline constexpr std::size_t kPeerBatch = 256;
+using Message = Sample<24>;
+
+enum class SluiceCall { kPublish, kPublishFast };
+enum class SluicePath { kCallbacks, kVisitor };
+
+// Sluice itself, in one configuration.
+template <ProducerModel kModel, PerformanceMode kMode, SluiceCall kCall, SluicePath kPath,
+          typename Probe>
+class SluiceAdapter {
+ public:
+  explicit SluiceAdapter(Probe& probe) : probe_(probe), bus_(std::make_unique<Bus>()) {
+    bus_->SetPerformanceMode(kMode);
+    if constexpr (kPath == SluicePath::kCallbacks) {
+      bus_->template Subscribe<Message>([this](const Message& m) { probe_(m); });
+    }
+  }
+  bool TryPush(const Message& m) {
+    if constexpr (kCall == SluiceCall::kPublish) {
+      return bus_->Publish(m, 1);
+    } else {
+      return bus_->PublishFast(m, 1, 0);
+    }
+  }
+  std::size_t PopSome(Probe& probe) {
+    if constexpr (kPath == SluicePath::kCallbacks) {
+      return bus_->ProcessBatch(kPeerBatch);
+    } else {
+      return bus_->ProcessBatchWith([&probe](const Message& m) { probe(m); }, kPeerBatch);
+    }
+  }
+
+ private:
+  using Bus = AsyncBus<std::variant<Message>, kPeerCapacity, kModel>;
+  Probe& probe_;
+  std::unique_ptr<Bus> bus_;
+};
+
+// std::mutex + std::deque: the consumer takes everything under one lock.
+template <typename Probe>
+class MutexDequeAdapter {
+ public:
+  explicit MutexDequeAdapter(Probe&) {}
+  bool TryPush(const Message& m) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queue_.size() >= kPeerCapacity) return false;
+    queue_.push_back(m);
+    return true;
+  }
+  std::size_t PopSome(Probe& probe) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      taken_.swap(queue_);
+    }
+    const std::size_t count = taken_.size();
+    for (const Message& m : taken_) probe(m);
+    taken_.clear();
+    return count;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::deque<Message> queue_;
+  std::deque<Message> taken_;
+};
+
+#if SLUICE_PEER_ATOMIC_QUEUE
+// atomic_queue's AtomicQueueB2 in its SPSC configuration.
+template <typename Probe>
+class AtomicQueueAdapter {
+ public:
+  explicit AtomicQueueAdapter(Probe&) : queue_(kPeerCapacity) {}
+  bool TryPush(const Message& m) { return queue_.try_push(Message(m)); }
+  std::size_t PopSome(Probe& probe) {
+    std::size_t count = 0;
+    Message m;
+    while (count < kPeerBatch && queue_.try_pop(m)) {
+      probe(m);
+      ++count;
+    }
+    return count;
+  }
+
+ private:
+  atomic_queue::AtomicQueueB2<Message, std::allocator<Message>, true, false, true> queue_;
+};
+#endif
+
+#if SLUICE_PEER_CONCURRENTQUEUE
+// moodycamel::ConcurrentQueue with tokens and bulk dequeue.
+template <typename Probe>
+class ConcurrentQueueAdapter {
+ public:
+  explicit ConcurrentQueueAdapter(Probe&)
+      : queue_(kPeerCapacity), producer_token_(queue_), consumer_token_(queue_) {}
+  bool TryPush(const Message& m) { return queue_.try_enqueue(producer_token_, m); }
+  std::size_t PopSome(Probe& probe) {
+    const std::size_t count = queue_.try_dequeue_bulk(consumer_token_, buffer_, kPeerBatch);
+    for (std::size_t i = 0; i < count; ++i) probe(buffer_[i]);
+    return count;
+  }
+
+ private:
+  moodycamel::ConcurrentQueue<Message> queue_;
+  moodycamel::ProducerToken producer_token_;
+  moodycamel::ConsumerToken consumer_token_;
+  Message buffer_[kPeerBatch];
+};
+#endif
+
+#if SLUICE_PEER_BOOST_LOCKFREE
+// boost::lockfree::spsc_queue with bulk pop.
+template <typename Probe>
+class BoostSpscAdapter {
+ public:
+  explicit BoostSpscAdapter(Probe&) : queue_(std::make_unique<Queue>()) {}
+  bool TryPush(const Message& m) { return queue_->push(m); }
+  std::size_t PopSome(Probe& probe) {
+    const std::size_t count = queue_->pop(buffer_, kPeerBatch);
+    for (std::size_t i = 0; i < count; ++i) probe(buffer_[i]);
+    return count;
+  }
+
+ private:
+  using Queue = boost::lockfree::spsc_queue<Message, boost::lockfree::capacity<kPeerCapacity>>;
+  std::unique_ptr<Queue> queue_;
+  Message buffer_[kPeerBatch];
+};
+
+// boost::lockfree::queue (MPMC, fixed capacity).
+template <typename Probe>
+class BoostQueueAdapter {
+ public:
+  explicit BoostQueueAdapter(Probe&) : queue_(std::make_unique<Queue>()) {}
+  bool TryPush(const Message& m) { return queue_->bounded_push(m); }
+  std::size_t PopSome(Probe& probe) {
+    std::size_t count = 0;
+    Message m;
+    while (count < kPeerBatch && queue_->pop(m)) {
+      probe(m);
+      ++count;
+    }
+    return count;
+  }
+
+ private:
+  // boost's fixed-size queue indexes nodes with 16 bits.
+  using Queue = boost::lockfree::queue<Message, boost::lockfree::capacity<65534>>;
+  std::unique_ptr<Queue> queue_;
+};
+#endif
+
+#if SLUICE_PEER_ZEROMQ
+// ZeroMQ inproc PUSH/PULL, one 24-byte message per send.
+template <typename Probe>
+class ZeroMqAdapter {
+ public:
+  explicit ZeroMqAdapter(Probe&)
+      : push_(context_, zmq::socket_type::push), pull_(context_, zmq::socket_type::pull) {
+    const std::string endpoint = "inproc://sluice-peer-" + std::to_string(++instances_);
+    pull_.set(zmq::sockopt::rcvhwm, static_cast<int>(kPeerCapacity));
+    push_.set(zmq::sockopt::sndhwm, static_cast<int>(kPeerCapacity));
+    pull_.bind(endpoint);
+    push_.connect(endpoint);
+  }
+  bool TryPush(const Message& m) {
+    return push_.send(zmq::const_buffer(&m, sizeof(m)), zmq::send_flags::dontwait).has_value();
+  }
+  std::size_t PopSome(Probe& probe) {
+    std::size_t count = 0;
+    Message m;
+    while (count < kPeerBatch &&
+           pull_.recv(zmq::mutable_buffer(&m, sizeof(m)), zmq::recv_flags::dontwait)) {
+      probe(m);
+      ++count;
+    }
+    return count;
+  }
+
+ private:
+  static inline int instances_ = 0;
+  zmq::context_t context_;
+  zmq::socket_t push_;
+  zmq::socket_t pull_;
+};
+#endif
+
+}  // namespace sluice::bench
