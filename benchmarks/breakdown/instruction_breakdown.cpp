@@ -1,0 +1,101 @@
+// One configuration per function, each run for kMessages messages on one
+// thread, so `valgrind --tool=callgrind --toggle-collect=<function>` counts
+// exactly that configuration's instructions. run_breakdown.sh drives it.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sluice/sluice.hpp>
+#include <variant>
+
+#include "bench_payload.hpp"
+
+namespace {
+
+using sluice::bench::Sample;
+constexpr std::uint64_t kMessages = 100000;
+using Payload = std::variant<Sample<24>>;
+using Mpsc = sluice::MpscBus<Payload, 131072>;
+using Spsc = sluice::SpscBus<Payload, 131072>;
+volatile std::uint64_t sink = 0;
+
+template <typename Bus>
+std::unique_ptr<Bus> MakeBus(sluice::PerformanceMode mode) {
+  auto bus = std::make_unique<Bus>();
+  bus->SetPerformanceMode(mode);
+  return bus;
+}
+
+// Publish only: kMessages publishes into an empty bus.
+template <typename Bus, bool kFast>
+__attribute__((noinline)) void PublishLoop(Bus& bus) {
+  for (std::uint64_t i = 0; i < kMessages; ++i) {
+    const Sample<24> sample{i, 1, 2, 3, 4};
+    if constexpr (kFast) {
+      bus.PublishFast(sample, 1, i);
+    } else {
+      bus.Publish(sample, 1);
+    }
+  }
+}
+
+template <typename Bus>
+__attribute__((noinline)) void DispatchCallbacks(Bus& bus) {
+  while (bus.ProcessBatch() > 0) {
+  }
+}
+
+template <typename Bus>
+__attribute__((noinline)) void DispatchVisitor(Bus& bus) {
+  while (bus.ProcessBatchWith([](const Sample<24>& s) { sink = sink + s.seq; }) > 0) {
+  }
+}
+
+template <typename Bus>
+void Fill(Bus& bus) {
+  PublishLoop<Bus, true>(bus);
+}
+
+template <typename Bus>
+int RunCase(const char* what, sluice::PerformanceMode mode) {
+  auto bus = MakeBus<Bus>(mode);
+  bus->template Subscribe<Sample<24>>([](const Sample<24>& s) { sink = sink + s.seq; });
+  if (std::strcmp(what, "publish") == 0) {
+    PublishLoop<Bus, false>(*bus);
+  } else if (std::strcmp(what, "publish_fast") == 0) {
+    PublishLoop<Bus, true>(*bus);
+  } else if (std::strcmp(what, "callbacks") == 0) {
+    Fill(*bus);
+    DispatchCallbacks(*bus);
+  } else if (std::strcmp(what, "visitor") == 0) {
+    Fill(*bus);
+    DispatchVisitor(*bus);
+  } else {
+    return 2;
+  }
+  return 0;
+}
+
+sluice::PerformanceMode ParseMode(const char* text) {
+  if (std::strcmp(text, "bare") == 0) return sluice::PerformanceMode::BARE_METAL;
+  if (std::strcmp(text, "no_stats") == 0) return sluice::PerformanceMode::NO_STATS;
+  return sluice::PerformanceMode::FULL_FEATURED;
+}
+
+}  // namespace
+
+// Usage: sluice_instruction_breakdown mpsc|spsc publish|publish_fast|callbacks|visitor
+//        full|no_stats|bare
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr,
+                 "usage: %s mpsc|spsc publish|publish_fast|callbacks|visitor full|no_stats|bare\n",
+                 argv[0]);
+    return 2;
+  }
+  const sluice::PerformanceMode mode = ParseMode(argv[3]);
+  const int status = std::strcmp(argv[1], "spsc") == 0 ? RunCase<Spsc>(argv[2], mode)
+                                                       : RunCase<Mpsc>(argv[2], mode);
+  std::printf("%llu messages\n", static_cast<unsigned long long>(kMessages));
+  return status;
+}
