@@ -100,6 +100,7 @@ double RunProducersAndConsumer(const Options& options, int producer_count,
     }
     for (;;) {
       if (consume() != 0) continue;
+      for (int i = 0; i < options.idle_pauses; ++i) detail::CpuRelax();
       if (finished()) {
         while (consume() != 0) {
         }

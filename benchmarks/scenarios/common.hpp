@@ -29,6 +29,9 @@ struct Options {
   double sustained_seconds = 1.0;
   double load_seconds = 0.5;
   double consumer_work_ns = 100;  // per message, in the overloaded sustained run
+  // Pause instructions a consumer loop spends after an empty poll, for every
+  // queue alike: it stops re-reading the line a producer is about to write.
+  int idle_pauses = 0;
   // Placement, filled in by SelectCpus().
   std::vector<int> cpus;
   bool separate_cores = true;

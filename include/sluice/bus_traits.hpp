@@ -29,7 +29,10 @@ struct DefaultBusTraits {
   // compile error.
   static constexpr std::size_t kCallbackStorageBytes = 48;
   static constexpr SlotStorage kSlotStorage = SlotStorage::kHeap;
-  using Clock = SteadyClock;
+  // Stamps timestamp_us in Publish(): the CPU's counter where it has a
+  // constant rate (a few ns a read), steady_clock elsewhere. Use SteadyClock
+  // for timestamps exactly on steady_clock's time line.
+  using Clock = CounterClock;
 };
 
 }  // namespace sluice
