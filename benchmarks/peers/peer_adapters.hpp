@@ -103,8 +103,9 @@ class MutexDequeAdapter {
 };
 
 #if SLUICE_PEER_ATOMIC_QUEUE
-// atomic_queue's AtomicQueueB2 in its SPSC configuration.
-template <typename Probe>
+// atomic_queue's AtomicQueueB2: SPSC, or MPMC (a shared claim like Sluice's
+// MPSC bus).
+template <typename Probe, bool kSpsc>
 class AtomicQueueAdapter {
  public:
   explicit AtomicQueueAdapter(Probe&) : queue_(kPeerCapacity) {}
@@ -120,8 +121,12 @@ class AtomicQueueAdapter {
   }
 
  private:
-  atomic_queue::AtomicQueueB2<Message, std::allocator<Message>, true, false, true> queue_;
+  atomic_queue::AtomicQueueB2<Message, std::allocator<Message>, true, false, kSpsc> queue_;
 };
+template <typename Probe>
+using AtomicQueueSpscAdapter = AtomicQueueAdapter<Probe, true>;
+template <typename Probe>
+using AtomicQueueMpmcAdapter = AtomicQueueAdapter<Probe, false>;
 #endif
 
 #if SLUICE_PEER_CONCURRENTQUEUE

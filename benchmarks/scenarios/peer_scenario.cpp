@@ -159,7 +159,8 @@ std::vector<Contender> Contenders(std::vector<std::string>* missing) {
       Make<MutexDequeAdapter>("std::mutex + std::deque", false),
   };
 #if SLUICE_PEER_ATOMIC_QUEUE
-  c.push_back(Make<AtomicQueueAdapter>("atomic_queue AtomicQueueB2 SPSC", false));
+  c.push_back(Make<AtomicQueueSpscAdapter>("atomic_queue AtomicQueueB2 SPSC", false));
+  c.push_back(Make<AtomicQueueMpmcAdapter>("atomic_queue AtomicQueueB2 MPMC", false));
 #else
   missing->push_back("atomic_queue (libatomic-queue-dev)");
 #endif
