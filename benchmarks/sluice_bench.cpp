@@ -84,21 +84,26 @@ int main(int argc, char** argv) {
   std::string only;
   double duration = 0;
   int rounds = 0;
-  int producers = 1;
+  int producers = 0;  // 0: the suite's default
   double consumer_work_ns = 100;
   int idle_pauses = 0;
   std::string json_path, compare_path, html_path, markdown_path;
   double noise_band = 5.0;
   bool list = false;
   std::string from_json;
-  app.add_option("--suite", suite,
-                 "quick (default, under 2 minutes), standard (the reference's counts) or smoke")
-      ->check(CLI::IsMember({"smoke", "quick", "standard"}));
+  app.add_option(
+         "--suite", suite,
+         "quick (default, under 2 minutes), standard (the reference's counts), smoke, or soak "
+         "(exactly-once check for --duration seconds)")
+      ->check(CLI::IsMember({"smoke", "quick", "standard", "soak"}));
   app.add_option("--only", only, "comma-separated tables to run (see --list)");
-  app.add_option("--duration", duration, "seconds per sustained row; each load row runs half of it")
+  app.add_option("--duration", duration,
+                 "seconds per sustained row (each load row runs half of it), or of the soak")
       ->check(CLI::PositiveNumber);
   app.add_option("--rounds", rounds, "rounds for the repeated tables")->check(CLI::PositiveNumber);
-  app.add_option("--producers", producers, "producer threads for the MPSC sustained run")
+  app.add_option(
+         "--producers", producers,
+         "producer threads for the MPSC sustained run and the soak (soak default: cores + 2)")
       ->check(CLI::Range(1, 256));
   app.add_option("--consumer-work-ns", consumer_work_ns,
                  "simulated work per message in the overloaded sustained run")
@@ -117,8 +122,11 @@ int main(int argc, char** argv) {
                  "measure nothing: render a saved report (text, --markdown, --html, --compare)");
   CLI11_PARSE(app, argc, argv);
 
+  // Every table; the soak runs only when its suite or --only asks for it.
+  std::vector<bench::NamedScenario> scenarios = bench::AllScenarios();
+  scenarios.push_back(bench::SoakScenario());
   if (list) {
-    for (const auto& s : bench::AllScenarios()) std::cout << s.id << "\t" << s.summary << "\n";
+    for (const auto& s : scenarios) std::cout << s.id << "\t" << s.summary << "\n";
     return 0;
   }
 
@@ -129,7 +137,7 @@ int main(int argc, char** argv) {
     options.sustained_seconds = duration;
     options.load_seconds = duration / 2;
   }
-  options.producers = producers;
+  if (producers > 0) options.producers = producers;
   options.consumer_work_ns = consumer_work_ns;
   options.idle_pauses = idle_pauses;
   bench::SelectCpus(&options);
@@ -137,7 +145,7 @@ int main(int argc, char** argv) {
   std::set<std::string> selected;
   for (const std::string& name : SplitCommas(only)) {
     bool known = false;
-    for (const auto& s : bench::AllScenarios()) known = known || name == s.id;
+    for (const auto& s : scenarios) known = known || name == s.id;
     if (!known) {
       std::cerr << "unknown table '" << name << "'; --list shows the names\n";
       return 2;
@@ -184,12 +192,17 @@ int main(int argc, char** argv) {
             << bench::RenderContextLine(report.context) << "\n"
             << report.context.pinning << "\n";
 
-  const auto& scenarios = bench::AllScenarios();
+  if (selected.empty()) {
+    if (suite == "soak") {
+      selected.insert("soak");
+    } else {
+      for (const auto& s : bench::AllScenarios()) selected.insert(s.id);
+    }
+  }
   int index = 0;
-  const int total =
-      selected.empty() ? static_cast<int>(scenarios.size()) : static_cast<int>(selected.size());
+  const int total = static_cast<int>(selected.size());
   for (const auto& scenario : scenarios) {
-    if (!selected.empty() && selected.count(scenario.id) == 0) continue;
+    if (selected.count(scenario.id) == 0) continue;
     bench::Progress("[" + std::to_string(++index) + "/" + std::to_string(total) + "] " +
                     scenario.id + ": " + scenario.summary);
     const std::size_t first_new = report.tables.size();

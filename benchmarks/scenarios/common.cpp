@@ -41,6 +41,10 @@ bool ApplySuite(const std::string& suite, Options* o) {
     o->end_to_end_messages = 10000000;
     o->sustained_seconds = 5.0;
     o->load_seconds = 2.0;
+  } else if (suite == "soak") {
+    // Exactly-once checking over a long run: --duration sets it.
+    o->sustained_seconds = 60;
+    o->producers = 0;  // 0: more producers than cores, chosen in SelectCpus
   } else {
     return false;
   }
@@ -50,6 +54,7 @@ bool ApplySuite(const std::string& suite, Options* o) {
 void SelectCpus(Options* options) {
   options->cpus = AllowedCpus();
   options->separate_cores = options->cpus.size() >= 2;
+  if (options->producers == 0) options->producers = static_cast<int>(options->cpus.size()) + 2;
 }
 
 std::string DescribePinning(const Options& options) {
@@ -125,6 +130,13 @@ double RunProducersAndConsumer(const Options& options, int producer_count,
   for (auto& t : producers) t.join();
   consumer.join();
   return std::chrono::duration<double>(finish - start).count();
+}
+
+const NamedScenario& SoakScenario() {
+  static const NamedScenario soak = {
+      "soak", "long run: every admitted message exactly once, in order; drift per interval",
+      &RunSoak};
+  return soak;
 }
 
 const std::vector<NamedScenario>& AllScenarios() {

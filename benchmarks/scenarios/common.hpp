@@ -105,5 +105,9 @@ void RunLoad(const Options&, Report&);
 void RunPayloadSizes(const Options&, Report&);
 void RunMemory(const Options&, Report&);
 void RunPeers(const Options&, Report&);
+void RunSoak(const Options&, Report&);
+
+// Runs only in the soak suite (or when named with --only).
+const NamedScenario& SoakScenario();
 
 }  // namespace sluice::bench
