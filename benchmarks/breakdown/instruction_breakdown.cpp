@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <thread>
 #include <sluice/sluice.hpp>
+#include <thread>
 #include <variant>
 
 #include "bench_payload.hpp"
