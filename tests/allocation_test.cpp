@@ -12,10 +12,18 @@ namespace {
 std::atomic<long> allocations{0};
 std::atomic<bool> counting{false};
 
+[[noreturn]] void OutOfMemory() {
+#if SLUICE_HAS_EXCEPTIONS
+  throw std::bad_alloc();
+#else
+  std::abort();
+#endif
+}
+
 void* Allocate(std::size_t size) {
   if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
+  OutOfMemory();
 }
 }  // namespace
 
@@ -28,7 +36,7 @@ void* operator new(std::size_t size, std::align_val_t alignment) {
   if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
   const std::size_t a = static_cast<std::size_t>(alignment);
   if (void* p = std::aligned_alloc(a, (size + a - 1) / a * a)) return p;
-  throw std::bad_alloc();
+  OutOfMemory();
 }
 void* operator new(std::size_t size, std::align_val_t alignment, const std::nothrow_t&) noexcept {
   if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
