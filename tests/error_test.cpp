@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -71,6 +72,33 @@ TEST(ErrorTest, ThrowingVisitorIsCountedAndTheBatchGoesOn) {
   EXPECT_EQ(bus.GetStatistics().processing_errors, 1u);
   ASSERT_EQ(log.errors.size(), 1u);
   EXPECT_EQ(log.errors[0].code, sluice::BusErrorCode::kVisitorThrew);
+}
+
+// The error callback runs on the consumer thread; an Unsubscribe made there
+// while a visitor's error is reported must still free the callable when the
+// report ends, not at some later ProcessBatch.
+TEST(ErrorTest, UnsubscribeFromTheErrorCallbackOfAVisitorFreesTheCallable) {
+  using Bus = sluice::MpscBus<BasicPayload, 8>;
+  Bus bus;
+  auto token = std::make_shared<int>(1);
+  struct Context {
+    Bus* bus;
+    sluice::SubscriptionHandle handle;
+    bool answer = false;
+  } context{&bus, {}};
+  context.handle = bus.Subscribe<MotorCmd>([token](const MotorCmd&) {});
+  bus.SetErrorCallback(
+      [](const sluice::BusError&, void* c) {
+        auto* self = static_cast<Context*>(c);
+        self->answer = self->bus->Unsubscribe(self->handle);
+      },
+      &context);
+  bus.Publish(MotorCmd{1});
+  EXPECT_EQ(token.use_count(), 2);
+  bus.ProcessBatchWith([](const auto&) { throw std::runtime_error("visitor"); });
+  EXPECT_TRUE(context.answer);
+  EXPECT_EQ(token.use_count(), 1) << "the callable must be destroyed when the report ends";
+  EXPECT_EQ(bus.SubscriberCount<MotorCmd>(), 0u);
 }
 
 TEST(ErrorTest, ErrorsAreCountedWithoutACallbackAndCallbackCanBeRemoved) {

@@ -329,10 +329,13 @@ class AsyncBus {
     error_reporter_.Report(error);
   }
 
-  // The visitor path runs outside the epoch; enter it only to report.
+  // The visitor path runs outside the epoch; enter it only to report, and end
+  // it as a batch ends: the error callback may have unsubscribed on this
+  // thread, deferring a destruction to this point.
   void ReportVisitorError(const Envelope& envelope, const char* what) noexcept {
     epoch_.Enter();
     ReportError(BusErrorCode::kVisitorThrew, envelope, what);
+    registry_.ReclaimDeferred();
     epoch_.Exit();
   }
 
