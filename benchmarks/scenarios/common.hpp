@@ -79,6 +79,12 @@ double RunProducersAndConsumer(const Options& options, int producer_count,
                                const std::function<std::uint32_t()>& consume,
                                const std::function<bool()>& finished);
 
+// Tells the compiler that `value` is used, so work feeding it is not removed.
+template <typename T>
+inline void KeepAlive(const T& value) {
+  __asm__ __volatile__("" : : "r,m"(value) : "memory");
+}
+
 // Burns about `ticks` of FastClock time: simulated per-message work.
 inline void SpinTicks(std::uint64_t ticks) {
   const std::uint64_t start = FastClock::Ticks();
