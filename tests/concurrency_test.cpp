@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "sluice/clock.hpp"
 #include "test_support.hpp"
 
 namespace sluice_test {
@@ -306,6 +307,31 @@ TEST(ConcurrencyTest, StalledProducerHoldsTheConsumerWithoutLoss) {
   ASSERT_EQ(order.size(), 16u);
   EXPECT_EQ(order[0], 1000u) << "the stalled message keeps its place";
   for (std::uint64_t i = 0; i < 15; ++i) EXPECT_EQ(order[i + 1], i);
+}
+
+// The bus clock calibrates itself while threads read it: the calibration is
+// published with release and read with acquire (clock.hpp); this runs under
+// ThreadSanitizer. CTest runs each test in a fresh process, so the clock
+// starts uncalibrated here.
+TEST(ConcurrencyTest, CounterClockIsNonDecreasingOnEveryThreadWhileItCalibrates) {
+  // Spans the first calibration (about 10 ms after first use) and the first
+  // refinement, with threads moving between CPUs.
+  std::vector<std::thread> threads;
+  std::vector<std::int64_t> worst_step_back(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t, &worst_step_back] {
+      const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+      std::uint64_t previous = sluice::CounterClock::NowMicros();
+      while (std::chrono::steady_clock::now() < end) {
+        const std::uint64_t now = sluice::CounterClock::NowMicros();
+        const auto step = static_cast<std::int64_t>(now) - static_cast<std::int64_t>(previous);
+        if (step < worst_step_back[t]) worst_step_back[t] = step;
+        previous = now;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (std::int64_t step : worst_step_back) EXPECT_GE(step, 0);
 }
 
 }  // namespace

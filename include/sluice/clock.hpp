@@ -68,7 +68,7 @@ struct CounterCalibration {
     // core whose counter lags slightly) must not wrap around.
     if (ticks <= base_ticks) return base_micros;
     const std::uint64_t delta = ticks - base_ticks;
-    // 64x64 -> upper 96 bits without __int128, so 32-bit targets compile too.
+    // (delta * scale) >> 32 without a 128-bit product, so 32-bit targets compile too.
     const std::uint64_t high = (delta >> 32) * micros_per_tick_q32;
     const std::uint64_t low = ((delta & 0xFFFFFFFFu) * micros_per_tick_q32) >> 32;
     return base_micros + high + low;
