@@ -9,9 +9,10 @@
 namespace sluice_test {
 namespace {
 
-constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+constexpr sluice::Position kMax = std::numeric_limits<sluice::Position>::max();
 
-// Starting a few laps before 2^64, the position, the slot sequence and the
+// Starting a few laps before the position type wraps (2^64, or 2^32 with
+// SLUICE_ATOMIC_BITS=32), the position, the slot sequence and the
 // admission arithmetic all cross the wrap while the bus fills and drains.
 template <typename Bus>
 void RunAcrossTheWrap() {
@@ -34,10 +35,11 @@ void RunAcrossTheWrap() {
   ASSERT_GT(ids.size(), 3 * Bus::Capacity());
   bool wrapped = false;
   for (std::size_t i = 1; i < ids.size(); ++i) {
-    EXPECT_EQ(ids[i], ids[i - 1] + 1);  // unsigned: kMax + 1 == 0
+    // Unsigned: kMax + 1 == 0 (msg_id is the position, widened to 64 bits).
+    EXPECT_EQ(ids[i], static_cast<sluice::Position>(ids[i - 1] + 1));
     wrapped = wrapped || ids[i] == 0;
   }
-  EXPECT_TRUE(wrapped) << "the test must actually cross 2^64";
+  EXPECT_TRUE(wrapped) << "the test must actually cross the wrap";
 }
 
 TEST(WraparoundTest, MpscCrossesThe64BitWrap) {

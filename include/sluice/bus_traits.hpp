@@ -10,6 +10,7 @@
 #include <cstddef>
 
 #include "sluice/clock.hpp"
+#include "sluice/config.hpp"
 
 namespace sluice {
 
@@ -31,8 +32,13 @@ struct DefaultBusTraits {
   static constexpr SlotStorage kSlotStorage = SlotStorage::kHeap;
   // Stamps timestamp_us in Publish(): the CPU's counter where it has a
   // constant rate (a few ns a read), steady_clock elsewhere. Use SteadyClock
-  // for timestamps exactly on steady_clock's time line.
+  // for timestamps exactly on steady_clock's time line. Bare metal: NullClock
+  // (timestamps 0) until the application names its timer here.
+#if SLUICE_BARE_METAL
+  using Clock = NullClock;
+#else
   using Clock = CounterClock;
+#endif
 };
 
 }  // namespace sluice

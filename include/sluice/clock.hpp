@@ -6,7 +6,11 @@
 #include <chrono>
 #include <cstdint>
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include "sluice/config.hpp"
+
+#if SLUICE_BARE_METAL
+// No counter clock: CounterClock falls back to steady_clock.
+#elif (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #include <x86intrin.h>
 #define SLUICE_COUNTER_X86 1
@@ -15,6 +19,14 @@
 #endif
 
 namespace sluice {
+
+// No clock: every reading is 0. The default under SLUICE_BARE_METAL, where
+// only the application knows its timer; set BusTraits::Clock to a type that
+// reads it (a SysTick count, the DWT cycle counter) or pass timestamps to
+// PublishFast().
+struct NullClock {
+  static constexpr std::uint64_t NowMicros() noexcept { return 0; }
+};
 
 // std::chrono::steady_clock in microseconds. Portable; on virtual machines a
 // read can cost tens of nanoseconds and serialise the pipeline.

@@ -1,8 +1,10 @@
 // Build-wide constants and feature detection shared by every Sluice header.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__cpp_exceptions) || defined(__EXCEPTIONS) || defined(_CPPUNWIND)
 #define SLUICE_HAS_EXCEPTIONS 1
@@ -16,12 +18,52 @@
 #define SLUICE_CACHE_LINE_SIZE 64
 #endif
 
+// Bare-metal configuration: one core, no operating-system threads. Sluice
+// then uses no thread_local, no std::thread and no clock of its own, and a
+// writer that finds a dispatch batch in flight never waits for it (on one
+// core it can only have preempted the consumer): destruction is deferred to
+// the end of that batch instead. On by default for M-profile Arm (Cortex-M).
+#ifndef SLUICE_BARE_METAL
+#if defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M'
+#define SLUICE_BARE_METAL 1
+#else
+#define SLUICE_BARE_METAL 0
+#endif
+#endif
+
+// Width of ring positions and counters: 64 bits where 64-bit atomics are
+// always lock-free, else 32 (Cortex-M, where they would take a lock in
+// libatomic). With 32 bits, message ids and counters wrap at 2^32.
+#ifndef SLUICE_ATOMIC_BITS
+#if ATOMIC_LLONG_LOCK_FREE == 2
+#define SLUICE_ATOMIC_BITS 64
+#else
+#define SLUICE_ATOMIC_BITS 32
+#endif
+#endif
+
 namespace sluice {
 
 inline constexpr std::size_t kCacheLineSize = SLUICE_CACHE_LINE_SIZE;
 
+static_assert(SLUICE_ATOMIC_BITS == 32 || SLUICE_ATOMIC_BITS == 64,
+              "Sluice: SLUICE_ATOMIC_BITS must be 32 or 64");
+
 // A monotonically increasing ring position. Unsigned arithmetic makes every
 // comparison wrap-safe: only differences of positions are ever compared.
-using Position = std::uint64_t;
+using Position = std::conditional_t<SLUICE_ATOMIC_BITS == 64, std::uint64_t, std::uint32_t>;
+
+// The type of the statistics counters kept inside a bus.
+using Counter = Position;
+
+// The lock-freedom guarantees rest on these: refuse to build where they would
+// silently take a lock.
+static_assert(std::atomic<Position>::is_always_lock_free,
+              "Sluice: atomics of this width are not lock-free on this target; "
+              "define SLUICE_ATOMIC_BITS=32");
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
+                  std::atomic<std::uint8_t>::is_always_lock_free &&
+                  std::atomic<void*>::is_always_lock_free,
+              "Sluice: needs lock-free 8-bit, 32-bit and pointer atomics");
 
 }  // namespace sluice

@@ -15,17 +15,25 @@
 //      state.
 // The batch-ending store is release and the writer's wait loads acquire, so
 // every use of the old state happens-before the writer's return.
+//
+// SLUICE_BARE_METAL (one core): a writer that sees an odd counter is either
+// the consumer itself or a context that preempted it; waiting could never end,
+// so WaitForReaders() returns false at once and the caller defers.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <thread>
 
 #include "sluice/config.hpp"
 #include "sluice/detail/cpu_relax.hpp"
 
+#if !SLUICE_BARE_METAL
+#include <thread>
+#endif
+
 namespace sluice::detail {
 
+#if !SLUICE_BARE_METAL
 // An address unique to the calling thread: tells a writer that it is itself
 // the dispatching thread (e.g. Unsubscribe inside a callback), which must not
 // wait for its own batch to end.
@@ -33,20 +41,23 @@ inline const void* CurrentThreadToken() noexcept {
   static thread_local const char token = 0;
   return &token;
 }
+#endif
 
 class DispatchEpoch {
  public:
   // Consumer, before the first read of published state in a batch.
   void Enter() noexcept {
+#if !SLUICE_BARE_METAL
     dispatching_thread_.store(CurrentThreadToken(), std::memory_order_relaxed);
-    const std::uint64_t odd = counter_.load(std::memory_order_relaxed) + 1;
+#endif
+    const Counter odd = counter_.load(std::memory_order_relaxed) + 1;
     // Case (1)/(2) above; also publishes dispatching_thread_ (release).
     counter_.store(odd, std::memory_order_seq_cst);
   }
 
   // Consumer, after the last use of published state in a batch.
   void Exit() noexcept {
-    const std::uint64_t even = counter_.load(std::memory_order_relaxed) + 1;
+    const Counter even = counter_.load(std::memory_order_relaxed) + 1;
     // SYNC POINT WRITE: every use of the old state in this batch.
     counter_.store(even, std::memory_order_release);
   }
@@ -56,8 +67,11 @@ class DispatchEpoch {
   // at once when the caller is the dispatching thread itself: it must defer
   // the destruction to the end of the batch.
   bool WaitForReaders() const noexcept {
-    const std::uint64_t observed = counter_.load(std::memory_order_seq_cst);
+    const Counter observed = counter_.load(std::memory_order_seq_cst);
     if ((observed & 1) == 0) return true;
+#if SLUICE_BARE_METAL
+    return false;
+#else
     if (dispatching_thread_.load(std::memory_order_relaxed) == CurrentThreadToken()) {
       return false;
     }
@@ -70,11 +84,14 @@ class DispatchEpoch {
       }
     }
     return true;
+#endif
   }
 
  private:
-  std::atomic<std::uint64_t> counter_{0};
+  std::atomic<Counter> counter_{0};
+#if !SLUICE_BARE_METAL
   std::atomic<const void*> dispatching_thread_{nullptr};
+#endif
 };
 
 }  // namespace sluice::detail

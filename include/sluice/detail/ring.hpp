@@ -42,6 +42,8 @@ template <typename Envelope, std::size_t kCapacity, ProducerModel kModel, SlotSt
 class Ring {
   static_assert(kCapacity >= 2 && IsPowerOfTwo(kCapacity),
                 "Sluice: the bus capacity must be a power of two and at least 2");
+  static_assert(kCapacity <= (Position{1} << (SLUICE_ATOMIC_BITS - 2)),
+                "Sluice: the capacity must leave the position arithmetic room to wrap");
   static_assert(std::is_nothrow_destructible_v<Envelope>,
                 "Sluice: payload types must have non-throwing destructors");
 

@@ -15,9 +15,10 @@ namespace sluice::detail {
 // Adds one to a counter. With a single writer a plain load and store suffice
 // (no locked instruction); otherwise an atomic increment.
 template <bool kSingleWriter>
-inline void Increment(std::atomic<std::uint64_t>& counter, std::uint64_t amount = 1) noexcept {
+inline void Increment(std::atomic<Counter>& counter, Counter amount = 1) noexcept {
   if constexpr (kSingleWriter) {
-    counter.store(counter.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
+    counter.store(static_cast<Counter>(counter.load(std::memory_order_relaxed) + amount),
+                  std::memory_order_relaxed);
   } else {
     counter.fetch_add(amount, std::memory_order_relaxed);
   }
@@ -36,88 +37,79 @@ class StatisticsCounters {
     Increment<false>(dropped_.by_priority[Index(priority)]);
   }
   // Consumer only.
-  void CountProcessed(std::uint64_t count) noexcept { Increment<true>(consumer_.processed, count); }
+  void CountProcessed(std::uint32_t count) noexcept { Increment<true>(consumer_.processed, count); }
   void CountError() noexcept { Increment<true>(consumer_.errors); }
 
-  // Any thread.
+  // Any thread. Differences are taken in Counter arithmetic, so they stay
+  // right when a 32-bit counter wraps after the baseline.
   BusStatisticsSnapshot Snapshot() const noexcept {
-    BusStatisticsSnapshot raw = Raw();
-    const BusStatisticsSnapshot base = Load(baseline_);
-    raw.messages_published -= base.messages_published;
-    raw.messages_dropped -= base.messages_dropped;
-    raw.messages_processed -= base.messages_processed;
-    raw.processing_errors -= base.processing_errors;
-    raw.high_priority_published -= base.high_priority_published;
-    raw.medium_priority_published -= base.medium_priority_published;
-    raw.low_priority_published -= base.low_priority_published;
-    raw.high_priority_dropped -= base.high_priority_dropped;
-    raw.medium_priority_dropped -= base.medium_priority_dropped;
-    raw.low_priority_dropped -= base.low_priority_dropped;
-    return raw;
+    const Fields raw = Raw();
+    Fields since;
+    for (std::size_t i = 0; i < kFieldCount; ++i) {
+      since.values[i] = static_cast<Counter>(raw.values[i] - Read(baseline_[i]));
+    }
+    BusStatisticsSnapshot s;
+    s.low_priority_published = since.values[kPublished + 0];
+    s.medium_priority_published = since.values[kPublished + 1];
+    s.high_priority_published = since.values[kPublished + 2];
+    s.low_priority_dropped = since.values[kDropped + 0];
+    s.medium_priority_dropped = since.values[kDropped + 1];
+    s.high_priority_dropped = since.values[kDropped + 2];
+    s.messages_published =
+        s.low_priority_published + s.medium_priority_published + s.high_priority_published;
+    s.messages_dropped =
+        s.low_priority_dropped + s.medium_priority_dropped + s.high_priority_dropped;
+    s.messages_processed = since.values[kProcessed];
+    s.processing_errors = since.values[kErrors];
+    return s;
   }
 
   // Any thread. Counters are never written by the resetting thread (a single
   // writer's load+store could lose the reset); the current values become the
   // baseline that Snapshot() subtracts instead.
-  void Reset() noexcept { Store(baseline_, Raw()); }
+  void Reset() noexcept {
+    const Fields raw = Raw();
+    for (std::size_t i = 0; i < kFieldCount; ++i) {
+      baseline_[i].store(raw.values[i], std::memory_order_relaxed);
+    }
+  }
 
  private:
   static constexpr std::size_t Index(MessagePriority priority) noexcept {
     return static_cast<std::size_t>(priority);
   }
 
-  BusStatisticsSnapshot Raw() const noexcept {
-    BusStatisticsSnapshot s;
-    s.low_priority_published = Read(published_.by_priority[0]);
-    s.medium_priority_published = Read(published_.by_priority[1]);
-    s.high_priority_published = Read(published_.by_priority[2]);
-    s.low_priority_dropped = Read(dropped_.by_priority[0]);
-    s.medium_priority_dropped = Read(dropped_.by_priority[1]);
-    s.high_priority_dropped = Read(dropped_.by_priority[2]);
-    s.messages_published =
-        s.low_priority_published + s.medium_priority_published + s.high_priority_published;
-    s.messages_dropped =
-        s.low_priority_dropped + s.medium_priority_dropped + s.high_priority_dropped;
-    s.messages_processed = Read(consumer_.processed);
-    s.processing_errors = Read(consumer_.errors);
-    return s;
+  // Raw counter values, indexed as below.
+  static constexpr std::size_t kPublished = 0;  // + priority
+  static constexpr std::size_t kDropped = 3;    // + priority
+  static constexpr std::size_t kProcessed = 6;
+  static constexpr std::size_t kErrors = 7;
+  static constexpr std::size_t kFieldCount = 8;
+  struct Fields {
+    Counter values[kFieldCount] = {};
+  };
+
+  Fields Raw() const noexcept {
+    Fields f;
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      f.values[kPublished + p] = Read(published_.by_priority[p]);
+      f.values[kDropped + p] = Read(dropped_.by_priority[p]);
+    }
+    f.values[kProcessed] = Read(consumer_.processed);
+    f.values[kErrors] = Read(consumer_.errors);
+    return f;
   }
 
-  struct Baseline {
-    std::atomic<std::uint64_t> fields[10] = {};
-  };
-  static BusStatisticsSnapshot Load(const Baseline& b) noexcept {
-    BusStatisticsSnapshot s;
-    s.messages_published = Read(b.fields[0]);
-    s.messages_dropped = Read(b.fields[1]);
-    s.messages_processed = Read(b.fields[2]);
-    s.processing_errors = Read(b.fields[3]);
-    s.high_priority_published = Read(b.fields[4]);
-    s.medium_priority_published = Read(b.fields[5]);
-    s.low_priority_published = Read(b.fields[6]);
-    s.high_priority_dropped = Read(b.fields[7]);
-    s.medium_priority_dropped = Read(b.fields[8]);
-    s.low_priority_dropped = Read(b.fields[9]);
-    return s;
-  }
-  static void Store(Baseline& b, const BusStatisticsSnapshot& s) noexcept {
-    const std::uint64_t values[10] = {s.messages_published,      s.messages_dropped,
-                                      s.messages_processed,      s.processing_errors,
-                                      s.high_priority_published, s.medium_priority_published,
-                                      s.low_priority_published,  s.high_priority_dropped,
-                                      s.medium_priority_dropped, s.low_priority_dropped};
-    for (int i = 0; i < 10; ++i) b.fields[i].store(values[i], std::memory_order_relaxed);
-  }
-  static std::uint64_t Read(const std::atomic<std::uint64_t>& counter) noexcept {
+  static Counter Read(const std::atomic<Counter>& counter) noexcept {
     return counter.load(std::memory_order_relaxed);
   }
 
   struct alignas(kCacheLineSize) PriorityCounters {
-    std::atomic<std::uint64_t> by_priority[kPriorityCount] = {};
+    std::atomic<Counter> by_priority[kPriorityCount] = {};
   };
   struct alignas(kCacheLineSize) ConsumerCounters {
-    std::atomic<std::uint64_t> processed{0};
-    std::atomic<std::uint64_t> errors{0};
+    std::atomic<Counter> processed{0};
+    std::atomic<Counter> errors{0};
   };
   static_assert(sizeof(PriorityCounters) == kCacheLineSize &&
                     sizeof(ConsumerCounters) == kCacheLineSize,
@@ -126,7 +118,7 @@ class StatisticsCounters {
   PriorityCounters published_;  // producers
   PriorityCounters dropped_;    // refusal path
   ConsumerCounters consumer_;   // consumer
-  alignas(kCacheLineSize) Baseline baseline_;
+  alignas(kCacheLineSize) std::atomic<Counter> baseline_[kFieldCount] = {};
 };
 
 }  // namespace sluice::detail

@@ -123,7 +123,8 @@ class SubscriptionRegistry {
   // True for the first Unsubscribe of a live handle. On a thread other than
   // the dispatching one, returns only once the callback is not running and
   // will not run again. On the dispatching thread (inside a callback) the
-  // callback is not called again and is destroyed at the end of the batch.
+  // callback is not called again and is destroyed at the end of the batch;
+  // so too, under SLUICE_BARE_METAL, from a context that preempted a batch.
   bool Unsubscribe(const SubscriptionHandle& handle, const DispatchEpoch& epoch) noexcept {
     if (!handle.valid() || handle.type_index_ >= kTypeCount || handle.slot_ >= kSlotsPerType) {
       return false;
@@ -140,8 +141,9 @@ class SubscriptionRegistry {
     if (epoch.WaitForReaders()) {
       Free(slot, handle.generation_);
     } else {
+      // The dispatching thread (or, bare metal, a context that preempted it).
       slot.state.store(Pack(handle.generation_, kDeferred), std::memory_order_relaxed);
-      deferred_pending_ = true;  // only the dispatching thread gets here
+      deferred_pending_.store(true, std::memory_order_relaxed);
     }
     return true;
   }
@@ -179,8 +181,8 @@ class SubscriptionRegistry {
   // Consumer, at the end of a batch: destroys callables unsubscribed from
   // inside callbacks. Cheap when there are none.
   void ReclaimDeferred() noexcept {
-    if (!deferred_pending_) return;
-    deferred_pending_ = false;
+    if (!deferred_pending_.load(std::memory_order_relaxed)) return;
+    deferred_pending_.store(false, std::memory_order_relaxed);
     for (TypeTable& table : tables_) {
       for (Slot& slot : table.slots) {
         const std::uint32_t state = slot.state.load(std::memory_order_relaxed);
@@ -256,7 +258,10 @@ class SubscriptionRegistry {
   }
 
   TypeTable tables_[kTypeCount];
-  bool deferred_pending_ = false;  // consumer-private
+  // Set with a deferral, cleared by the consumer. Hosted: both on the
+  // consumer thread. Bare metal: a context that preempted the consumer runs
+  // to completion before the consumer reads it.
+  std::atomic<bool> deferred_pending_{false};
 };
 
 }  // namespace sluice::detail

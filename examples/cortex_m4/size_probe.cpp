@@ -1,0 +1,38 @@
+// Measures what a minimal bus adds to a Cortex-M4 image: built twice, with
+// SLUICE_SIZE_PROBE_WITH_BUS 0 and 1, and the two sizes compared. The bus
+// has one payload type, one subscriber and 16 slots, and is used from
+// main(): one Publish, one ProcessBatch.
+#include <cstdint>
+
+#if SLUICE_SIZE_PROBE_WITH_BUS
+#include <variant>
+
+#include "sluice/sluice.hpp"
+#endif
+
+volatile std::int32_t g_sink;
+
+#if SLUICE_SIZE_PROBE_WITH_BUS
+namespace {
+struct Sample {
+  std::int32_t value;
+};
+struct ProbeTraits : sluice::DefaultBusTraits {
+  static constexpr sluice::SlotStorage kSlotStorage = sluice::SlotStorage::kInline;
+  static constexpr std::size_t kMaxSubscribersPerType = 4;
+  static constexpr std::size_t kCallbackStorageBytes = 8;
+};
+sluice::MpscBus<std::variant<Sample>, 16, ProbeTraits> g_bus;
+}  // namespace
+
+int main() {
+  g_bus.Subscribe<Sample>([](const Sample& sample) { g_sink = sample.value; });
+  g_bus.Publish(Sample{g_sink + 1});
+  return static_cast<int>(g_bus.ProcessBatch());
+}
+#else
+int main() {
+  g_sink = g_sink + 1;
+  return 0;
+}
+#endif
