@@ -55,6 +55,22 @@ TEST(AdmissionTest, ThresholdArithmeticIsExactAtTheBoundary) {
   EXPECT_GE(78644.0 / kCapacity, 0.60);
 }
 
+// Up to the largest capacity (2^30 with 32-bit positions), every percentage,
+// against ceil(capacity * percent / 100) in 64-bit arithmetic.
+TEST(AdmissionTest, FillLimitNeverOverflows) {
+  for (std::uint64_t capacity : {2ull, 100ull, 1000ull, 131072ull, 1ull << 24, 1ull << 30}) {
+    for (std::uint32_t percent = 0; percent <= 100; ++percent) {
+      const std::uint64_t expected = (capacity * percent + 99) / 100;
+      ASSERT_EQ(sluice::FillLimit(percent, static_cast<sluice::Position>(capacity)), expected)
+          << capacity << " at " << percent << " %";
+    }
+    EXPECT_EQ(sluice::ClassifyBackpressure(static_cast<sluice::Position>(capacity - 1),
+                                           static_cast<sluice::Position>(capacity)),
+              capacity >= 10 ? sluice::BackpressureLevel::CRITICAL
+                             : sluice::BackpressureLevel::NORMAL);
+  }
+}
+
 TEST(AdmissionTest, SetAdmissionThresholdsValidatesAndApplies) {
   sluice::MpscBus<BasicPayload, 64> bus;
   EXPECT_FALSE(bus.SetAdmissionThresholds(0, 50, 90));

@@ -25,7 +25,11 @@ struct AdmissionThresholds {
 // The number of queued messages at which `percent` fill is reached, rounded up
 // so that nothing is admitted at or past the threshold.
 constexpr Position FillLimit(std::uint32_t percent, Position capacity) noexcept {
-  return (capacity * percent + 99) / 100;
+  // ceil(capacity * percent / 100), split so that nothing overflows with
+  // 32-bit positions and no 64-bit division is needed on 32-bit cores.
+  const Position hundreds = capacity / 100;
+  const Position rest = capacity % 100;
+  return static_cast<Position>(hundreds * percent + (rest * percent + 99) / 100);
 }
 
 enum class BackpressureLevel : std::uint8_t {
@@ -37,8 +41,9 @@ enum class BackpressureLevel : std::uint8_t {
 
 constexpr BackpressureLevel ClassifyBackpressure(Position depth, Position capacity) noexcept {
   if (depth >= capacity) return BackpressureLevel::FULL;
-  if (depth * 100 >= capacity * 90) return BackpressureLevel::CRITICAL;
-  if (depth * 100 >= capacity * 75) return BackpressureLevel::WARNING;
+  const std::uint64_t percent_scaled = std::uint64_t{depth} * 100;
+  if (percent_scaled >= std::uint64_t{capacity} * 90) return BackpressureLevel::CRITICAL;
+  if (percent_scaled >= std::uint64_t{capacity} * 75) return BackpressureLevel::WARNING;
   return BackpressureLevel::NORMAL;
 }
 
