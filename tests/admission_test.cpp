@@ -64,10 +64,10 @@ TEST(AdmissionTest, FillLimitNeverOverflows) {
       ASSERT_EQ(sluice::FillLimit(percent, static_cast<sluice::Position>(capacity)), expected)
           << capacity << " at " << percent << " %";
     }
-    EXPECT_EQ(sluice::ClassifyBackpressure(static_cast<sluice::Position>(capacity - 1),
-                                           static_cast<sluice::Position>(capacity)),
-              capacity >= 10 ? sluice::BackpressureLevel::CRITICAL
-                             : sluice::BackpressureLevel::NORMAL);
+    EXPECT_EQ(
+        sluice::ClassifyBackpressure(static_cast<sluice::Position>(capacity - 1),
+                                     static_cast<sluice::Position>(capacity)),
+        capacity >= 10 ? sluice::BackpressureLevel::CRITICAL : sluice::BackpressureLevel::NORMAL);
   }
 }
 

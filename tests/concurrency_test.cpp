@@ -184,6 +184,75 @@ TEST(ConcurrencyTest, UnsubscribeWaitsForTheRunningCallback) {
   EXPECT_EQ(calls.load(), 1);
 }
 
+TEST(ConcurrencyTest, ComponentDestructionWaitsForTheRunningCallback) {
+  using Bus = sluice::MpscBus<BasicPayload, 64>;
+  Bus bus;
+  std::atomic<bool> entered{false};
+  std::atomic<bool> destroying{false};
+  std::atomic<bool> finished{false};
+  auto component = std::make_unique<sluice::Component<Bus>>(bus);
+  ASSERT_TRUE(component->Subscribe<MotorCmd>([&](const MotorCmd&) {
+    entered.store(true);
+    while (!destroying.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    finished.store(true);
+  }));
+  ASSERT_TRUE(bus.Publish(MotorCmd{1}));
+  std::thread consumer([&] { bus.ProcessBatch(); });
+  while (!entered.load()) std::this_thread::yield();
+  destroying.store(true);
+  component.reset();
+  EXPECT_TRUE(finished.load()) << "the component was destroyed while its callback ran";
+  consumer.join();
+  EXPECT_EQ(bus.SubscriberCount<MotorCmd>(), 0u);
+}
+
+// A shared object subscribed weakly, with its own Component, loses its last
+// outside owner while its callback runs: the callback's lock keeps it alive,
+// and it dies on the consumer thread when the callback returns, unsubscribing
+// from inside the batch (AddressSanitizer catches any use after free).
+TEST(ConcurrencyTest, WeaklySubscribedObjectMayDieOnAnotherThreadMidDispatch) {
+  using Bus = sluice::MpscBus<BasicPayload, 64>;
+  struct Listener : std::enable_shared_from_this<Listener> {
+    explicit Listener(Bus& bus) : component(bus) {}
+    ~Listener() { *destroyed_on = std::this_thread::get_id(); }
+    void OnCommand(const MotorCmd& c) {
+      entered->store(true);
+      while (!released->load()) std::this_thread::yield();
+      speeds.push_back(c.speed);
+    }
+    std::atomic<bool>* entered = nullptr;
+    std::atomic<bool>* released = nullptr;
+    std::vector<int> speeds;
+    std::thread::id* destroyed_on = nullptr;
+    sluice::Component<Bus> component;
+  };
+  Bus bus;
+  std::atomic<bool> entered{false};
+  std::atomic<bool> released{false};
+  auto listener = std::make_shared<Listener>(bus);
+  listener->entered = &entered;
+  listener->released = &released;
+  std::thread::id destroyed_on;
+  listener->destroyed_on = &destroyed_on;
+  ASSERT_TRUE(listener->component.SubscribeWeak<MotorCmd>(listener->weak_from_this(),
+                                                          &Listener::OnCommand));
+  ASSERT_TRUE(bus.Publish(MotorCmd{5}));
+  std::thread::id consumer_id;
+  std::thread consumer([&] {
+    consumer_id = std::this_thread::get_id();
+    bus.ProcessBatch();
+  });
+  while (!entered.load()) std::this_thread::yield();
+  listener.reset();  // the callback's lock is now the last owner
+  released.store(true);
+  consumer.join();
+  EXPECT_EQ(destroyed_on, consumer_id);
+  EXPECT_EQ(bus.SubscriberCount<MotorCmd>(), 0u);
+  ASSERT_TRUE(bus.Publish(MotorCmd{6}));
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+}
+
 // Subscribers come and go on other threads while the consumer dispatches.
 // Each callback checks that its captured state is alive; the state is freed
 // as soon as Unsubscribe returns (AddressSanitizer catches a late call).

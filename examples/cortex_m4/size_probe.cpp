@@ -1,7 +1,8 @@
-// Measures what a minimal bus adds to a Cortex-M4 image: built twice, with
-// SLUICE_SIZE_PROBE_WITH_BUS 0 and 1, and the two sizes compared. The bus
-// has one payload type, one subscriber and 16 slots, and is used from
-// main(): one Publish, one ProcessBatch.
+// Measures what a minimal bus adds to a Cortex-M4 image: built with
+// SLUICE_SIZE_PROBE_WITH_BUS 0 (no bus), 1 (a bus without latency
+// histograms) and 2 (with them), and the sizes compared. The bus has one
+// payload type, one subscriber and 16 slots, and is used from main(): one
+// Publish, one ProcessBatch.
 #include <cstdint>
 
 #if SLUICE_SIZE_PROBE_WITH_BUS
@@ -21,6 +22,7 @@ struct ProbeTraits : sluice::DefaultBusTraits {
   static constexpr sluice::SlotStorage kSlotStorage = sluice::SlotStorage::kInline;
   static constexpr std::size_t kMaxSubscribersPerType = 4;
   static constexpr std::size_t kCallbackStorageBytes = 8;
+  static constexpr bool kLatencyHistograms = SLUICE_SIZE_PROBE_WITH_BUS == 2;
 };
 sluice::MpscBus<std::variant<Sample>, 16, ProbeTraits> g_bus;
 }  // namespace

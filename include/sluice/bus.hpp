@@ -17,11 +17,13 @@
 #include "sluice/detail/admission_policy.hpp"
 #include "sluice/detail/dispatch_epoch.hpp"
 #include "sluice/detail/error_reporter.hpp"
+#include "sluice/detail/latency_recorder.hpp"
 #include "sluice/detail/ring.hpp"
 #include "sluice/detail/statistics_counters.hpp"
 #include "sluice/detail/subscription_registry.hpp"
 #include "sluice/detail/variant_index.hpp"
 #include "sluice/error.hpp"
+#include "sluice/latency_histogram.hpp"
 #include "sluice/message.hpp"
 #include "sluice/performance_mode.hpp"
 #include "sluice/producer_model.hpp"
@@ -66,6 +68,7 @@ class AsyncBus {
   static constexpr std::size_t kBytesPerSlot =
       sizeof(typename detail::Ring<Envelope, kCapacity, kProducers, Traits::kSlotStorage>::Slot);
   static constexpr std::size_t kRingBytes = kBytesPerSlot * kCapacity;
+  static constexpr bool kKeepsLatencyHistograms = Traits::kLatencyHistograms;
 
   AsyncBus() : ring_(0) {}
   explicit AsyncBus(FirstPosition first) : ring_(first.value) {}
@@ -114,9 +117,11 @@ class AsyncBus {
     Envelope* envelope = ring_.TryFront();
     if (envelope == nullptr) return 0;
     dispatching_ = true;
+    const std::uint64_t now = LatencyClockForBatch();
     epoch_.Enter();
     std::uint32_t count = 0;
     do {
+      if (now != 0) latency_.Record(envelope->header, now);
       registry_.Dispatch(*envelope, [this, envelope](const char* what) {
         ReportError(BusErrorCode::kCallbackThrew, *envelope, what);
       });
@@ -142,8 +147,10 @@ class AsyncBus {
     Envelope* envelope = ring_.TryFront();
     if (envelope == nullptr) return 0;
     dispatching_ = true;
+    const std::uint64_t now = LatencyClockForBatch();
     std::uint32_t count = 0;
     do {
+      if (now != 0) latency_.Record(envelope->header, now);
 #if SLUICE_HAS_EXCEPTIONS
       try {
         Visit(visitor, *envelope);
@@ -219,7 +226,19 @@ class AsyncBus {
   // Counters since construction or the last reset. Publish, drop and
   // processed counts advance only in FULL_FEATURED; errors are always counted.
   BusStatisticsSnapshot GetStatistics() const noexcept { return statistics_.Snapshot(); }
-  void ResetStatistics() noexcept { statistics_.Reset(); }
+
+  // Publish-to-dispatch latency per priority since construction or the last
+  // reset, kept by the consumer in FULL_FEATURED mode: it reads the bus clock
+  // once per batch and measures each message from its timestamp_us to the
+  // start of the batch that dispatches it. Messages with timestamp_us 0 are
+  // not counted. Empty when Traits::kLatencyHistograms is false.
+  LatencySnapshot GetLatencyHistograms() const noexcept { return latency_.Snapshot(); }
+
+  // Resets the counters and the latency histograms.
+  void ResetStatistics() noexcept {
+    statistics_.Reset();
+    latency_.Reset();
+  }
 
   // Admitted messages not yet released by the consumer (an estimate while
   // the bus runs).
@@ -318,6 +337,17 @@ class AsyncBus {
             ...);
   }
 
+  // The batch's one clock reading for the latency histograms, or 0 when they
+  // are off (traits, mode, or a clock that reads 0).
+  std::uint64_t LatencyClockForBatch() const noexcept {
+    if constexpr (!decltype(latency_)::kRecords) {
+      return 0;
+    } else {
+      if (policy_.Mode() != PerformanceMode::FULL_FEATURED) return 0;
+      return Traits::Clock::NowMicros();
+    }
+  }
+
   void ReportError(BusErrorCode code, const Envelope& envelope, const char* what) noexcept {
     statistics_.CountError();
     BusError error;
@@ -345,6 +375,7 @@ class AsyncBus {
   alignas(kCacheLineSize) detail::DispatchEpoch epoch_;
   detail::ErrorReporter error_reporter_;
   bool dispatching_ = false;  // consumer-private re-entrancy guard
+  detail::LatencyRecorder<Traits::kLatencyHistograms> latency_;
   detail::SubscriptionRegistry<Payload, Traits> registry_;
 };
 

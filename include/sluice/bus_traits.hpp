@@ -30,6 +30,9 @@ struct DefaultBusTraits {
   // compile error.
   static constexpr std::size_t kCallbackStorageBytes = 48;
   static constexpr SlotStorage kSlotStorage = SlotStorage::kHeap;
+  // Per-priority publish-to-dispatch latency histograms, kept by the consumer
+  // in FULL_FEATURED mode (about 1.3 KiB with 64-bit counters). False: none.
+  static constexpr bool kLatencyHistograms = true;
   // Stamps timestamp_us in Publish(): the CPU's counter where it has a
   // constant rate (a few ns a read), steady_clock elsewhere. Use SteadyClock
   // for timestamps exactly on steady_clock's time line. Bare metal: NullClock

@@ -1,5 +1,6 @@
 // Each CASE is a misuse that must not compile; CMake checks the diagnostic.
 #include <array>
+#include <memory>
 #include <variant>
 
 #include "sluice/sluice.hpp"
@@ -16,27 +17,41 @@ int main() {
 #if CASE == 1  // subscribing to a type that is not in the variant
   sluice::MpscBus<Payload, 16> bus;
   bus.Subscribe<double>([](const double&) {});
-#elif CASE == 2  // publishing a type that is not in the variant
+#elif CASE == 2   // publishing a type that is not in the variant
   sluice::MpscBus<Payload, 16> bus;
   bus.Publish(3.0);
-#elif CASE == 3  // a capacity that is not a power of two
+#elif CASE == 3   // a capacity that is not a power of two
   sluice::MpscBus<Payload, 100> bus;
   bus.Publish(A{1});
-#elif CASE == 4  // a callable larger than the inline storage
+#elif CASE == 4   // a callable larger than the inline storage
   sluice::MpscBus<Payload, 16> bus;
   std::array<char, 256> big{};
   bus.Subscribe<A>([big](const A&) { (void)big; });
-#elif CASE == 5  // a payload that is not a std::variant
+#elif CASE == 5   // a payload that is not a std::variant
   sluice::MpscBus<int, 16> bus;
-#elif CASE == 6  // a callback with none of the accepted shapes
+#elif CASE == 6   // a callback with none of the accepted shapes
   sluice::MpscBus<Payload, 16> bus;
   bus.Subscribe<A>([](int, int, int) {});
-#elif CASE == 7  // a type that appears twice in the variant
+#elif CASE == 7   // a type that appears twice in the variant
   sluice::MpscBus<std::variant<A, A>, 16> bus;
   bus.Publish(A{1});
-#elif CASE == 8  // a visitor that handles only some alternatives
+#elif CASE == 8   // a visitor that handles only some alternatives
   sluice::MpscBus<Payload, 16> bus;
   bus.ProcessBatchWith([](const A&) {});
+#elif CASE == 9   // a StaticComponent without a handler for any alternative
+  struct Deaf : sluice::StaticComponent<Deaf, Payload> {
+    void Handle(const double&) {}
+  };
+  Deaf deaf;
+  (void)deaf.MakeVisitor();
+#elif CASE == 10  // a string literal longer than its FixedString
+  sluice::FixedString<4> name = "too long";
+  (void)name;
+#elif CASE == 11  // a weak subscription whose handler cannot take the message
+  sluice::MpscBus<Payload, 16> bus;
+  sluice::Component<sluice::MpscBus<Payload, 16> > component(bus);
+  std::shared_ptr<B> owner = std::make_shared<B>();
+  component.SubscribeWeak<A>(std::weak_ptr<B>(owner), [](B&, const B&) {});
 #endif
   return 0;
 }

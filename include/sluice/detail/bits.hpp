@@ -1,4 +1,4 @@
-// Bit tricks used by the subscription table.
+// Bit tricks used by the subscription table and the latency histograms.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,17 @@ inline unsigned LowestSetBit(Unsigned bits) noexcept {
     ++index;
   }
   return index;
+#endif
+}
+
+// Bits needed to represent `value`: 0 for 0, else 1 + the highest set bit.
+inline unsigned BitWidth(std::uint64_t value) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  return value == 0 ? 0u : 64u - static_cast<unsigned>(__builtin_clzll(value));
+#else
+  unsigned width = 0;
+  for (; value != 0; value >>= 1) ++width;
+  return width;
 #endif
 }
 

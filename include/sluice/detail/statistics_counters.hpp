@@ -7,22 +7,11 @@
 #include <cstdint>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/counter.hpp"
 #include "sluice/message.hpp"
 #include "sluice/statistics.hpp"
 
 namespace sluice::detail {
-
-// Adds one to a counter. With a single writer a plain load and store suffice
-// (no locked instruction); otherwise an atomic increment.
-template <bool kSingleWriter>
-inline void Increment(std::atomic<Counter>& counter, Counter amount = 1) noexcept {
-  if constexpr (kSingleWriter) {
-    counter.store(static_cast<Counter>(counter.load(std::memory_order_relaxed) + amount),
-                  std::memory_order_relaxed);
-  } else {
-    counter.fetch_add(amount, std::memory_order_relaxed);
-  }
-}
 
 // Counters are only ever read as statistics: every access is relaxed.
 template <bool kSingleProducer>

@@ -1,0 +1,22 @@
+// The one way Sluice bumps a statistics counter.
+#pragma once
+
+#include <atomic>
+
+#include "sluice/config.hpp"
+
+namespace sluice::detail {
+
+// Adds `amount` to a counter. With a single writer a plain load and store suffice
+// (no locked instruction); otherwise an atomic increment.
+template <bool kSingleWriter>
+inline void Increment(std::atomic<Counter>& counter, Counter amount = 1) noexcept {
+  if constexpr (kSingleWriter) {
+    counter.store(static_cast<Counter>(counter.load(std::memory_order_relaxed) + amount),
+                  std::memory_order_relaxed);
+  } else {
+    counter.fetch_add(amount, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace sluice::detail

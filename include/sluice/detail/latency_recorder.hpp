@@ -1,0 +1,97 @@
+// The consumer's latency histograms. One writer (the consumer), read by any
+// thread: bumps are plain relaxed load+store on lines no producer touches, and
+// a reset moves a baseline instead of writing the counters (see
+// StatisticsCounters).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "sluice/config.hpp"
+#include "sluice/detail/bits.hpp"
+#include "sluice/detail/counter.hpp"
+#include "sluice/latency_histogram.hpp"
+#include "sluice/message.hpp"
+
+namespace sluice::detail {
+
+// The bucket of a latency of `micros`: 0 for at most 1 us, else the number of
+// bits of micros - 1 (so 2^(i-1) < micros <= 2^i), capped at the last bucket.
+inline std::size_t LatencyBucket(std::uint64_t micros) noexcept {
+  if (micros <= 1) return 0;
+  const std::size_t bucket = BitWidth(micros - 1);
+  return bucket < kLatencyBucketCount ? bucket : kLatencyBucketCount - 1;
+}
+
+template <bool kEnabled>
+class LatencyRecorder {
+ public:
+  static constexpr bool kRecords = true;
+
+  // Consumer only. `now_micros` was read once for the whole batch.
+  void Record(const MessageHeader& header, std::uint64_t now_micros) noexcept {
+    // 0: published without a clock (BARE_METAL Publish, NullClock).
+    if (header.timestamp_us == 0) return;
+    const std::uint64_t latency =
+        now_micros > header.timestamp_us ? now_micros - header.timestamp_us : 0;
+    Row& row = rows_[static_cast<std::size_t>(header.priority)];
+    Increment<true>(row.buckets[LatencyBucket(latency)]);
+    Increment<true>(row.sum_micros, static_cast<Counter>(latency));
+  }
+
+  // Any thread. Counts are read one by one; `count` is the sum of the
+  // buckets as read, so a snapshot is always self-consistent.
+  LatencySnapshot Snapshot() const noexcept {
+    LatencySnapshot snapshot;
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      LatencyHistogram& histogram = snapshot.by_priority[p];
+      for (std::size_t b = 0; b < kLatencyBucketCount; ++b) {
+        histogram.buckets[b] = Since(rows_[p].buckets[b], baseline_[p].buckets[b]);
+        histogram.count += histogram.buckets[b];
+      }
+      histogram.sum_micros = Since(rows_[p].sum_micros, baseline_[p].sum_micros);
+    }
+    return snapshot;
+  }
+
+  // Any thread.
+  void Reset() noexcept {
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      for (std::size_t b = 0; b < kLatencyBucketCount; ++b) {
+        Copy(rows_[p].buckets[b], baseline_[p].buckets[b]);
+      }
+      Copy(rows_[p].sum_micros, baseline_[p].sum_micros);
+    }
+  }
+
+ private:
+  struct Row {
+    std::atomic<Counter> buckets[kLatencyBucketCount] = {};
+    std::atomic<Counter> sum_micros{0};
+  };
+
+  static std::uint64_t Since(const std::atomic<Counter>& value,
+                             const std::atomic<Counter>& base) noexcept {
+    return static_cast<Counter>(value.load(std::memory_order_relaxed) -
+                                base.load(std::memory_order_relaxed));
+  }
+  static void Copy(const std::atomic<Counter>& from, std::atomic<Counter>& to) noexcept {
+    to.store(from.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
+
+  alignas(kCacheLineSize) Row rows_[kPriorityCount];  // consumer
+  alignas(kCacheLineSize) Row baseline_[kPriorityCount];
+};
+
+// Histograms turned off in the bus traits: no memory, no work.
+template <>
+class LatencyRecorder<false> {
+ public:
+  static constexpr bool kRecords = false;
+  void Record(const MessageHeader&, std::uint64_t) noexcept {}
+  LatencySnapshot Snapshot() const noexcept { return {}; }
+  void Reset() noexcept {}
+};
+
+}  // namespace sluice::detail

@@ -1,0 +1,251 @@
+// Bus metrics in the Prometheus text exposition format (version 0.0.4):
+// statistics, queue depth, backpressure, mode and latency histograms, one
+// `bus` label per bus. Standard library only; writes through any sink, so it
+// needs no allocation when the sink needs none.
+//
+//   std::string text;
+//   sluice::WritePrometheus(text, "telemetry", bus);
+//   sluice::WritePrometheus([&](std::string_view s) { socket.Send(s); },
+//                           {sluice::CaptureMetrics("a", bus_a), sluice::CaptureMetrics("b",
+//                           bus_b)});
+#pragma once
+
+#include <array>
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "sluice/admission.hpp"
+#include "sluice/latency_histogram.hpp"
+#include "sluice/message.hpp"
+#include "sluice/performance_mode.hpp"
+#include "sluice/statistics.hpp"
+
+namespace sluice {
+
+// What WritePrometheus reports of one bus, read at one moment.
+struct BusMetrics {
+  std::string_view name;  // the `bus` label; escaped on output
+  BusStatisticsSnapshot statistics;
+  LatencySnapshot latency;
+  bool has_latency = false;  // false: the bus keeps no histograms
+  std::uint64_t queue_depth = 0;
+  std::uint64_t capacity = 0;
+  BackpressureLevel backpressure = BackpressureLevel::NORMAL;
+  PerformanceMode mode = PerformanceMode::FULL_FEATURED;
+};
+
+// Any thread. `name` must outlive the returned value.
+template <typename Bus>
+BusMetrics CaptureMetrics(std::string_view name, const Bus& bus) noexcept {
+  BusMetrics metrics;
+  metrics.name = name;
+  metrics.statistics = bus.GetStatistics();
+  metrics.latency = bus.GetLatencyHistograms();
+  metrics.has_latency = Bus::kKeepsLatencyHistograms;
+  metrics.queue_depth = bus.QueueDepth();
+  metrics.capacity = Bus::Capacity();
+  metrics.backpressure = bus.GetBackpressureLevel();
+  metrics.mode = bus.GetPerformanceMode();
+  return metrics;
+}
+
+namespace detail {
+
+template <typename Sink>
+void Emit(Sink& sink, std::string_view text) {
+  if constexpr (std::is_same_v<std::decay_t<Sink>, std::string>) {
+    sink.append(text.data(), text.size());
+  } else {
+    sink(text);
+  }
+}
+
+template <typename Sink>
+void EmitNumber(Sink& sink, std::uint64_t value) {
+  char digits[24];
+  const std::to_chars_result result = std::to_chars(digits, digits + sizeof digits, value);
+  Emit(sink, std::string_view(digits, static_cast<std::size_t>(result.ptr - digits)));
+}
+
+// Microseconds as decimal seconds, exactly: 1500 -> "0.0015".
+template <typename Sink>
+void EmitSeconds(Sink& sink, std::uint64_t micros) {
+  EmitNumber(sink, micros / 1'000'000);
+  std::uint64_t fraction = micros % 1'000'000;
+  if (fraction == 0) return;
+  char digits[7] = {'.', '0', '0', '0', '0', '0', '0'};
+  for (int i = 6; i >= 1; --i, fraction /= 10) digits[i] = static_cast<char>('0' + fraction % 10);
+  std::size_t length = 7;
+  while (digits[length - 1] == '0') --length;
+  Emit(sink, std::string_view(digits, length));
+}
+
+// A label value: backslash, double quote and line feed escaped.
+template <typename Sink>
+void EmitLabelValue(Sink& sink, std::string_view value) {
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
+    if (c != '\\' && c != '"' && c != '\n') continue;
+    Emit(sink, value.substr(start, i - start));
+    Emit(sink, c == '\\' ? "\\\\" : c == '"' ? "\\\"" : "\\n");
+    start = i + 1;
+  }
+  Emit(sink, value.substr(start));
+}
+
+template <typename Sink>
+void EmitFamily(Sink& sink, std::string_view name, std::string_view type, std::string_view help) {
+  Emit(sink, "# HELP ");
+  Emit(sink, name);
+  Emit(sink, " ");
+  Emit(sink, help);
+  Emit(sink, "\n# TYPE ");
+  Emit(sink, name);
+  Emit(sink, " ");
+  Emit(sink, type);
+  Emit(sink, "\n");
+}
+
+// name{bus="...",extra_label="extra_value"} value
+template <typename Sink>
+void EmitSampleStart(Sink& sink, std::string_view name, std::string_view bus,
+                     std::string_view extra_label = {}, std::string_view extra_value = {}) {
+  Emit(sink, name);
+  Emit(sink, "{bus=\"");
+  EmitLabelValue(sink, bus);
+  Emit(sink, "\"");
+  if (!extra_label.empty()) {
+    Emit(sink, ",");
+    Emit(sink, extra_label);
+    Emit(sink, "=\"");
+    EmitLabelValue(sink, extra_value);
+    Emit(sink, "\"");
+  }
+}
+
+template <typename Sink>
+void EmitSample(Sink& sink, std::string_view name, std::string_view bus, std::uint64_t value,
+                std::string_view extra_label = {}, std::string_view extra_value = {}) {
+  EmitSampleStart(sink, name, bus, extra_label, extra_value);
+  Emit(sink, "} ");
+  EmitNumber(sink, value);
+  Emit(sink, "\n");
+}
+
+inline constexpr std::string_view kPriorityLabels[kPriorityCount] = {"low", "medium", "high"};
+
+}  // namespace detail
+
+// Writes the metrics of `count` buses, each family once. `sink` is a
+// std::string (appended to) or a callable taking std::string_view.
+template <typename Sink>
+void WritePrometheus(Sink&& sink, const BusMetrics* buses, std::size_t count) {
+  using detail::Emit;
+  using detail::EmitFamily;
+  using detail::EmitSample;
+  using detail::kPriorityLabels;
+  const BusMetrics* const end = buses + count;
+
+  // A family with one sample per bus, or one per bus and priority.
+  const auto per_bus = [&](std::string_view name, std::string_view type, std::string_view help,
+                           auto value_of) {
+    EmitFamily(sink, name, type, help);
+    for (const BusMetrics* bus = buses; bus != end; ++bus) {
+      EmitSample(sink, name, bus->name, value_of(*bus));
+    }
+  };
+  const auto per_priority = [&](std::string_view name, std::string_view help, auto values_of) {
+    EmitFamily(sink, name, "counter", help);
+    for (const BusMetrics* bus = buses; bus != end; ++bus) {
+      const auto values = values_of(bus->statistics);
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
+        EmitSample(sink, name, bus->name, values[p], "priority", kPriorityLabels[p]);
+      }
+    }
+  };
+  using Values = std::array<std::uint64_t, kPriorityCount>;
+
+  per_priority("sluice_messages_published_total",
+               "Messages admitted, by priority (counted in FULL_FEATURED mode).",
+               [](const BusStatisticsSnapshot& s) {
+                 return Values{s.low_priority_published, s.medium_priority_published,
+                               s.high_priority_published};
+               });
+  per_priority(
+      "sluice_messages_dropped_total",
+      "Messages refused by admission or capacity, by priority (FULL_FEATURED mode).",
+      [](const BusStatisticsSnapshot& s) {
+        return Values{s.low_priority_dropped, s.medium_priority_dropped, s.high_priority_dropped};
+      });
+  per_bus("sluice_messages_processed_total", "counter",
+          "Messages dispatched by the consumer (FULL_FEATURED mode).",
+          [](const BusMetrics& m) { return m.statistics.messages_processed; });
+  per_bus("sluice_processing_errors_total", "counter",
+          "Callbacks and visitors that threw (every mode).",
+          [](const BusMetrics& m) { return m.statistics.processing_errors; });
+  per_bus("sluice_queue_depth", "gauge", "Messages admitted and not yet released.",
+          [](const BusMetrics& m) { return m.queue_depth; });
+  per_bus("sluice_queue_capacity", "gauge", "Slots in the ring.",
+          [](const BusMetrics& m) { return m.capacity; });
+  per_bus("sluice_backpressure_level", "gauge",
+          "0 NORMAL (below 75 % full), 1 WARNING, 2 CRITICAL (90 %), 3 FULL.",
+          [](const BusMetrics& m) { return static_cast<std::uint64_t>(m.backpressure); });
+  EmitFamily(sink, "sluice_performance_mode", "gauge", "1 for the mode the bus is in, else 0.");
+  for (const BusMetrics* bus = buses; bus != end; ++bus) {
+    for (PerformanceMode mode :
+         {PerformanceMode::FULL_FEATURED, PerformanceMode::NO_STATS, PerformanceMode::BARE_METAL}) {
+      EmitSample(sink, "sluice_performance_mode", bus->name, bus->mode == mode ? 1 : 0, "mode",
+                 ToString(mode));
+    }
+  }
+  EmitFamily(sink, "sluice_dispatch_latency_seconds", "histogram",
+             "Publish to dispatch, by priority (FULL_FEATURED mode; 1 us resolution).");
+  for (const BusMetrics* bus = buses; bus != end; ++bus) {
+    if (!bus->has_latency) continue;
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      const LatencyHistogram& histogram = bus->latency.by_priority[p];
+      std::uint64_t cumulative = 0;
+      for (std::size_t b = 0; b < kLatencyBucketCount; ++b) {
+        cumulative += histogram.buckets[b];
+        detail::EmitSampleStart(sink, "sluice_dispatch_latency_seconds_bucket", bus->name,
+                                "priority", kPriorityLabels[p]);
+        Emit(sink, ",le=\"");
+        if (b + 1 < kLatencyBucketCount) {
+          detail::EmitSeconds(sink, LatencyHistogram::UpperBoundMicros(b));
+        } else {
+          Emit(sink, "+Inf");
+        }
+        Emit(sink, "\"} ");
+        detail::EmitNumber(sink, cumulative);
+        Emit(sink, "\n");
+      }
+      detail::EmitSampleStart(sink, "sluice_dispatch_latency_seconds_sum", bus->name, "priority",
+                              kPriorityLabels[p]);
+      Emit(sink, "} ");
+      detail::EmitSeconds(sink, histogram.sum_micros);
+      Emit(sink, "\n");
+      EmitSample(sink, "sluice_dispatch_latency_seconds_count", bus->name, cumulative, "priority",
+                 kPriorityLabels[p]);
+    }
+  }
+}
+
+template <typename Sink>
+void WritePrometheus(Sink&& sink, std::initializer_list<BusMetrics> buses) {
+  WritePrometheus(sink, buses.begin(), buses.size());
+}
+
+// One bus. Any thread.
+template <typename Sink, typename Bus>
+void WritePrometheus(Sink&& sink, std::string_view name, const Bus& bus) {
+  const BusMetrics metrics = CaptureMetrics(name, bus);
+  WritePrometheus(sink, &metrics, 1);
+}
+
+}  // namespace sluice

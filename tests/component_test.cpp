@@ -1,0 +1,209 @@
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/sluice.hpp"
+#include "test_support.hpp"
+
+namespace sluice_test {
+namespace {
+
+using Bus = sluice::MpscBus<BasicPayload, 64>;
+
+// An object that keeps its subscriptions in a Component member.
+class Thermostat {
+ public:
+  explicit Thermostat(Bus& bus, std::vector<float>* seen) : seen_(seen), subscriptions_(bus) {
+    EXPECT_TRUE(subscriptions_.Subscribe<SensorData>([this](const SensorData& d) { Record(d); }));
+  }
+  std::size_t Subscriptions() const { return subscriptions_.SubscriptionCount(); }
+
+ private:
+  void Record(const SensorData& d) { seen_->push_back(d.temperature); }
+  std::vector<float>* seen_;
+  sluice::Component<Bus> subscriptions_;
+};
+
+TEST(ComponentTest, DestructionRemovesItsSubscriptions) {
+  Bus bus;
+  std::vector<float> seen;
+  {
+    Thermostat thermostat(bus, &seen);
+    EXPECT_EQ(thermostat.Subscriptions(), 1u);
+    EXPECT_EQ(bus.SubscriberCount<SensorData>(), 1u);
+    ASSERT_TRUE(bus.Publish(SensorData{21.5f}));
+    EXPECT_EQ(bus.ProcessBatch(), 1u);
+  }
+  EXPECT_EQ(bus.SubscriberCount<SensorData>(), 0u);
+  ASSERT_TRUE(bus.Publish(SensorData{30.0f}));
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  EXPECT_EQ(seen, std::vector<float>{21.5f});
+}
+
+TEST(ComponentTest, RefusesPastItsCapacityAndUnsubscribesAll) {
+  Bus bus;
+  sluice::Component<Bus, 2> component(bus);
+  int calls = 0;
+  EXPECT_TRUE(component.Subscribe<MotorCmd>([&](const MotorCmd&) { ++calls; }));
+  EXPECT_TRUE(component.Subscribe<MotorCmd>([&](const MotorCmd&) { ++calls; }));
+  EXPECT_FALSE(component.Subscribe<MotorCmd>([&](const MotorCmd&) { ++calls; }));
+  EXPECT_EQ(bus.SubscriberCount<MotorCmd>(), 2u);
+  ASSERT_TRUE(bus.Publish(MotorCmd{1}));
+  bus.ProcessBatch();
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(component.UnsubscribeAll(), 2u);
+  EXPECT_EQ(component.SubscriptionCount(), 0u);
+  EXPECT_EQ(bus.SubscriberCount<MotorCmd>(), 0u);
+}
+
+TEST(ComponentTest, AFullBusTableIsReportedAndNothingIsHeld) {
+  Bus bus;
+  std::vector<sluice::SubscriptionHandle> others;
+  for (std::size_t i = 0; i < sluice::DefaultBusTraits::kMaxSubscribersPerType; ++i) {
+    others.push_back(bus.Subscribe<MotorCmd>([](const MotorCmd&) {}));
+  }
+  sluice::Component<Bus> component(bus);
+  EXPECT_FALSE(component.Subscribe<MotorCmd>([](const MotorCmd&) {}));
+  EXPECT_EQ(component.SubscriptionCount(), 0u);
+}
+
+class SharedDisplay : public std::enable_shared_from_this<SharedDisplay> {
+ public:
+  void Show(const MotorCmd& c) { shown.push_back(c.speed); }
+  void ShowWithHeader(const MotorCmd& c, const sluice::MessageHeader& h) {
+    shown.push_back(c.speed * 100 + static_cast<int>(h.sender_id));
+  }
+  std::vector<int> shown;
+};
+
+TEST(ComponentTest, WeakSubscriptionsCallOnlyWhileTheOwnerLives) {
+  Bus bus;
+  sluice::Component<Bus> component(bus);
+  auto display = std::make_shared<SharedDisplay>();
+  EXPECT_TRUE(component.SubscribeWeak<MotorCmd>(display->weak_from_this(), &SharedDisplay::Show));
+  EXPECT_TRUE(component.SubscribeWeak<MotorCmd>(std::weak_ptr<SharedDisplay>(display),
+                                                &SharedDisplay::ShowWithHeader));
+  ASSERT_TRUE(bus.Publish(MotorCmd{7}, 3));
+  bus.ProcessBatch();
+  EXPECT_EQ(display->shown, (std::vector<int>{7, 703}));
+  std::weak_ptr<SharedDisplay> watcher = display;
+  display.reset();
+  EXPECT_TRUE(watcher.expired());
+  ASSERT_TRUE(bus.Publish(MotorCmd{8}));
+  EXPECT_EQ(bus.ProcessBatch(), 1u);  // dispatched to nobody alive, no crash
+  EXPECT_EQ(component.UnsubscribeAll(), 2u);
+}
+
+struct Controller : sluice::StaticComponent<Controller, BasicPayload> {
+  void Handle(const SensorData& d) { temperatures.push_back(d.temperature); }
+  void Handle(const MotorCmd& c, const sluice::MessageHeader& h) {
+    speeds.push_back(c.speed);
+    senders.push_back(h.sender_id);
+  }
+  std::vector<float> temperatures;
+  std::vector<int> speeds;
+  std::vector<std::uint32_t> senders;
+};
+
+TEST(StaticComponentTest, HandlersAreFoundAtCompileTimeAndOthersIgnored) {
+  static_assert(Controller::Handles<SensorData>());
+  static_assert(Controller::Handles<MotorCmd>());
+  static_assert(!Controller::Handles<Sequenced>());
+  Bus bus;
+  Controller controller;
+  ASSERT_TRUE(bus.Publish(SensorData{1.5f}, 1));
+  ASSERT_TRUE(bus.Publish(Sequenced{0, 9}, 2));  // no handler: ignored
+  ASSERT_TRUE(bus.Publish(MotorCmd{40}, 3));
+  EXPECT_EQ(bus.ProcessBatchWith(controller.MakeVisitor()), 3u);
+  EXPECT_EQ(controller.temperatures, std::vector<float>{1.5f});
+  EXPECT_EQ(controller.speeds, std::vector<int>{40});
+  EXPECT_EQ(controller.senders, std::vector<std::uint32_t>{3});
+  sluice::MessageHeader header;
+  EXPECT_TRUE(controller.Dispatch(MotorCmd{1}, header));
+  EXPECT_FALSE(controller.Dispatch(Sequenced{}, header));
+}
+
+TEST(FixedStringTest, RefusesWhatDoesNotFitAndTruncatesOnlyWhenAsked) {
+  sluice::FixedString<8> name = "motor";
+  EXPECT_EQ(name, "motor");
+  EXPECT_EQ(name.size(), 5u);
+  EXPECT_STREQ(name.c_str(), "motor");
+  EXPECT_FALSE(name.Append("-left"));  // 10 bytes: refused, unchanged
+  EXPECT_EQ(name, "motor");
+  EXPECT_TRUE(name.Append("-L1"));
+  EXPECT_EQ(name, "motor-L1");
+  EXPECT_FALSE(name.Assign("123456789"));
+  EXPECT_EQ(name, "motor-L1");
+  EXPECT_EQ(name.AssignTruncated("123456789"), 1u);
+  EXPECT_EQ(name, "12345678");
+  EXPECT_STREQ(name.c_str(), "12345678");
+  name.clear();
+  EXPECT_TRUE(name.empty());
+  EXPECT_EQ(name.AppendTruncated("abc"), 0u);
+  EXPECT_EQ(name.AppendTruncated("defghij"), 2u);
+  EXPECT_EQ(name, "abcdefgh");
+  static_assert(sizeof(sluice::FixedString<8>) == 10);
+}
+
+TEST(FixedStringTest, TruncationNeverSplitsAUtf8Sequence) {
+  sluice::FixedString<4> text;
+  // "aé€": a (1 byte), é (2 bytes), € (3 bytes).
+  EXPECT_EQ(text.AssignTruncated("a\xC3\xA9\xE2\x82\xAC"), 3u);
+  EXPECT_EQ(text, "a\xC3\xA9");
+  EXPECT_EQ(text.AssignTruncated("\xE2\x82\xAC\xE2\x82\xAC"), 3u);
+  EXPECT_EQ(text, "\xE2\x82\xAC");
+}
+
+TEST(FixedVectorTest, RefusesWhenFullAndManagesLifetimes) {
+  LifetimeCounter::ResetCounts();
+  {
+    sluice::FixedVector<LifetimeCounter, 3> items;
+    EXPECT_TRUE(items.TryPushBack(LifetimeCounter(1)));
+    EXPECT_NE(items.TryEmplaceBack(2), nullptr);
+    EXPECT_TRUE(items.TryPushBack(LifetimeCounter(3)));
+    EXPECT_TRUE(items.full());
+    EXPECT_FALSE(items.TryPushBack(LifetimeCounter(4)));
+    EXPECT_EQ(items.TryEmplaceBack(5), nullptr);
+    ASSERT_EQ(items.size(), 3u);
+    EXPECT_EQ(items[0].value + items[1].value + items[2].value, 6);
+    EXPECT_EQ(LifetimeCounter::Live(), 3);
+
+    sluice::FixedVector<LifetimeCounter, 3> copy = items;
+    EXPECT_EQ(LifetimeCounter::Live(), 6);
+    sluice::FixedVector<LifetimeCounter, 3> moved = std::move(copy);
+    EXPECT_EQ(moved[2].value, 3);
+    moved.pop_back();
+    EXPECT_EQ(moved.size(), 2u);
+    items.clear();
+    EXPECT_TRUE(items.empty());
+  }
+  EXPECT_EQ(LifetimeCounter::Live(), 0);
+}
+
+TEST(FixedContainersTest, TravelThroughTheBusInsideAPayload) {
+  struct Route {
+    sluice::FixedString<16> name;
+    sluice::FixedVector<int, 4> waypoints;
+  };
+  sluice::SpscBus<std::variant<Route>, 8> bus;
+  Route route;
+  route.name = "depot";
+  ASSERT_TRUE(route.waypoints.TryPushBack(4));
+  ASSERT_TRUE(route.waypoints.TryPushBack(2));
+  ASSERT_TRUE(bus.Publish(route));
+  std::string received;
+  int sum = 0;
+  bus.Subscribe<Route>([&](const Route& r) {
+    received = std::string(r.name.view());
+    for (int w : r.waypoints) sum += w;
+  });
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  EXPECT_EQ(received, "depot");
+  EXPECT_EQ(sum, 6);
+}
+
+}  // namespace
+}  // namespace sluice_test

@@ -1,0 +1,165 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "sluice/detail/latency_recorder.hpp"
+#include "test_support.hpp"
+
+namespace sluice_test {
+namespace {
+
+using sluice::LatencyHistogram;
+using sluice::MessagePriority;
+using sluice::PerformanceMode;
+
+// A clock the test sets, counting its reads.
+struct ManualClock {
+  static inline std::atomic<std::uint64_t> now{1000};
+  static inline std::atomic<int> reads{0};
+  static std::uint64_t NowMicros() noexcept {
+    ++reads;
+    return now.load();
+  }
+};
+
+struct ManualClockTraits : sluice::DefaultBusTraits {
+  using Clock = ManualClock;
+};
+struct NoHistogramTraits : ManualClockTraits {
+  static constexpr bool kLatencyHistograms = false;
+};
+
+template <typename Traits = ManualClockTraits>
+using Bus = sluice::MpscBus<BasicPayload, 64, Traits>;
+
+TEST(LatencyBucketTest, BucketIHoldsLatenciesUpToTwoToTheI) {
+  using sluice::detail::LatencyBucket;
+  EXPECT_EQ(LatencyBucket(0), 0u);
+  EXPECT_EQ(LatencyBucket(1), 0u);
+  EXPECT_EQ(LatencyBucket(2), 1u);
+  EXPECT_EQ(LatencyBucket(3), 2u);
+  EXPECT_EQ(LatencyBucket(4), 2u);
+  EXPECT_EQ(LatencyBucket(5), 3u);
+  EXPECT_EQ(LatencyBucket(1024), 10u);
+  EXPECT_EQ(LatencyBucket(1025), 11u);
+  EXPECT_EQ(LatencyBucket(std::uint64_t{1} << 23), 23u);
+  EXPECT_EQ(LatencyBucket((std::uint64_t{1} << 23) + 1), 24u);
+  EXPECT_EQ(LatencyBucket(~std::uint64_t{0}), 24u);
+  for (std::size_t bucket = 0; bucket + 1 < sluice::kLatencyBucketCount; ++bucket) {
+    const std::uint64_t bound = LatencyHistogram::UpperBoundMicros(bucket);
+    EXPECT_EQ(LatencyBucket(bound), bucket);
+    EXPECT_EQ(LatencyBucket(bound + 1), bucket + 1);
+  }
+  EXPECT_EQ(LatencyHistogram::UpperBoundMicros(24), LatencyHistogram::kUnbounded);
+}
+
+TEST(LatencyHistogramTest, PercentilesAreBucketBounds) {
+  LatencyHistogram histogram;
+  EXPECT_EQ(histogram.PercentileMicros(0.5), 0u);  // empty
+  histogram.buckets[0] = 50;                       // <= 1 us
+  histogram.buckets[3] = 49;                       // 5-8 us
+  histogram.buckets[10] = 1;                       // 513-1024 us
+  histogram.count = 100;
+  EXPECT_EQ(histogram.PercentileMicros(0.0), 1u);
+  EXPECT_EQ(histogram.PercentileMicros(0.5), 1u);
+  EXPECT_EQ(histogram.PercentileMicros(0.51), 8u);
+  EXPECT_EQ(histogram.PercentileMicros(0.99), 8u);
+  EXPECT_EQ(histogram.PercentileMicros(0.991), 1024u);
+  EXPECT_EQ(histogram.PercentileMicros(1.0), 1024u);
+  EXPECT_EQ(histogram.PercentileMicros(2.0), 1024u);
+  histogram.buckets[24] = 100;
+  histogram.count = 200;
+  EXPECT_EQ(histogram.PercentileMicros(1.0), LatencyHistogram::kUnbounded);
+}
+
+TEST(LatencyTest, EachPriorityGetsItsOwnHistogram) {
+  Bus<> bus;
+  ManualClock::now = 1000;
+  ASSERT_TRUE(bus.PublishWithPriority(MotorCmd{1}, 0, MessagePriority::HIGH));
+  ASSERT_TRUE(bus.PublishWithPriority(MotorCmd{2}, 0, MessagePriority::LOW));
+  ManualClock::now = 1005;
+  ASSERT_TRUE(bus.PublishWithPriority(MotorCmd{3}, 0, MessagePriority::LOW));
+  ManualClock::now = 1300;
+  EXPECT_EQ(bus.ProcessBatch(), 3u);
+
+  const sluice::LatencySnapshot snapshot = bus.GetLatencyHistograms();
+  const LatencyHistogram& high = snapshot.For(MessagePriority::HIGH);
+  EXPECT_EQ(high.count, 1u);
+  EXPECT_EQ(high.sum_micros, 300u);
+  EXPECT_EQ(high.buckets[9], 1u);  // 257-512 us
+  const LatencyHistogram& low = snapshot.For(MessagePriority::LOW);
+  EXPECT_EQ(low.count, 2u);
+  EXPECT_EQ(low.sum_micros, 300u + 295u);
+  EXPECT_EQ(low.buckets[9], 2u);
+  EXPECT_EQ(snapshot.For(MessagePriority::MEDIUM).count, 0u);
+  EXPECT_EQ(low.PercentileMicros(0.99), 512u);
+}
+
+TEST(LatencyTest, TheConsumerReadsTheClockOncePerBatch) {
+  Bus<> bus;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(bus.PublishFast(MotorCmd{i}, 0, 500));
+  ManualClock::reads = 0;
+  ManualClock::now = 600;
+  EXPECT_EQ(bus.ProcessBatch(), 10u);
+  EXPECT_EQ(ManualClock::reads.load(), 1);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(bus.PublishFast(MotorCmd{i}, 0, 500));
+  EXPECT_EQ(bus.ProcessBatchWith([](const auto&) {}), 10u);
+  EXPECT_EQ(ManualClock::reads.load(), 2);
+  EXPECT_EQ(bus.ProcessBatch(), 0u);  // nothing queued: no read
+  EXPECT_EQ(ManualClock::reads.load(), 2);
+  EXPECT_EQ(bus.GetLatencyHistograms().For(MessagePriority::MEDIUM).count, 20u);
+  EXPECT_EQ(bus.GetLatencyHistograms().For(MessagePriority::MEDIUM).buckets[7], 20u);
+}
+
+TEST(LatencyTest, OnlyFullFeaturedRecords) {
+  Bus<> bus;
+  for (PerformanceMode mode : {PerformanceMode::NO_STATS, PerformanceMode::BARE_METAL}) {
+    bus.SetPerformanceMode(mode);
+    ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, 500));
+    ManualClock::reads = 0;
+    EXPECT_EQ(bus.ProcessBatch(), 1u);
+    EXPECT_EQ(ManualClock::reads.load(), 0) << sluice::ToString(mode);
+  }
+  EXPECT_EQ(bus.GetLatencyHistograms().For(MessagePriority::MEDIUM).count, 0u);
+}
+
+TEST(LatencyTest, UnstampedAndFutureMessages) {
+  Bus<> bus;
+  ManualClock::now = 100;
+  ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, 0));    // no timestamp: not counted
+  ASSERT_TRUE(bus.PublishFast(MotorCmd{2}, 0, 150));  // ahead of the clock: latency 0
+  EXPECT_EQ(bus.ProcessBatch(), 2u);
+  const LatencyHistogram& medium = bus.GetLatencyHistograms().For(MessagePriority::MEDIUM);
+  EXPECT_EQ(medium.count, 1u);
+  EXPECT_EQ(medium.buckets[0], 1u);
+  EXPECT_EQ(medium.sum_micros, 0u);
+}
+
+TEST(LatencyTest, ResetStatisticsClearsTheHistograms) {
+  Bus<> bus;
+  ManualClock::now = 10;
+  ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, 5));
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  bus.ResetStatistics();
+  EXPECT_EQ(bus.GetLatencyHistograms().For(MessagePriority::MEDIUM).count, 0u);
+  ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, 6));
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  const LatencyHistogram& medium = bus.GetLatencyHistograms().For(MessagePriority::MEDIUM);
+  EXPECT_EQ(medium.count, 1u);
+  EXPECT_EQ(medium.sum_micros, 4u);
+  EXPECT_EQ(medium.buckets[2], 1u);
+}
+
+TEST(LatencyTest, TraitsCanTurnTheHistogramsOff) {
+  Bus<NoHistogramTraits> bus;
+  ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, 5));
+  ManualClock::reads = 0;
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  EXPECT_EQ(ManualClock::reads.load(), 0);
+  EXPECT_EQ(bus.GetLatencyHistograms().For(MessagePriority::MEDIUM).count, 0u);
+  EXPECT_LT(sizeof(Bus<NoHistogramTraits>), sizeof(Bus<>));
+}
+
+}  // namespace
+}  // namespace sluice_test

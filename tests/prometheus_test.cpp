@@ -1,0 +1,115 @@
+#include "sluice/prometheus.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+
+#include "test_support.hpp"
+
+namespace sluice_test {
+namespace {
+
+bool Contains(const std::string& text, std::string_view line) {
+  return text.find(std::string(line) + "\n") != std::string::npos;
+}
+
+TEST(PrometheusTest, WritesEveryFamilyForABus) {
+  sluice::MpscBus<BasicPayload, 64> bus;
+  bus.Subscribe<MotorCmd>([](const MotorCmd&) {});
+  ASSERT_TRUE(bus.PublishWithPriority(MotorCmd{1}, 0, sluice::MessagePriority::HIGH));
+  ASSERT_TRUE(bus.Publish(MotorCmd{2}));
+  ASSERT_TRUE(bus.Publish(MotorCmd{3}));
+  ASSERT_EQ(bus.ProcessBatch(1), 1u);
+
+  std::string text;
+  sluice::WritePrometheus(text, "telemetry", bus);
+  EXPECT_TRUE(Contains(text, "# TYPE sluice_messages_published_total counter"));
+  EXPECT_TRUE(
+      Contains(text, "sluice_messages_published_total{bus=\"telemetry\",priority=\"high\"} 1"));
+  EXPECT_TRUE(
+      Contains(text, "sluice_messages_published_total{bus=\"telemetry\",priority=\"medium\"} 2"));
+  EXPECT_TRUE(
+      Contains(text, "sluice_messages_dropped_total{bus=\"telemetry\",priority=\"low\"} 0"));
+  EXPECT_TRUE(Contains(text, "sluice_messages_processed_total{bus=\"telemetry\"} 1"));
+  EXPECT_TRUE(Contains(text, "sluice_processing_errors_total{bus=\"telemetry\"} 0"));
+  EXPECT_TRUE(Contains(text, "sluice_queue_depth{bus=\"telemetry\"} 2"));
+  EXPECT_TRUE(Contains(text, "sluice_queue_capacity{bus=\"telemetry\"} 64"));
+  EXPECT_TRUE(Contains(text, "sluice_backpressure_level{bus=\"telemetry\"} 0"));
+  EXPECT_TRUE(
+      Contains(text, "sluice_performance_mode{bus=\"telemetry\",mode=\"FULL_FEATURED\"} 1"));
+  EXPECT_TRUE(Contains(text, "sluice_performance_mode{bus=\"telemetry\",mode=\"BARE_METAL\"} 0"));
+  EXPECT_TRUE(Contains(text, "# TYPE sluice_dispatch_latency_seconds histogram"));
+  EXPECT_TRUE(Contains(text,
+                       "sluice_dispatch_latency_seconds_bucket{bus=\"telemetry\",priority=\"high\","
+                       "le=\"+Inf\"} 1"));
+  EXPECT_TRUE(Contains(
+      text, "sluice_dispatch_latency_seconds_count{bus=\"telemetry\",priority=\"high\"} 1"));
+  EXPECT_TRUE(Contains(
+      text, "sluice_dispatch_latency_seconds_count{bus=\"telemetry\",priority=\"low\"} 0"));
+}
+
+sluice::BusMetrics HandMadeMetrics(std::string_view name) {
+  sluice::BusMetrics metrics;
+  metrics.name = name;
+  metrics.has_latency = true;
+  metrics.capacity = 8;
+  sluice::LatencyHistogram& medium =
+      metrics.latency.by_priority[static_cast<int>(sluice::MessagePriority::MEDIUM)];
+  medium.buckets[0] = 2;   // <= 1 us
+  medium.buckets[3] = 5;   // <= 8 us
+  medium.buckets[20] = 1;  // <= 1.048576 s
+  medium.count = 8;
+  medium.sum_micros = 1'500'042;
+  return metrics;
+}
+
+TEST(PrometheusTest, HistogramBucketsAreCumulativeWithBoundsInSeconds) {
+  const sluice::BusMetrics metrics = HandMadeMetrics("b");
+  std::string text;
+  sluice::WritePrometheus(text, &metrics, 1);
+  const std::string prefix =
+      "sluice_dispatch_latency_seconds_bucket{bus=\"b\",priority=\"medium\",";
+  EXPECT_TRUE(Contains(text, prefix + "le=\"0.000001\"} 2"));
+  EXPECT_TRUE(Contains(text, prefix + "le=\"0.000002\"} 2"));
+  EXPECT_TRUE(Contains(text, prefix + "le=\"0.000008\"} 7"));
+  EXPECT_TRUE(Contains(text, prefix + "le=\"0.524288\"} 7"));
+  EXPECT_TRUE(Contains(text, prefix + "le=\"1.048576\"} 8"));
+  EXPECT_TRUE(Contains(text, prefix + "le=\"8.388608\"} 8"));
+  EXPECT_TRUE(Contains(text, prefix + "le=\"+Inf\"} 8"));
+  EXPECT_TRUE(Contains(
+      text, "sluice_dispatch_latency_seconds_sum{bus=\"b\",priority=\"medium\"} 1.500042"));
+  EXPECT_TRUE(
+      Contains(text, "sluice_dispatch_latency_seconds_count{bus=\"b\",priority=\"medium\"} 8"));
+}
+
+TEST(PrometheusTest, EscapesTheBusNameAndWritesEachFamilyOnce) {
+  const sluice::BusMetrics first = HandMadeMetrics("a \"quoted\" \\ name\nnext");
+  const sluice::BusMetrics second = HandMadeMetrics("plain");
+  std::string text;
+  sluice::WritePrometheus([&text](std::string_view s) { text.append(s); }, {first, second});
+  EXPECT_NE(text.find("{bus=\"a \\\"quoted\\\" \\\\ name\\nnext\"}"), std::string::npos);
+  EXPECT_NE(text.find("{bus=\"plain\"}"), std::string::npos);
+  std::size_t families = 0;
+  for (std::size_t at = text.find("# TYPE sluice_queue_depth "); at != std::string::npos;
+       at = text.find("# TYPE sluice_queue_depth ", at + 1)) {
+    ++families;
+  }
+  EXPECT_EQ(families, 1u);
+}
+
+struct NoHistogramTraits : sluice::DefaultBusTraits {
+  static constexpr bool kLatencyHistograms = false;
+};
+
+TEST(PrometheusTest, ABusWithoutHistogramsWritesNoLatencySamples) {
+  sluice::SpscBus<BasicPayload, 16, NoHistogramTraits> bus;
+  std::string text;
+  sluice::WritePrometheus(text, "quiet", bus);
+  EXPECT_NE(text.find("# TYPE sluice_dispatch_latency_seconds histogram"), std::string::npos);
+  EXPECT_EQ(text.find("sluice_dispatch_latency_seconds_bucket"), std::string::npos);
+  EXPECT_TRUE(Contains(text, "sluice_queue_capacity{bus=\"quiet\"} 16"));
+}
+
+}  // namespace
+}  // namespace sluice_test
