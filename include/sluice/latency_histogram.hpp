@@ -51,7 +51,12 @@ struct LatencyHistogram {
 struct LatencySnapshot {
   LatencyHistogram by_priority[kPriorityCount];
 
-  const LatencyHistogram& For(MessagePriority priority) const noexcept {
+  const LatencyHistogram& For(MessagePriority priority) const& noexcept {
+    return by_priority[static_cast<std::size_t>(priority)];
+  }
+  // On a temporary snapshot (bus.GetLatencyHistograms().For(p)) a copy, so
+  // that `const auto& h = bus.GetLatencyHistograms().For(p);` cannot dangle.
+  LatencyHistogram For(MessagePriority priority) && noexcept {
     return by_priority[static_cast<std::size_t>(priority)];
   }
 };

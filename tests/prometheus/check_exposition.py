@@ -6,7 +6,8 @@ Checks: the text parses; every histogram's buckets are cumulative and its
 +Inf bucket equals its _count; every line of EXPECTED ("sample value", the
 sample written with its labels in sorted order) matches.
 
-usage: check_exposition.py PROGRAM EXPECTED
+usage: check_exposition.py EXPECTED PROGRAM [ARGUMENTS...]
+(PROGRAM may be an emulator, such as qemu-aarch64, followed by the program.)
 """
 import math
 import subprocess
@@ -22,8 +23,8 @@ def key(name, labels):
 
 
 def main():
-    program, expected_path = sys.argv[1], sys.argv[2]
-    text = subprocess.run([program], check=True, stdout=subprocess.PIPE,
+    expected_path, command = sys.argv[1], sys.argv[2:]
+    text = subprocess.run(command, check=True, stdout=subprocess.PIPE,
                           universal_newlines=True).stdout
     families = list(text_string_to_metric_families(text))
     samples = {}
