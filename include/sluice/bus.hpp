@@ -117,11 +117,11 @@ class AsyncBus {
     Envelope* envelope = ring_.TryFront();
     if (envelope == nullptr) return 0;
     dispatching_ = true;
-    const std::uint64_t now = LatencyClockForBatch();
+    auto latency = latency_.BeginBatch(LatencyClockForBatch());
     epoch_.Enter();
     std::uint32_t count = 0;
     do {
-      if (now != 0) latency_.Record(envelope->header, now);
+      latency.Add(envelope->header);
       registry_.Dispatch(*envelope, [this, envelope](const char* what) {
         ReportError(BusErrorCode::kCallbackThrew, *envelope, what);
       });
@@ -129,6 +129,7 @@ class AsyncBus {
       ++count;
     } while (count < max_messages && (envelope = ring_.TryFront()) != nullptr);
     ring_.Release();
+    latency.Finish();
     registry_.ReclaimDeferred();
     epoch_.Exit();
     dispatching_ = false;
@@ -147,10 +148,10 @@ class AsyncBus {
     Envelope* envelope = ring_.TryFront();
     if (envelope == nullptr) return 0;
     dispatching_ = true;
-    const std::uint64_t now = LatencyClockForBatch();
+    auto latency = latency_.BeginBatch(LatencyClockForBatch());
     std::uint32_t count = 0;
     do {
-      if (now != 0) latency_.Record(envelope->header, now);
+      latency.Add(envelope->header);
 #if SLUICE_HAS_EXCEPTIONS
       try {
         Visit(visitor, *envelope);
@@ -166,6 +167,7 @@ class AsyncBus {
       ++count;
     } while (count < max_messages && (envelope = ring_.TryFront()) != nullptr);
     ring_.Release();
+    latency.Finish();
     dispatching_ = false;
     if (policy_.Mode() == PerformanceMode::FULL_FEATURED) statistics_.CountProcessed(count);
     return count;

@@ -1,7 +1,8 @@
 // The consumer's latency histograms. One writer (the consumer), read by any
-// thread: bumps are plain relaxed load+store on lines no producer touches, and
-// a reset moves a baseline instead of writing the counters (see
-// StatisticsCounters).
+// thread: counts are added once per run of equal buckets with plain relaxed
+// load+store on lines no producer touches; a reader sees a batch's counts
+// when the batch ends. A reset moves a baseline instead of writing the
+// counters (see StatisticsCounters).
 #pragma once
 
 #include <atomic>
@@ -29,15 +30,54 @@ class LatencyRecorder {
  public:
   static constexpr bool kRecords = true;
 
-  // Consumer only. `now_micros` was read once for the whole batch.
+  // Consumer only: the latencies of one dispatch batch. Consecutive messages
+  // of one priority usually share a bucket, so they are counted in registers
+  // as a run and added to the shared counters when the run or the batch ends,
+  // not once per message (a per-message increment would chain every message
+  // through one memory location).
+  class Batch {
+   public:
+    // `now_micros` was read once for the whole batch; 0: record nothing.
+    Batch(LatencyRecorder* recorder, std::uint64_t now_micros) noexcept
+        : recorder_(recorder), now_(now_micros) {}
+
+    void Add(const MessageHeader& header) noexcept {
+      // 0: published without a clock (BARE_METAL Publish, NullClock).
+      if (now_ == 0 || header.timestamp_us == 0) return;
+      const std::uint64_t latency = now_ > header.timestamp_us ? now_ - header.timestamp_us : 0;
+      const std::size_t key =
+          static_cast<std::size_t>(header.priority) * kLatencyBucketCount + LatencyBucket(latency);
+      if (key != run_key_) {
+        Finish();
+        run_key_ = key;
+      }
+      ++run_count_;
+      run_sum_ += latency;
+    }
+
+    // Adds the current run to the recorder. Call at the end of the batch.
+    void Finish() noexcept {
+      if (run_count_ == 0) return;
+      recorder_->AddRun(run_key_, run_count_, run_sum_);
+      run_count_ = 0;
+      run_sum_ = 0;
+    }
+
+   private:
+    LatencyRecorder* recorder_;
+    std::uint64_t now_;
+    std::size_t run_key_ = 0;
+    Counter run_count_ = 0;
+    std::uint64_t run_sum_ = 0;
+  };
+
+  Batch BeginBatch(std::uint64_t now_micros) noexcept { return Batch(this, now_micros); }
+
+  // Records one message by itself.
   void Record(const MessageHeader& header, std::uint64_t now_micros) noexcept {
-    // 0: published without a clock (BARE_METAL Publish, NullClock).
-    if (header.timestamp_us == 0) return;
-    const std::uint64_t latency =
-        now_micros > header.timestamp_us ? now_micros - header.timestamp_us : 0;
-    Row& row = rows_[static_cast<std::size_t>(header.priority)];
-    Increment<true>(row.buckets[LatencyBucket(latency)]);
-    Increment<true>(row.sum_micros, static_cast<Counter>(latency));
+    Batch batch(this, now_micros);
+    batch.Add(header);
+    batch.Finish();
   }
 
   // Any thread. Counts are read one by one; `count` is the sum of the
@@ -66,6 +106,12 @@ class LatencyRecorder {
   }
 
  private:
+  void AddRun(std::size_t key, Counter count, std::uint64_t sum) noexcept {
+    Row& row = rows_[key / kLatencyBucketCount];
+    Increment<true>(row.buckets[key % kLatencyBucketCount], count);
+    Increment<true>(row.sum_micros, static_cast<Counter>(sum));
+  }
+
   struct Row {
     std::atomic<Counter> buckets[kLatencyBucketCount] = {};
     std::atomic<Counter> sum_micros{0};
@@ -89,6 +135,11 @@ template <>
 class LatencyRecorder<false> {
  public:
   static constexpr bool kRecords = false;
+  struct Batch {
+    void Add(const MessageHeader&) noexcept {}
+    void Finish() noexcept {}
+  };
+  Batch BeginBatch(std::uint64_t) noexcept { return {}; }
   void Record(const MessageHeader&, std::uint64_t) noexcept {}
   LatencySnapshot Snapshot() const noexcept { return {}; }
   void Reset() noexcept {}
