@@ -96,6 +96,31 @@ TEST(LatencyTest, EachPriorityGetsItsOwnHistogram) {
   EXPECT_EQ(low.PercentileMicros(0.99), 512u);
 }
 
+// Runs of equal buckets are counted together: alternating buckets and
+// priorities within one batch must still land exactly.
+TEST(LatencyTest, AlternatingBucketsAndPrioritiesInOneBatch) {
+  Bus<> bus;
+  ManualClock::now = 10'000;
+  const std::uint64_t ages[] = {3, 3, 100, 3, 100, 100, 3};  // buckets 2 and 7
+  const MessagePriority priorities[] = {
+      MessagePriority::LOW,  MessagePriority::LOW, MessagePriority::LOW, MessagePriority::HIGH,
+      MessagePriority::HIGH, MessagePriority::LOW, MessagePriority::LOW};
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_TRUE(bus.PublishFast(MotorCmd{i}, 0, 10'000 - ages[i], priorities[i]));
+  }
+  EXPECT_EQ(bus.ProcessBatch(), 7u);
+  const sluice::LatencySnapshot snapshot = bus.GetLatencyHistograms();
+  const LatencyHistogram& low = snapshot.For(MessagePriority::LOW);
+  EXPECT_EQ(low.buckets[2], 3u);
+  EXPECT_EQ(low.buckets[7], 2u);
+  EXPECT_EQ(low.count, 5u);
+  EXPECT_EQ(low.sum_micros, 3u + 3 + 100 + 100 + 3);
+  const LatencyHistogram& high = snapshot.For(MessagePriority::HIGH);
+  EXPECT_EQ(high.buckets[2], 1u);
+  EXPECT_EQ(high.buckets[7], 1u);
+  EXPECT_EQ(high.sum_micros, 103u);
+}
+
 TEST(LatencyTest, TheConsumerReadsTheClockOncePerBatch) {
   Bus<> bus;
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(bus.PublishFast(MotorCmd{i}, 0, 500));
