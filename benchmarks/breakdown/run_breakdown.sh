@@ -31,10 +31,15 @@ for model in spsc mpsc; do
   full=$(count "$model" publish full '*PublishLoop*')
   visitor=$(count "$model" visitor full '*DispatchVisitor*')
   callbacks=$(count "$model" callbacks full '*DispatchCallbacks*')
+  # BARE_METAL keeps no latency histograms: the difference is their cost.
+  visitor_bare=$(count "$model" visitor bare '*DispatchVisitor*')
+  callbacks_bare=$(count "$model" callbacks bare '*DispatchCallbacks*')
   printf '| %s | publish, BARE_METAL (claim + construct + publish) | %s |\n' "$model" "$bare_fast"
   printf '| %s | publish, NO_STATS, caller timestamp | %s |\n' "$model" "$nostats_fast"
   printf '| %s | publish, FULL_FEATURED, caller timestamp | %s |\n' "$model" "$full_fast"
   printf '| %s | publish, FULL_FEATURED, bus clock | %s |\n' "$model" "$full"
-  printf '| %s | dispatch, visitor (ProcessBatchWith) | %s |\n' "$model" "$visitor"
-  printf '| %s | dispatch, one callback (ProcessBatch) | %s |\n' "$model" "$callbacks"
+  printf '| %s | dispatch, visitor (ProcessBatchWith), BARE_METAL | %s |\n' "$model" "$visitor_bare"
+  printf '| %s | dispatch, one callback (ProcessBatch), BARE_METAL | %s |\n' "$model" "$callbacks_bare"
+  printf '| %s | dispatch, visitor, FULL_FEATURED (latency histograms) | %s |\n' "$model" "$visitor"
+  printf '| %s | dispatch, one callback, FULL_FEATURED (latency histograms) | %s |\n' "$model" "$callbacks"
 done
