@@ -18,11 +18,18 @@ namespace {
 struct Sample {
   std::int32_t value;
 };
+// A timer the application would provide (a SysTick count, say): histograms
+// record only with a clock that reads something.
+volatile std::uint32_t g_ticks;
+struct TickClock {
+  static std::uint64_t NowMicros() noexcept { return std::uint64_t{g_ticks} * 1000; }
+};
 struct ProbeTraits : sluice::DefaultBusTraits {
   static constexpr sluice::SlotStorage kSlotStorage = sluice::SlotStorage::kInline;
   static constexpr std::size_t kMaxSubscribersPerType = 4;
   static constexpr std::size_t kCallbackStorageBytes = 8;
   static constexpr bool kLatencyHistograms = SLUICE_SIZE_PROBE_WITH_BUS == 2;
+  using Clock = TickClock;
 };
 sluice::MpscBus<std::variant<Sample>, 16, ProbeTraits> g_bus;
 }  // namespace

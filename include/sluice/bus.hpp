@@ -117,19 +117,12 @@ class AsyncBus {
     Envelope* envelope = ring_.TryFront();
     if (envelope == nullptr) return 0;
     dispatching_ = true;
-    auto latency = latency_.BeginBatch(LatencyClockForBatch());
     epoch_.Enter();
-    std::uint32_t count = 0;
-    do {
-      latency.Add(envelope->header);
-      registry_.Dispatch(*envelope, [this, envelope](const char* what) {
-        ReportError(BusErrorCode::kCallbackThrew, *envelope, what);
+    const std::uint32_t count = Drain(envelope, max_messages, [this](const Envelope& current) {
+      registry_.Dispatch(current, [this, &current](const char* what) {
+        ReportError(BusErrorCode::kCallbackThrew, current, what);
       });
-      ring_.PopFront();
-      ++count;
-    } while (count < max_messages && (envelope = ring_.TryFront()) != nullptr);
-    ring_.Release();
-    latency.Finish();
+    });
     registry_.ReclaimDeferred();
     epoch_.Exit();
     dispatching_ = false;
@@ -148,26 +141,20 @@ class AsyncBus {
     Envelope* envelope = ring_.TryFront();
     if (envelope == nullptr) return 0;
     dispatching_ = true;
-    auto latency = latency_.BeginBatch(LatencyClockForBatch());
-    std::uint32_t count = 0;
-    do {
-      latency.Add(envelope->header);
+    const std::uint32_t count =
+        Drain(envelope, max_messages, [this, &visitor](const Envelope& current) {
 #if SLUICE_HAS_EXCEPTIONS
-      try {
-        Visit(visitor, *envelope);
-      } catch (const std::exception& error) {
-        ReportVisitorError(*envelope, error.what());
-      } catch (...) {
-        ReportVisitorError(*envelope, "non-standard exception");
-      }
+          try {
+            Visit(visitor, current);
+          } catch (const std::exception& error) {
+            ReportVisitorError(current, error.what());
+          } catch (...) {
+            ReportVisitorError(current, "non-standard exception");
+          }
 #else
-      Visit(visitor, *envelope);
+      Visit(visitor, current);
 #endif
-      ring_.PopFront();
-      ++count;
-    } while (count < max_messages && (envelope = ring_.TryFront()) != nullptr);
-    ring_.Release();
-    latency.Finish();
+        });
     dispatching_ = false;
     if (policy_.Mode() == PerformanceMode::FULL_FEATURED) statistics_.CountProcessed(count);
     return count;
@@ -337,6 +324,35 @@ class AsyncBus {
     return (std::is_invocable_v<Visitor&, const std::variant_alternative_t<kIndex, Payload>&,
                                 const MessageHeader&> &&
             ...);
+  }
+
+  // Consumer: hands each ready envelope from `envelope` on (at most
+  // `max_messages`) to `dispatch_one`, destroys it, and releases the slots.
+  // The loop is instantiated with and without latency recording, so a batch
+  // that records nothing tests nothing per message.
+  template <typename DispatchOne>
+  std::uint32_t Drain(Envelope* envelope, std::uint32_t max_messages, DispatchOne&& dispatch_one) {
+    const auto drain = [&](auto& latency) {
+      std::uint32_t count = 0;
+      do {
+        latency.Add(envelope->header);
+        dispatch_one(*envelope);
+        ring_.PopFront();
+        ++count;
+      } while (count < max_messages && (envelope = ring_.TryFront()) != nullptr);
+      latency.Finish();
+      return count;
+    };
+    std::uint32_t count;
+    if (const std::uint64_t now = LatencyClockForBatch(); now != 0) {
+      auto latency = latency_.BeginBatch(now);
+      count = drain(latency);
+    } else {
+      detail::NoLatencyBatch none;
+      count = drain(none);
+    }
+    ring_.Release();
+    return count;
   }
 
   // The batch's one clock reading for the latency histograms, or 0 when they

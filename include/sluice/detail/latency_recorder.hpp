@@ -25,6 +25,12 @@ inline std::size_t LatencyBucket(std::uint64_t micros) noexcept {
   return bucket < kLatencyBucketCount ? bucket : kLatencyBucketCount - 1;
 }
 
+// A batch that records no latency (histograms off, or not FULL_FEATURED).
+struct NoLatencyBatch {
+  void Add(const MessageHeader&) noexcept {}
+  void Finish() noexcept {}
+};
+
 template <bool kEnabled>
 class LatencyRecorder {
  public:
@@ -37,13 +43,13 @@ class LatencyRecorder {
   // through one memory location).
   class Batch {
    public:
-    // `now_micros` was read once for the whole batch; 0: record nothing.
+    // `now_micros` (not 0) was read once for the whole batch.
     Batch(LatencyRecorder* recorder, std::uint64_t now_micros) noexcept
         : recorder_(recorder), now_(now_micros) {}
 
     void Add(const MessageHeader& header) noexcept {
       // 0: published without a clock (BARE_METAL Publish, NullClock).
-      if (now_ == 0 || header.timestamp_us == 0) return;
+      if (header.timestamp_us == 0) return;
       const std::uint64_t latency = now_ > header.timestamp_us ? now_ - header.timestamp_us : 0;
       const std::size_t key =
           static_cast<std::size_t>(header.priority) * kLatencyBucketCount + LatencyBucket(latency);
@@ -72,13 +78,6 @@ class LatencyRecorder {
   };
 
   Batch BeginBatch(std::uint64_t now_micros) noexcept { return Batch(this, now_micros); }
-
-  // Records one message by itself.
-  void Record(const MessageHeader& header, std::uint64_t now_micros) noexcept {
-    Batch batch(this, now_micros);
-    batch.Add(header);
-    batch.Finish();
-  }
 
   // Any thread. Counts are read one by one; `count` is the sum of the
   // buckets as read, so a snapshot is always self-consistent.
@@ -135,12 +134,8 @@ template <>
 class LatencyRecorder<false> {
  public:
   static constexpr bool kRecords = false;
-  struct Batch {
-    void Add(const MessageHeader&) noexcept {}
-    void Finish() noexcept {}
-  };
+  using Batch = NoLatencyBatch;
   Batch BeginBatch(std::uint64_t) noexcept { return {}; }
-  void Record(const MessageHeader&, std::uint64_t) noexcept {}
   LatencySnapshot Snapshot() const noexcept { return {}; }
   void Reset() noexcept {}
 };
