@@ -78,6 +78,8 @@ struct ModelMessage {
   std::size_t type;
   std::uint64_t msg_id;
   std::uint32_t value;
+  std::size_t priority;
+  bool stamped;  // Publish reads the clock unless the bus is in BARE_METAL
 };
 struct ModelSubscriber {
   bool active = false;
@@ -93,7 +95,18 @@ struct Model {
   std::array<std::array<ModelSubscriber, kSlots>, kTypes> subscribers{};
   std::array<std::uint64_t, 3> published{}, dropped{};
   std::uint64_t processed = 0;
+  // Messages the latency histograms counted: stamped ones dispatched in
+  // batches that began in FULL_FEATURED.
+  std::array<std::uint64_t, 3> latencies{};
 };
+
+// A batch of `count` messages from the model's queue was dispatched.
+void CountLatencies(Model& model, std::size_t count) {
+  if (model.mode != sluice::PerformanceMode::FULL_FEATURED) return;
+  for (std::size_t m = 0; m < count && m < model.queue.size(); ++m) {
+    if (model.queue[m].stamped) ++model.latencies[model.queue[m].priority];
+  }
+}
 
 // What the bus tells the harness.
 struct Harness {
@@ -132,6 +145,14 @@ void CompareStatistics(const Bus& bus, const Model& model) {
   Check(s.messages_published == model.published[0] + model.published[1] + model.published[2],
         "published total");
   Check(s.processing_errors == 0, "no callback throws here");
+  const sluice::LatencySnapshot latency = bus.GetLatencyHistograms();
+  for (std::size_t p = 0; p < 3; ++p) {
+    const sluice::LatencyHistogram& histogram = latency.by_priority[p];
+    Check(histogram.count == model.latencies[p], "latency histogram count");
+    std::uint64_t buckets = 0;
+    for (std::uint64_t b : histogram.buckets) buckets += b;
+    Check(buckets == histogram.count, "latency buckets add up");
+  }
 }
 
 void RunOne(const std::uint8_t* data, std::size_t size) {
@@ -162,7 +183,8 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
         Check(admitted == expected, "admission decision");
         const bool counting = model.mode == sluice::PerformanceMode::FULL_FEATURED;
         if (admitted) {
-          model.queue.push_back({type, model.next_id++, ValueOf(MakePayload(type, value))});
+          model.queue.push_back({type, model.next_id++, ValueOf(MakePayload(type, value)),
+                                 priority_byte, model.mode != sluice::PerformanceMode::BARE_METAL});
           if (counting) ++model.published[priority_byte];
         } else if (counting) {
           ++model.dropped[priority_byte];
@@ -174,6 +196,7 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
         const std::uint32_t count = bus->ProcessBatch(max);
         const std::size_t expected_count = std::min<std::size_t>(max, model.queue.size());
         Check(count == expected_count, "ProcessBatch count");
+        CountLatencies(model, expected_count);
         std::vector<Delivery> expected;
         for (std::size_t m = 0; m < expected_count; ++m) {
           const ModelMessage message = model.queue.front();
@@ -198,6 +221,7 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
             max);
         const std::size_t expected_count = std::min<std::size_t>(max, model.queue.size());
         Check(count == expected_count, "ProcessBatchWith count");
+        CountLatencies(model, expected_count);
         for (std::size_t m = 0; m < expected_count; ++m) {
           Check(seen[m] == model.queue.front().value, "visited value");
           model.queue.pop_front();
@@ -279,6 +303,7 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
         model.published = {};
         model.dropped = {};
         model.processed = 0;
+        model.latencies = {};
         break;
     }
     Check(bus->QueueDepth() == model.queue.size(), "queue depth");
