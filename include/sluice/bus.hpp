@@ -141,20 +141,19 @@ class AsyncBus {
     Envelope* envelope = ring_.TryFront();
     if (envelope == nullptr) return 0;
     dispatching_ = true;
-    const std::uint32_t count =
-        Drain(envelope, max_messages, [this, &visitor](const Envelope& current) {
+    const std::uint32_t count = Drain(envelope, max_messages, [&](const Envelope& current) {
 #if SLUICE_HAS_EXCEPTIONS
-          try {
-            Visit(visitor, current);
-          } catch (const std::exception& error) {
-            ReportVisitorError(current, error.what());
-          } catch (...) {
-            ReportVisitorError(current, "non-standard exception");
-          }
+      try {
+        Visit(visitor, current);
+      } catch (const std::exception& error) {
+        ReportVisitorError(current, error.what());
+      } catch (...) {
+        ReportVisitorError(current, "non-standard exception");
+      }
 #else
       Visit(visitor, current);
 #endif
-        });
+    });
     dispatching_ = false;
     if (policy_.Mode() == PerformanceMode::FULL_FEATURED) statistics_.CountProcessed(count);
     return count;
