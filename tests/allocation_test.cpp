@@ -114,7 +114,7 @@ TEST(AllocationTest, SubscribeAndUnsubscribeDoNotAllocate) {
   AllocationScope scope;
   for (int i = 0; i < 100; ++i) {
     const auto handle = bus->Subscribe<MotorCmd>([i](const MotorCmd&) { (void)i; });
-    bus->Unsubscribe(handle);
+    (void)bus->Unsubscribe(handle);
   }
   EXPECT_EQ(scope.count(), 0);
 }

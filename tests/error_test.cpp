@@ -90,7 +90,7 @@ TEST(ErrorTest, UnsubscribeFromTheErrorCallbackOfAVisitorFreesTheCallable) {
   bus.SetErrorCallback(
       [](const sluice::BusError&, void* c) {
         auto* self = static_cast<Context*>(c);
-        self->answer = self->bus->Unsubscribe(self->handle);
+        self->answer = self->bus->Unsubscribe(self->handle).removed();
       },
       &context);
   bus.Publish(MotorCmd{1});

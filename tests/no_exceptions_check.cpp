@@ -43,8 +43,8 @@ void Exercise() {
   });
   Check(commands == 1, "visitor");
   Check(bus.GetStatistics().messages_processed == 12, "statistics");
-  Check(bus.Unsubscribe(handle), "unsubscribe");
-  Check(!bus.Unsubscribe(handle), "stale unsubscribe");
+  Check(bus.Unsubscribe(handle).removed(), "unsubscribe");
+  Check(!bus.Unsubscribe(handle).removed(), "stale unsubscribe");
   bus.SetPerformanceMode(sluice::PerformanceMode::BARE_METAL);
   int admitted = 0;
   while (bus.Publish(Reading{0})) ++admitted;

@@ -83,7 +83,7 @@ TEST(SubscriptionTest, UnsubscribeOtherInsideCallbackTakesEffectAtOnce) {
   sluice::SubscriptionHandle second;
   bus.Subscribe<MotorCmd>([&](const MotorCmd&) {
     ++first_calls;
-    if (first_calls == 2) bus.Unsubscribe(second);
+    if (first_calls == 2) (void)bus.Unsubscribe(second);
   });
   second = bus.Subscribe<MotorCmd>([&](const MotorCmd&) { ++second_calls; });
   for (int i = 0; i < 4; ++i) bus.Publish(MotorCmd{i});
@@ -125,7 +125,7 @@ TEST(SubscriptionTest, CallableStateIsDestroyedOnUnsubscribeAndWithTheBus) {
     const auto handle = bus.Subscribe<MotorCmd>([token](const MotorCmd&) {});
     bus.Subscribe<SensorData>([token](const SensorData&) {});
     EXPECT_EQ(token.use_count(), 3);
-    bus.Unsubscribe(handle);
+    (void)bus.Unsubscribe(handle);
     EXPECT_EQ(token.use_count(), 2);
   }
   EXPECT_EQ(token.use_count(), 1);
@@ -137,7 +137,7 @@ TEST(SubscriptionTest, SelfUnsubscribedCallableIsDestroyedAtBatchEnd) {
   sluice::SubscriptionHandle self;
   long count_inside = 0;
   self = bus.Subscribe<MotorCmd>([&, token](const MotorCmd&) {
-    bus.Unsubscribe(self);
+    (void)bus.Unsubscribe(self);
     count_inside = token.use_count();  // still alive while it runs
   });
   bus.Publish(MotorCmd{1});

@@ -79,7 +79,9 @@ extern "C" void SysTick_Handler() {
 
 // Preempts the consumer inside a callback and unsubscribes: on one core it
 // must not wait for the batch, so the destruction is deferred to its end.
-extern "C" void PendSV_Handler() { g_unsubscribed_in_handler = g_bus.Unsubscribe(g_probe_handle); }
+extern "C" void PendSV_Handler() {
+  g_unsubscribed_in_handler = g_bus.Unsubscribe(g_probe_handle).removed();
+}
 
 int main() {
   initialise_monitor_handles();

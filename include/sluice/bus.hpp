@@ -58,6 +58,8 @@ class AsyncBus {
   static_assert(std::is_nothrow_move_constructible_v<Payload>,
                 "Sluice: every payload alternative must be nothrow move constructible, "
                 "so that a claimed slot is always filled");
+  static_assert(kCapacity <= (std::size_t{1} << 31),
+                "Sluice: the capacity must be at most 2^31 slots (a batch counts in 32 bits)");
 
  public:
   using PayloadType = Payload;
@@ -126,7 +128,6 @@ class AsyncBus {
     registry_.ReclaimDeferred();
     epoch_.Exit();
     dispatching_ = false;
-    if (policy_.Mode() == PerformanceMode::FULL_FEATURED) statistics_.CountProcessed(count);
     return count;
   }
 
@@ -142,6 +143,8 @@ class AsyncBus {
     if (envelope == nullptr) return 0;
     dispatching_ = true;
     const std::uint32_t count = Drain(envelope, max_messages, [&](const Envelope& current) {
+      // A valueless payload is refused by Publish; std::visit would throw.
+      if (current.payload.valueless_by_exception()) return;
 #if SLUICE_HAS_EXCEPTIONS
       try {
         Visit(visitor, current);
@@ -155,7 +158,6 @@ class AsyncBus {
 #endif
     });
     dispatching_ = false;
-    if (policy_.Mode() == PerformanceMode::FULL_FEATURED) statistics_.CountProcessed(count);
     return count;
   }
 
@@ -170,12 +172,17 @@ class AsyncBus {
     return registry_.template Subscribe<T>(std::forward<Callback>(callback));
   }
 
-  // True once per live handle; false for an invalid, stale or already used
-  // one. From a thread other than the consumer it returns only when the
-  // callback is not running and will never run again, so its captured state
-  // may be destroyed (it waits for the consumer's current batch). From inside
-  // a callback it returns at once; the callback is not called again.
-  bool Unsubscribe(const SubscriptionHandle& handle) noexcept {
+  // Removes a subscription: true (explicitly convertible) once per live
+  // handle of this bus; kNotSubscribed for an invalid, stale, foreign or
+  // already used one. From a thread other than the consumer it returns only
+  // when the callback is not running and will never run again, so its
+  // captured state may be destroyed (it waits for the consumer's current
+  // batch). From inside a callback it returns at once: the callback is not
+  // called again, and if it is the one running (the caller itself) the
+  // result says still_running() and the callable is destroyed at the end of
+  // the batch. SLUICE_BARE_METAL: the same from an interrupt that preempted
+  // the consumer, where still_running() means the preempted callback.
+  UnsubscribeResult Unsubscribe(const SubscriptionHandle& handle) noexcept {
     return registry_.Unsubscribe(handle, epoch_);
   }
 
@@ -205,10 +212,14 @@ class AsyncBus {
   AdmissionThresholds GetAdmissionThresholds() const noexcept { return policy_.Thresholds(); }
 
   // Called on the consumer thread for each error, with `context`. Pass
-  // nullptr to remove. From a thread other than the consumer it returns only
-  // when the previous callback is not running.
-  void SetErrorCallback(ErrorCallback callback, void* context = nullptr) noexcept {
-    error_reporter_.Set(callback, context, epoch_);
+  // nullptr to remove. Returns true when the previous callback is not running
+  // and will not be called again: from a thread other than the consumer it
+  // waits for the consumer's batch and always returns true. False only from
+  // inside the error callback itself, or (SLUICE_BARE_METAL) from an
+  // interrupt that preempted a report: that report may still call the
+  // previous callback once; no later one will.
+  bool SetErrorCallback(ErrorCallback callback, void* context = nullptr) noexcept {
+    return error_reporter_.Set(callback, context, epoch_);
   }
 
   // Counters since construction or the last reset. Publish, drop and
@@ -260,13 +271,23 @@ class AsyncBus {
     static_assert(kPublishable<Message>,
                   "Sluice: a published message must be exactly one alternative of the "
                   "bus payload variant, or the variant itself");
+    if constexpr (std::is_same_v<Value, Payload>) {
+      // A variant made valueless by a throwing emplace names no type.
+      if (message.valueless_by_exception()) {
+        statistics_.CountRejected();
+        return false;
+      }
+    }
     if constexpr (!std::is_nothrow_constructible_v<Value, Message&&>) {
       // A copy that may throw is made before a slot is claimed, so a claimed
       // slot is always filled; the refusal path then wastes the copy.
       Value copy(std::forward<Message>(message));
       return PublishImpl<kReadClock>(std::move(copy), sender_id, priority, timestamp_us);
     } else {
-      if (!IsValidPriority(priority)) return false;
+      if (!IsValidPriority(priority)) {
+        statistics_.CountRejected();
+        return false;
+      }
       const PerformanceMode mode = policy_.Mode();
       if constexpr (kReadClock) {
         // Read before the claim to keep the claimed-but-unpublished window
@@ -283,12 +304,14 @@ class AsyncBus {
       // several producers the count is a locked instruction, which would
       // otherwise wait for the envelope's stores to reach a cache line the
       // consumer may be polling.
-      if (mode == PerformanceMode::FULL_FEATURED) statistics_.CountPublished(priority);
+      const bool counted = mode == PerformanceMode::FULL_FEATURED;
+      if (counted) statistics_.CountPublished(priority);
       MessageHeader header;
       header.msg_id = position;
       header.timestamp_us = timestamp_us;
       header.sender_id = sender_id;
       header.priority = priority;
+      header.counted = counted;
       new (ring_.Storage(position)) Envelope{header, MakePayload(std::forward<Message>(message))};
       ring_.Publish(position);
       return true;
@@ -326,15 +349,18 @@ class AsyncBus {
   }
 
   // Consumer: hands each ready envelope from `envelope` on (at most
-  // `max_messages`) to `dispatch_one`, destroys it, and releases the slots.
-  // The loop is instantiated with and without latency recording, so a batch
-  // that records nothing tests nothing per message.
+  // `max_messages`) to `dispatch_one`, destroys it and frees its slot, then
+  // counts the batch's processed messages. The loop is instantiated with and
+  // without latency recording, so a batch that records nothing tests nothing
+  // per message.
   template <typename DispatchOne>
   std::uint32_t Drain(Envelope* envelope, std::uint32_t max_messages, DispatchOne&& dispatch_one) {
+    Counter counted = 0;
     const auto drain = [&](auto& latency) {
       std::uint32_t count = 0;
       do {
         latency.Add(envelope->header);
+        counted += envelope->header.counted ? 1 : 0;
         dispatch_one(*envelope);
         ring_.PopFront();
         ++count;
@@ -350,7 +376,7 @@ class AsyncBus {
       detail::NoLatencyBatch none;
       count = drain(none);
     }
-    ring_.Release();
+    statistics_.CountProcessed(counted);
     return count;
   }
 
@@ -385,6 +411,8 @@ class AsyncBus {
     registry_.ReclaimDeferred();
     epoch_.Exit();
   }
+
+  friend struct detail::TestAccess;
 
   detail::Ring<Envelope, kCapacity, kProducers, Traits::kSlotStorage> ring_;
   detail::AdmissionPolicy<kCapacity> policy_;

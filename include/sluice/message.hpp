@@ -36,6 +36,9 @@ struct MessageHeader {
   std::uint64_t timestamp_us = 0;
   std::uint32_t sender_id = 0;
   MessagePriority priority = MessagePriority::MEDIUM;
+  // Whether the publish was counted in the statistics (FULL_FEATURED then);
+  // the consumer counts it as processed only if so. Fills header padding.
+  bool counted = false;
 };
 
 // An aggregate, so a payload prvalue is constructed straight into the slot.

@@ -7,14 +7,21 @@ namespace sluice {
 
 // A point-in-time copy of a bus's counters since construction or the last
 // ResetStatistics(). Counters are read one by one, so a snapshot taken while
-// producers run is consistent per field, not across fields. Once the bus is
-// quiescent: attempts == messages_published + messages_dropped, and after a
-// drain messages_processed == messages_published.
+// producers run is consistent per field, not across fields; but at any time
+// messages_processed <= messages_published, and no field ever counts below
+// zero. Once the bus is quiescent: attempts == messages_published +
+// messages_dropped, and after a drain messages_processed ==
+// messages_published.
 struct BusStatisticsSnapshot {
   std::uint64_t messages_published = 0;  // admitted
   std::uint64_t messages_dropped = 0;    // refused by admission or capacity
-  std::uint64_t messages_processed = 0;  // dispatched by the consumer
-  std::uint64_t processing_errors = 0;   // callbacks or visitors that threw
+  // Dispatched messages whose publish was counted in messages_published
+  // (FULL_FEATURED at publish), whatever the mode at dispatch.
+  std::uint64_t messages_processed = 0;
+  std::uint64_t processing_errors = 0;  // callbacks or visitors that threw
+  // Publishes refused as bad input (a valueless payload, an unknown
+  // priority); counted in every mode, never part of messages_attempted().
+  std::uint64_t messages_rejected = 0;
   std::uint64_t high_priority_published = 0;
   std::uint64_t medium_priority_published = 0;
   std::uint64_t low_priority_published = 0;

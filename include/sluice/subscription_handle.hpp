@@ -1,8 +1,10 @@
-// The token Subscribe returns and Unsubscribe takes.
+// The token Subscribe returns, and what Unsubscribe did with it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+
+#include "sluice/config.hpp"
 
 namespace sluice {
 
@@ -12,8 +14,9 @@ class SubscriptionRegistry;
 }  // namespace detail
 
 // Identifies one subscription of the bus that issued it. Copyable; only the
-// first Unsubscribe of a handle succeeds. A default-constructed handle, or
-// the one Subscribe returns when the type's table is full, is not valid().
+// first Unsubscribe of a handle succeeds, and only on the bus that issued it.
+// A default-constructed handle, or the one Subscribe returns when the type's
+// table is full, is not valid().
 class SubscriptionHandle {
  public:
   constexpr SubscriptionHandle() noexcept = default;
@@ -24,7 +27,8 @@ class SubscriptionHandle {
 
   friend constexpr bool operator==(const SubscriptionHandle& a,
                                    const SubscriptionHandle& b) noexcept {
-    return a.type_index_ == b.type_index_ && a.slot_ == b.slot_ && a.generation_ == b.generation_;
+    return a.type_index_ == b.type_index_ && a.slot_ == b.slot_ && a.generation_ == b.generation_ &&
+           a.bus_id_ == b.bus_id_;
   }
   friend constexpr bool operator!=(const SubscriptionHandle& a,
                                    const SubscriptionHandle& b) noexcept {
@@ -37,13 +41,39 @@ class SubscriptionHandle {
 
   static constexpr std::uint16_t kInvalidIndex = 0xFFFF;
 
-  constexpr SubscriptionHandle(std::uint16_t type_index, std::uint16_t slot,
-                               std::uint32_t generation) noexcept
-      : type_index_(type_index), slot_(slot), generation_(generation) {}
+  constexpr SubscriptionHandle(std::uint16_t type_index, std::uint16_t slot, Position generation,
+                               Position bus_id) noexcept
+      : type_index_(type_index), slot_(slot), generation_(generation), bus_id_(bus_id) {}
 
   std::uint16_t type_index_ = kInvalidIndex;
   std::uint16_t slot_ = 0;
-  std::uint32_t generation_ = 0;
+  Position generation_ = 0;
+  Position bus_id_ = 0;  // which bus issued it; 0 for none
+};
+
+// What Unsubscribe did. True (explicit bool) once per live handle.
+class [[nodiscard]] UnsubscribeResult {
+ public:
+  enum class Status : std::uint8_t {
+    kNotSubscribed,  // invalid, stale, foreign or already used handle: nothing changed
+    kRemoved,        // not running and never called again: its state may be freed now
+    // Not called by any later dispatch, but the dispatch in progress may be
+    // inside it or about to call it once: the caller's own callback, or
+    // (SLUICE_BARE_METAL) the one a preempted dispatch was about to call or
+    // was running. The callable is destroyed when that batch ends; free what
+    // it uses only after that.
+    kRemovedWhileRunning,
+  };
+
+  constexpr explicit UnsubscribeResult(Status status) noexcept : status_(status) {}
+
+  constexpr Status status() const noexcept { return status_; }
+  constexpr bool removed() const noexcept { return status_ != Status::kNotSubscribed; }
+  constexpr bool still_running() const noexcept { return status_ == Status::kRemovedWhileRunning; }
+  constexpr explicit operator bool() const noexcept { return removed(); }
+
+ private:
+  Status status_;
 };
 
 }  // namespace sluice

@@ -52,6 +52,9 @@ int main() {
   sluice::Component<sluice::MpscBus<Payload, 16> > component(bus);
   std::shared_ptr<B> owner = std::make_shared<B>();
   component.SubscribeWeak<A>(std::weak_ptr<B>(owner), [](B&, const B&) {});
+#elif CASE == 12  // a capacity whose batch count would not fit in 32 bits
+  sluice::MpscBus<Payload, std::size_t{1} << 32> bus;
+  bus.ProcessBatch();
 #endif
   return 0;
 }

@@ -7,7 +7,6 @@
 
 #include "sluice/admission.hpp"
 #include "sluice/config.hpp"
-#include "sluice/detail/cpu_relax.hpp"
 #include "sluice/message.hpp"
 #include "sluice/performance_mode.hpp"
 
@@ -29,37 +28,57 @@ class alignas(kCacheLineSize) AdmissionPolicy {
     return limits_[static_cast<std::size_t>(priority)].load(std::memory_order_relaxed);
   }
 
-  // Any thread. False, keeping the old thresholds, unless valid.
+  // Any thread or interrupt handler. False, keeping the old thresholds,
+  // unless valid. Lock-free: the percentages are one atomic word, and the
+  // limits derived from them are rewritten until they match the word as it
+  // stands after the rewrite. A setter that interrupts (or races with)
+  // another therefore never waits for it, and whichever finishes last leaves
+  // limits that agree with the last percentages stored. A publish that runs
+  // during a change may act on old or new limits, one priority at a time.
+  //
+  // Ordering: every access of a setter is seq_cst, so all setters' stores
+  // and re-reads fall into one total order; the last rewrite of each limit
+  // follows the last store of the word (its re-read saw that store), so no
+  // stale rewrite can land after it. Publishers read relaxed: a limit is a
+  // hint with no data behind it.
   bool SetThresholds(const AdmissionThresholds& thresholds) noexcept {
     if (!thresholds.IsValid()) return false;
-    // Setters are serialised so two of them cannot interleave their limits.
-    while (writer_lock_.test_and_set(std::memory_order_acquire)) CpuRelax();
-    StoreLimits(thresholds);
-    writer_lock_.clear(std::memory_order_release);
-    return true;
+    packed_.store(Pack(thresholds), std::memory_order_seq_cst);
+    for (std::uint32_t seen = packed_.load(std::memory_order_seq_cst);;) {
+      StoreLimits(Unpack(seen));
+      const std::uint32_t now = packed_.load(std::memory_order_seq_cst);
+      if (now == seen) return true;
+      seen = now;
+    }
   }
 
   AdmissionThresholds Thresholds() const noexcept {
-    AdmissionThresholds t;
-    t.low_percent = percents_[0].load(std::memory_order_relaxed);
-    t.medium_percent = percents_[1].load(std::memory_order_relaxed);
-    t.high_percent = percents_[2].load(std::memory_order_relaxed);
-    return t;
+    return Unpack(packed_.load(std::memory_order_relaxed));
   }
 
  private:
+  static constexpr std::uint32_t Pack(const AdmissionThresholds& t) noexcept {
+    return std::uint32_t{t.low_percent} | std::uint32_t{t.medium_percent} << 8 |
+           std::uint32_t{t.high_percent} << 16;
+  }
+  static constexpr AdmissionThresholds Unpack(std::uint32_t packed) noexcept {
+    AdmissionThresholds t;
+    t.low_percent = static_cast<std::uint8_t>(packed);
+    t.medium_percent = static_cast<std::uint8_t>(packed >> 8);
+    t.high_percent = static_cast<std::uint8_t>(packed >> 16);
+    return t;
+  }
+
   void StoreLimits(const AdmissionThresholds& t) noexcept {
     const std::uint8_t percents[kPriorityCount] = {t.low_percent, t.medium_percent, t.high_percent};
     for (std::size_t i = 0; i < kPriorityCount; ++i) {
-      percents_[i].store(percents[i], std::memory_order_relaxed);
-      limits_[i].store(FillLimit(percents[i], kCapacity), std::memory_order_relaxed);
+      limits_[i].store(FillLimit(percents[i], kCapacity), std::memory_order_seq_cst);
     }
   }
 
   std::atomic<PerformanceMode> mode_{PerformanceMode::FULL_FEATURED};
   std::atomic<Position> limits_[kPriorityCount] = {};  // indexed by MessagePriority
-  std::atomic<std::uint8_t> percents_[kPriorityCount] = {};
-  std::atomic_flag writer_lock_ = ATOMIC_FLAG_INIT;
+  std::atomic<std::uint32_t> packed_{Pack(AdmissionThresholds{})};
 };
 
 }  // namespace sluice::detail

@@ -1,19 +1,25 @@
 // Holds the user's error callback and context, replaceable from any thread
 // while the consumer may be reporting through the old pair.
 //
-// Two pair slots and a version: a writer fills the slot the version does not
-// select, bumps the version, then waits for the dispatch epoch so that no
-// reader still copies the old slot before the next writer may overwrite it.
-// Readers run only inside the epoch (see DispatchEpoch); the version store and
-// load are seq_cst for its Dekker argument.
+// Two pair slots and a version, read under a sequence lock. A writer takes
+// the writer lock (writers only: serialises the slot they fill), fills the
+// slot the version does not select, bumps the version, and drops the lock
+// BEFORE it waits for the dispatch epoch: a callback in the batch it waits
+// for may itself replace the callback, and must find the lock free.
+// Readers run only inside the epoch (see DispatchEpoch); the version store
+// and load are seq_cst for its Dekker argument.
 //
-// Under SLUICE_BARE_METAL a writer that preempts a report does not wait, so a
-// second writer may overwrite the slot a reader was copying. The reader then
-// sees a new version and copies again (a sequence lock). The pair is stored
-// with release and loaded with acquire: a reader that loads a second writer's
-// store also sees the version bump that came before it (the writer lock
-// orders the first writer's bump before the second writer's stores), and its
-// re-check cannot move above its loads.
+// A second writer may therefore refill the slot a reader is still copying.
+// The reader then sees a new version and copies again. The pair is stored
+// with release and loaded with acquire: a reader that loads a second
+// writer's store also sees the version bump that came before it (the writer
+// lock orders the first writer's bump before the second writer's stores), and
+// its re-check cannot move above its loads.
+//
+// `reporting_` is set by the consumer before it reads the pair and cleared
+// after the call: a writer that may not wait (the consumer thread itself, or
+// under SLUICE_BARE_METAL an interrupt that preempted a report) learns from it
+// whether the old callback may still be running.
 #pragma once
 
 #include <atomic>
@@ -29,10 +35,13 @@ namespace sluice::detail {
 class ErrorReporter {
  public:
   // Any thread (bare metal: never from two contexts that preempt each other).
-  // When it returns on a thread other than the consumer, the old callback is
-  // not running and will not run again; bare metal, it will not be called
-  // again.
-  void Set(ErrorCallback callback, void* context, const DispatchEpoch& epoch) noexcept {
+  // Returns true when the previous callback is not running and will not run
+  // again: on a thread other than the consumer it waits for the consumer's
+  // batch. Returns false when it cannot wait and a report is in progress on
+  // the stack it interrupted or runs on (inside the error callback itself, or
+  // bare metal in an interrupt that preempted a report): that report may
+  // still call the previous callback once; no later one will.
+  bool Set(ErrorCallback callback, void* context, const DispatchEpoch& epoch) noexcept {
     while (writer_lock_.test_and_set(std::memory_order_acquire)) CpuRelax();
     const std::uint32_t version = version_.load(std::memory_order_relaxed);
     Target& next = targets_[(version + 1) & 1];
@@ -41,13 +50,19 @@ class ErrorReporter {
     next.context.store(context, std::memory_order_release);
     // Publishes the pair above (seq_cst includes release).
     version_.store(version + 1, std::memory_order_seq_cst);
-    // From the consumer thread itself no copy of the old slot is in progress.
-    (void)epoch.WaitForReaders();
     writer_lock_.clear(std::memory_order_release);
+    if (epoch.WaitForReaders()) return true;
+    // Bare metal: keeps the load of `reporting_` below the version bump.
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    return !reporting_.load(std::memory_order_relaxed);
   }
 
   // Consumer, inside the dispatch epoch.
-  void Report(const BusError& error) const noexcept {
+  void Report(const BusError& error) noexcept {
+    reporting_.store(true, std::memory_order_relaxed);
+    // Bare metal: an interrupt that replaces the pair after this point sees
+    // `reporting_`; one before it is seen by the loads below.
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     ErrorCallback callback;
     void* context;
     for (;;) {
@@ -59,16 +74,19 @@ class ErrorReporter {
       context = target.context.load(std::memory_order_acquire);
       if (version_.load(std::memory_order_relaxed) == version) break;
     }
-    if (callback == nullptr) return;
+    if (callback != nullptr) {
 #if SLUICE_HAS_EXCEPTIONS
-    try {
-      callback(error, context);
-    } catch (...) {
-      // Documented: an exception escaping the error callback is swallowed.
-    }
+      try {
+        callback(error, context);
+      } catch (...) {
+        // Documented: an exception escaping the error callback is swallowed.
+      }
 #else
-    callback(error, context);
+      callback(error, context);
 #endif
+    }
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    reporting_.store(false, std::memory_order_relaxed);
   }
 
  private:
@@ -80,6 +98,7 @@ class ErrorReporter {
   Target targets_[2];
   std::atomic<std::uint32_t> version_{0};
   std::atomic_flag writer_lock_ = ATOMIC_FLAG_INIT;
+  std::atomic<bool> reporting_{false};  // written by the consumer only
 };
 
 }  // namespace sluice::detail

@@ -1,8 +1,9 @@
 // The bounded ring: slots that hold envelopes inline, a producer cursor that
 // claims positions, and a consumer cursor that releases them.
 //
-// Position scheme. Every message gets a 64-bit position from a counter that
-// only grows; slot = position & (capacity - 1). A slot's `sequence` holds
+// Position scheme. Every message gets a position (Position: 64 bits, or 32
+// with SLUICE_ATOMIC_BITS=32) from a counter that only grows, modulo 2^bits;
+// slot = position & (capacity - 1). A slot's `sequence` holds
 // position + 1 once the message at `position` is readable, and an older value
 // (position + 1 - k * capacity) before that. Producers decide whether a slot
 // is free from the consumer's released position, not from the slot, so a
@@ -12,13 +13,28 @@
 //  (A) slot data, producer -> consumer: Publish() stores `sequence` with
 //      release after constructing the envelope; TryFront() loads it with
 //      acquire before reading the envelope.
-//  (B) slot reuse, consumer -> producer: Release() stores `released_` with
-//      release after destroying the envelopes below it; TryClaim() loads it
-//      with acquire before its caller constructs into a slot of the next lap.
+//  (B) slot reuse, consumer -> producer: PopFront() stores `released` with
+//      release after destroying the envelope below it, for every message, so
+//      admission counts exactly the messages not yet destroyed; TryClaim()
+//      loads it with acquire before its caller constructs into a slot of the
+//      next lap. Producers read it only when their cached copy says the
+//      queue may be near their limit, so the consumer's line stays its own.
 //      The producers' shared cache of it (MPSC) is stored with release and
 //      loaded with acquire, so a producer that uses another producer's cached
 //      value still inherits (B) through that producer.
 //  The claim itself (`tail_`) carries no data and is relaxed.
+//  (H) depth, for observers: every position below `released` was claimed
+//      (the claim is sequenced before the slot's release store, which the
+//      consumer acquired before releasing), so Depth() loads `released` with
+//      acquire and then `tail`, and never sees the tail behind it.
+//
+// Wrap-around. Positions are compared only as differences, which stay right
+// across the wrap. With 32-bit positions one case is not covered: a producer
+// preempted between loading the tail (or `released`) and its claiming CAS
+// (or its refresh of the shared cache) while other producers claim exactly a
+// multiple of 2^32 positions can succeed on a recycled value (ABA) and admit
+// past the limit. That takes 4,294,967,296 publishes during one preemption
+// of one producer; 64-bit positions would need 2^64.
 //
 // A producer stalled between TryClaim() and Publish() holds the consumer at
 // its position: later messages stay queued (not lost, not reordered) until it
@@ -51,10 +67,6 @@ class Ring {
   static constexpr Position kSize = kCapacity;
   static constexpr Position kIndexMask = kCapacity - 1;
   static constexpr bool kMultiProducer = kModel == ProducerModel::kMulti;
-  // The consumer hands slots back at most this many messages apart within a
-  // batch, so a long batch does not starve producers of a full queue.
-  static constexpr Position kReleaseInterval =
-      kCapacity >= 1024 ? 256 : (kCapacity / 4 > 0 ? kCapacity / 4 : 1);
 
   struct Slot {
     std::atomic<Position> sequence{0};
@@ -103,12 +115,12 @@ class Ring {
 
   // Producer: makes the envelope at `position` visible to the consumer.
   void Publish(Position position) noexcept {
-    // SYNC POINT WRITE (A): the envelope constructed before this store.
-    slots_[position & kIndexMask].sequence.store(position + 1, std::memory_order_release);
     if constexpr (!kMultiProducer) {
-      // Only observers (Depth) read the single producer's tail.
+      // The claim, for observers (H): before the slot, like a shared claim.
       producer_.tail.store(position + 1, std::memory_order_relaxed);
     }
+    // SYNC POINT WRITE (A): the envelope constructed before this store.
+    slots_[position & kIndexMask].sequence.store(position + 1, std::memory_order_release);
   }
 
   // Consumer. The next envelope in position order, or nullptr when the
@@ -122,30 +134,30 @@ class Ring {
     return std::launder(reinterpret_cast<Envelope*>(slot.storage));
   }
 
-  Position FrontPosition() const noexcept { return consumer_.position; }
-
-  // Consumer: destroys the front envelope and moves past it.
+  // Consumer: destroys the front envelope, moves past it and hands its slot
+  // back to the producers.
   void PopFront() noexcept {
     Slot& slot = slots_[consumer_.position & kIndexMask];
     std::launder(reinterpret_cast<Envelope*>(slot.storage))->~Envelope();
     ++consumer_.position;
-    if ((consumer_.position & (kReleaseInterval - 1)) == 0) Release();
-  }
-
-  // Consumer: hands every popped slot back to the producers.
-  void Release() noexcept {
-    // SYNC POINT WRITE (B): the envelopes destroyed before this store.
+    // SYNC POINT WRITE (B): the envelope destroyed above.
     consumer_.released.store(consumer_.position, std::memory_order_release);
   }
 
-  // Messages claimed and not yet released. Any thread; an estimate while
-  // producers or the consumer run, exact when they are quiescent.
+  // Messages claimed and not yet destroyed, exactly, at one instant during
+  // the call (the read of `released`): the tail is read on both sides of it
+  // and the pair is retried until the tail held still. Lock-free: a retry
+  // means a producer claimed meanwhile. Any thread or interrupt handler.
   Position Depth() const noexcept {
-    const Position released = consumer_.released.load(std::memory_order_relaxed);
-    const Position tail = producer_.tail.load(std::memory_order_relaxed);
-    const Position depth = tail - released;
-    // A tail read long after `released` can be more than a lap ahead.
-    return depth > kCapacity ? kCapacity : depth;
+    Position tail = producer_.tail.load(std::memory_order_relaxed);
+    for (;;) {
+      // SYNC POINT READ (H): see the file comment.
+      const Position released = consumer_.released.load(std::memory_order_acquire);
+      const Position tail_after = producer_.tail.load(std::memory_order_relaxed);
+      // (H) gives tail_after >= released; equal tails bound the moment.
+      if (tail_after == tail) return tail - released;
+      tail = tail_after;
+    }
   }
 
  private:
@@ -158,7 +170,7 @@ class Ring {
       // takes the slow path, which re-reads the tail.
       if (position - released >= limit) {
         // The cache says the queue may be at the limit: ask the consumer.
-        // SYNC POINT READ (B): see Release().
+        // SYNC POINT READ (B): see PopFront().
         released = consumer_.released.load(std::memory_order_acquire);
         producer_.consumer_position_cache.store(released, std::memory_order_release);
         if (position - released > kCapacity || position - released >= limit) {
@@ -184,7 +196,7 @@ class Ring {
     const Position position = producer_.tail.load(std::memory_order_relaxed);
     Position released = producer_.consumer_position_cache.load(std::memory_order_relaxed);
     if (position - released >= limit) {
-      // SYNC POINT READ (B): see Release().
+      // SYNC POINT READ (B): see PopFront().
       released = consumer_.released.load(std::memory_order_acquire);
       producer_.consumer_position_cache.store(released, std::memory_order_relaxed);
       if (position - released >= limit) return false;

@@ -42,7 +42,9 @@ class SlotArray<Slot, kCount, SlotStorage::kHeap> {
   const Slot& operator[](std::size_t index) const noexcept { return slots_[index]; }
 
  private:
-  static constexpr std::align_val_t kAlignment{kCacheLineSize};
+  // Slots of over-aligned payloads need more than a cache line.
+  static constexpr std::align_val_t kAlignment{alignof(Slot) > kCacheLineSize ? alignof(Slot)
+                                                                              : kCacheLineSize};
   Slot* slots_ = nullptr;
 };
 

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "sluice/config.hpp"
 #include "sluice/detail/counter.hpp"
@@ -13,7 +15,21 @@
 
 namespace sluice::detail {
 
-// Counters are only ever read as statistics: every access is relaxed.
+// Counters behind the snapshot. Counts are relaxed, with two exceptions that
+// make the documented inequalities hold for any reader at any time:
+//  (F) processed <= published: a producer counts a message before it
+//      publishes the slot (release, ring SYNC POINT (A)); the consumer counts
+//      it after acquiring the slot, and stores the processed count with
+//      release; Snapshot() loads processed with acquire before it loads
+//      published, so it sees every publish count behind what it processed.
+//  (G) no count below its reset: Reset() reads the counters, then stores the
+//      baselines with release; Snapshot() loads the baselines with acquire
+//      before the counters, so each counter it reads is at least the value
+//      its baseline was taken from.
+// Processed counts only messages whose publish was counted
+// (MessageHeader::counted), whatever the mode at dispatch, and its baseline
+// is the published total at the reset: the messages still queued then were
+// counted before the reset, and FIFO dispatch takes them first.
 template <bool kSingleProducer>
 class StatisticsCounters {
  public:
@@ -23,20 +39,37 @@ class StatisticsCounters {
   void CountDropped(MessagePriority priority) noexcept {
     // Any producer, including with kSingleProducer when several threads
     // publish under an external lock: refusals are rare, so always atomic.
-    Increment<false>(dropped_.by_priority[Index(priority)]);
+    Increment<false>(refused_.by_priority[Index(priority)]);
   }
-  // Consumer only.
-  void CountProcessed(std::uint32_t count) noexcept { Increment<true>(consumer_.processed, count); }
+  // Any producer: bad input (a valueless payload, an unknown priority).
+  void CountRejected() noexcept { Increment<false>(refused_.rejected); }
+  // Consumer only: `count` dispatched messages whose publish was counted.
+  void CountProcessed(Counter count) noexcept {
+    if (count == 0) return;
+    // SYNC POINT WRITE (F).
+    consumer_.processed.store(
+        static_cast<Counter>(consumer_.processed.load(std::memory_order_relaxed) + count),
+        std::memory_order_release);
+  }
   void CountError() noexcept { Increment<true>(consumer_.errors); }
 
   // Any thread. Differences are taken in Counter arithmetic, so they stay
   // right when a 32-bit counter wraps after the baseline.
   BusStatisticsSnapshot Snapshot() const noexcept {
+    Fields base;
+    for (std::size_t i = 0; i < kFieldCount; ++i) {
+      // SYNC POINT READ (G): see Reset().
+      base.values[i] = baseline_[i].load(std::memory_order_acquire);
+    }
     const Fields raw = Raw();
     Fields since;
     for (std::size_t i = 0; i < kFieldCount; ++i) {
-      since.values[i] = static_cast<Counter>(raw.values[i] - Read(baseline_[i]));
+      since.values[i] = static_cast<Counter>(raw.values[i] - base.values[i]);
     }
+    // Messages counted before the reset and dispatched after it are no part
+    // of either count: processed is 0 until they are through.
+    using Signed = std::make_signed_t<Counter>;
+    if (static_cast<Signed>(since.values[kProcessed]) < 0) since.values[kProcessed] = 0;
     BusStatisticsSnapshot s;
     s.low_priority_published = since.values[kPublished + 0];
     s.medium_priority_published = since.values[kPublished + 1];
@@ -50,6 +83,7 @@ class StatisticsCounters {
         s.low_priority_dropped + s.medium_priority_dropped + s.high_priority_dropped;
     s.messages_processed = since.values[kProcessed];
     s.processing_errors = since.values[kErrors];
+    s.messages_rejected = since.values[kRejected];
     return s;
   }
 
@@ -57,9 +91,12 @@ class StatisticsCounters {
   // writer's load+store could lose the reset); the current values become the
   // baseline that Snapshot() subtracts instead.
   void Reset() noexcept {
-    const Fields raw = Raw();
+    Fields raw = Raw();
+    raw.values[kProcessed] = static_cast<Counter>(
+        raw.values[kPublished + 0] + raw.values[kPublished + 1] + raw.values[kPublished + 2]);
     for (std::size_t i = 0; i < kFieldCount; ++i) {
-      baseline_[i].store(raw.values[i], std::memory_order_relaxed);
+      // SYNC POINT WRITE (G): the counter reads above.
+      baseline_[i].store(raw.values[i], std::memory_order_release);
     }
   }
 
@@ -73,19 +110,23 @@ class StatisticsCounters {
   static constexpr std::size_t kDropped = 3;    // + priority
   static constexpr std::size_t kProcessed = 6;
   static constexpr std::size_t kErrors = 7;
-  static constexpr std::size_t kFieldCount = 8;
+  static constexpr std::size_t kRejected = 8;
+  static constexpr std::size_t kFieldCount = 9;
   struct Fields {
     Counter values[kFieldCount] = {};
   };
 
+  // Processed first, with acquire: see (F).
   Fields Raw() const noexcept {
     Fields f;
+    // SYNC POINT READ (F): see CountProcessed().
+    f.values[kProcessed] = consumer_.processed.load(std::memory_order_acquire);
+    f.values[kErrors] = Read(consumer_.errors);
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
       f.values[kPublished + p] = Read(published_.by_priority[p]);
-      f.values[kDropped + p] = Read(dropped_.by_priority[p]);
+      f.values[kDropped + p] = Read(refused_.by_priority[p]);
     }
-    f.values[kProcessed] = Read(consumer_.processed);
-    f.values[kErrors] = Read(consumer_.errors);
+    f.values[kRejected] = Read(refused_.rejected);
     return f;
   }
 
@@ -96,16 +137,21 @@ class StatisticsCounters {
   struct alignas(kCacheLineSize) PriorityCounters {
     std::atomic<Counter> by_priority[kPriorityCount] = {};
   };
+  struct alignas(kCacheLineSize) RefusalCounters {
+    std::atomic<Counter> by_priority[kPriorityCount] = {};
+    std::atomic<Counter> rejected{0};
+  };
   struct alignas(kCacheLineSize) ConsumerCounters {
     std::atomic<Counter> processed{0};
     std::atomic<Counter> errors{0};
   };
   static_assert(sizeof(PriorityCounters) == kCacheLineSize &&
+                    sizeof(RefusalCounters) == kCacheLineSize &&
                     sizeof(ConsumerCounters) == kCacheLineSize,
                 "each counter group must own exactly one cache line");
 
   PriorityCounters published_;  // producers
-  PriorityCounters dropped_;    // refusal path
+  RefusalCounters refused_;     // refusal path
   ConsumerCounters consumer_;   // consumer
   alignas(kCacheLineSize) std::atomic<Counter> baseline_[kFieldCount] = {};
 };

@@ -3,12 +3,30 @@
 // ones. Subscribe and Unsubscribe are safe from any thread; dispatch takes no
 // lock.
 //
-// Slot life cycle (state = generation << 3 | phase):
+// Slot life cycle (state = generation << 3 | phase, Position-wide):
 //   kFree --Subscribe CAS--> kClaimed --construct, set mask bit--> kActive
 //   kActive --Unsubscribe CAS--> kRetiring --clear mask bit, grace--> kFree
-//                                   \--(on the consumer thread)--> kDeferred
+//                                   \--(the callable is running)--> kDeferred
 //   kDeferred --consumer at batch end--> kFree
-// Each return to kFree bumps the generation, so stale handles fail.
+// Each return to kFree bumps the generation, so stale handles fail. A slot
+// whose generation would wrap is retired for good instead (kRetired): with
+// 64-bit positions after 2^61 reuses, never in practice; with 32-bit ones
+// after 2^29, after which Subscribe uses the type's other slots. A stale
+// handle therefore never matches a later subscription.
+//
+// Handles carry the id of the registry that issued them (a process-wide
+// counter: 64-bit ids never repeat; 32-bit ones after 2^32 buses), so a
+// handle from another bus is refused.
+//
+// "Running": the consumer stores the key of the callable it is about to call
+// in `running_`. An Unsubscribe that may not wait for the batch (on the
+// consumer thread, or under SLUICE_BARE_METAL from an interrupt that
+// preempted it) defers the destruction only when its callable is the running
+// one, and says so; any other callable is freed at once. Under
+// SLUICE_BARE_METAL the consumer re-reads the mask after storing `running_`
+// (signal fences keep the compiler from reordering; one core needs no more):
+// an interrupt that clears the bit before that re-read is seen by it, and
+// one that clears it after sees `running_` and defers.
 //
 // Synchronisation:
 //  (C) callable, subscriber -> consumer: Subscribe constructs the callable,
@@ -39,6 +57,16 @@
 
 namespace sluice::detail {
 
+struct TestAccess;
+
+// Ids of registries (and so of buses); 0 is never issued.
+inline Position NextRegistryId() noexcept {
+  static std::atomic<Position> next{1};
+  Position id = next.fetch_add(1, std::memory_order_relaxed);
+  if (id == 0) id = next.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
+
 template <typename Payload, typename Traits>
 class SubscriptionRegistry {
  public:
@@ -55,7 +83,7 @@ class SubscriptionRegistry {
   // A 32-bit mask where it suffices, so 32-bit targets keep it lock-free.
   using Mask = std::conditional_t<(kSlotsPerType <= 32), std::uint32_t, std::uint64_t>;
 
-  SubscriptionRegistry() = default;
+  SubscriptionRegistry() noexcept : id_(NextRegistryId()) {}
   SubscriptionRegistry(const SubscriptionRegistry&) = delete;
   SubscriptionRegistry& operator=(const SubscriptionRegistry&) = delete;
 
@@ -63,7 +91,7 @@ class SubscriptionRegistry {
   ~SubscriptionRegistry() {
     for (TypeTable& table : tables_) {
       for (Slot& slot : table.slots) {
-        const std::uint32_t phase = PhaseOf(slot.state.load(std::memory_order_relaxed));
+        const Position phase = PhaseOf(slot.state.load(std::memory_order_relaxed));
         if (phase == kActive || phase == kDeferred) slot.destroy(slot.storage);
       }
     }
@@ -90,9 +118,9 @@ class SubscriptionRegistry {
     TypeTable& table = tables_[kType];
     for (std::size_t index = 0; index < kSlotsPerType; ++index) {
       Slot& slot = table.slots[index];
-      std::uint32_t state = slot.state.load(std::memory_order_relaxed);
+      Position state = slot.state.load(std::memory_order_relaxed);
       if (PhaseOf(state) != kFree) continue;
-      const std::uint32_t generation = GenerationOf(state);
+      const Position generation = GenerationOf(state);
       // SYNC POINT READ (E): the previous callable's destruction.
       if (!slot.state.compare_exchange_strong(state, Pack(generation, kClaimed),
                                               std::memory_order_acquire,
@@ -115,37 +143,46 @@ class SubscriptionRegistry {
       table.active.fetch_or(BitOf(index), std::memory_order_seq_cst);
       slot.state.store(Pack(generation, kActive), std::memory_order_release);
       return SubscriptionHandle(static_cast<std::uint16_t>(kType),
-                                static_cast<std::uint16_t>(index), generation);
+                                static_cast<std::uint16_t>(index), generation, id_);
     }
     return SubscriptionHandle();
   }
 
-  // True for the first Unsubscribe of a live handle. On a thread other than
-  // the dispatching one, returns only once the callback is not running and
-  // will not run again. On the dispatching thread (inside a callback) the
-  // callback is not called again and is destroyed at the end of the batch;
-  // so too, under SLUICE_BARE_METAL, from a context that preempted a batch.
-  bool Unsubscribe(const SubscriptionHandle& handle, const DispatchEpoch& epoch) noexcept {
-    if (!handle.valid() || handle.type_index_ >= kTypeCount || handle.slot_ >= kSlotsPerType) {
-      return false;
+  // Removes the subscription of a live handle of this registry. On a thread
+  // other than the dispatching one, returns only once the callback is not
+  // running and will not run again. On the dispatching thread (inside a
+  // callback), and under SLUICE_BARE_METAL from a context that preempted a
+  // batch, it never waits: a callable that is not running is destroyed at
+  // once; the running one is not called again, is destroyed at the end of
+  // the batch, and the result says kRemovedWhileRunning.
+  UnsubscribeResult Unsubscribe(const SubscriptionHandle& handle,
+                                const DispatchEpoch& epoch) noexcept {
+    using Status = UnsubscribeResult::Status;
+    if (!handle.valid() || handle.bus_id_ != id_ || handle.type_index_ >= kTypeCount ||
+        handle.slot_ >= kSlotsPerType) {
+      return UnsubscribeResult(Status::kNotSubscribed);
     }
     TypeTable& table = tables_[handle.type_index_];
     Slot& slot = table.slots[handle.slot_];
-    std::uint32_t expected = Pack(handle.generation_, kActive);
+    Position expected = Pack(handle.generation_, kActive);
     if (!slot.state.compare_exchange_strong(expected, Pack(handle.generation_, kRetiring),
                                             std::memory_order_acquire, std::memory_order_relaxed)) {
-      return false;  // stale, foreign or already unsubscribed
+      return UnsubscribeResult(Status::kNotSubscribed);  // stale or already unsubscribed
     }
     // SYNC POINT WRITE (D): unpublish before asking whether a batch runs.
     table.active.fetch_and(static_cast<Mask>(~BitOf(handle.slot_)), std::memory_order_seq_cst);
-    if (epoch.WaitForReaders()) {
+    // Bare metal: keeps the check of `running_` below the mask update.
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (epoch.WaitForReaders() ||
+        running_.load(std::memory_order_relaxed) != KeyOf(handle.type_index_, handle.slot_)) {
       Free(slot, handle.generation_);
-    } else {
-      // The dispatching thread (or, bare metal, a context that preempted it).
-      slot.state.store(Pack(handle.generation_, kDeferred), std::memory_order_relaxed);
-      deferred_pending_.store(true, std::memory_order_relaxed);
+      return UnsubscribeResult(Status::kRemoved);
     }
-    return true;
+    // The callable is running on the dispatching thread (this thread, or the
+    // context this interrupt preempted): destroy it when the batch ends.
+    slot.state.store(Pack(handle.generation_, kDeferred), std::memory_order_relaxed);
+    deferred_pending_.store(true, std::memory_order_relaxed);
+    return UnsubscribeResult(Status::kRemovedWhileRunning);
   }
 
   // Consumer, inside the dispatch epoch. Calls every active subscriber of the
@@ -153,12 +190,25 @@ class SubscriptionRegistry {
   // `on_error(what)` and the remaining subscribers still run.
   template <typename OnError>
   void Dispatch(const Envelope& envelope, OnError&& on_error) {
-    TypeTable& table = tables_[envelope.payload.index()];
+    const std::size_t type = envelope.payload.index();
+    // A valueless payload is refused by Publish; never index past the table.
+    if (type >= kTypeCount) return;
+    TypeTable& table = tables_[type];
     // SYNC POINT READ (C)/(D): see Subscribe() and Unsubscribe().
     Mask pending = table.active.load(std::memory_order_seq_cst);
     while (pending != 0) {
       const unsigned index = LowestSetBit(pending);
       Slot& slot = table.slots[index];
+      running_.store(KeyOf(type, index), std::memory_order_relaxed);
+#if SLUICE_BARE_METAL
+      // See the file comment: re-check after announcing the call.
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      if ((table.active.load(std::memory_order_seq_cst) & BitOf(index)) == 0) {
+        pending = table.active.load(std::memory_order_seq_cst) &
+                  static_cast<Mask>(~Mask{0} << index << 1);
+        continue;
+      }
+#endif
 #if SLUICE_HAS_EXCEPTIONS
       try {
         slot.invoke(slot.storage, envelope);
@@ -176,6 +226,7 @@ class SubscriptionRegistry {
       const Mask later = static_cast<Mask>(~Mask{0} << index << 1);
       pending = table.active.load(std::memory_order_seq_cst) & later;
     }
+    running_.store(kNothingRunning, std::memory_order_relaxed);
   }
 
   // Consumer, at the end of a batch: destroys callables unsubscribed from
@@ -185,7 +236,7 @@ class SubscriptionRegistry {
     deferred_pending_.store(false, std::memory_order_relaxed);
     for (TypeTable& table : tables_) {
       for (Slot& slot : table.slots) {
-        const std::uint32_t state = slot.state.load(std::memory_order_relaxed);
+        const Position state = slot.state.load(std::memory_order_relaxed);
         if (PhaseOf(state) == kDeferred) Free(slot, GenerationOf(state));
       }
     }
@@ -201,28 +252,35 @@ class SubscriptionRegistry {
   }
 
  private:
-  static constexpr std::uint32_t kFree = 0;
-  static constexpr std::uint32_t kClaimed = 1;
-  static constexpr std::uint32_t kActive = 2;
-  static constexpr std::uint32_t kRetiring = 3;
-  static constexpr std::uint32_t kDeferred = 4;
-  static constexpr unsigned kPhaseBits = 3;
+  friend struct TestAccess;
 
-  static constexpr std::uint32_t Pack(std::uint32_t generation, std::uint32_t phase) noexcept {
-    return (generation << kPhaseBits) | phase;
+  static constexpr Position kFree = 0;
+  static constexpr Position kClaimed = 1;
+  static constexpr Position kActive = 2;
+  static constexpr Position kRetiring = 3;
+  static constexpr Position kDeferred = 4;
+  static constexpr Position kRetired = 5;  // generation exhausted; never reused
+  static constexpr unsigned kPhaseBits = 3;
+  static constexpr Position kLastGeneration = ~Position{0} >> kPhaseBits;
+  static constexpr std::uint32_t kNothingRunning = 0;
+
+  static constexpr Position Pack(Position generation, Position phase) noexcept {
+    return static_cast<Position>(generation << kPhaseBits) | phase;
   }
-  static constexpr std::uint32_t PhaseOf(std::uint32_t state) noexcept {
-    return state & ((1u << kPhaseBits) - 1);
+  static constexpr Position PhaseOf(Position state) noexcept {
+    return state & ((Position{1} << kPhaseBits) - 1);
   }
-  static constexpr std::uint32_t GenerationOf(std::uint32_t state) noexcept {
-    return state >> kPhaseBits;
+  static constexpr Position GenerationOf(Position state) noexcept { return state >> kPhaseBits; }
+  // Names one callable of the table for `running_`; never kNothingRunning.
+  static constexpr std::uint32_t KeyOf(std::size_t type, std::size_t index) noexcept {
+    return static_cast<std::uint32_t>(type * 64 + index + 1);
   }
   static constexpr Mask BitOf(std::size_t index) noexcept {
     return static_cast<Mask>(Mask{1} << index);
   }
 
   struct Slot {
-    std::atomic<std::uint32_t> state{0};
+    std::atomic<Position> state{0};
     void (*invoke)(void* storage, const Envelope& envelope) = nullptr;
     void (*destroy)(void* storage) noexcept = nullptr;
     alignas(std::max_align_t) unsigned char storage[kCallableBytes];
@@ -251,13 +309,20 @@ class SubscriptionRegistry {
     std::launder(reinterpret_cast<Stored*>(storage))->~Stored();
   }
 
-  static void Free(Slot& slot, std::uint32_t generation) noexcept {
+  static void Free(Slot& slot, Position generation) noexcept {
     slot.destroy(slot.storage);
     // SYNC POINT WRITE (E): the destruction above.
-    slot.state.store(Pack(generation + 1, kFree), std::memory_order_release);
+    slot.state.store(
+        generation == kLastGeneration ? Pack(generation, kRetired) : Pack(generation + 1, kFree),
+        std::memory_order_release);
   }
 
   TypeTable tables_[kTypeCount];
+  const Position id_;
+  // The callable the consumer is calling (KeyOf), or kNothingRunning. Written
+  // by the consumer; read by Unsubscribe on the consumer thread or, bare
+  // metal, in an interrupt that preempted it: relaxed suffices for both.
+  std::atomic<std::uint32_t> running_{kNothingRunning};
   // Set with a deferral, cleared by the consumer. Hosted: both on the
   // consumer thread. Bare metal: a context that preempted the consumer runs
   // to completion before the consumer reads it.

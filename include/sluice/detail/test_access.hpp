@@ -1,0 +1,40 @@
+// Test seams: reach into a bus to set up states that would take hours to
+// reach by its public calls. For tests only; not part of the API.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <utility>
+
+#include "sluice/config.hpp"
+#include "sluice/error.hpp"
+
+namespace sluice::detail {
+
+struct TestAccess {
+  // Makes subscription slot `slot` of payload alternative `type` free with
+  // generation `generation`, as if it had been reused that many times.
+  template <typename Bus>
+  static void SetSubscriptionGeneration(Bus& bus, std::size_t type, std::size_t slot,
+                                        Position generation) {
+    using Registry = decltype(bus.registry_);
+    bus.registry_.tables_[type].slots[slot].state.store(Registry::Pack(generation, Registry::kFree),
+                                                        std::memory_order_relaxed);
+  }
+
+  // Reports `error` as the consumer does, inside a dispatch batch, without
+  // a throwing callback (whose unwinding is slow to single-step).
+  template <typename Bus>
+  static void ReportErrorInBatch(Bus& bus, const BusError& error) {
+    bus.epoch_.Enter();
+    bus.error_reporter_.Report(error);
+    bus.epoch_.Exit();
+  }
+
+  template <typename Bus>
+  static constexpr Position LastSubscriptionGeneration() {
+    return decltype(std::declval<Bus&>().registry_)::kLastGeneration;
+  }
+};
+
+}  // namespace sluice::detail

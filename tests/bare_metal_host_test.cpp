@@ -1,0 +1,261 @@
+// The bare-metal (one core, interrupts) contracts, on the build host: this
+// binary is built with SLUICE_BARE_METAL=1, and the x86 trap flag stands in
+// for an interrupt at every instruction: the call under test is
+// single-stepped, and after each of its instructions a SIGTRAP handler runs
+// the "interrupt handler" to completion before the next instruction, exactly
+// as an interrupt preempts thread mode on a Cortex-M. Every instruction
+// boundary is tried, so a window of one instruction cannot hide.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "sluice/detail/test_access.hpp"
+#include "test_support.hpp"
+
+static_assert(SLUICE_BARE_METAL, "this test is built with SLUICE_BARE_METAL=1");
+
+#if defined(__x86_64__) && defined(__linux__) && !defined(__SANITIZE_THREAD__)
+#define SLUICE_TEST_SINGLE_STEP 1
+#include <signal.h>
+#include <ucontext.h>
+#endif
+
+namespace sluice_test {
+namespace {
+
+#if SLUICE_TEST_SINGLE_STEP
+
+constexpr long long kTrapFlag = 0x100;
+std::atomic<bool> g_stepping{false};
+std::atomic<std::uint64_t> g_steps{0};
+void (*g_on_step)() = nullptr;
+// With a nonzero value, the interrupt fires only after that instruction.
+std::uint64_t g_fire_at_step = 0;
+void (*g_action)() = nullptr;
+void FireOnce() {
+  if (g_steps.load(std::memory_order_relaxed) == g_fire_at_step) g_action();
+}
+
+void TrapHandler(int, siginfo_t*, void* raw_context) {
+  auto* context = static_cast<ucontext_t*>(raw_context);
+  if (g_stepping.load(std::memory_order_relaxed)) {
+    context->uc_mcontext.gregs[REG_EFL] |= kTrapFlag;
+    g_steps.fetch_add(1, std::memory_order_relaxed);
+    g_on_step();
+  } else {
+    context->uc_mcontext.gregs[REG_EFL] &= ~kTrapFlag;
+  }
+}
+
+// Runs `body` with `on_step` called after each of its instructions. A
+// watchdog fails the test if no instruction completes for a long time: an
+// "interrupt handler" that waits for the context it preempted never returns.
+template <typename Body>
+std::uint64_t RunWithAnInterruptAtEveryInstruction(void (*on_step)(), Body body) {
+  struct sigaction action = {};
+  struct sigaction previous = {};
+  action.sa_sigaction = &TrapHandler;
+  action.sa_flags = SA_SIGINFO;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTRAP, &action, &previous);
+  std::atomic<bool> finished{false};
+  std::thread watchdog([&] {
+    std::uint64_t last = g_steps.load();
+    auto last_change = std::chrono::steady_clock::now();
+    while (!finished.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      const std::uint64_t now = g_steps.load();
+      if (now != last) {
+        last = now;
+        last_change = std::chrono::steady_clock::now();
+      } else if (std::chrono::steady_clock::now() - last_change > std::chrono::minutes(1)) {
+        std::fprintf(stderr, "deadlock: the interrupted context made no progress\n");
+        std::abort();
+      }
+    }
+  });
+  g_on_step = on_step;
+  g_steps.store(0);
+  g_stepping.store(true);
+  __asm__ __volatile__("pushfq\n\torq $0x100, (%%rsp)\n\tpopfq" ::: "memory", "cc");
+  body();
+  g_stepping.store(false);
+  __asm__ __volatile__("nop" ::: "memory");  // the next trap clears the flag
+  finished.store(true);
+  watchdog.join();
+  sigaction(SIGTRAP, &previous, nullptr);
+  return g_steps.load();
+}
+
+// Runs `body` once to count its instructions, then once more for each of
+// them with `action` run as an interrupt after exactly that instruction.
+// Returns the number of instructions.
+template <typename Body>
+std::uint64_t RunWithOneInterruptAtEachInstruction(void (*action)(), Body body) {
+  g_action = action;
+  g_fire_at_step = 0;
+  const std::uint64_t count = RunWithAnInterruptAtEveryInstruction(&FireOnce, body);
+  for (std::uint64_t step = 1; step <= count; ++step) {
+    g_fire_at_step = step;
+    RunWithAnInterruptAtEveryInstruction(&FireOnce, body);
+  }
+  return count;
+}
+
+// ---- SetAdmissionThresholds from an interrupt that preempts the same call.
+
+using ThresholdBus = sluice::MpscBus<BasicPayload, 1024>;
+ThresholdBus* g_threshold_bus = nullptr;
+std::uint64_t g_threshold_interrupts = 0;
+
+void SetThresholdsFromInterrupt() {
+  const bool odd = (++g_threshold_interrupts & 1) != 0;
+  (void)g_threshold_bus->SetAdmissionThresholds(odd ? 10 : 20, odd ? 30 : 40, odd ? 50 : 60);
+}
+
+TEST(BareMetalHostTest, ThresholdsSetFromAnInterruptThatPreemptsTheSameCall) {
+  auto bus = std::make_unique<ThresholdBus>();
+  g_threshold_bus = bus.get();
+  bool accepted = false;
+  const std::uint64_t steps = RunWithAnInterruptAtEveryInstruction(
+      &SetThresholdsFromInterrupt, [&] { accepted = bus->SetAdmissionThresholds(70, 85, 95); });
+  EXPECT_TRUE(accepted);
+  EXPECT_GT(steps, 10u);
+  // Whatever the interleaving, the limits a publish uses agree with the
+  // percentages the bus reports.
+  const auto t = bus->GetAdmissionThresholds();
+  std::uint32_t admitted = 0;
+  while (bus->PublishWithPriority(MotorCmd{0}, 0, sluice::MessagePriority::LOW)) ++admitted;
+  EXPECT_EQ(admitted, sluice::FillLimit(t.low_percent, 1024));
+  while (bus->Publish(MotorCmd{0})) ++admitted;
+  EXPECT_EQ(admitted, sluice::FillLimit(t.medium_percent, 1024));
+  while (bus->PublishWithPriority(MotorCmd{0}, 0, sluice::MessagePriority::HIGH)) ++admitted;
+  EXPECT_EQ(admitted, sluice::FillLimit(t.high_percent, 1024));
+  g_threshold_bus = nullptr;
+}
+
+// ---- Unsubscribe from an interrupt while the main context dispatches.
+
+using DispatchBus = sluice::MpscBus<BasicPayload, 64>;
+DispatchBus* g_dispatch_bus = nullptr;
+sluice::SubscriptionHandle g_handle;
+// Set when Unsubscribe said the callable is neither running nor will run;
+// the callable then counts any call as a violation.
+bool g_removed = false;
+std::uint64_t g_calls_after_removal = 0;
+std::uint64_t g_removed_idle = 0;
+std::uint64_t g_removed_running = 0;
+
+void Callback(const MotorCmd&) {
+  if (g_removed) ++g_calls_after_removal;
+}
+
+void ToggleSubscriptionFromInterrupt() {
+  if (g_handle.valid()) {
+    const auto result = g_dispatch_bus->Unsubscribe(g_handle);
+    if (!result) return;
+    g_handle = sluice::SubscriptionHandle();
+    if (result.still_running()) {
+      ++g_removed_running;
+    } else {
+      g_removed = true;
+      ++g_removed_idle;
+    }
+  } else {
+    g_removed = false;
+    g_handle = g_dispatch_bus->Subscribe<MotorCmd>(&Callback);
+  }
+}
+
+TEST(BareMetalHostTest, NoCallbackRunsAfterAnInterruptsUnsubscribeSaysItIsIdle) {
+  auto bus = std::make_unique<DispatchBus>();
+  g_dispatch_bus = bus.get();
+  // Every other interrupt subscribes anew, so each instruction of the batch
+  // meets both an Unsubscribe and a Subscribe over the runs below.
+  for (int phase = 0; phase < 2; ++phase) {
+    g_handle = bus->Subscribe<MotorCmd>(&Callback);
+    g_removed = false;
+    if (phase == 1) ToggleSubscriptionFromInterrupt();  // start unsubscribed
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(bus->Publish(MotorCmd{i}));
+    RunWithAnInterruptAtEveryInstruction(&ToggleSubscriptionFromInterrupt,
+                                         [&] { bus->ProcessBatch(); });
+    if (g_handle.valid()) (void)bus->Unsubscribe(g_handle);
+    g_handle = sluice::SubscriptionHandle();
+  }
+  EXPECT_GT(g_removed_idle, 0u);
+  EXPECT_GT(g_removed_running, 0u);
+  EXPECT_EQ(g_calls_after_removal, 0u)
+      << "a callable ran after Unsubscribe said it was neither running nor would run";
+  g_dispatch_bus = nullptr;
+}
+
+// ---- The same window in the error reporter.
+
+using ErrorBus = sluice::MpscBus<BasicPayload, 64>;
+ErrorBus* g_error_bus = nullptr;
+// The error callback the last interrupt replaced while it was idle: it must
+// not be called again until it is installed anew.
+int g_retired = -1;
+int g_installed = 0;
+std::uint64_t g_retired_calls = 0;
+std::uint64_t g_calls = 0;
+std::uint64_t g_idle_replacements = 0;
+std::uint64_t g_running_replacements = 0;
+
+template <int kWhich>
+void ErrorCallback(const sluice::BusError&, void*) {
+  ++g_calls;
+  if (g_retired == kWhich) ++g_retired_calls;
+}
+
+void ReplaceErrorCallbackFromInterrupt() {
+  const int previous = g_installed;
+  const int next = 1 - previous;
+  g_retired = -1;
+  const bool previous_idle =
+      g_error_bus->SetErrorCallback(next == 0 ? &ErrorCallback<0> : &ErrorCallback<1>);
+  g_installed = next;
+  if (previous_idle) {
+    g_retired = previous;
+    ++g_idle_replacements;
+  } else {
+    ++g_running_replacements;
+  }
+}
+
+// One interrupt at each instruction of a report, one run each (an interrupt
+// at every instruction would replace the callback faster than the report's
+// sequence lock can copy it: a report retries until replacements pause). The
+// report itself is stepped, as the consumer makes it inside a batch; a
+// throwing callback would add the unwinder's million instructions.
+TEST(BareMetalHostTest, ReplacedErrorCallbackIsNotCalledAfterAnInterruptSaysItIsIdle) {
+  auto bus = std::make_unique<ErrorBus>();
+  g_error_bus = bus.get();
+  (void)bus->SetErrorCallback(&ErrorCallback<0>);
+  g_installed = 0;
+  sluice::BusError error;
+  error.what = "stepped";
+  const std::uint64_t instructions = RunWithOneInterruptAtEachInstruction(
+      &ReplaceErrorCallbackFromInterrupt,
+      [&] { sluice::detail::TestAccess::ReportErrorInBatch(*bus, error); });
+  EXPECT_EQ(g_calls, instructions + 1) << "one call per report";
+  EXPECT_GT(g_idle_replacements, 0u);
+  EXPECT_GT(g_running_replacements, 0u);
+  EXPECT_EQ(g_retired_calls, 0u);
+  g_error_bus = nullptr;
+}
+
+#else
+TEST(BareMetalHostTest, NeedsSingleStepping) {
+  GTEST_SKIP() << "single-stepping needs x86-64 Linux (and no ThreadSanitizer)";
+}
+#endif
+
+}  // namespace
+}  // namespace sluice_test
