@@ -87,24 +87,37 @@ struct CounterCalibration {
   }
 };
 
+// What CounterClockState reads: the CPU's counter and steady_clock.
+struct HardwareCounterSource {
+  static std::uint64_t Counter() noexcept { return ReadCounter(); }
+  static std::uint64_t SteadyMicros() noexcept { return SteadyClock::NowMicros(); }
+};
+
 // Process-wide calibration state of CounterClock. Each refinement is written
 // once into its own slot and then published by a release store of `current`;
 // readers acquire `current`, so they only ever read a complete, immutable
 // slot. Refinements happen at fixed ages of the clock (kMilestoneMicros), each
 // re-anchored where the previous one stood, so time stays continuous.
-class CounterClockState {
+// `Source` supplies the two reads, so tests can drive a simulated counter.
+template <typename Source>
+class BasicCounterClockState {
  public:
   static constexpr int kSteps = 4;
   static constexpr std::uint64_t kMilestoneMicros[kSteps] = {10'000, 250'000, 5'000'000,
                                                              60'000'000};
 
-  static CounterClockState& Instance() noexcept {
-    static CounterClockState state;
+  static BasicCounterClockState& Instance() noexcept {
+    static BasicCounterClockState state;
     return state;
   }
 
+  BasicCounterClockState() noexcept
+      : anchor_ticks_(Source::Counter()), anchor_micros_(Source::SteadyMicros()) {}
+  BasicCounterClockState(const BasicCounterClockState&) = delete;
+  BasicCounterClockState& operator=(const BasicCounterClockState&) = delete;
+
   std::uint64_t NowMicros() noexcept {
-    const std::uint64_t ticks = ReadCounter();
+    const std::uint64_t ticks = Source::Counter();
     const int index = current_.load(std::memory_order_acquire);
     if (index >= 0) {
       const CounterCalibration& calibration = steps_[index];
@@ -116,14 +129,11 @@ class CounterClockState {
   bool Calibrated() const noexcept { return current_.load(std::memory_order_acquire) >= 0; }
 
  private:
-  CounterClockState() noexcept
-      : anchor_ticks_(ReadCounter()), anchor_micros_(SteadyClock::NowMicros()) {}
-
   // Before the first calibration: steady_clock. Past a milestone: the first
   // caller to claim it computes the next calibration; the others go on with
   // the current one.
   std::uint64_t Refine(std::uint64_t ticks, int index) noexcept {
-    const std::uint64_t now = SteadyClock::NowMicros();
+    const std::uint64_t now = Source::SteadyMicros();
     const int next = index + 1;
     const std::uint64_t age = now - anchor_micros_;
     if (next < kSteps && age >= kMilestoneMicros[next] && ticks > anchor_ticks_) {
@@ -161,6 +171,8 @@ class CounterClockState {
   std::atomic<int> current_{-1};
   std::atomic<int> claimed_{0};  // calibrations started so far
 };
+
+using CounterClockState = BasicCounterClockState<HardwareCounterSource>;
 
 }  // namespace detail
 
