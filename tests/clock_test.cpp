@@ -136,6 +136,7 @@ TEST(ClockTest, PairingKeepsTheNarrowestBracketsMiddle) {
       [&] { return ++steady; }, 40, &pairing));
   EXPECT_EQ(pairing.steady, 2u);
   EXPECT_EQ(pairing.ticks, 1000 + 100 + 1000 + 20u);
+  EXPECT_EQ(pairing.bracket_ticks, 40u);
 }
 
 TEST(ClockTest, PairingRejectsWhenEveryBracketIsTooWide) {

@@ -91,6 +91,7 @@ struct CounterCalibration {
 struct CounterPairing {
   std::uint64_t ticks = 0;
   std::uint64_t steady = 0;
+  std::uint64_t bracket_ticks = ~std::uint64_t{0};  // width of the bracket it came from
 };
 
 // Brackets tried per pairing.
@@ -106,8 +107,8 @@ inline constexpr std::uint64_t kMaxPairingBracketTicks = std::uint64_t{1} << 15;
 // steady_clock, then the counter again brackets the moment of the steady_clock
 // read; the bracket's middle is then off by at most half its width, however
 // long the thread was stopped between the reads. Keeps the narrowest of
-// kPairingAttempts brackets; false, with *pairing unusable, when even that one
-// is wider than `max_bracket_ticks`.
+// kPairingAttempts brackets; false when even that one is wider than
+// `max_bracket_ticks` (*pairing then holds it, for a caller with no better).
 template <typename ReadCounterFn, typename ReadSteadyFn>
 bool PairCounterWithSteady(ReadCounterFn read_counter, ReadSteadyFn read_steady,
                            std::uint64_t max_bracket_ticks, CounterPairing* pairing) noexcept {
@@ -121,6 +122,7 @@ bool PairCounterWithSteady(ReadCounterFn read_counter, ReadSteadyFn read_steady,
     narrowest = after - before;
     pairing->ticks = before + narrowest / 2;
     pairing->steady = steady;
+    pairing->bracket_ticks = narrowest;
   }
   return narrowest <= max_bracket_ticks;
 }
