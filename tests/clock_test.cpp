@@ -2,14 +2,151 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace sluice_test {
 namespace {
+
+// A 3 GHz counter and steady_clock on one simulated time line (nanoseconds),
+// for driving BasicCounterClockState deterministically. Each read costs a
+// little time. A stall can be injected into chosen steady_clock reads: the
+// thread is "preempted" between the counter read before it and its own read.
+struct SimulatedSource {
+  static constexpr std::uint64_t kTicksPerMicro = 3000;
+  static constexpr std::uint64_t kTickOffset = 987'654'321;
+  static constexpr std::uint64_t kStallNanos = 20'000'000;
+
+  static inline std::uint64_t nanos = 0;
+  static inline std::uint64_t stall_from_nanos = 0;  // stalls start at this time,
+  static inline int reads_to_skip = 0;               // after this many steady reads,
+  static inline int stalls_left = 0;                 // for this many steady reads.
+
+  static void Reset(std::uint64_t stall_from, int skip, int stalls) {
+    nanos = 1'000'000'000'000;  // steady_clock's epoch is far behind
+    stall_from_nanos = nanos + stall_from;
+    reads_to_skip = skip;
+    stalls_left = stalls;
+  }
+  static std::uint64_t Counter() noexcept {
+    nanos += 7;
+    return kTickOffset + nanos * kTicksPerMicro / 1000;
+  }
+  static std::uint64_t SteadyMicros() noexcept {
+    if (stalls_left > 0 && nanos >= stall_from_nanos) {
+      if (reads_to_skip > 0) {
+        --reads_to_skip;
+      } else {
+        nanos += kStallNanos;
+        --stalls_left;
+      }
+    }
+    nanos += 25;
+    return nanos / 1000;
+  }
+};
+
+using SimulatedClockState = sluice::detail::BasicCounterClockState<SimulatedSource>;
+
+// Reads `state` every 100 us of simulated time for 70 s (past the last
+// calibration at 60 s) and returns the largest distance of a reading from
+// the steady_clock interval the read spanned.
+std::uint64_t WorstErrorMicros(SimulatedClockState& state) {
+  const std::uint64_t end = SimulatedSource::nanos + 70'000'000'000;
+  std::uint64_t worst = 0;
+  while (SimulatedSource::nanos < end) {
+    SimulatedSource::nanos += 100'000;
+    const std::uint64_t before = SimulatedSource::nanos / 1000;
+    const std::uint64_t reading = state.NowMicros();
+    const std::uint64_t after = SimulatedSource::nanos / 1000 + 1;
+    if (reading < before) worst = std::max(worst, before - reading);
+    if (reading > after) worst = std::max(worst, reading - after);
+  }
+  return worst;
+}
+
+// The error allowed when every pairing was accepted: a bracket of at most W
+// ticks puts the steady_clock read within W/2 of its middle, plus 1 us for
+// steady_clock's truncation to microseconds. The anchor and a calibration
+// both err so, so the rate errs by (W + 2 us) over the calibration's age, for
+// as long as the calibration is used: `longest_use` times that age at most.
+// 2 us more cover MicrosAt's truncation and the reading's own.
+double ErrorBoundMicros(double longest_use) {
+  const double bracket_us = static_cast<double>(sluice::detail::kMaxPairingBracketTicks) /
+                            SimulatedSource::kTicksPerMicro;
+  return bracket_us / 2 + 1 + (bracket_us + 2) * longest_use + 2;
+}
+
+class ClockCalibrationStallTest : public ::testing::TestWithParam<std::tuple<std::uint64_t, int>> {
+};
+
+// One 20 ms preemption at a calibration (at construction, or at the 10 ms,
+// 250 ms, 5 s or 60 s refinement), hitting the first few steady_clock reads
+// there: the clock must stay within the bound of steady_clock throughout.
+// A calibration is used until the next milestone, delayed by the stall at
+// most: (250 ms + 20 ms) / 10 ms is the longest use; the last one, from 60 s,
+// is used for 10 s.
+TEST_P(ClockCalibrationStallTest, OnePreemptionDoesNotSkewTheClock) {
+  SimulatedSource::Reset(std::get<0>(GetParam()), std::get<1>(GetParam()), 1);
+  SimulatedClockState state;
+  EXPECT_LE(static_cast<double>(WorstErrorMicros(state)), ErrorBoundMicros(27));
+  EXPECT_TRUE(state.Calibrated());
+}
+
+INSTANTIATE_TEST_SUITE_P(ClockStall, ClockCalibrationStallTest,
+                         ::testing::Combine(::testing::Values(std::uint64_t{0}, 10'000'000,
+                                                              250'000'000, 5'000'000'000,
+                                                              60'000'000'000),
+                                            ::testing::Values(0, 1, 2, 3)));
+
+// Every steady_clock read preempted for a while (40 in a row, 0.8 s): no
+// pairing is acceptable, so the clock must keep what it had (steady_clock
+// before the first calibration) and calibrate once the stalls stop. Then the
+// 10 ms calibration may be used until 250 ms + 0.8 s + a retry delay of at
+// most 1 s: 205 times its age.
+TEST(ClockTest, CalibrationWithoutAcceptableBracketIsRetried) {
+  for (const std::uint64_t stall_from :
+       {std::uint64_t{0}, std::uint64_t{10'000'000}, std::uint64_t{250'000'000}}) {
+    SimulatedSource::Reset(stall_from, 0, 40);
+    SimulatedClockState state;
+    EXPECT_LE(static_cast<double>(WorstErrorMicros(state)), ErrorBoundMicros(205))
+        << "stalls from " << stall_from << " ns";
+    EXPECT_TRUE(state.Calibrated());
+  }
+}
+
+TEST(ClockTest, PairingKeepsTheNarrowestBracketsMiddle) {
+  // Brackets 100, 40, 60, ... ticks wide; steady_clock reads 1, 2, 3, ...
+  const std::uint64_t widths[] = {100, 40, 60, 80, 50, 70, 90, 45};
+  std::uint64_t ticks = 1000;
+  int reads = 0;
+  std::uint64_t steady = 0;
+  sluice::detail::CounterPairing pairing;
+  EXPECT_TRUE(sluice::detail::PairCounterWithSteady(
+      [&] {
+        const std::uint64_t value = ticks;
+        ticks += (reads++ % 2 == 0) ? widths[reads / 2] : 1000;
+        return value;
+      },
+      [&] { return ++steady; }, 40, &pairing));
+  EXPECT_EQ(pairing.steady, 2u);
+  EXPECT_EQ(pairing.ticks, 1000 + 100 + 1000 + 20u);
+  EXPECT_EQ(pairing.bracket_ticks, 40u);
+}
+
+TEST(ClockTest, PairingRejectsWhenEveryBracketIsTooWide) {
+  std::uint64_t ticks = 0;
+  sluice::detail::CounterPairing pairing;
+  EXPECT_FALSE(sluice::detail::PairCounterWithSteady(
+      [&] { return ticks += 1000; }, [] { return std::uint64_t{7}; }, 999, &pairing));
+  EXPECT_TRUE(sluice::detail::PairCounterWithSteady(
+      [&] { return ticks += 1000; }, [] { return std::uint64_t{7}; }, 1000, &pairing));
+}
 
 TEST(ClockTest, CounterClockAdvancesWithSteadyClock) {
   // A unit or scale error (ticks, nanoseconds, a wrong frequency) would be off

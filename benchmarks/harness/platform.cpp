@@ -12,6 +12,8 @@
 #include <sstream>
 #include <thread>
 
+#include "sluice/clock.hpp"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #define SLUICE_BENCH_HAS_TSC 1
@@ -109,13 +111,41 @@ std::uint64_t PeakResidentBytes() { return ReadStatusField("VmHWM:"); }
 
 void FastClock::Calibrate() {
 #if SLUICE_BENCH_HAS_TSC
-  const std::uint64_t start_nanos = SteadyNanos();
-  const std::uint64_t start_ticks = __rdtsc();
-  while (SteadyNanos() - start_nanos < 20'000'000) {
+  // Both ends of the 20 ms window pair the TSC with steady_clock through
+  // brackets (sluice::detail::PairCounterWithSteady), so a preemption between
+  // the reads is rejected instead of measured, and the window is measured
+  // again. If no window passes, steady_clock reads cost more than a bracket
+  // allows: an earlier calibration stays, else the narrowest-bracketed window.
+  constexpr int kWindows = 10;
+  constexpr std::uint64_t kWindowNanos = 20'000'000;
+  static bool calibrated = false;
+  const auto read_tsc = [] { return static_cast<std::uint64_t>(__rdtsc()); };
+  double fallback = 0;
+  std::uint64_t fallback_bracket = ~std::uint64_t{0};
+  for (int window = 0; window < kWindows; ++window) {
+    sluice::detail::CounterPairing start;
+    sluice::detail::CounterPairing end;
+    const bool start_ok = sluice::detail::PairCounterWithSteady(
+        read_tsc, SteadyNanos, sluice::detail::kMaxPairingBracketTicks, &start);
+    while (SteadyNanos() - start.steady < kWindowNanos) {
+    }
+    const bool end_ok = sluice::detail::PairCounterWithSteady(
+        read_tsc, SteadyNanos, sluice::detail::kMaxPairingBracketTicks, &end);
+    if (end.ticks <= start.ticks || end.steady <= start.steady) continue;
+    const double estimate = static_cast<double>(end.steady - start.steady) /
+                            static_cast<double>(end.ticks - start.ticks);
+    if (start_ok && end_ok) {
+      nanos_per_tick = estimate;
+      calibrated = true;
+      return;
+    }
+    const std::uint64_t bracket = std::max(start.bracket_ticks, end.bracket_ticks);
+    if (bracket < fallback_bracket) {
+      fallback_bracket = bracket;
+      fallback = estimate;
+    }
   }
-  const std::uint64_t ticks = __rdtsc() - start_ticks;
-  const std::uint64_t nanos = SteadyNanos() - start_nanos;
-  nanos_per_tick = static_cast<double>(nanos) / static_cast<double>(ticks);
+  if (!calibrated && fallback > 0) nanos_per_tick = fallback;
 #else
   nanos_per_tick = 1.0;
 #endif

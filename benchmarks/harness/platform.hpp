@@ -25,7 +25,9 @@ std::uint64_t ResidentBytes();
 std::uint64_t PeakResidentBytes();
 
 // A clock that costs little: the invariant TSC on x86-64 (calibrated against
-// steady_clock at start-up), steady_clock elsewhere.
+// steady_clock at start-up over 20 ms, each end of the window a bracketed
+// pairing, so a preemption during calibration is measured again, not taken
+// for time), steady_clock elsewhere.
 class FastClock {
  public:
   static void Calibrate();
