@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Model-checks Sluice's concurrency protocols with SPIN (see
+# docs/reliability.md, "Model checking with SPIN").
+#
+# For every model in this directory:
+#  - the model as written must verify: pan reports "errors: 0" for the safety
+#    properties (assertions and invalid end states, i.e. deadlocks), without
+#    hitting the depth limit;
+#  - the same model must have no non-progress cycle (pan -l): every loop in it
+#    (CAS retries, version re-checks) terminates;
+#  - each planted bug (spin -DPLANTED_BUG=n) must make pan report the error
+#    expected of it and write a trail.
+# Prints each run's state count and result, and the total time; exits non-zero
+# on any unexpected result. SPIN_SHOW_TRAILS=1 also prints each planted bug's
+# counterexample (spin -t -p).
+#
+# Usage: bash tests/spin/check_models.sh   (needs spin and a C compiler)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cc=${CC:-gcc}
+spin=${SPIN:-spin}
+work=$(mktemp -d "${TMPDIR:-/tmp}/sluice-spin.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# model | planted bugs (n:text of the error pan must report, comma-separated;
+# "assertion violated" where several assertions catch the bug, whichever the
+# search meets first) |
+# extra spin flags for the non-progress run | extra pan compile flags |
+# hash table size (pan -wN)
+models=(
+  "ring|1:(fill_at_read>=L),2:assertion violated,3:assertion violated|-DNMSG=2|-O2 -DCOLLAPSE|24"
+  "dispatch_epoch|1:assertion violated,2:assertion violated|||18"
+  "error_reporter|1:invalid end state,2:(c==x)|||18"
+  "bare_metal_thresholds|1:invalid end state|||12"
+  "bare_metal_unsubscribe|1:assertion violated|||14"
+  "bare_metal_error_reporter|1:!(retired[c]),2:(c==x)|||14"
+)
+
+failures=0
+start=$(date +%s)
+
+# run NAME MODEL PAN_CFLAGS PAN_ARGS SPIN_FLAGS...: builds and runs pan in its
+# own directory; leaves the output in $work/NAME/out.
+run() {
+  local name=$1 model=$2 cflags=$3 panargs=$4
+  shift 4
+  local dir="$work/$name"
+  mkdir -p "$dir"
+  cp "$here/$model.pml" "$dir/"
+  (
+    cd "$dir"
+    "$spin" "$@" -a "$model.pml" >spin.log 2>&1 || {
+      cat spin.log
+      exit 1
+    }
+    # pan.c draws compiler warnings that are SPIN's, not the model's. Small
+    # models run fastest unoptimised (the compile dominates).
+    # shellcheck disable=SC2086
+    "$cc" -O0 -w -DVECTORSZ=1024 $cflags -o pan pan.c
+    # shellcheck disable=SC2086
+    ./pan -m100000 $panargs >out 2>&1 || true
+  )
+}
+
+states_of() { sed -n 's/^ *\([0-9][0-9e+.]*\) states, stored.*/\1/p' "$1" | head -n 1; }
+errors_of() { sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p' "$1" | head -n 1; }
+
+report() {
+  printf '%-44s %12s states  %s\n' "$1" "$2" "$3"
+}
+
+for entry in "${models[@]}"; do
+  IFS='|' read -r model bugs np_flags pan_flags hash <<<"$entry"
+
+  # The model as written: safety (assertions, deadlocks).
+  name="$model"
+  read -r -a spin_flags <<<"-DPLANTED_BUG=0"
+  run "$name" "$model" "-DSAFETY $pan_flags" "-w$hash" "${spin_flags[@]}"
+  out="$work/$name/out"
+  errors=$(errors_of "$out")
+  if [[ "$errors" == 0 ]] && ! grep -q "max search depth too small" "$out"; then
+    report "$name (safety)" "$(states_of "$out")" "ok: errors: 0"
+  else
+    report "$name (safety)" "$(states_of "$out")" "FAILED"
+    cat "$out"
+    failures=$((failures + 1))
+  fi
+
+  # The model as written: no non-progress cycle.
+  name="$model-np"
+  read -r -a spin_flags <<<"-DPLANTED_BUG=0 $np_flags"
+  run "$name" "$model" "-DNP $pan_flags" "-l -w$hash" "${spin_flags[@]}"
+  out="$work/$name/out"
+  errors=$(errors_of "$out")
+  label="$model (no cycles${np_flags:+, $np_flags})"
+  if [[ "$errors" == 0 ]] && ! grep -q "max search depth too small" "$out"; then
+    report "$label" "$(states_of "$out")" "ok: errors: 0"
+  else
+    report "$label" "$(states_of "$out")" "FAILED"
+    cat "$out"
+    failures=$((failures + 1))
+  fi
+
+  # Each planted bug must be caught.
+  IFS=',' read -r -a planted <<<"$bugs"
+  for case in "${planted[@]}"; do
+    bug=${case%%:*}
+    expected=${case#*:}
+    name="$model-bug$bug"
+    run "$name" "$model" "-DSAFETY $pan_flags" "-w$hash" "-DPLANTED_BUG=$bug"
+    out="$work/$name/out"
+    errors=$(errors_of "$out")
+    label="$model PLANTED_BUG=$bug"
+    if [[ -n "$errors" && "$errors" -gt 0 && -f "$work/$name/$model.pml.trail" ]] &&
+      grep '^pan:1: ' "$out" | grep -qF -- "$expected"; then
+      what=$(grep -m 1 '^pan:1: ' "$out" | sed 's/^pan:1: //; s/ (at depth [0-9]*)//')
+      report "$label" "$(states_of "$out")" "caught: $what"
+      if [[ "${SPIN_SHOW_TRAILS:-0}" == 1 ]]; then
+        (cd "$work/$name" && "$spin" -DPLANTED_BUG="$bug" -t -p "$model.pml") || true
+      fi
+    else
+      report "$label" "$(states_of "$out")" "NOT CAUGHT"
+      cat "$out"
+      failures=$((failures + 1))
+    fi
+  done
+done
+
+echo "SPIN model checks: $((${#models[@]})) models, $failures unexpected results," \
+  "$(($(date +%s) - start)) s"
+[[ "$failures" == 0 ]]
