@@ -73,6 +73,24 @@ TEST(LatencyHistogramTest, PercentilesAreBucketBounds) {
   EXPECT_EQ(histogram.PercentileMicros(1.0), LatencyHistogram::kUnbounded);
 }
 
+// The rank of quantile k/100 among n latencies is ceil(k * n / 100): with the
+// first `rank` latencies in bucket 0 and the rest in bucket 1, the percentile
+// is bucket 0's bound exactly when the rank is computed without rounding error.
+TEST(LatencyHistogramTest, ExactRankPercentilesLandInTheirBucket) {
+  int wrong = 0;
+  for (std::uint64_t n = 1; n <= 2000; ++n) {
+    for (std::uint64_t k = 1; k < 100; ++k) {
+      const std::uint64_t rank = (k * n + 99) / 100;
+      LatencyHistogram histogram;
+      histogram.buckets[0] = rank;
+      histogram.buckets[1] = n - rank;
+      histogram.count = n;
+      if (histogram.PercentileMicros(static_cast<double>(k) / 100.0) != 1u) ++wrong;
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
 TEST(LatencyTest, EachPriorityGetsItsOwnHistogram) {
   Bus<> bus;
   ManualClock::now = 1000;
