@@ -183,6 +183,30 @@ TEST(FixedVectorTest, RefusesWhenFullAndManagesLifetimes) {
   EXPECT_EQ(LifetimeCounter::Live(), 0);
 }
 
+TEST(FixedVectorTest, AMovedFromVectorIsEmpty) {
+  LifetimeCounter::ResetCounts();
+  {
+    sluice::FixedVector<LifetimeCounter, 3> source;
+    ASSERT_TRUE(source.TryPushBack(LifetimeCounter(1)));
+    ASSERT_TRUE(source.TryPushBack(LifetimeCounter(2)));
+    sluice::FixedVector<LifetimeCounter, 3> constructed = std::move(source);
+    EXPECT_TRUE(source.empty());  // NOLINT(bugprone-use-after-move): the point of the test
+    EXPECT_EQ(constructed.size(), 2u);
+    EXPECT_EQ(LifetimeCounter::Live(), 2);
+
+    sluice::FixedVector<LifetimeCounter, 3> assigned;
+    ASSERT_TRUE(assigned.TryPushBack(LifetimeCounter(9)));
+    assigned = std::move(constructed);
+    EXPECT_TRUE(constructed.empty());  // NOLINT(bugprone-use-after-move)
+    ASSERT_EQ(assigned.size(), 2u);
+    EXPECT_EQ(assigned[0].value + assigned[1].value, 3);
+    EXPECT_EQ(LifetimeCounter::Live(), 2);
+    ASSERT_TRUE(source.TryPushBack(LifetimeCounter(4)));  // reusable
+    EXPECT_EQ(source.size(), 1u);
+  }
+  EXPECT_EQ(LifetimeCounter::Live(), 0);
+}
+
 TEST(FixedContainersTest, TravelThroughTheBusInsideAPayload) {
   struct Route {
     sluice::FixedString<16> name;
