@@ -157,6 +157,75 @@ TEST(FixedStringTest, TruncationNeverSplitsAUtf8Sequence) {
   EXPECT_EQ(text, "\xE2\x82\xAC");
 }
 
+// Only a sequence that is well-formed across the cut is kept whole; stray
+// continuation bytes and broken sequences are bytes like any other.
+TEST(FixedStringTest, TruncationKeepsWhatFitsOfInvalidUtf8) {
+  sluice::FixedString<7> reading;
+  EXPECT_EQ(reading.AssignTruncated("temp 25\xB0"
+                                    "C"),
+            2u);  // a Latin-1 degree sign
+  EXPECT_EQ(reading, "temp 25");
+  sluice::FixedString<8> stray;
+  const std::string continuations(20, '\x80');
+  EXPECT_EQ(stray.AssignTruncated(continuations), 12u);
+  EXPECT_EQ(stray.view(), continuations.substr(0, 8));
+  // A lead byte whose sequence is broken by the next byte: nothing to keep whole.
+  EXPECT_EQ(reading.AssignTruncated("abcdef\xC3X"), 1u);
+  EXPECT_EQ(reading, "abcdef\xC3");
+  // A well-formed sequence is still never split, appended or assigned.
+  EXPECT_EQ(reading.AssignTruncated("abcdef\xC3\xA9"), 2u);
+  EXPECT_EQ(reading, "abcdef");
+  EXPECT_EQ(reading.AppendTruncated("\xE2\x82\xAC"), 3u);
+  EXPECT_EQ(reading, "abcdef");
+  EXPECT_EQ(reading.AppendTruncated("\x82\xAC"), 1u);  // stray: what fits is kept
+  EXPECT_EQ(reading, "abcdef\x82");
+}
+
+// Every cut point of well-formed text: the kept part ends on a character
+// boundary and is the longest such prefix that fits.
+TEST(FixedStringTest, TruncationAtEverySplitPointOfWellFormedText) {
+  const std::string_view text = "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80z";  // a é € 😀 z
+  const std::size_t boundaries[] = {0, 1, 3, 6, 10, 11};
+  for (std::size_t used = 0; used <= 11; ++used) {
+    sluice::FixedString<11> out;
+    ASSERT_TRUE(out.Assign(std::string(used, '.')));
+    const std::size_t room = 11 - used;
+    std::size_t expected = 0;
+    for (std::size_t boundary : boundaries) {
+      if (boundary <= room) expected = boundary;
+    }
+    EXPECT_EQ(out.AppendTruncated(text), text.size() - expected) << "room " << room;
+    EXPECT_EQ(out.view().substr(used), text.substr(0, expected)) << "room " << room;
+  }
+}
+
+TEST(FixedStringTest, ALiteralMayStandOnEitherSideOfAComparison) {
+  const sluice::FixedString<5> name = "motor";
+  EXPECT_TRUE("motor" == name);
+  EXPECT_FALSE("motor" != name);
+  EXPECT_FALSE("a literal longer than five" == name);  // compiles, and is false
+  EXPECT_TRUE("a literal longer than five" != name);
+  EXPECT_FALSE(name == "a literal longer than five");
+  const sluice::FixedString<16> wider = "motor";
+  EXPECT_TRUE(name == wider);
+  EXPECT_TRUE(wider == name);
+  EXPECT_FALSE(wider != name);
+  EXPECT_TRUE(name == std::string("motor"));
+  EXPECT_TRUE(std::string_view("motor") == name);
+}
+
+// A char array that is not a literal: a buffer holding a shorter text. The
+// implicit constructor reads a const array up to its first NUL (a mutable
+// buffer does not compile: compile_fail case 20).
+TEST(FixedStringTest, AConstCharArrayIsReadUpToItsFirstNul) {
+  static const char kBuffer[16] = "hi";
+  const sluice::FixedString<15> text = kBuffer;
+  EXPECT_EQ(text.size(), 2u);
+  EXPECT_EQ(text, "hi");
+  constexpr sluice::FixedString<8> at_compile_time = "motor";
+  static_assert(at_compile_time.size() == 5);
+}
+
 TEST(FixedVectorTest, RefusesWhenFullAndManagesLifetimes) {
   LifetimeCounter::ResetCounts();
   {

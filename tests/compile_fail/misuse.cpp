@@ -52,6 +52,10 @@ int main() {
   sluice::Component<sluice::MpscBus<Payload, 16> > component(bus);
   std::shared_ptr<B> owner = std::make_shared<B>();
   component.SubscribeWeak<A>(std::weak_ptr<B>(owner), [](B&, const B&) {});
+#elif CASE == 20  // a mutable char buffer taken for a string literal
+  char buffer[16] = "hi";
+  sluice::FixedString<16> text = buffer;
+  (void)text;
 #endif
   return 0;
 }
