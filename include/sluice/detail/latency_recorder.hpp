@@ -116,13 +116,26 @@ class LatencyRecorder {
     std::atomic<Counter> sum_micros{0};
   };
 
+  // A counter's value since the last reset, never "negative".
+  //
+  // SYNC POINT READ (R): the baseline is loaded first, with acquire; it pairs
+  // with the release store in Copy(). If it reads a baseline some Reset
+  // stored, that Reset's load of the counter happens-before the load below,
+  // so (read-read coherence) the load below returns that value or a later
+  // one; the counter only grows (one writer adds to it), so the difference is
+  // what was added since. Loaded the other way round, a Reset could read a
+  // newer counter and store it as the baseline between the two loads, and
+  // the difference would wrap to nearly 2^64.
   static std::uint64_t Since(const std::atomic<Counter>& value,
                              const std::atomic<Counter>& base) noexcept {
-    return static_cast<Counter>(value.load(std::memory_order_relaxed) -
-                                base.load(std::memory_order_relaxed));
+    const Counter baseline = base.load(std::memory_order_acquire);
+    return static_cast<Counter>(value.load(std::memory_order_relaxed) - baseline);
   }
+  // SYNC POINT WRITE (R): the counter is read before the baseline is
+  // published with release; see Since().
   static void Copy(const std::atomic<Counter>& from, std::atomic<Counter>& to) noexcept {
-    to.store(from.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    const Counter now = from.load(std::memory_order_relaxed);
+    to.store(now, std::memory_order_release);
   }
 
   alignas(kCacheLineSize) Row rows_[kPriorityCount];  // consumer
