@@ -126,6 +126,66 @@ TEST(StaticComponentTest, HandlersAreFoundAtCompileTimeAndOthersIgnored) {
   EXPECT_FALSE(controller.Dispatch(Sequenced{}, header));
 }
 
+// Handler choice follows a direct call: Handle(message) when that call is
+// valid, else Handle(message, header).
+struct BaseReading {
+  int value = 0;
+};
+struct DerivedReading : BaseReading {};
+struct Unrelated {
+  int value = 0;
+};
+using RoutingPayload = std::variant<DerivedReading, Unrelated>;
+
+struct ExactBeatsBaseWithHeader
+    : sluice::StaticComponent<ExactBeatsBaseWithHeader, RoutingPayload> {
+  void Handle(const BaseReading&, const sluice::MessageHeader&) { calls.push_back("base+header"); }
+  void Handle(const DerivedReading&) { calls.push_back("derived"); }
+  std::vector<std::string> calls;
+};
+
+struct ExactBeatsTemplateWithHeader
+    : sluice::StaticComponent<ExactBeatsTemplateWithHeader, RoutingPayload> {
+  template <typename T>
+  void Handle(const T&, const sluice::MessageHeader&) {
+    calls.push_back("template+header");
+  }
+  void Handle(const DerivedReading&) { calls.push_back("derived"); }
+  std::vector<std::string> calls;
+};
+
+// The documented rule, both ways round: a valid one-argument call wins.
+struct OneArgumentTemplateWins : sluice::StaticComponent<OneArgumentTemplateWins, RoutingPayload> {
+  template <typename T>
+  void Handle(const T&) {
+    calls.push_back("template");
+  }
+  void Handle(const DerivedReading&, const sluice::MessageHeader&) {
+    calls.push_back("derived+header");
+  }
+  std::vector<std::string> calls;
+};
+
+TEST(StaticComponentTest, OverloadResolutionIsThatOfADirectCall) {
+  const sluice::MessageHeader header;
+  ExactBeatsBaseWithHeader exact;
+  EXPECT_TRUE(exact.Dispatch(DerivedReading{}, header));
+  EXPECT_FALSE(exact.Dispatch(Unrelated{}, header));
+  EXPECT_EQ(exact.calls, std::vector<std::string>{"derived"});
+
+  ExactBeatsTemplateWithHeader fallback;
+  sluice::SpscBus<RoutingPayload, 8> bus;
+  ASSERT_TRUE(bus.Publish(DerivedReading{}));
+  ASSERT_TRUE(bus.Publish(Unrelated{}));
+  EXPECT_EQ(bus.ProcessBatchWith(fallback.MakeVisitor()), 2u);
+  EXPECT_EQ(fallback.calls, (std::vector<std::string>{"derived", "template+header"}));
+
+  OneArgumentTemplateWins one;
+  EXPECT_TRUE(one.Dispatch(DerivedReading{}, header));
+  EXPECT_EQ(one.calls, std::vector<std::string>{"template"});
+  static_assert(OneArgumentTemplateWins::Handles<Unrelated>());
+}
+
 TEST(FixedStringTest, RefusesWhatDoesNotFitAndTruncatesOnlyWhenAsked) {
   sluice::FixedString<8> name = "motor";
   EXPECT_EQ(name, "motor");
