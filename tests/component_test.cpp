@@ -94,7 +94,94 @@ TEST(ComponentTest, WeakSubscriptionsCallOnlyWhileTheOwnerLives) {
   EXPECT_TRUE(watcher.expired());
   ASSERT_TRUE(bus.Publish(MotorCmd{8}));
   EXPECT_EQ(bus.ProcessBatch(), 1u);  // dispatched to nobody alive, no crash
+  // Found dead, both subscriptions retired themselves.
+  EXPECT_EQ(bus.SubscriberCount<MotorCmd>(), 0u);
+  EXPECT_EQ(component.SubscriptionCount(), 0u);
+  EXPECT_EQ(component.UnsubscribeAll(), 0u);
+}
+
+// Counts the bytes a std::allocate_shared block holds, to see it released.
+template <typename T>
+struct CountingAllocator {
+  using value_type = T;
+  explicit CountingAllocator(int* live) : live(live) {}
+  template <typename U>
+  CountingAllocator(const CountingAllocator<U>& other) : live(other.live) {}  // NOLINT
+  T* allocate(std::size_t n) {
+    ++*live;
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) {
+    --*live;
+    std::allocator<T>().deallocate(p, n);
+  }
+  template <typename U>
+  bool operator==(const CountingAllocator<U>& other) const {
+    return live == other.live;
+  }
+  template <typename U>
+  bool operator!=(const CountingAllocator<U>& other) const {
+    return live != other.live;
+  }
+  int* live;
+};
+
+// One long-lived component serving many short-lived owners: each dead
+// owner's subscription is retired when a message finds it dead, so neither
+// the component nor the bus's table fills, and the owner's memory is freed.
+TEST(ComponentTest, WeakSubscriptionsOfDeadOwnersRetire) {
+  Bus bus;
+  sluice::Component<Bus, 4> component(bus);
+  int blocks = 0;
+  int calls = 0;
+  for (int i = 0; i < 40; ++i) {
+    auto display = std::allocate_shared<SharedDisplay>(CountingAllocator<SharedDisplay>(&blocks));
+    ASSERT_TRUE(component.SubscribeWeak<MotorCmd>(std::weak_ptr<SharedDisplay>(display),
+                                                  [&calls](SharedDisplay& d, const MotorCmd& c) {
+                                                    ++calls;
+                                                    d.Show(c);
+                                                  }))
+        << "owner " << i;
+    ASSERT_TRUE(bus.Publish(MotorCmd{i}));
+    EXPECT_EQ(bus.ProcessBatch(), 1u);
+    EXPECT_EQ(display->shown, std::vector<int>{i});
+    display.reset();
+    EXPECT_EQ(blocks, 1) << "the subscription holds the block until it is found dead";
+    ASSERT_TRUE(bus.Publish(MotorCmd{-1}));
+    EXPECT_EQ(bus.ProcessBatch(), 1u);
+    EXPECT_EQ(blocks, 0) << "owner " << i << ": memory kept after its subscription retired";
+    EXPECT_EQ(bus.SubscriberCount<MotorCmd>(), 0u);
+    EXPECT_EQ(component.SubscriptionCount(), 0u);
+  }
+  EXPECT_EQ(calls, 40);
+}
+
+// A retired weak subscription's place is reused, and later subscriptions in
+// the same component are unaffected by it.
+TEST(ComponentTest, RetiredPlacesAreReusedAlongsideLiveOnes) {
+  Bus bus;
+  sluice::Component<Bus, 2> component(bus);
+  int plain_calls = 0;
+  ASSERT_TRUE(component.Subscribe<MotorCmd>([&](const MotorCmd&) { ++plain_calls; }));
+  auto first = std::make_shared<SharedDisplay>();
+  ASSERT_TRUE(
+      component.SubscribeWeak<MotorCmd>(std::weak_ptr<SharedDisplay>(first), &SharedDisplay::Show));
+  auto second = std::make_shared<SharedDisplay>();
+  EXPECT_FALSE(component.SubscribeWeak<MotorCmd>(std::weak_ptr<SharedDisplay>(second),
+                                                 &SharedDisplay::Show));  // full
+  first.reset();
+  ASSERT_TRUE(bus.Publish(MotorCmd{1}));
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  EXPECT_EQ(component.SubscriptionCount(), 1u);
+  ASSERT_TRUE(component.SubscribeWeak<MotorCmd>(std::weak_ptr<SharedDisplay>(second),
+                                                &SharedDisplay::Show));
+  ASSERT_TRUE(bus.Publish(MotorCmd{2}));
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  EXPECT_EQ(second->shown, std::vector<int>{2});
+  EXPECT_EQ(plain_calls, 2);
+  EXPECT_EQ(component.SubscriptionCount(), 2u);
   EXPECT_EQ(component.UnsubscribeAll(), 2u);
+  EXPECT_EQ(bus.SubscriberCount<MotorCmd>(), 0u);
 }
 
 struct Controller : sluice::StaticComponent<Controller, BasicPayload> {
