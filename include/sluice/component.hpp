@@ -45,6 +45,8 @@ namespace sluice {
 template <typename Bus, std::size_t kMaxSubscriptions = 8>
 class Component {
   static_assert(kMaxSubscriptions > 0, "Sluice: a Component needs room for a subscription");
+  static_assert(kMaxSubscriptions <= 0xFFFF,
+                "Sluice: a Component holds at most 65535 subscriptions");
 
  public:
   explicit Component(Bus& bus) noexcept : bus_(&bus) {}
