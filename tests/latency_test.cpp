@@ -73,6 +73,60 @@ TEST(LatencyHistogramTest, PercentilesAreBucketBounds) {
   EXPECT_EQ(histogram.PercentileMicros(1.0), LatencyHistogram::kUnbounded);
 }
 
+// The rank of quantile k/100 among n latencies is ceil(k * n / 100): with the
+// first `rank` latencies in bucket 0 and the rest in bucket 1, the percentile
+// is bucket 0's bound exactly when the rank is computed without rounding error.
+TEST(LatencyHistogramTest, ExactRankPercentilesLandInTheirBucket) {
+  int wrong = 0;
+  for (std::uint64_t n = 1; n <= 2000; ++n) {
+    for (std::uint64_t k = 1; k < 100; ++k) {
+      const std::uint64_t rank = (k * n + 99) / 100;
+      LatencyHistogram histogram;
+      histogram.buckets[0] = rank;
+      histogram.buckets[1] = n - rank;
+      histogram.count = n;
+      if (histogram.PercentileMicros(static_cast<double>(k) / 100.0) != 1u) ++wrong;
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
+// 1,000 latencies of 5 s: 5,000 s, past 2^32 us (71.6 minutes). The sum is
+// 64-bit in both configurations, also with SLUICE_ATOMIC_BITS=32.
+TEST(LatencyTest, TheSumDoesNotWrapAt32Bits) {
+  sluice::detail::LatencyRecorder<true> recorder;
+  constexpr std::uint64_t kFiveSeconds = 5'000'000;
+  constexpr std::uint64_t kNow = 100 * kFiveSeconds;
+  for (int i = 0; i < 1000; ++i) {
+    auto batch = recorder.BeginBatch(kNow);
+    sluice::MessageHeader header;
+    header.timestamp_us = kNow - kFiveSeconds;
+    batch.Add(header);
+    batch.Finish();
+  }
+  const LatencyHistogram& medium = recorder.Snapshot().For(MessagePriority::MEDIUM);
+  EXPECT_EQ(medium.count, 1000u);
+  EXPECT_EQ(medium.sum_micros, 5'000'000'000u);
+  recorder.Reset();
+  EXPECT_EQ(recorder.Snapshot().For(MessagePriority::MEDIUM).sum_micros, 0u);
+}
+
+// The two-word sum used where 64-bit atomics are not lock-free, tested on
+// every target: carries, a reset baseline above 2^32, and large additions.
+TEST(LatencyTest, TheSplitSumCarries) {
+  sluice::detail::SplitSum sum;
+  std::uint64_t expected = 0;
+  for (std::uint64_t amount : {std::uint64_t{0xFFFFFFFF}, std::uint64_t{1}, std::uint64_t{5},
+                               std::uint64_t{0x1'0000'0000}, std::uint64_t{0xFFFF'FFFF'FFFF}}) {
+    sum.Add(amount);
+    expected += amount;
+    EXPECT_EQ(sum.Load(), expected);
+  }
+  sluice::detail::SplitSum baseline;
+  baseline.Store(sum.Load());
+  EXPECT_EQ(baseline.Load(), expected);
+}
+
 TEST(LatencyTest, EachPriorityGetsItsOwnHistogram) {
   Bus<> bus;
   ManualClock::now = 1000;

@@ -98,6 +98,29 @@ TEST(PrometheusTest, EscapesTheBusNameAndWritesEachFamilyOnce) {
   EXPECT_EQ(families, 1u);
 }
 
+struct FixedClock {
+  static std::uint64_t NowMicros() noexcept { return 100'000'000; }
+};
+struct FixedClockTraits : sluice::DefaultBusTraits {
+  using Clock = FixedClock;
+};
+
+// 1,000 latencies of 5 s: the exported sum is 5000 s exactly, also with
+// SLUICE_ATOMIC_BITS=32 (where a 32-bit sum wrapped to 705.032704 s).
+TEST(PrometheusTest, LatencySumsPast32BitsOfMicrosecondsAreExact) {
+  sluice::MpscBus<BasicPayload, 2048, FixedClockTraits> bus;
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(bus.PublishFast(MotorCmd{i}, 0, 100'000'000 - 5'000'000));
+  }
+  EXPECT_EQ(bus.ProcessBatch(), 1000u);
+  std::string text;
+  sluice::WritePrometheus(text, "slow", bus);
+  EXPECT_TRUE(
+      Contains(text, "sluice_dispatch_latency_seconds_sum{bus=\"slow\",priority=\"medium\"} 5000"));
+  EXPECT_TRUE(Contains(
+      text, "sluice_dispatch_latency_seconds_count{bus=\"slow\",priority=\"medium\"} 1000"));
+}
+
 struct NoHistogramTraits : sluice::DefaultBusTraits {
   static constexpr bool kLatencyHistograms = false;
 };

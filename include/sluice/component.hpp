@@ -19,10 +19,16 @@
 //
 // For objects owned by std::shared_ptr that may die on any thread, use
 // SubscribeWeak: each call locks a std::weak_ptr, so a dispatch in flight
-// keeps the object alive until its callback returns.
+// keeps the object alive until its callback returns. A call that finds the
+// object dead retires the subscription (see WeakHandler), so a long-lived
+// component serving short-lived owners neither fills up nor keeps their
+// memory.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <type_traits>
@@ -39,6 +45,8 @@ namespace sluice {
 template <typename Bus, std::size_t kMaxSubscriptions = 8>
 class Component {
   static_assert(kMaxSubscriptions > 0, "Sluice: a Component needs room for a subscription");
+  static_assert(kMaxSubscriptions <= 0xFFFF,
+                "Sluice: a Component holds at most 65535 subscriptions");
 
  public:
   explicit Component(Bus& bus) noexcept : bus_(&bus) {}
@@ -52,17 +60,17 @@ class Component {
   // kMaxSubscriptions or the bus's table for T is full.
   template <typename T, typename Callback>
   bool Subscribe(Callback&& callback) {
-    if (count_ == kMaxSubscriptions) return false;
-    const SubscriptionHandle handle = bus_->template Subscribe<T>(std::forward<Callback>(callback));
-    if (!handle.valid()) return false;
-    handles_[count_++] = handle;
-    return true;
+    const std::size_t index = FreeEntry();
+    if (index == kMaxSubscriptions) return false;
+    return Publish(index, bus_->template Subscribe<T>(std::forward<Callback>(callback)));
   }
 
   // Subscribes `handler` to T for as long as `owner` lives: each message
   // locks `owner` and, if it is still alive, calls
   // std::invoke(handler, *owner, message) (or with the header as a third
-  // argument, when the handler takes it). A member function pointer works:
+  // argument, when the handler takes it). The first message that finds the
+  // owner dead unsubscribes it and drops its weak reference (the callable is
+  // destroyed at the end of that batch). A member function pointer works:
   //   component.SubscribeWeak<Reading>(weak_from_this(), &Logger::Write);
   template <typename T, typename Owner, typename Handler>
   bool SubscribeWeak(std::weak_ptr<Owner> owner, Handler handler) {
@@ -70,24 +78,130 @@ class Component {
                       std::is_invocable_v<Handler&, Owner&, const T&>,
                   "Sluice: SubscribeWeak's handler takes (Owner&, const T&) or "
                   "(Owner&, const T&, const MessageHeader&)");
-    return Subscribe<T>(WeakHandler<T, Owner, Handler>{std::move(owner), std::move(handler)});
+    const std::size_t index = FreeEntry();
+    if (index == kMaxSubscriptions) return false;
+    const std::uint32_t generation =
+        GenerationOf(entries_[index].state.load(std::memory_order_relaxed)) + 1;
+    return Publish(index, bus_->template Subscribe<T>(WeakHandler<T, Owner, Handler>{
+                              std::move(owner), std::move(handler), this, generation,
+                              static_cast<std::uint16_t>(index)}));
   }
 
-  // Unsubscribes everything this component holds; returns how many.
+  // Unsubscribes everything this component holds; returns how many (weak
+  // subscriptions that already retired themselves are not counted).
   std::size_t UnsubscribeAll() noexcept {
     std::size_t removed = 0;
-    while (count_ > 0) removed += bus_->Unsubscribe(handles_[--count_]) ? 1 : 0;
+    for (Entry& entry : entries_) {
+      std::uint32_t state = entry.state.load(std::memory_order_acquire);
+      const std::uint32_t generation = GenerationOf(state);
+      if (PhaseOf(state) == kLive && entry.state.compare_exchange_strong(
+                                         state, Pack(generation, kFree), std::memory_order_acq_rel,
+                                         std::memory_order_acquire)) {
+        // Ours to remove. A weak callback racing with us fails its CAS; on
+        // another thread, Unsubscribe waits for its batch.
+        removed += bus_->Unsubscribe(LoadHandle(entry)) ? 1 : 0;
+      } else if (PhaseOf(state) == kRetired) {
+        // Its callback unsubscribed it and no longer touches the entry.
+        entry.state.store(Pack(generation, kFree), std::memory_order_relaxed);
+      }
+    }
     return removed;
   }
 
-  std::size_t SubscriptionCount() const noexcept { return count_; }
+  // Subscriptions held: not counting weak ones that retired themselves.
+  std::size_t SubscriptionCount() const noexcept {
+    std::size_t count = 0;
+    for (const Entry& entry : entries_) {
+      count += PhaseOf(entry.state.load(std::memory_order_relaxed)) == kLive ? 1 : 0;
+    }
+    return count;
+  }
   Bus& bus() const noexcept { return *bus_; }
 
  private:
+  // An entry's state is generation << 2 | phase. The owner thread moves it
+  // kFree -> kLive (publishing the handle) and kLive -> kFree (removing);
+  // a weak callback that finds its owner dead moves it kLive -> kRetired,
+  // after which it no longer touches the entry, and the owner thread turns
+  // kRetired into kFree. The generation, bumped on each reuse, keeps a
+  // callback of an earlier subscription from retiring a later one.
+  static constexpr std::uint32_t kFree = 0;
+  static constexpr std::uint32_t kLive = 1;
+  static constexpr std::uint32_t kRetired = 2;
+  static constexpr std::uint32_t Pack(std::uint32_t generation, std::uint32_t phase) noexcept {
+    return (generation << 2) | phase;
+  }
+  static constexpr std::uint32_t PhaseOf(std::uint32_t state) noexcept { return state & 3u; }
+  static constexpr std::uint32_t GenerationOf(std::uint32_t state) noexcept { return state >> 2; }
+
+  static_assert(std::is_trivially_copyable_v<SubscriptionHandle>);
+  static constexpr std::size_t kHandleWords = (sizeof(SubscriptionHandle) + 3) / 4;
+
+  // The handle is kept in 32-bit atomic words (a 64-bit atomic is not
+  // lock-free everywhere) so that a weak callback may read it while the
+  // owner thread rewrites it for a later subscription; the generation in
+  // `state` tells the callback whether what it read is its own.
+  struct Entry {
+    std::atomic<std::uint32_t> state{0};
+    std::atomic<std::uint32_t> handle[kHandleWords] = {};
+  };
+
+  // SYNC POINT READ (H): acquire, pairing with the release stores in
+  // Publish(); see there.
+  static SubscriptionHandle LoadHandle(const Entry& entry) noexcept {
+    std::uint32_t words[kHandleWords];
+    for (std::size_t i = 0; i < kHandleWords; ++i) {
+      words[i] = entry.handle[i].load(std::memory_order_acquire);
+    }
+    SubscriptionHandle handle;
+    std::memcpy(&handle, words, sizeof handle);
+    return handle;
+  }
+
+  // Owner thread: a free entry (first returning retired ones to kFree), or
+  // kMaxSubscriptions when there is none.
+  std::size_t FreeEntry() noexcept {
+    std::size_t free = kMaxSubscriptions;
+    for (std::size_t i = 0; i < kMaxSubscriptions; ++i) {
+      Entry& entry = entries_[i];
+      const std::uint32_t state = entry.state.load(std::memory_order_acquire);
+      if (PhaseOf(state) == kRetired) {
+        entry.state.store(Pack(GenerationOf(state), kFree), std::memory_order_relaxed);
+      } else if (PhaseOf(state) != kFree) {
+        continue;
+      }
+      if (free == kMaxSubscriptions) free = i;
+    }
+    return free;
+  }
+
+  // Owner thread: records `handle` in entry `index` as its next generation.
+  bool Publish(std::size_t index, const SubscriptionHandle& handle) noexcept {
+    if (!handle.valid()) return false;
+    Entry& entry = entries_[index];
+    const std::uint32_t generation = GenerationOf(entry.state.load(std::memory_order_relaxed)) + 1;
+    // SYNC POINT WRITE (H): the entry left its previous generation's kLive
+    // before these release stores. A callback of that generation that reads
+    // one of these words (acquire) therefore finds its generation over when
+    // it then tries its CAS, and retires nothing; so a handle it read half
+    // old, half new is never used.
+    std::uint32_t words[kHandleWords] = {};
+    std::memcpy(words, &handle, sizeof handle);
+    for (std::size_t i = 0; i < kHandleWords; ++i) {
+      entry.handle[i].store(words[i], std::memory_order_release);
+    }
+    // SYNC POINT WRITE (L): the handle words, for the callback's acquire load.
+    entry.state.store(Pack(generation, kLive), std::memory_order_release);
+    return true;
+  }
+
   template <typename T, typename Owner, typename Handler>
   struct WeakHandler {
     std::weak_ptr<Owner> owner;
     Handler handler;
+    Component* component;
+    std::uint32_t generation;
+    std::uint16_t index;
 
     void operator()(const T& message, const MessageHeader& header) {
       // The lock keeps the owner alive for the call, whichever thread drops
@@ -98,13 +212,38 @@ class Component {
         } else {
           std::invoke(handler, *alive, message);
         }
+      } else {
+        Retire();
       }
+    }
+
+    // Consumer thread, owner dead. The component is alive here: it removes
+    // a live entry with Unsubscribe, which waits for this batch on another
+    // thread and stops these calls at once on this one.
+    void Retire() noexcept {
+      Entry& entry = component->entries_[index];
+      const std::uint32_t live = Pack(generation, kLive);
+      // SYNC POINT READ (L): the handle words of this generation.
+      if (entry.state.load(std::memory_order_acquire) != live) return;  // not published yet
+      // If any word is already a later generation's, the CAS below fails (H).
+      const SubscriptionHandle handle = LoadHandle(entry);
+      Bus* const bus = component->bus_;
+      std::uint32_t expected = live;
+      if (!entry.state.compare_exchange_strong(expected, Pack(generation, kRetired),
+                                               std::memory_order_acq_rel,
+                                               std::memory_order_relaxed)) {
+        return;  // the owner thread is removing it
+      }
+      // The entry is the owner thread's again: only the bus and this
+      // callable from here on. Inside the batch, Unsubscribe does not wait;
+      // this callable is destroyed when the batch ends.
+      bus->Unsubscribe(handle);
+      owner.reset();  // the owner's control block (and make_shared memory) now
     }
   };
 
   Bus* bus_;
-  SubscriptionHandle handles_[kMaxSubscriptions];
-  std::size_t count_ = 0;
+  Entry entries_[kMaxSubscriptions];
 };
 
 }  // namespace sluice

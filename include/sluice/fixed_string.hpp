@@ -22,11 +22,27 @@ class FixedString {
   constexpr FixedString() noexcept = default;
 
   // From a string literal; a literal longer than kCapacity does not compile.
+  // C++17 cannot tell a literal from another const char array, so the text
+  // ends at the first NUL: a const buffer holding a shorter text gives that
+  // text, not the buffer's size with NULs. A mutable char array does not
+  // compile (its contents are not known when the code is written); use
+  // Assign or AssignTruncated for it.
   template <std::size_t kLength>
   constexpr FixedString(const char (&literal)[kLength]) noexcept {  // NOLINT: implicit on purpose
     static_assert(kLength - 1 <= kCapacity, "Sluice: string literal longer than the FixedString");
-    for (std::size_t i = 0; i + 1 < kLength; ++i) data_[i] = literal[i];
-    size_ = static_cast<SizeType>(kLength - 1);
+    std::size_t length = 0;
+    while (length + 1 < kLength && literal[length] != '\0') {
+      data_[length] = literal[length];
+      ++length;
+    }
+    size_ = static_cast<SizeType>(length);
+  }
+  template <std::size_t kLength>
+  FixedString(char (&buffer)[kLength]) noexcept {  // NOLINT: implicit, to be chosen and refused
+    static_assert(kLength == 0,
+                  "Sluice: a FixedString is built implicitly only from a string literal; "
+                  "use Assign or AssignTruncated for a char buffer");
+    (void)buffer;
   }
 
   static constexpr std::size_t capacity() noexcept { return kCapacity; }
@@ -63,11 +79,28 @@ class FixedString {
     return CopyTruncatedAt(size_, text);
   }
 
+  // Comparisons with text on either side, and with a FixedString of any
+  // capacity. A literal on the left compares as text, so one longer than
+  // kCapacity is simply unequal, as it is on the right.
   friend constexpr bool operator==(const FixedString& a, std::string_view b) noexcept {
     return a.view() == b;
   }
+  friend constexpr bool operator==(std::string_view a, const FixedString& b) noexcept {
+    return a == b.view();
+  }
   friend constexpr bool operator!=(const FixedString& a, std::string_view b) noexcept {
     return a.view() != b;
+  }
+  friend constexpr bool operator!=(std::string_view a, const FixedString& b) noexcept {
+    return a != b.view();
+  }
+  template <std::size_t kOther>
+  friend constexpr bool operator==(const FixedString& a, const FixedString<kOther>& b) noexcept {
+    return a.view() == b.view();
+  }
+  template <std::size_t kOther>
+  friend constexpr bool operator!=(const FixedString& a, const FixedString<kOther>& b) noexcept {
+    return a.view() != b.view();
   }
 
  private:
@@ -79,14 +112,41 @@ class FixedString {
     for (std::size_t i = 0; i < text.size(); ++i) data_[at + i] = text[i];
     Resize(at + text.size());
   }
+  // Cuts `text` to what fits, stepping back only over a well-formed UTF-8
+  // sequence that the cut would split: a lead byte whose continuation bytes
+  // run past the cut. Stray continuation bytes and broken sequences are not
+  // characters to keep whole, so the bytes that fit are kept.
   constexpr std::size_t CopyTruncatedAt(std::size_t at, std::string_view text) noexcept {
     std::size_t fits = text.size() <= kCapacity - at ? text.size() : kCapacity - at;
-    if (fits < text.size()) {
-      // Step back over UTF-8 continuation bytes (10xxxxxx) to a boundary.
-      while (fits > 0 && (static_cast<unsigned char>(text[fits]) & 0xC0) == 0x80) --fits;
-    }
+    if (fits < text.size()) fits = SequenceStart(text, fits);
     CopyAt(at, text.substr(0, fits));
     return text.size() - fits;
+  }
+  static constexpr bool IsContinuation(char byte) noexcept {
+    return (static_cast<unsigned char>(byte) & 0xC0) == 0x80;
+  }
+  // Bytes in the sequence that `lead` starts: 2 to 4, or 0 if it starts none.
+  static constexpr std::size_t SequenceLength(char lead) noexcept {
+    const auto byte = static_cast<unsigned char>(lead);
+    if (byte >= 0xC0 && byte <= 0xDF) return 2;
+    if (byte >= 0xE0 && byte <= 0xEF) return 3;
+    if (byte >= 0xF0 && byte <= 0xF7) return 4;
+    return 0;
+  }
+  // `cut` (0 < cut < text.size()), or the start of the well-formed sequence
+  // it falls inside.
+  static constexpr std::size_t SequenceStart(std::string_view text, std::size_t cut) noexcept {
+    std::size_t lead = cut;
+    // A sequence is at most 4 bytes: its lead is at most 3 before the cut.
+    while (lead > 0 && cut - lead < 3 && IsContinuation(text[lead - 1])) --lead;
+    if (lead == 0) return cut;  // only continuation bytes before the cut
+    --lead;                     // the byte before them: a lead byte, or no sequence at all
+    const std::size_t length = SequenceLength(text[lead]);
+    if (length == 0 || lead + length <= cut || lead + length > text.size()) return cut;
+    for (std::size_t i = cut; i < lead + length; ++i) {
+      if (!IsContinuation(text[i])) return cut;
+    }
+    return lead;
   }
 
   char data_[kCapacity + 1] = {};

@@ -28,9 +28,12 @@ class FixedVector {
       : FixedVector() {
     for (const T& item : other) Construct(item);
   }
+  // The source is left empty, as std::vector leaves it, not holding
+  // moved-from elements.
   FixedVector(FixedVector&& other) noexcept(std::is_nothrow_move_constructible_v<T>)
       : FixedVector() {
     for (T& item : other) Construct(std::move(item));
+    other.clear();
   }
   FixedVector& operator=(const FixedVector& other) noexcept(
       std::is_nothrow_copy_constructible_v<T>) {
@@ -44,6 +47,7 @@ class FixedVector {
     if (this != &other) {
       clear();
       for (T& item : other) Construct(std::move(item));
+      other.clear();
     }
     return *this;
   }

@@ -28,16 +28,24 @@ struct LatencyHistogram {
 
   // The smallest bucket bound that at least `quantile` (0 to 1) of the
   // latencies do not exceed: the q-quantile, rounded up to its bucket's bound.
-  // 0 when the histogram is empty; kUnbounded when the quantile lies in the
-  // last bucket.
+  // `quantile` is taken to the nearest billionth and the rank, ceil(q * count),
+  // is computed in integers, so q = k/100 lands on its exact rank. 0 when the
+  // histogram is empty; kUnbounded when the quantile lies in the last bucket.
   std::uint64_t PercentileMicros(double quantile) const noexcept {
     if (count == 0) return 0;
     if (!(quantile > 0.0)) quantile = 0.0;  // NaN too
     if (quantile > 1.0) quantile = 1.0;
-    // The rank of the quantile among `count` sorted latencies, at least 1.
-    std::uint64_t rank = static_cast<std::uint64_t>(quantile * static_cast<double>(count));
-    if (static_cast<double>(rank) < quantile * static_cast<double>(count)) ++rank;
-    if (rank == 0) rank = 1;
+    // A double product q * count rounds: 0.07 * 100 is 7.000000000000001,
+    // whose ceiling is 8. Billionths of q are exact, and the rank is
+    // count * b / 1e9 rounded up, split so no product overflows 64 bits:
+    // count = high * 1e9 + low gives high * b + ceil(low * b / 1e9).
+    constexpr std::uint64_t kScale = 1'000'000'000;
+    const auto billionths =
+        static_cast<std::uint64_t>(quantile * static_cast<double>(kScale) + 0.5);
+    const std::uint64_t high = count / kScale;
+    const std::uint64_t low = count % kScale;
+    std::uint64_t rank = high * billionths + (low * billionths + kScale - 1) / kScale;
+    if (rank == 0) rank = 1;  // the 0-quantile is the smallest latency
     std::uint64_t seen = 0;
     for (std::size_t bucket = 0; bucket < kLatencyBucketCount; ++bucket) {
       seen += buckets[bucket];

@@ -55,6 +55,47 @@ int main() {
 #elif CASE == 12  // a capacity whose batch count would not fit in 32 bits
   sluice::MpscBus<Payload, std::size_t{1} << 32> bus;
   bus.ProcessBatch();
+#elif CASE == 20  // a mutable char buffer taken for a string literal
+  char buffer[16] = "hi";
+  sluice::FixedString<16> text = buffer;
+  (void)text;
+#elif CASE == 21  // a StaticComponent whose Handle call is ambiguous for a type
+  struct Left {};
+  struct Right {};
+  struct Both : Left, Right {};
+  struct Torn : sluice::StaticComponent<Torn, std::variant<Both> > {
+    void Handle(const Left&) {}
+    void Handle(const Right&) {}
+  };
+  Torn torn;
+  sluice::MessageHeader header;
+  torn.Dispatch(Both{}, header);
+#elif CASE == 22  // a StaticComponent whose best Handle is not public
+  class Hidden : public sluice::StaticComponent<Hidden, Payload> {
+   public:
+    void Handle(const A&) {}
+
+   protected:
+    void Handle(const B&) {}
+  };
+  Hidden hidden;
+  (void)hidden.MakeVisitor();
+#elif CASE == 23  // a final StaticComponent
+  struct Sealed final : sluice::StaticComponent<Sealed, Payload> {
+    void Handle(const A&) {}
+  };
+  Sealed sealed;
+  (void)sealed.MakeVisitor();
+#elif CASE == 24  // a StaticComponent with a private Handle
+  class Secret : public sluice::StaticComponent<Secret, Payload> {
+   public:
+    void Handle(const A&) {}
+
+   private:
+    void Handle(const B&) {}
+  };
+  Secret secret;
+  (void)secret.MakeVisitor();
 #endif
   return 0;
 }

@@ -24,8 +24,9 @@ def key(name, labels):
 
 def main():
     expected_path, command = sys.argv[1], sys.argv[2:]
-    text = subprocess.run(command, check=True, stdout=subprocess.PIPE,
-                          universal_newlines=True).stdout
+    # Bytes decoded as they are: universal newlines would turn a raw carriage
+    # return, legal inside a label value, into a line feed.
+    text = subprocess.run(command, check=True, stdout=subprocess.PIPE).stdout.decode("utf-8")
     families = list(text_string_to_metric_families(text))
     samples = {}
     problems = []
@@ -48,7 +49,7 @@ def main():
             if sorted(points)[-1][0] != math.inf or values[-1] != counts.get(series):
                 problems.append("{} {}: +Inf bucket differs from _count".format(family.name, series))
 
-    with open(expected_path, encoding="utf-8") as expected:
+    with open(expected_path, encoding="utf-8", newline="\n") as expected:
         for line in expected:
             line = line.strip()
             if not line or line.startswith("#"):

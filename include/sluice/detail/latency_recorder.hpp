@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "sluice/config.hpp"
 #include "sluice/detail/bits.hpp"
@@ -24,6 +25,71 @@ inline std::size_t LatencyBucket(std::uint64_t micros) noexcept {
   const std::size_t bucket = BitWidth(micros - 1);
   return bucket < kLatencyBucketCount ? bucket : kLatencyBucketCount - 1;
 }
+
+// A latency sum: 64 bits in every configuration, so it does not wrap after
+// 2^32 us (71.6 minutes of total latency) where counters are 32-bit. One
+// thread (the consumer) adds; any thread loads; Reset stores baselines.
+//
+// Where 64-bit atomics are lock-free: one atomic.
+class NativeSum {
+ public:
+  // Writer only: a plain load and store (no locked instruction).
+  void Add(std::uint64_t amount) noexcept {
+    value_.store(value_.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
+  }
+  // SYNC POINT READ (R) and WRITE (R) when used as a baseline: see Since().
+  std::uint64_t Load() const noexcept { return value_.load(std::memory_order_acquire); }
+  void Store(std::uint64_t value) noexcept { value_.store(value, std::memory_order_release); }
+
+ private:
+  std::atomic<std::uint64_t> value_{0};
+};
+
+// Where they are not (SLUICE_ATOMIC_BITS=32): three 32-bit words, the high
+// word stored twice, so a reader never waits, not even an interrupt handler
+// that preempted the writer half-way. Writing stores hi_first_, then lo_,
+// then hi_last_ (each store releases the ones before); reading loads them in
+// the reverse order with acquire. A reader whose hi_last_ load sees update a
+// then loads lo_ from an update b >= a and hi_first_ from an update c >= b
+// (each acquire load makes the earlier stores of that update visible). If
+// the two high words agree, no carry happened between a and c, so
+// (high, lo_) is exactly update b's value. If they differ, a carry did, and
+// the reader returns the carry's boundary, high_c * 2^32, which lies between
+// update a's value and update c's: a value the sum passed, never a torn one.
+// This relies on the value only growing, as a sum of latencies does.
+class SplitSum {
+ public:
+  // Writer only.
+  void Add(std::uint64_t amount) noexcept {
+    const std::uint64_t now = (std::uint64_t{hi_last_.load(std::memory_order_relaxed)} << 32) |
+                              lo_.load(std::memory_order_relaxed);
+    Write(now + amount);
+  }
+  std::uint64_t Load() const noexcept {
+    const std::uint32_t high_last = hi_last_.load(std::memory_order_acquire);
+    const std::uint32_t low = lo_.load(std::memory_order_acquire);
+    const std::uint32_t high_first = hi_first_.load(std::memory_order_relaxed);
+    if (high_last == high_first) return (std::uint64_t{high_last} << 32) | low;
+    return std::uint64_t{high_first} << 32;
+  }
+  // As a baseline. Two Resets that overlap may interleave their words; the
+  // value then read is clamped by Since(), never wraps.
+  void Store(std::uint64_t value) noexcept { Write(value); }
+
+ private:
+  void Write(std::uint64_t value) noexcept {
+    const auto high = static_cast<std::uint32_t>(value >> 32);
+    hi_first_.store(high, std::memory_order_relaxed);
+    lo_.store(static_cast<std::uint32_t>(value), std::memory_order_release);
+    hi_last_.store(high, std::memory_order_release);
+  }
+
+  std::atomic<std::uint32_t> hi_first_{0};
+  std::atomic<std::uint32_t> lo_{0};
+  std::atomic<std::uint32_t> hi_last_{0};
+};
+
+using LatencySum = std::conditional_t<sizeof(Counter) == 8, NativeSum, SplitSum>;
 
 // A batch that records no latency (histograms off, or not FULL_FEATURED).
 struct NoLatencyBatch {
@@ -89,7 +155,11 @@ class LatencyRecorder {
         histogram.buckets[b] = Since(rows_[p].buckets[b], baseline_[p].buckets[b]);
         histogram.count += histogram.buckets[b];
       }
-      histogram.sum_micros = Since(rows_[p].sum_micros, baseline_[p].sum_micros);
+      // Baseline first, as in Since(); a baseline above the sum (two
+      // overlapping Resets on a 32-bit build) reads as 0, never wraps.
+      const std::uint64_t base = baseline_[p].sum_micros.Load();
+      const std::uint64_t sum = rows_[p].sum_micros.Load();
+      histogram.sum_micros = sum >= base ? sum - base : 0;
     }
     return snapshot;
   }
@@ -100,7 +170,7 @@ class LatencyRecorder {
       for (std::size_t b = 0; b < kLatencyBucketCount; ++b) {
         Copy(rows_[p].buckets[b], baseline_[p].buckets[b]);
       }
-      Copy(rows_[p].sum_micros, baseline_[p].sum_micros);
+      baseline_[p].sum_micros.Store(rows_[p].sum_micros.Load());
     }
   }
 
@@ -108,21 +178,34 @@ class LatencyRecorder {
   void AddRun(std::size_t key, Counter count, std::uint64_t sum) noexcept {
     Row& row = rows_[key / kLatencyBucketCount];
     Increment<true>(row.buckets[key % kLatencyBucketCount], count);
-    Increment<true>(row.sum_micros, static_cast<Counter>(sum));
+    row.sum_micros.Add(sum);
   }
 
   struct Row {
     std::atomic<Counter> buckets[kLatencyBucketCount] = {};
-    std::atomic<Counter> sum_micros{0};
+    LatencySum sum_micros;
   };
 
+  // A counter's value since the last reset, never "negative".
+  //
+  // SYNC POINT READ (R): the baseline is loaded first, with acquire; it pairs
+  // with the release store in Copy(). If it reads a baseline some Reset
+  // stored, that Reset's load of the counter happens-before the load below,
+  // so (read-read coherence) the load below returns that value or a later
+  // one; the counter only grows (one writer adds to it), so the difference is
+  // what was added since. Loaded the other way round, a Reset could read a
+  // newer counter and store it as the baseline between the two loads, and
+  // the difference would wrap to nearly 2^64.
   static std::uint64_t Since(const std::atomic<Counter>& value,
                              const std::atomic<Counter>& base) noexcept {
-    return static_cast<Counter>(value.load(std::memory_order_relaxed) -
-                                base.load(std::memory_order_relaxed));
+    const Counter baseline = base.load(std::memory_order_acquire);
+    return static_cast<Counter>(value.load(std::memory_order_relaxed) - baseline);
   }
+  // SYNC POINT WRITE (R): the counter is read before the baseline is
+  // published with release; see Since().
   static void Copy(const std::atomic<Counter>& from, std::atomic<Counter>& to) noexcept {
-    to.store(from.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    const Counter now = from.load(std::memory_order_relaxed);
+    to.store(now, std::memory_order_release);
   }
 
   alignas(kCacheLineSize) Row rows_[kPriorityCount];  // consumer
