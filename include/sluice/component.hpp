@@ -237,7 +237,7 @@ class Component {
       // The entry is the owner thread's again: only the bus and this
       // callable from here on. Inside the batch, Unsubscribe does not wait;
       // this callable is destroyed when the batch ends.
-      bus->Unsubscribe(handle);
+      (void)bus->Unsubscribe(handle);
       owner.reset();  // the owner's control block (and make_shared memory) now
     }
   };
