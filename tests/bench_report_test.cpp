@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "harness/stats.hpp"
 #include "report/report.hpp"
 
 namespace sluice::bench {
@@ -95,6 +96,23 @@ TEST(BenchReportTest, MarkdownPutsTheReferenceBesideOurTable) {
   EXPECT_NE(md.find("The reference's published figures"), std::string::npos);
   EXPECT_NE(md.find("26.27"), std::string::npos);
   EXPECT_NE(md.find("Test CPU"), std::string::npos);
+}
+
+TEST(BenchReportTest, SkewedCrossCoreDifferencesAreCountedNotWrapped) {
+  // The consumer's counter runs 3 ticks behind the producer's: two of the
+  // four one-way differences come out negative.
+  CrossCoreSamples samples(4, 10.0);
+  samples.Add(100, 105);
+  samples.Add(200, 198);
+  samples.Add(300, 297);
+  samples.Add(400, 402);
+  EXPECT_EQ(samples.negative(), 2u);
+  EXPECT_EQ(samples.size(), 4u);
+  const Percentiles p = samples.Summarize();
+  EXPECT_EQ(p.negative, 2u);
+  EXPECT_EQ(p.samples, 2u) << "negative differences stay out of the percentiles";
+  EXPECT_DOUBLE_EQ(p.max, 50.0);
+  EXPECT_DOUBLE_EQ(p.mean, 35.0);
 }
 
 TEST(BenchReportTest, NumberFormatting) {

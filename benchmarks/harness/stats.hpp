@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace sluice::bench {
@@ -35,6 +36,7 @@ inline double Median(std::vector<double> values) {
 
 struct Percentiles {
   std::size_t samples = 0;
+  std::uint64_t negative = 0;  // differences below zero, left out (CrossCoreSamples)
   double mean = 0, p50 = 0, p95 = 0, p99 = 0, p999 = 0, max = 0;
 };
 
@@ -57,5 +59,37 @@ inline Percentiles ComputePercentiles(std::vector<double>& values) {
   p.max = values.back();
   return p;
 }
+
+// One-way times between two cores' clock readings. The cores' counters may be
+// skewed by a few ticks, so a reading taken later can be smaller: such a
+// difference is counted apart, never wrapped into a huge unsigned figure.
+// Reserves `capacity` up front, so Add() does not allocate while measuring.
+class CrossCoreSamples {
+ public:
+  CrossCoreSamples(std::size_t capacity, double nanos_per_tick) : nanos_per_tick_(nanos_per_tick) {
+    nanos_.reserve(capacity);
+  }
+  void Add(std::uint64_t sent, std::uint64_t received) {
+    if (received < sent) {
+      ++negative_;
+      return;
+    }
+    nanos_.push_back(static_cast<double>(received - sent) * nanos_per_tick_);
+  }
+  std::uint64_t negative() const { return negative_; }
+  std::size_t size() const { return nanos_.size() + negative_; }
+  // Percentiles of the non-negative differences; `negative` says how many
+  // were left out.
+  Percentiles Summarize() {
+    Percentiles p = ComputePercentiles(nanos_);
+    p.negative = negative_;
+    return p;
+  }
+
+ private:
+  double nanos_per_tick_;
+  std::vector<double> nanos_;
+  std::uint64_t negative_ = 0;
+};
 
 }  // namespace sluice::bench

@@ -24,14 +24,12 @@ struct CountProbe {
 
 // One message in flight: the consumer timestamps it and acknowledges.
 struct LatencyProbe {
-  double* one_way = nullptr;
+  CrossCoreSamples* one_way = nullptr;
   std::atomic<std::uint64_t> acknowledged{0};
   void operator()(const Message& m) {
-    const std::uint64_t now = FastClock::Ticks();
-    const std::uint64_t index = acknowledged.load(std::memory_order_relaxed);
-    one_way[index] = FastClock::TicksToNanos(now - m.seq);
+    one_way->Add(m.seq, FastClock::Ticks());
     // Publishes the sample to the producer, which reads it after the join.
-    acknowledged.store(index + 1, std::memory_order_release);
+    acknowledged.store(acknowledged.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }
 };
 
@@ -75,9 +73,10 @@ double PublishOnlyMps(const Options& options, std::uint64_t messages) {
 
 template <template <typename> class Adapter>
 LatencyResult Latency(const Options& options, std::size_t samples) {
-  std::vector<double> one_way(samples), round_trip(samples);
+  CrossCoreSamples one_way(samples, FastClock::NanosPerTick());
+  std::vector<double> round_trip(samples);
   LatencyProbe probe;
-  probe.one_way = one_way.data();
+  probe.one_way = &one_way;
   auto queue = std::make_unique<Adapter<LatencyProbe>>(probe);
   std::atomic<bool> stop{false};
   std::thread consumer([&] {
@@ -95,7 +94,7 @@ LatencyResult Latency(const Options& options, std::size_t samples) {
   }
   stop.store(true);
   consumer.join();
-  return {ComputePercentiles(one_way), ComputePercentiles(round_trip)};
+  return {one_way.Summarize(), ComputePercentiles(round_trip)};
 }
 
 struct Contender {
@@ -281,6 +280,16 @@ void RunPeers(const Options& options, Report& report) {
   table.notes.push_back("Machine noise beside the tails: a pinned spinning thread lost " +
                         Fixed(gaps.lost_percent, 2) + " % of " + Fixed(gaps.window_ms, 0) +
                         " ms in gaps over 1 us; longest " + Fixed(gaps.max_gap_us, 1) + " us.");
+  std::string skewed;
+  for (std::size_t i = 0; i < contenders.size(); ++i) {
+    if (latency[i].one_way.negative == 0) continue;
+    skewed += (skewed.empty() ? "" : ", ") + contenders[i].name + " " +
+              WithThousands(latency[i].one_way.negative);
+  }
+  table.notes.push_back(
+      "One-way differences below zero (the two cores' counters skewed; counted, left out of "
+      "P50 and P99, never wrapped): " +
+      (skewed.empty() ? std::string("none") : skewed) + ".");
   for (const std::string& peer : missing)
     table.notes.push_back("Not built: " + peer + " was not found by CMake.");
   report.tables.push_back(table);
