@@ -69,6 +69,13 @@ int WriteOutputs(const Report& report, const std::string& json_path, const std::
   if (compare_path.empty()) return 0;
   const bench::Comparison comparison = bench::Compare(baseline, report, noise_band);
   std::cout << bench::RenderComparison(comparison, noise_band);
+  for (const std::string& warning : comparison.warnings) {
+    std::cerr << "--compare: warning: " << warning << "\n";
+  }
+  if (!comparison.ComparedAnything()) {
+    std::cerr << "--compare: the baseline shares no metric with this run: nothing was compared\n";
+    return 2;
+  }
   if (!comparison.HasRegression()) return 0;
   std::cout << "REGRESSION: at least one figure is worse than the baseline beyond +-" << noise_band
             << " %\n";
@@ -156,6 +163,10 @@ int main(int argc, char** argv) {
   // Read the baseline first: a bad file should fail before minutes of work.
   Report baseline;
   if (!compare_path.empty() && !LoadReport(compare_path, "--compare", &baseline)) return 2;
+  // With --only, the baseline's other tables are not part of the comparison.
+  if (!selected.empty()) {
+    bench::KeepTables(std::vector<std::string>(selected.begin(), selected.end()), &baseline);
+  }
 
   Report report;
   if (!from_json.empty()) {

@@ -1,6 +1,7 @@
 // The benchmark report's machine-readable paths: JSON, compare, HTML, Markdown.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 
 #include "harness/stats.hpp"
@@ -74,6 +75,80 @@ TEST(BenchReportTest, CompareFlagsOnlyChangesBeyondTheBandInTheWrongDirection) {
 
   EXPECT_FALSE(Compare(baseline, current, 15.0).HasRegression()) << "a wider band tolerates -10 %";
   EXPECT_FALSE(Compare(baseline, baseline, 0.0).HasRegression());
+}
+
+TEST(BenchReportTest, ReportFromJsonRejectsAnotherFormatOrShape) {
+  nlohmann::json json = ToJson(SampleReport());
+  json["format"] = "sluice-bench-report/2";
+  EXPECT_THROW(ReportFromJson(json), std::invalid_argument);
+  json.erase("format");
+  EXPECT_THROW(ReportFromJson(json), nlohmann::json::exception);
+  json = ToJson(SampleReport());
+  json["metrics"] = nlohmann::json::object();
+  EXPECT_THROW(ReportFromJson(json), std::invalid_argument) << "metrics: {} is the wrong shape";
+  json = ToJson(SampleReport());
+  json["tables"] = "none";
+  EXPECT_THROW(ReportFromJson(json), std::invalid_argument);
+}
+
+TEST(BenchReportTest, CompareWithNoSharedMetricComparedNothing) {
+  Report baseline = SampleReport();
+  baseline.metrics.clear();
+  baseline.AddMetric("no.such.metric", 1.0, "x", Better::kNeither);
+  const Comparison comparison = Compare(baseline, SampleReport(), 5.0);
+  EXPECT_FALSE(comparison.ComparedAnything());
+  baseline.metrics.clear();
+  EXPECT_FALSE(Compare(baseline, SampleReport(), 5.0).ComparedAnything());
+  EXPECT_TRUE(Compare(SampleReport(), SampleReport(), 5.0).ComparedAnything());
+}
+
+TEST(BenchReportTest, CompareNamesEveryMissingMetricAndFailsOnAGatedOne) {
+  const Report baseline = SampleReport();
+  Report current = SampleReport();
+  current.metrics.pop_back();  // latency p99: informational
+  Comparison comparison = Compare(baseline, current, 5.0);
+  EXPECT_EQ(comparison.only_in_baseline,
+            (std::vector<std::string>{"latency.mpsc.callback.p99_ns"}));
+  EXPECT_FALSE(comparison.HasRegression()) << "a missing informational figure is named only";
+  EXPECT_NE(RenderComparison(comparison, 5.0).find("latency.mpsc.callback.p99_ns"),
+            std::string::npos);
+
+  current.metrics.erase(current.metrics.begin());  // MPSC FULL_FEATURED throughput: gated
+  comparison = Compare(baseline, current, 5.0);
+  EXPECT_EQ(comparison.missing_gated,
+            (std::vector<std::string>{"modes.mpsc.full_featured.throughput_mps"}));
+  EXPECT_TRUE(comparison.HasRegression());
+  const std::string text = RenderComparison(comparison, 5.0);
+  EXPECT_NE(text.find("MISSING"), std::string::npos);
+  EXPECT_NE(text.find("modes.mpsc.full_featured.throughput_mps"), std::string::npos);
+}
+
+TEST(BenchReportTest, EveryMetricBelongsToATable) {
+  EXPECT_EQ(TableOfMetric("modes.mpsc.full_featured.throughput_mps"), "modes");
+  EXPECT_EQ(TableOfMetric("noise.lost_percent"), "latency");
+  EXPECT_EQ(TableOfMetric("subscribers.4.throughput_mps"), "load");
+  Report report = SampleReport();
+  KeepTables({"latency"}, &report);
+  EXPECT_TRUE(report.tables.empty());
+  ASSERT_EQ(report.metrics.size(), 2u);
+  EXPECT_EQ(report.metrics[0].name, "latency.mpsc.callback.p50_ns");
+}
+
+TEST(BenchReportTest, CompareWarnsWhereTheRunsWereMeasuredDifferently) {
+  const Report baseline = SampleReport();
+  EXPECT_TRUE(Compare(baseline, baseline, 5.0).warnings.empty());
+  Report current = SampleReport();
+  current.context.cpu_model = "Other CPU";
+  current.context.cores = 16;
+  current.context.suite = "standard";
+  current.context.compiler = "clang 17";
+  const Comparison comparison = Compare(baseline, current, 5.0);
+  ASSERT_EQ(comparison.warnings.size(), 4u);
+  EXPECT_NE(comparison.warnings[0].find("Other CPU"), std::string::npos);
+  EXPECT_NE(comparison.warnings[1].find("16"), std::string::npos);
+  EXPECT_NE(comparison.warnings[2].find("standard"), std::string::npos);
+  EXPECT_NE(comparison.warnings[3].find("clang 17"), std::string::npos);
+  EXPECT_NE(RenderComparison(comparison, 5.0).find("WARNING"), std::string::npos);
 }
 
 TEST(BenchReportTest, HtmlIsSelfContainedWithCharts) {

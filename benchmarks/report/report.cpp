@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 
 namespace sluice::bench {
 namespace {
@@ -40,10 +41,31 @@ const Metric* Report::FindMetric(const std::string& name) const {
   return nullptr;
 }
 
+std::string TableOfMetric(const std::string& metric_name) {
+  const std::string first = metric_name.substr(0, metric_name.find('.'));
+  if (first == "noise") return "latency";
+  if (first == "subscribers") return "load";
+  return first;
+}
+
+void KeepTables(const std::vector<std::string>& ids, Report* report) {
+  auto kept = [&](const std::string& id) {
+    return std::find(ids.begin(), ids.end(), id) != ids.end();
+  };
+  auto& tables = report->tables;
+  tables.erase(std::remove_if(tables.begin(), tables.end(),
+                              [&](const Table& table) { return !kept(table.id); }),
+               tables.end());
+  auto& metrics = report->metrics;
+  metrics.erase(std::remove_if(metrics.begin(), metrics.end(),
+                               [&](const Metric& m) { return !kept(TableOfMetric(m.name)); }),
+                metrics.end());
+}
+
 nlohmann::json ToJson(const Report& report) {
   nlohmann::json json;
   const Context& c = report.context;
-  json["format"] = "sluice-bench-report/1";
+  json["format"] = kReportFormat;
   json["context"] = {
       {"cpu_model", c.cpu_model}, {"cores", c.cores},     {"compiler", c.compiler},
       {"flags", c.flags},         {"date", c.date},       {"suite", c.suite},
@@ -67,6 +89,18 @@ nlohmann::json ToJson(const Report& report) {
 }
 
 Report ReportFromJson(const nlohmann::json& json) {
+  if (!json.is_object()) throw std::invalid_argument("not a JSON object");
+  const auto& format = json.at("format");
+  if (!format.is_string() || format.get<std::string>() != kReportFormat) {
+    throw std::invalid_argument("format is " + format.dump() + ", expected \"" + kReportFormat +
+                                "\"");
+  }
+  for (const char* field : {"tables", "metrics"}) {
+    if (!json.at(field).is_array()) {
+      throw std::invalid_argument(std::string("\"") + field + "\" must be an array, not " +
+                                  json.at(field).type_name());
+    }
+  }
   Report report;
   const auto& c = json.at("context");
   report.context.cpu_model = c.at("cpu_model").get<std::string>();
@@ -135,19 +169,36 @@ std::string RenderText(const Table& table, const Context& context) {
 }
 
 bool Comparison::HasRegression() const {
-  return std::any_of(rows.begin(), rows.end(), [](const ComparisonRow& row) {
-    return row.verdict == ComparisonRow::Verdict::kRegressed;
-  });
+  return !missing_gated.empty() ||
+         std::any_of(rows.begin(), rows.end(), [](const ComparisonRow& row) {
+           return row.verdict == ComparisonRow::Verdict::kRegressed;
+         });
 }
 
 Comparison Compare(const Report& baseline, const Report& current, double band_percent) {
   Comparison comparison;
+  const Context& b = baseline.context;
+  const Context& c = current.context;
+  auto warn_if_different = [&](const char* what, const std::string& old_value,
+                               const std::string& new_value) {
+    if (old_value != new_value) {
+      comparison.warnings.push_back(std::string("different ") + what + ": baseline '" + old_value +
+                                    "', this run '" + new_value + "'");
+    }
+  };
+  warn_if_different("CPU", b.cpu_model, c.cpu_model);
+  warn_if_different("core count", std::to_string(b.cores), std::to_string(c.cores));
+  warn_if_different("suite", b.suite, c.suite);
+  warn_if_different("compiler", b.compiler, c.compiler);
   std::map<std::string, const Metric*> current_by_name;
   for (const Metric& metric : current.metrics) current_by_name[metric.name] = &metric;
   for (const Metric& old_metric : baseline.metrics) {
     const auto found = current_by_name.find(old_metric.name);
     if (found == current_by_name.end()) {
       comparison.only_in_baseline.push_back(old_metric.name);
+      if (old_metric.better != Better::kNeither) {
+        comparison.missing_gated.push_back(old_metric.name);
+      }
       continue;
     }
     const Metric& new_metric = *found->second;
@@ -210,13 +261,17 @@ std::string RenderComparison(const Comparison& comparison, double band_percent) 
   table.notes.push_back(std::to_string(comparison.rows.size()) +
                         " metrics compared: " + std::to_string(regressed) + " regressed, " +
                         std::to_string(improved) + " improved beyond the band.");
-  if (!comparison.only_in_baseline.empty()) {
-    table.notes.push_back(std::to_string(comparison.only_in_baseline.size()) +
-                          " metrics only in the baseline (not compared).");
-  }
-  if (!comparison.only_in_current.empty()) {
-    table.notes.push_back(std::to_string(comparison.only_in_current.size()) +
-                          " metrics only in this run (not compared).");
+  auto name_all = [&](const std::vector<std::string>& names, const std::string& what) {
+    if (names.empty()) return;
+    std::string line = std::to_string(names.size()) + " " + what + ":";
+    for (const std::string& name : names) line += " " + name;
+    table.notes.push_back(line);
+  };
+  name_all(comparison.missing_gated, "MISSING from this run, with a direction (a regression)");
+  name_all(comparison.only_in_baseline, "metrics only in the baseline (not compared)");
+  name_all(comparison.only_in_current, "metrics only in this run (not compared)");
+  for (const std::string& warning : comparison.warnings) {
+    table.notes.push_back("WARNING: " + warning + "; figures may not transfer.");
   }
   Context none;
   std::string text = RenderText(table, none);

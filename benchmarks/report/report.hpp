@@ -50,8 +50,19 @@ struct Report {
   const Metric* FindMetric(const std::string& name) const;
 };
 
+// The --only name of the table that reports a metric: the first part of its
+// name ("modes.mpsc..." -> "modes"), except noise.* (the latency table) and
+// subscribers.* (the load table).
+std::string TableOfMetric(const std::string& metric_name);
+// Keeps only the tables named in `ids` and the metrics they report.
+void KeepTables(const std::vector<std::string>& ids, Report* report);
+
+inline constexpr const char* kReportFormat = "sluice-bench-report/1";
+
 nlohmann::json ToJson(const Report& report);
-// Throws nlohmann::json::exception on a malformed document.
+// Throws nlohmann::json::exception on a malformed document and
+// std::invalid_argument on one of another format or shape (tables and
+// metrics must be arrays).
 Report ReportFromJson(const nlohmann::json& json);
 
 std::string RenderContextLine(const Context& context);
@@ -80,11 +91,19 @@ struct Comparison {
   std::vector<ComparisonRow> rows;
   std::vector<std::string> only_in_baseline;
   std::vector<std::string> only_in_current;
+  // Baseline metrics with a direction that this run lacks: a regression.
+  std::vector<std::string> missing_gated;
+  // Where the two runs were measured differently (CPU, cores, suite,
+  // compiler): figures may not transfer.
+  std::vector<std::string> warnings;
+  // False when the reports share no metric: nothing was compared.
+  bool ComparedAnything() const { return !rows.empty(); }
   bool HasRegression() const;
 };
 
 // Each metric present in both reports: its change, flagged when outside
-// +-band_percent in the direction that matters.
+// +-band_percent in the direction that matters. Names every metric missing
+// from either side and warns where the contexts differ.
 Comparison Compare(const Report& baseline, const Report& current, double band_percent);
 std::string RenderComparison(const Comparison& comparison, double band_percent);
 
