@@ -151,6 +151,49 @@ TEST(BenchReportTest, CompareWarnsWhereTheRunsWereMeasuredDifferently) {
   EXPECT_NE(RenderComparison(comparison, 5.0).find("WARNING"), std::string::npos);
 }
 
+TEST(BenchReportTest, EachMetricsBandFollowsItsMeasuredSpread) {
+  Report baseline = SampleReport();
+  baseline.metrics[0].spread = 1.0;  // 20 +- 1 M msg/s over rounds: band +-15 %
+  Report current = SampleReport();
+  current.metrics[0].value = 20.0 * 0.90;  // -10 %: inside three stddevs
+  current.metrics[0].spread = 0.5;
+  Comparison comparison = Compare(baseline, current, 5.0);
+  EXPECT_NEAR(comparison.rows[0].band_percent, 15.0, 1e-9);
+  EXPECT_EQ(comparison.rows[0].verdict, ComparisonRow::Verdict::kWithinBand);
+  EXPECT_NEAR(comparison.rows[1].band_percent, 5.0, 1e-9) << "no spread: the floor";
+
+  current.metrics[0].value = 20.0 * 0.80;  // -20 %: beyond three stddevs
+  EXPECT_EQ(Compare(baseline, current, 5.0).rows[0].verdict, ComparisonRow::Verdict::kRegressed);
+}
+
+TEST(BenchReportTest, OnlyGatedMetricsCanRegress) {
+  Report baseline = SampleReport();
+  baseline.AddMetric("peers.boost_lockfree_queue_mpmc.e2e_mps", 10.0, "M msg/s", Better::kHigher)
+      .gated = false;
+  Report current = SampleReport();
+  current.AddMetric("peers.boost_lockfree_queue_mpmc.e2e_mps", 5.0, "M msg/s", Better::kHigher)
+      .gated = false;
+  const Comparison comparison = Compare(baseline, current, 5.0);
+  ASSERT_EQ(comparison.rows.size(), 5u);
+  EXPECT_EQ(comparison.rows[4].verdict, ComparisonRow::Verdict::kNotGated);
+  EXPECT_FALSE(comparison.HasRegression()) << "a peer halving is context, not a regression";
+  EXPECT_NE(RenderComparison(comparison, 5.0).find("not gated"), std::string::npos);
+
+  current.metrics.pop_back();  // a missing ungated metric is named, not failed
+  EXPECT_FALSE(Compare(baseline, current, 5.0).HasRegression());
+}
+
+TEST(BenchReportTest, JsonKeepsSpreadAndGate) {
+  Report original = SampleReport();
+  original.metrics[0].spread = 0.75;
+  original.metrics[1].gated = false;
+  const Report copy = ReportFromJson(nlohmann::json::parse(ToJson(original).dump()));
+  EXPECT_DOUBLE_EQ(copy.metrics[0].spread, 0.75);
+  EXPECT_TRUE(copy.metrics[0].gated);
+  EXPECT_FALSE(copy.metrics[1].gated);
+  EXPECT_FALSE(copy.metrics[3].gated) << "no direction, nothing to gate";
+}
+
 TEST(BenchReportTest, HtmlIsSelfContainedWithCharts) {
   const std::string html = RenderHtml(SampleReport());
   EXPECT_NE(html.find("<svg"), std::string::npos);

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "report/report.hpp"
+
 namespace sluice::bench {
 
 struct MeanStddev {
@@ -32,6 +34,16 @@ inline double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t middle = values.size() / 2;
   return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+// A figure summarising rounds carries their spread; a single round has none
+// to judge a change by, so --compare does not gate it.
+inline void SetSpread(const std::vector<double>& rounds, Metric* metric) {
+  if (rounds.size() < 2) {
+    metric->gated = false;
+    return;
+  }
+  metric->spread = Summarize(rounds).stddev;
 }
 
 struct Percentiles {

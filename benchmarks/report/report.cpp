@@ -30,8 +30,10 @@ Better BetterFromName(const std::string& name) {
 
 }  // namespace
 
-void Report::AddMetric(std::string name, double value, std::string unit, Better better) {
-  metrics.push_back(Metric{std::move(name), value, std::move(unit), better});
+Metric& Report::AddMetric(std::string name, double value, std::string unit, Better better) {
+  metrics.push_back(
+      Metric{std::move(name), value, std::move(unit), better, 0.0, better != Better::kNeither});
+  return metrics.back();
 }
 
 const Metric* Report::FindMetric(const std::string& name) const {
@@ -80,10 +82,13 @@ nlohmann::json ToJson(const Report& report) {
   }
   json["metrics"] = nlohmann::json::array();
   for (const Metric& metric : report.metrics) {
-    json["metrics"].push_back({{"name", metric.name},
-                               {"value", metric.value},
-                               {"unit", metric.unit},
-                               {"better", BetterName(metric.better)}});
+    nlohmann::json entry = {{"name", metric.name},
+                            {"value", metric.value},
+                            {"unit", metric.unit},
+                            {"better", BetterName(metric.better)}};
+    if (metric.spread > 0) entry["spread"] = metric.spread;
+    if (metric.better != Better::kNeither && !metric.gated) entry["gated"] = false;
+    json["metrics"].push_back(std::move(entry));
   }
   return json;
 }
@@ -122,9 +127,12 @@ Report ReportFromJson(const nlohmann::json& json) {
     report.tables.push_back(std::move(table));
   }
   for (const auto& m : json.at("metrics")) {
-    report.AddMetric(m.at("name").get<std::string>(), m.at("value").get<double>(),
-                     m.at("unit").get<std::string>(),
-                     BetterFromName(m.at("better").get<std::string>()));
+    Metric& metric = report.AddMetric(m.at("name").get<std::string>(), m.at("value").get<double>(),
+                                      m.at("unit").get<std::string>(),
+                                      BetterFromName(m.at("better").get<std::string>()));
+    // Reports written before these fields existed: every directed metric gated.
+    metric.spread = m.value("spread", 0.0);
+    metric.gated = metric.gated && m.value("gated", true);
   }
   return report;
 }
@@ -196,7 +204,7 @@ Comparison Compare(const Report& baseline, const Report& current, double band_pe
     const auto found = current_by_name.find(old_metric.name);
     if (found == current_by_name.end()) {
       comparison.only_in_baseline.push_back(old_metric.name);
-      if (old_metric.better != Better::kNeither) {
+      if (old_metric.better != Better::kNeither && old_metric.gated) {
         comparison.missing_gated.push_back(old_metric.name);
       }
       continue;
@@ -214,10 +222,18 @@ Comparison Compare(const Report& baseline, const Report& current, double band_pe
     } else {
       row.change_percent = new_metric.value == 0 ? 0.0 : 100.0;
     }
+    const double spread = std::max(old_metric.spread, new_metric.spread);
+    row.band_percent = band_percent;
+    if (old_metric.value != 0) {
+      row.band_percent =
+          std::max(band_percent, 100.0 * kSpreadsInBand * spread / std::fabs(old_metric.value));
+    }
     const Better better = new_metric.better;
     if (better == Better::kNeither) {
       row.verdict = ComparisonRow::Verdict::kInformational;
-    } else if (std::fabs(row.change_percent) <= band_percent) {
+    } else if (!new_metric.gated) {
+      row.verdict = ComparisonRow::Verdict::kNotGated;
+    } else if (std::fabs(row.change_percent) <= row.band_percent) {
       row.verdict = ComparisonRow::Verdict::kWithinBand;
     } else {
       const bool went_up = row.change_percent > 0;
@@ -232,10 +248,13 @@ Comparison Compare(const Report& baseline, const Report& current, double band_pe
 
 std::string RenderComparison(const Comparison& comparison, double band_percent) {
   Table table;
-  table.title = "Comparison with the baseline (noise band +-" + Fixed(band_percent, 1) + " %)";
-  table.columns = {"metric", "unit", "baseline", "current", "change %", "verdict"};
+  table.title = "Comparison with the baseline (band per metric: the larger of +-" +
+                Fixed(band_percent, 1) + " % and " + Fixed(kSpreadsInBand, 0) +
+                " stddevs over rounds)";
+  table.columns = {"metric", "unit", "baseline", "current", "change %", "band +-%", "verdict"};
   std::size_t regressed = 0;
   std::size_t improved = 0;
+  std::size_t not_gated = 0;
   for (const ComparisonRow& row : comparison.rows) {
     std::string verdict;
     switch (row.verdict) {
@@ -253,14 +272,26 @@ std::string RenderComparison(const Comparison& comparison, double band_percent) 
       case ComparisonRow::Verdict::kInformational:
         verdict = "-";
         break;
+      case ComparisonRow::Verdict::kNotGated:
+        verdict = "not gated";
+        ++not_gated;
+        break;
     }
     const std::string sign = row.change_percent > 0 ? "+" : "";
+    const bool judged = row.verdict != ComparisonRow::Verdict::kInformational &&
+                        row.verdict != ComparisonRow::Verdict::kNotGated;
     table.rows.push_back({row.name, row.unit, Fixed(row.baseline, 2), Fixed(row.current, 2),
-                          sign + Fixed(row.change_percent, 1), verdict});
+                          sign + Fixed(row.change_percent, 1),
+                          judged ? Fixed(row.band_percent, 1) : "-", verdict});
   }
   table.notes.push_back(std::to_string(comparison.rows.size()) +
                         " metrics compared: " + std::to_string(regressed) + " regressed, " +
-                        std::to_string(improved) + " improved beyond the band.");
+                        std::to_string(improved) + " improved beyond their band.");
+  if (not_gated != 0) {
+    table.notes.push_back(std::to_string(not_gated) +
+                          " not gated: measured once (no spread to judge a change by) or a "
+                          "peer's figure.");
+  }
   auto name_all = [&](const std::vector<std::string>& names, const std::string& what) {
     if (names.empty()) return;
     std::string line = std::to_string(names.size()) + " " + what + ":";

@@ -31,6 +31,12 @@ struct Metric {
   double value = 0;
   std::string unit;
   Better better = Better::kNeither;
+  // Sample stddev over the rounds the value summarises, in `unit`; 0 for an
+  // exact figure (a size, a count).
+  double spread = 0;
+  // Whether --compare fails on it. Off for figures with a direction but no
+  // measured spread (measured once) and for the peers' own figures.
+  bool gated = false;
 };
 
 struct Table {
@@ -46,7 +52,8 @@ struct Report {
   std::vector<Table> tables;
   std::vector<Metric> metrics;
 
-  void AddMetric(std::string name, double value, std::string unit, Better better);
+  // Gated when it has a direction; the caller may set spread or ungate it.
+  Metric& AddMetric(std::string name, double value, std::string unit, Better better);
   const Metric* FindMetric(const std::string& name) const;
 };
 
@@ -79,11 +86,13 @@ struct ComparisonRow {
   double baseline = 0;
   double current = 0;
   double change_percent = 0;
+  double band_percent = 0;  // this metric's tolerance, percent of the baseline
   enum class Verdict {
     kWithinBand,
     kImproved,
     kRegressed,
-    kInformational
+    kInformational,  // no direction
+    kNotGated        // a direction, but no measured spread, or a peer's figure
   } verdict = Verdict::kWithinBand;
 };
 
@@ -101,9 +110,12 @@ struct Comparison {
   bool HasRegression() const;
 };
 
-// Each metric present in both reports: its change, flagged when outside
-// +-band_percent in the direction that matters. Names every metric missing
-// from either side and warns where the contexts differ.
+// Each metric present in both reports: its change, flagged when outside its
+// band in the direction that matters. A metric's band is the larger of
+// +-band_percent and kSpreadsInBand times the larger of its two spreads.
+// Names every metric missing from either side and warns where the contexts
+// differ.
+inline constexpr double kSpreadsInBand = 3.0;
 Comparison Compare(const Report& baseline, const Report& current, double band_percent);
 std::string RenderComparison(const Comparison& comparison, double band_percent);
 

@@ -67,9 +67,10 @@ void ModesFor(const Options& options, Report& report, Table& table) {
         {ModelName(kModel), v.label, Fixed(t.mean, 2) + " +- " + Fixed(t.stddev, 2),
          Fixed(n.mean, 2) + " +- " + Fixed(n.stddev, 2),
          v.key == "bare_metal" ? "-" : (overhead >= 0 ? "+" : "") + Fixed(overhead, 2)});
-    report.AddMetric("modes." + model + "." + v.key + ".throughput_mps", t.mean, "M msg/s",
-                     Better::kHigher);
-    report.AddMetric("modes." + model + "." + v.key + ".ns_per_msg", n.mean, "ns", Better::kLower);
+    SetSpread(throughput, &report.AddMetric("modes." + model + "." + v.key + ".throughput_mps",
+                                            t.mean, "M msg/s", Better::kHigher));
+    SetSpread(nanos[v.key], &report.AddMetric("modes." + model + "." + v.key + ".ns_per_msg",
+                                              n.mean, "ns", Better::kLower));
   }
   report.AddMetric("modes." + model + ".overhead_ns", Summarize(nanos["full_featured"]).mean - bare,
                    "ns", Better::kNeither);
@@ -94,8 +95,9 @@ void BatchesFor(const Options& options, Report& report, Table& table) {
     const std::string label = std::to_string(size / 1000) + "K";
     table.rows.push_back({ModelName(kModel), label, Fixed(t.mean, 2) + " +- " + Fixed(t.stddev, 2),
                           Fixed(n.mean, 2) + " +- " + Fixed(n.stddev, 2)});
-    report.AddMetric("batch." + ModelKey(kModel) + "." + label + ".throughput_mps", t.mean,
-                     "M msg/s", Better::kHigher);
+    SetSpread(throughput,
+              &report.AddMetric("batch." + ModelKey(kModel) + "." + label + ".throughput_mps",
+                                t.mean, "M msg/s", Better::kHigher));
   }
 }
 
@@ -155,11 +157,13 @@ void DispatchFor(const Options& options, Report& report, Table& table) {
                         Fixed(callback.mean / visitor.mean, 2) + "x",
                         Fixed(plain.mean, 2) + " +- " + Fixed(plain.stddev, 2)});
   const std::string model = ModelKey(kModel);
-  report.AddMetric("dispatch." + model + ".visitor_ns_per_msg", visitor.mean, "ns", Better::kLower);
-  report.AddMetric("dispatch." + model + ".callback_ns_per_msg", callback.mean, "ns",
-                   Better::kLower);
-  report.AddMetric("dispatch." + model + ".callback_no_histograms_ns_per_msg", plain.mean, "ns",
-                   Better::kLower);
+  SetSpread(visitor_nanos, &report.AddMetric("dispatch." + model + ".visitor_ns_per_msg",
+                                             visitor.mean, "ns", Better::kLower));
+  SetSpread(callback_nanos, &report.AddMetric("dispatch." + model + ".callback_ns_per_msg",
+                                              callback.mean, "ns", Better::kLower));
+  SetSpread(plain_nanos,
+            &report.AddMetric("dispatch." + model + ".callback_no_histograms_ns_per_msg",
+                              plain.mean, "ns", Better::kLower));
 }
 
 }  // namespace
