@@ -1,9 +1,22 @@
 #include "scenarios/common.hpp"
 
+#include <time.h>
+
 #include <chrono>
 #include <iostream>
 
 namespace sluice::bench {
+namespace {
+
+// The calling thread's CPU time. Exact to the moment, unlike the process
+// total, which lags by up to a scheduler tick per running thread.
+double ThreadCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+}  // namespace
 
 int Options::ProducerCpu(int producer_index) const {
   if (!separate_cores) return cpus.front();
@@ -93,16 +106,23 @@ double TimeNanos(const std::function<void()>& body) {
 double RunProducersAndConsumer(const Options& options, int producer_count,
                                const std::function<void(int)>& producer,
                                const std::function<std::uint32_t()>& consume,
-                               const std::function<bool()>& finished) {
+                               const std::function<bool()>& finished, double* cpu_seconds) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::chrono::steady_clock::time_point start;
   std::chrono::steady_clock::time_point finish;
+  std::atomic<double> cpu_total{0};
+  auto add_cpu = [&cpu_total](double seconds) {
+    double old = cpu_total.load();
+    while (!cpu_total.compare_exchange_weak(old, old + seconds)) {
+    }
+  };
   std::thread consumer([&] {
     PinThisThread(options.ConsumerCpu());
     ready.fetch_add(1);
     while (!go.load(std::memory_order_acquire)) {
     }
+    const double cpu_at_go = ThreadCpuSeconds();
     for (;;) {
       if (consume() != 0) continue;
       for (int i = 0; i < options.idle_pauses; ++i) detail::CpuRelax();
@@ -113,6 +133,7 @@ double RunProducersAndConsumer(const Options& options, int producer_count,
       }
     }
     finish = std::chrono::steady_clock::now();
+    add_cpu(ThreadCpuSeconds() - cpu_at_go);
   });
   std::vector<std::thread> producers;
   for (int p = 0; p < producer_count; ++p) {
@@ -121,7 +142,9 @@ double RunProducersAndConsumer(const Options& options, int producer_count,
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) {
       }
+      const double cpu_at_go = ThreadCpuSeconds();
       producer(p);
+      add_cpu(ThreadCpuSeconds() - cpu_at_go);
     });
   }
   while (ready.load() < producer_count + 1) std::this_thread::yield();
@@ -129,6 +152,7 @@ double RunProducersAndConsumer(const Options& options, int producer_count,
   go.store(true, std::memory_order_release);
   for (auto& t : producers) t.join();
   consumer.join();
+  if (cpu_seconds != nullptr) *cpu_seconds = cpu_total.load();
   return std::chrono::duration<double>(finish - start).count();
 }
 

@@ -73,11 +73,15 @@ void Drain(Bus& bus) {
 // how many messages it dispatched) on a consumer thread. The consumer asks
 // `finished()` only when a batch comes back empty, then drains once more, so
 // the check never touches the producers' cache lines while messages flow.
-// Returns seconds from the start signal until the consumer finished.
+// Returns seconds from the start signal until the consumer finished; when
+// `cpu_seconds` is given, the CPU time its threads spent from the start
+// signal to their end (not their start-up, nor their spinning while they
+// wait for the signal; the calling thread sleeps in join()).
 double RunProducersAndConsumer(const Options& options, int producer_count,
                                const std::function<void(int)>& producer,
                                const std::function<std::uint32_t()>& consume,
-                               const std::function<bool()>& finished);
+                               const std::function<bool()>& finished,
+                               double* cpu_seconds = nullptr);
 
 // Tells the compiler that `value` is used, so work feeding it is not removed.
 template <typename T>
