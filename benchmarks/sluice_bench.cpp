@@ -262,6 +262,10 @@ int main(int argc, char** argv) {
       return 3;
     }
   }
-  return WriteOutputs(report, json_path, html_path, markdown_path, compare_path, baseline,
-                      noise_band);
+  const int status =
+      WriteOutputs(report, json_path, html_path, markdown_path, compare_path, baseline, noise_band);
+  for (const std::string& failure : bench::Failures()) {
+    std::cerr << "measurement failed: " << failure << "\n";
+  }
+  return bench::Failures().empty() || status == 2 ? status : 3;
 }

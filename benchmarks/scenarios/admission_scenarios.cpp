@@ -2,6 +2,7 @@
 // paused, and a sustained run with the producer faster than the consumer.
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 
 #include "scenarios/common.hpp"
@@ -116,10 +117,7 @@ SustainedResult Sustain(const Options& options, double work_ns) {
   std::uint64_t last_batch_ticks = 0;
   std::atomic<bool> stop{false};
   std::atomic<int> producers_done{0};
-  std::thread timer([&] {
-    std::this_thread::sleep_for(std::chrono::duration<double>(options.sustained_seconds));
-    stop.store(true);
-  });
+  std::thread timer;
   SustainedResult result;
   result.seconds = RunProducersAndConsumer(
       options, producers,
@@ -146,7 +144,15 @@ SustainedResult Sustain(const Options& options, double work_ns) {
         last_batch_ticks = now;
         return bus->ProcessBatch();
       },
-      [&] { return producers_done.load(std::memory_order_acquire) == producers; });
+      [&] { return producers_done.load(std::memory_order_acquire) == producers; }, nullptr,
+      [&] {
+        // Started once every producer exists: with many producers, spawning
+        // them can take longer than the run.
+        timer = std::thread([&] {
+          std::this_thread::sleep_for(std::chrono::duration<double>(options.sustained_seconds));
+          stop.store(true);
+        });
+      });
   timer.join();
   result.min_depth_after_high_refusal = *std::min_element(min_depth.begin(), min_depth.end());
   result.longest_consumer_pause_ms = FastClock::TicksToNanos(longest_pause_ticks) / 1e6;
@@ -204,6 +210,10 @@ void SustainedFor(const Options& options, Report& report, Table& table) {
                             " % right after each refusal (HIGH is refused at 99 %); the "
                             "consumer's longest pause between two batches was " +
                             Fixed(r.longest_consumer_pause_ms, 1) + " ms.");
+    }
+    if (c.Sent() == 0 || r.processed == 0) {
+      RecordFailure(std::string("sustained ") + ModelName(kModel) + ", " + run +
+                    ": nothing was sent or processed");
     }
     if (r.processed != c.Admitted()) {
       table.notes.push_back(std::string(ModelName(kModel)) + ": processed != admitted (" +

@@ -106,7 +106,8 @@ double TimeNanos(const std::function<void()>& body) {
 double RunProducersAndConsumer(const Options& options, int producer_count,
                                const std::function<void(int)>& producer,
                                const std::function<std::uint32_t()>& consume,
-                               const std::function<bool()>& finished, double* cpu_seconds) {
+                               const std::function<bool()>& finished, double* cpu_seconds,
+                               const std::function<void()>& on_start) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::chrono::steady_clock::time_point start;
@@ -140,14 +141,16 @@ double RunProducersAndConsumer(const Options& options, int producer_count,
     producers.emplace_back([&, p] {
       PinThisThread(options.ProducerCpu(p));
       ready.fetch_add(1);
-      while (!go.load(std::memory_order_acquire)) {
-      }
+      // Yields: with more producers than CPUs, spinning here slows the
+      // spawning of the rest.
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
       const double cpu_at_go = ThreadCpuSeconds();
       producer(p);
       add_cpu(ThreadCpuSeconds() - cpu_at_go);
     });
   }
   while (ready.load() < producer_count + 1) std::this_thread::yield();
+  if (on_start) on_start();
   start = std::chrono::steady_clock::now();
   go.store(true, std::memory_order_release);
   for (auto& t : producers) t.join();
@@ -155,6 +158,16 @@ double RunProducersAndConsumer(const Options& options, int producer_count,
   if (cpu_seconds != nullptr) *cpu_seconds = cpu_total.load();
   return std::chrono::duration<double>(finish - start).count();
 }
+
+namespace {
+std::vector<std::string>& MutableFailures() {
+  static std::vector<std::string> failures;
+  return failures;
+}
+}  // namespace
+
+void RecordFailure(const std::string& what) { MutableFailures().push_back(what); }
+const std::vector<std::string>& Failures() { return MutableFailures(); }
 
 const NamedScenario& SoakScenario() {
   static const NamedScenario soak = {

@@ -73,6 +73,8 @@ void Drain(Bus& bus) {
 // how many messages it dispatched) on a consumer thread. The consumer asks
 // `finished()` only when a batch comes back empty, then drains once more, so
 // the check never touches the producers' cache lines while messages flow.
+// `on_start`, when given, runs on the calling thread just before the start
+// signal, once every thread is ready (a timer for a timed run starts there).
 // Returns seconds from the start signal until the consumer finished; when
 // `cpu_seconds` is given, the CPU time its threads spent from the start
 // signal to their end (not their start-up, nor their spinning while they
@@ -80,8 +82,13 @@ void Drain(Bus& bus) {
 double RunProducersAndConsumer(const Options& options, int producer_count,
                                const std::function<void(int)>& producer,
                                const std::function<std::uint32_t()>& consume,
-                               const std::function<bool()>& finished,
-                               double* cpu_seconds = nullptr);
+                               const std::function<bool()>& finished, double* cpu_seconds = nullptr,
+                               const std::function<void()>& on_start = nullptr);
+
+// A measurement that failed its own sanity check (a row that measured
+// nothing): sluice_bench prints each and exits 3 after writing its outputs.
+void RecordFailure(const std::string& what);
+const std::vector<std::string>& Failures();
 
 // Tells the compiler that `value` is used, so work feeding it is not removed.
 template <typename T>

@@ -91,8 +91,11 @@ void RunSoak(const Options& options, Report& report) {
   });
 
   // The consumer owns the interval rows: it reads its own samples.
-  const auto start = std::chrono::steady_clock::now();
-  auto next_row = start + std::chrono::duration<double>(interval_seconds);
+  // Set when every producer exists (spawning many can take a while).
+  using Seconds = std::chrono::duration<double>;
+  std::chrono::time_point<std::chrono::steady_clock, Seconds> start =
+      std::chrono::steady_clock::now();
+  auto next_row = start;
   std::uint64_t row_start_received = 0;
   std::uint64_t consume_calls = 0;
   const double wall = RunProducersAndConsumer(
@@ -135,7 +138,11 @@ void RunSoak(const Options& options, Report& report) {
         }
         return n;
       },
-      [&] { return producers_done.load(std::memory_order_acquire) == producers; });
+      [&] { return producers_done.load(std::memory_order_acquire) == producers; }, nullptr,
+      [&] {
+        start = std::chrono::steady_clock::now();
+        next_row = start + std::chrono::duration<double>(interval_seconds);
+      });
   stop.store(true);
   progress.join();
 
