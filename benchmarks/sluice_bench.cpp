@@ -128,17 +128,20 @@ int main(int argc, char** argv) {
          "(exactly-once check for --duration seconds)")
       ->check(CLI::IsMember({"smoke", "quick", "standard", "soak"}));
   app.add_option("--only", only, "comma-separated tables to run (see --list)");
+  // Bounded so the tick counts cannot overflow and a typo cannot start a run of centuries.
   app.add_option("--duration", duration,
-                 "seconds per sustained row (each load row runs half of it), or of the soak")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--rounds", rounds, "rounds for the repeated tables")->check(CLI::PositiveNumber);
+                 "seconds per sustained row (each load row runs half of it), or of the soak; "
+                 "0.001 to 86400 (one day)")
+      ->check(FiniteIn(0.001, 86400));
+  app.add_option("--rounds", rounds, "rounds for the repeated tables (1 to 1000)")
+      ->check(CLI::Range(1, 1000));
   app.add_option(
          "--producers", producers,
          "producer threads for the MPSC sustained run and the soak (soak default: cores + 2)")
       ->check(CLI::Range(1, 256));
   app.add_option("--consumer-work-ns", consumer_work_ns,
-                 "simulated work per message in the overloaded sustained run")
-      ->check(CLI::NonNegativeNumber);
+                 "simulated work per message in the overloaded sustained run (0 to 1e6 ns)")
+      ->check(FiniteIn(0, 1e6));
   app.add_option("--idle-pause", idle_pauses,
                  "pause instructions every consumer loop spends after an empty poll (default 0)")
       ->check(CLI::Range(0, 100000));
