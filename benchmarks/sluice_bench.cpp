@@ -205,12 +205,8 @@ int main(int argc, char** argv) {
   Report report;
   if (!from_json.empty()) {
     if (!LoadReport(from_json, "--from-json", &report)) return 2;
-    if (!selected.empty()) {  // --only picks the saved tables to render
-      std::vector<bench::Table> kept;
-      for (auto& table : report.tables) {
-        if (selected.count(table.id) != 0) kept.push_back(std::move(table));
-      }
-      report.tables = std::move(kept);
+    if (!selected.empty()) {  // --only picks the saved tables, and their metrics
+      bench::KeepTables(std::vector<std::string>(selected.begin(), selected.end()), &report);
     }
     for (const auto& table : report.tables) std::cout << bench::RenderText(table, report.context);
     return WriteOutputs(report, json_path, html_path, markdown_path, compare_path, baseline,
