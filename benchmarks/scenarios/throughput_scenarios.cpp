@@ -65,7 +65,8 @@ void PayloadRow(const Options& options, Report& report, Table& table) {
 }
 
 struct LoadResult {
-  double achieved_per_second = 0;
+  double attempted_per_second = 0;
+  double admitted_per_second = 0;  // a refused publish is not throughput
   double success_percent = 0;
   double cpu_percent = 0;
   Percentiles latency;
@@ -112,7 +113,8 @@ LoadResult Load(const Options& options, double target_per_second) {
       [&] { return producer_done.load(std::memory_order_acquire); }, &cpu_seconds);
   LoadResult result;
   result.cpu_percent = 100.0 * cpu_seconds / wall;
-  result.achieved_per_second = static_cast<double>(attempted) / seconds;
+  result.attempted_per_second = static_cast<double>(attempted) / seconds;
+  result.admitted_per_second = static_cast<double>(admitted) / seconds;
   result.success_percent =
       attempted ? 100.0 * static_cast<double>(admitted) / static_cast<double>(attempted) : 0;
   result.latency = latencies.Summarize();
@@ -135,7 +137,7 @@ void SubscribersRow(const Options& options, Report& report, Table& table) {
   const double rate = EndToEnd<ProducerModel::kMulti, Sample<24>>(options, *bus, messages);
   table.rows.push_back(
       {"subscribers " + std::to_string(kPerType) + " + " + std::to_string(kPerType) + " idle",
-       "unlimited", Fixed(rate * 1e6, 0), "100.0", "-", "-", "-", Fixed(rate, 2),
+       "unlimited", "-", Fixed(rate * 1e6, 0), "100.0", "-", "-", "-", Fixed(rate, 2),
        Fixed(1000.0 / rate, 1)});
   report
       .AddMetric("subscribers." + std::to_string(kPerType) + ".throughput_mps", rate, "M msg/s",
@@ -151,8 +153,8 @@ void RunLoad(const Options& options, Report& report) {
   table.id = "load";
   table.title = "7. Load scenarios: one producer at a target rate, " +
                 Fixed(options.load_seconds, 1) + " s each (MPSC, FULL_FEATURED, callbacks)";
-  table.columns = {"scenario", "target/s", "achieved/s", "success %", "CPU %",
-                   "P50 ns",   "P99 ns",   "M msg/s",    "ns/msg"};
+  table.columns = {"scenario", "target/s", "attempted/s", "admitted/s", "success %",
+                   "CPU %",    "P50 ns",   "P99 ns",      "M msg/s",    "ns/msg"};
   const std::pair<const char*, double> rates[] = {
       {"100K/s", 1e5}, {"1M/s", 1e6}, {"10M/s", 1e7}, {"unlimited", 0}};
   std::string skewed;
@@ -165,15 +167,19 @@ void RunLoad(const Options& options, Report& report) {
     }
     table.rows.push_back(
         {name, rate > 0 ? WithThousands(static_cast<std::uint64_t>(rate)) : "unlimited",
-         WithThousands(static_cast<std::uint64_t>(r.achieved_per_second)),
+         WithThousands(static_cast<std::uint64_t>(r.attempted_per_second)),
+         WithThousands(static_cast<std::uint64_t>(r.admitted_per_second)),
          Fixed(r.success_percent, 1), Fixed(r.cpu_percent, 0), Fixed(r.latency.p50, 0),
-         Fixed(r.latency.p99, 0), Fixed(r.achieved_per_second / 1e6, 2),
-         Fixed(1e9 / r.achieved_per_second, 1)});
+         Fixed(r.latency.p99, 0), Fixed(r.admitted_per_second / 1e6, 2),
+         Fixed(1e9 / r.admitted_per_second, 1)});
     const std::string prefix = std::string("load.") + (rate > 0 ? name : "unlimited");
+    // Admitted, not attempted: a bus that refused faster must not look better.
     report
-        .AddMetric(prefix + ".achieved_per_second", r.achieved_per_second, "msg/s",
+        .AddMetric(prefix + ".admitted_per_second", r.admitted_per_second, "msg/s",
                    rate > 0 ? Better::kNeither : Better::kHigher)
         .gated = false;  // measured once
+    report.AddMetric(prefix + ".attempted_per_second", r.attempted_per_second, "msg/s",
+                     Better::kNeither);
     report.AddMetric(prefix + ".success_percent", r.success_percent, "%", Better::kNeither);
     report.AddMetric(prefix + ".cpu_percent", r.cpu_percent, "%", Better::kNeither);
     report.AddMetric(prefix + ".p50_ns", r.latency.p50, "ns", Better::kNeither);
@@ -189,6 +195,9 @@ void RunLoad(const Options& options, Report& report) {
       "Latency samples below zero (the two cores' counters skewed; counted, left out of P50 "
       "and P99, never wrapped): " +
           (skewed.empty() ? std::string("none") : skewed) + ".",
+      "attempted/s counts every publish, admitted/s those the bus took; M msg/s and ns/msg "
+      "are admitted messages. Subscriber rows retry a refused publish, so only admissions "
+      "count.",
       "CPU % is the producer's and the consumer's CPU time from the start signal, over the "
       "wall time from it until the consumer finished (the consumer busy-polls: one core is "
       "always busy).",
