@@ -208,6 +208,17 @@ TEST(BenchReportTest, HtmlIsSelfContainedWithCharts) {
   EXPECT_EQ(html.find("href="), std::string::npos);
 }
 
+TEST(BenchReportTest, HtmlAttributesCannotBeBrokenOutOf) {
+  Report report = SampleReport();
+  report.tables[0].id = "x' onmouseover='alert(1)";
+  report.tables[0].title = "title ' \" < >";
+  report.context.cpu_model = "cpu' onload='alert(2)";
+  const std::string html = RenderHtml(report);
+  EXPECT_EQ(html.find("' onmouseover='"), std::string::npos);
+  EXPECT_EQ(html.find("' onload='"), std::string::npos);
+  EXPECT_NE(html.find("id='x&#39; onmouseover=&#39;alert(1)'"), std::string::npos);
+}
+
 TEST(BenchReportTest, MarkdownPutsTheReferenceBesideOurTable) {
   const std::string md = RenderMarkdown(SampleReport());
   EXPECT_NE(md.find("| MPSC | FULL_FEATURED | 20.00 |"), std::string::npos);
