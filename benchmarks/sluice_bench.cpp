@@ -20,10 +20,29 @@ namespace {
 
 using sluice::bench::Report;
 
+// True once every byte reached the file: a full device fails at the flush,
+// not at the write into the stream's buffer.
 bool WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
-  return static_cast<bool>(out);
+  out.flush();
+  out.close();
+  return !out.fail();
+}
+
+// Opens each output before any measuring, so a bad path fails in a second,
+// not after minutes of work (and not after another output was written).
+// Appends nothing: the file is written in full at the end.
+bool CheckOutputs(const std::vector<std::pair<const char*, std::string>>& outputs) {
+  for (const auto& [option, path] : outputs) {
+    if (path.empty()) continue;
+    std::ofstream out(path, std::ios::app);
+    if (!out) {
+      std::cerr << option << ": cannot write " << path << "\n";
+      return false;
+    }
+  }
+  return true;
 }
 
 // A finite number from `low` to `high`. CLI11's numeric checks let NaN
@@ -193,6 +212,9 @@ int main(int argc, char** argv) {
     }
     selected.insert(name);
   }
+
+  if (!CheckOutputs({{"--json", json_path}, {"--html", html_path}, {"--markdown", markdown_path}}))
+    return 2;
 
   // Read the baseline first: a bad file should fail before minutes of work.
   Report baseline;
