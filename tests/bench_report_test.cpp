@@ -244,6 +244,11 @@ TEST(BenchReportTest, SkewedCrossCoreDifferencesAreCountedNotWrapped) {
   EXPECT_DOUBLE_EQ(p.mean, 35.0);
 }
 
+TEST(BenchReportTest, OneRoundHasNoSpreadToPrint) {
+  EXPECT_EQ(MeanPlusMinus({12.5}, 2), "12.50 +- n/a");
+  EXPECT_EQ(MeanPlusMinus({1.0, 3.0}, 2), "2.00 +- 1.41");
+}
+
 TEST(BenchReportTest, NumberFormatting) {
   EXPECT_EQ(WithThousands(0), "0");
   EXPECT_EQ(WithThousands(131072), "131,072");

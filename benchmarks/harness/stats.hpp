@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "report/report.hpp"
@@ -34,6 +35,12 @@ inline double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t middle = values.size() / 2;
   return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+// "mean +- sample stddev" over rounds; one round has no spread: "n/a".
+inline std::string MeanPlusMinus(const std::vector<double>& rounds, int decimals) {
+  const MeanStddev s = Summarize(rounds);
+  return Fixed(s.mean, decimals) + " +- " + (rounds.size() < 2 ? "n/a" : Fixed(s.stddev, decimals));
 }
 
 // A figure summarising rounds carries their spread; a single round has none
