@@ -201,15 +201,19 @@ void SustainedFor(const Options& options, Report& report, Table& table) {
       }
     }
     if (dropped(MessagePriority::HIGH) != 0) {
-      // HIGH is refused only at >= 99 % fill; show that this is what happened.
+      // The depth cannot be read at the refusal itself: the producer reads it
+      // afterwards, while the consumer keeps draining, so it may be below
+      // the 99 % the admission check saw. Say exactly that.
       const double depth_percent =
           100.0 * static_cast<double>(r.min_depth_after_high_refusal) / 131072.0;
-      table.notes.push_back(std::string(ModelName(kModel)) + ", " + run + ": " +
-                            WithThousands(dropped(MessagePriority::HIGH)) +
-                            " HIGH refused; the queue held >= " + Fixed(depth_percent, 2) +
-                            " % right after each refusal (HIGH is refused at 99 %); the "
-                            "consumer's longest pause between two batches was " +
-                            Fixed(r.longest_consumer_pause_ms, 1) + " ms.");
+      table.notes.push_back(
+          std::string(ModelName(kModel)) + ", " + run + ": " +
+          WithThousands(dropped(MessagePriority::HIGH)) +
+          " HIGH refused. HIGH is refused when the producer finds the queue >= 99 % full; the "
+          "depth it read just after each refusal, with the consumer still draining, was at "
+          "least " +
+          Fixed(depth_percent, 2) + " %. The consumer's longest pause between two batches was " +
+          Fixed(r.longest_consumer_pause_ms, 1) + " ms.");
     }
     if (c.Sent() == 0 || r.processed == 0) {
       RecordFailure(std::string("sustained ") + ModelName(kModel) + ", " + run +
