@@ -5,6 +5,7 @@
 #include <string>
 
 #include "harness/stats.hpp"
+#include "peers/peer_adapters.hpp"
 #include "report/report.hpp"
 
 namespace sluice::bench {
@@ -247,6 +248,24 @@ TEST(BenchReportTest, SkewedCrossCoreDifferencesAreCountedNotWrapped) {
 TEST(BenchReportTest, OneRoundHasNoSpreadToPrint) {
   EXPECT_EQ(MeanPlusMinus({12.5}, 2), "12.50 +- n/a");
   EXPECT_EQ(MeanPlusMinus({1.0, 3.0}, 2), "2.00 +- 1.41");
+}
+
+// The peers' PublishFast rows stand for a caller with its own timestamp: the
+// bus must see real timestamps, or its latency histograms skip every message.
+TEST(BenchReportTest, PeerPublishFastRowsStampRealTimestamps) {
+  struct Probe {
+    void operator()(const Message&) {}
+  } probe;
+  SluiceAdapter<ProducerModel::kSingle, PerformanceMode::FULL_FEATURED, SluiceCall::kPublishFast,
+                SluicePath::kCallbacks, Probe>
+      adapter(probe);
+  for (std::uint64_t i = 0; i < 1000; ++i) ASSERT_TRUE(adapter.TryPush(Message{i, 0, 0, 0, 0}));
+  std::size_t popped = 0;
+  while (popped < 1000) popped += adapter.PopSome(probe);
+  std::uint64_t recorded = 0;
+  const LatencySnapshot latency = adapter.bus().GetLatencyHistograms();
+  for (const LatencyHistogram& histogram : latency.by_priority) recorded += histogram.count;
+  EXPECT_EQ(recorded, 1000u);
 }
 
 TEST(BenchReportTest, NumberFormatting) {

@@ -277,6 +277,11 @@ void RunPeers(const Options& options, Report& report) {
       WithThousands(publish_messages) +
       " pushes into an empty queue, one thread. Latency: " + WithThousands(samples) +
       " messages, one in flight; RTT until the producer sees the consumer's ack.");
+  table.notes.push_back(
+      "Sluice PublishFast rows stand for a caller with its own timestamp: a bus-clock reading "
+      "taken every " +
+      std::to_string(kStampEvery) +
+      " pushes, so FULL_FEATURED consumers record every message in the latency histograms.");
   if (!probes.empty()) {
     table.notes.push_back("Placement probe per round (cache-line ping-pong RTT): min " +
                           Fixed(*std::min_element(probes.begin(), probes.end()), 0) + " ns, max " +
