@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 
@@ -165,6 +166,26 @@ std::vector<std::string>& MutableFailures() {
   return failures;
 }
 }  // namespace
+
+double ClockStepNanos() {
+  static const double step = [] {
+    std::uint64_t smallest = ~std::uint64_t{0};
+    std::uint64_t previous = FastClock::Ticks();
+    for (int i = 0; i < 200000; ++i) {
+      const std::uint64_t now = FastClock::Ticks();
+      if (now > previous) smallest = std::min(smallest, now - previous);
+      previous = now;
+    }
+    return FastClock::TicksToNanos(smallest);
+  }();
+  return step;
+}
+
+std::string ClockStepNote() {
+  return "Latency figures come in multiples of the clock step: " + Fixed(ClockStepNanos(), 1) +
+         " ns here (the smallest advance seen between two readings); a difference within one "
+         "step is not resolved, and a P50 that moves by one step has not changed.";
+}
 
 void RecordFailure(const std::string& what) { MutableFailures().push_back(what); }
 const std::vector<std::string>& Failures() { return MutableFailures(); }

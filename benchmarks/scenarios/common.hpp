@@ -56,6 +56,12 @@ inline std::string ModelKey(ProducerModel model) {
 }
 std::string ModeKey(PerformanceMode mode);
 
+// The smallest advance of FastClock seen between two readings, ns (measured
+// once): latency figures come in multiples of it.
+double ClockStepNanos();
+// The note every table with latencies carries about that step.
+std::string ClockStepNote();
+
 // Progress for long suites goes to stderr, the report to stdout.
 void Progress(const std::string& message);
 

@@ -98,6 +98,8 @@ void RunLatency(const Options& options, Report& report) {
       "with the clock below, the consumer busy-polls and timestamps the callback; RTT is until the "
       "producer sees the callback's acknowledgement.");
   table.notes.push_back("Clock: " + FastClock::Description() + ".");
+  table.notes.push_back(ClockStepNote());
+  report.AddMetric("latency.clock_step_ns", ClockStepNanos(), "ns", Better::kNeither);
   table.notes.push_back(
       "negative: one-way differences below zero (the two cores' counters are skewed by that "
       "much); counted there and left out of the percentiles, never wrapped.");

@@ -277,6 +277,7 @@ void RunPeers(const Options& options, Report& report) {
       WithThousands(publish_messages) +
       " pushes into an empty queue, one thread. Latency: " + WithThousands(samples) +
       " messages, one in flight; RTT until the producer sees the consumer's ack.");
+  table.notes.push_back(ClockStepNote());
   table.notes.push_back(
       "Sluice PublishFast rows stand for a caller with its own timestamp: a bus-clock reading "
       "taken every " +

@@ -176,7 +176,8 @@ void RunSoak(const Options& options, Report& report) {
           ? "PASS: every admitted message arrived exactly once, in per-producer order."
           : "FAIL: admitted messages were lost, duplicated or reordered.");
   table.notes.push_back(
-      "Latency: publish (bus clock) until the callback, every 64th message; "
+      "Latency: publish (bus clock, whole microseconds) until the callback, every 64th "
+      "message; "
       "producers never pause, so the queue runs full and latency is queueing time; " +
       WithThousands(negative_latencies) +
       " samples below zero (counter skew between cores) were counted and left out.");

@@ -198,6 +198,7 @@ void RunLoad(const Options& options, Report& report) {
       "attempted/s counts every publish, admitted/s those the bus took; M msg/s and ns/msg "
       "are admitted messages. Subscriber rows retry a refused publish, so only admissions "
       "count.",
+      ClockStepNote(),
       "CPU % is the producer's and the consumer's CPU time from the start signal, over the "
       "wall time from it until the consumer finished (the consumer busy-polls: one core is "
       "always busy).",
