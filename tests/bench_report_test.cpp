@@ -268,6 +268,18 @@ TEST(BenchReportTest, PeerPublishFastRowsStampRealTimestamps) {
   EXPECT_EQ(recorded, 1000u);
 }
 
+TEST(BenchReportTest, TooFewRoundsForASpreadAreNotGated) {
+  Metric two;
+  two.gated = true;
+  SetSpread({10.0, 10.1}, &two);
+  EXPECT_FALSE(two.gated) << "one degree of freedom says little about the spread";
+  Metric three;
+  three.gated = true;
+  SetSpread({9.0, 10.0, 11.0}, &three);
+  EXPECT_TRUE(three.gated);
+  EXPECT_DOUBLE_EQ(three.spread, 1.0);
+}
+
 TEST(BenchReportTest, NumberFormatting) {
   EXPECT_EQ(WithThousands(0), "0");
   EXPECT_EQ(WithThousands(131072), "131,072");

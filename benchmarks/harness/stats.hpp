@@ -43,10 +43,15 @@ inline std::string MeanPlusMinus(const std::vector<double>& rounds, int decimals
   return Fixed(s.mean, decimals) + " +- " + (rounds.size() < 2 ? "n/a" : Fixed(s.stddev, decimals));
 }
 
-// A figure summarising rounds carries their spread; a single round has none
-// to judge a change by, so --compare does not gate it.
+// The fewest rounds whose stddev --compare trusts to set a band: from two
+// rounds (one degree of freedom) it is often far too small.
+inline constexpr std::size_t kMinRoundsToGate = 3;
+
+// A figure summarising rounds carries their spread; with fewer than
+// kMinRoundsToGate rounds there is no usable spread to judge a change by, so
+// --compare does not gate it.
 inline void SetSpread(const std::vector<double>& rounds, Metric* metric) {
-  if (rounds.size() < 2) {
+  if (rounds.size() < kMinRoundsToGate) {
     metric->gated = false;
     return;
   }

@@ -289,8 +289,8 @@ std::string RenderComparison(const Comparison& comparison, double band_percent) 
                         std::to_string(improved) + " improved beyond their band.");
   if (not_gated != 0) {
     table.notes.push_back(std::to_string(not_gated) +
-                          " not gated: measured once (no spread to judge a change by) or a "
-                          "peer's figure.");
+                          " not gated: measured once or over fewer than 3 rounds (no usable "
+                          "spread to judge a change by), or a peer's figure.");
   }
   auto name_all = [&](const std::vector<std::string>& names, const std::string& what) {
     if (names.empty()) return;
