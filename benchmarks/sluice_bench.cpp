@@ -2,6 +2,7 @@
 // measured on this machine; optionally writes JSON, Markdown and HTML, and
 // compares against a baseline JSON.
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -19,10 +20,52 @@ namespace {
 
 using sluice::bench::Report;
 
+// True once every byte reached the file: a full device fails at the flush,
+// not at the write into the stream's buffer.
 bool WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
-  return static_cast<bool>(out);
+  out.flush();
+  out.close();
+  return !out.fail();
+}
+
+// Opens each output before any measuring, so a bad path fails in a second,
+// not after minutes of work (and not after another output was written).
+// Appends nothing: the file is written in full at the end.
+bool CheckOutputs(const std::vector<std::pair<const char*, std::string>>& outputs) {
+  for (const auto& [option, path] : outputs) {
+    if (path.empty()) continue;
+    std::ofstream out(path, std::ios::app);
+    if (!out) {
+      std::cerr << option << ": cannot write " << path << "\n";
+      return false;
+    }
+  }
+  return true;
+}
+
+// A finite number from `low` to `high`. CLI11's numeric checks let NaN
+// through, and their error messages print DBL_MAX in full.
+CLI::Validator FiniteIn(double low, double high) {
+  const std::string range =
+      "a finite number from " + CLI::detail::to_string(low) + " to " + CLI::detail::to_string(high);
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double value = 0;
+        std::size_t used = 0;
+        try {
+          value = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size() || !std::isfinite(value) || value < low ||
+            value > high) {
+          return "must be " + range + ", not '" + text + "'";
+        }
+        return std::string();
+      },
+      "in [" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + "]");
 }
 
 std::vector<std::string> SplitCommas(const std::string& text) {
@@ -69,9 +112,16 @@ int WriteOutputs(const Report& report, const std::string& json_path, const std::
   if (compare_path.empty()) return 0;
   const bench::Comparison comparison = bench::Compare(baseline, report, noise_band);
   std::cout << bench::RenderComparison(comparison, noise_band);
+  for (const std::string& warning : comparison.warnings) {
+    std::cerr << "--compare: warning: " << warning << "\n";
+  }
+  if (!comparison.ComparedAnything()) {
+    std::cerr << "--compare: the baseline shares no metric with this run: nothing was compared\n";
+    return 2;
+  }
   if (!comparison.HasRegression()) return 0;
-  std::cout << "REGRESSION: at least one figure is worse than the baseline beyond +-" << noise_band
-            << " %\n";
+  std::cout << "REGRESSION: at least one figure is worse than the baseline beyond its band, or "
+               "a gated figure is missing\n";
   return 1;
 }
 
@@ -97,30 +147,40 @@ int main(int argc, char** argv) {
          "(exactly-once check for --duration seconds)")
       ->check(CLI::IsMember({"smoke", "quick", "standard", "soak"}));
   app.add_option("--only", only, "comma-separated tables to run (see --list)");
+  // Bounded so the tick counts cannot overflow and a typo cannot start a run of centuries.
   app.add_option("--duration", duration,
-                 "seconds per sustained row (each load row runs half of it), or of the soak")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--rounds", rounds, "rounds for the repeated tables")->check(CLI::PositiveNumber);
+                 "seconds per sustained row (each load row runs half of it), or of the soak; "
+                 "0.001 to 86400 (one day)")
+      ->check(FiniteIn(0.001, 86400));
+  app.add_option("--rounds", rounds, "rounds for the repeated tables (1 to 1000)")
+      ->check(CLI::Range(1, 1000));
   app.add_option(
          "--producers", producers,
          "producer threads for the MPSC sustained run and the soak (soak default: cores + 2)")
       ->check(CLI::Range(1, 256));
   app.add_option("--consumer-work-ns", consumer_work_ns,
-                 "simulated work per message in the overloaded sustained run")
-      ->check(CLI::NonNegativeNumber);
+                 "simulated work per message in the overloaded sustained run (0 to 1e6 ns)")
+      ->check(FiniteIn(0, 1e6));
   app.add_option("--idle-pause", idle_pauses,
                  "pause instructions every consumer loop spends after an empty poll (default 0)")
       ->check(CLI::Range(0, 100000));
   app.add_option("--json", json_path, "write every figure to this JSON file");
   app.add_option("--compare", compare_path, "compare with a baseline JSON; exit 1 on a regression");
-  app.add_option("--noise-band", noise_band, "percent change tolerated by --compare (default 5)")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--noise-band", noise_band,
+                 "least percent change tolerated by --compare (default 5); a metric measured "
+                 "over rounds is also allowed 3 stddevs")
+      ->check(FiniteIn(0, 1000));
   app.add_option("--html", html_path, "write a self-contained HTML report with charts");
   app.add_option("--markdown", markdown_path, "write the tables as Markdown (docs/benchmark.md)");
   app.add_flag("--list", list, "list the tables and exit");
   app.add_option("--from-json", from_json,
                  "measure nothing: render a saved report (text, --markdown, --html, --compare)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    // --help exits 0; every bad option or value exits 2, like a bad file.
+    return app.exit(error) == 0 ? 0 : 2;
+  }
 
   // Every table; the soak runs only when its suite or --only asks for it.
   std::vector<bench::NamedScenario> scenarios = bench::AllScenarios();
@@ -153,19 +213,22 @@ int main(int argc, char** argv) {
     selected.insert(name);
   }
 
+  if (!CheckOutputs({{"--json", json_path}, {"--html", html_path}, {"--markdown", markdown_path}}))
+    return 2;
+
   // Read the baseline first: a bad file should fail before minutes of work.
   Report baseline;
   if (!compare_path.empty() && !LoadReport(compare_path, "--compare", &baseline)) return 2;
+  // With --only, the baseline's other tables are not part of the comparison.
+  if (!selected.empty()) {
+    bench::KeepTables(std::vector<std::string>(selected.begin(), selected.end()), &baseline);
+  }
 
   Report report;
   if (!from_json.empty()) {
     if (!LoadReport(from_json, "--from-json", &report)) return 2;
-    if (!selected.empty()) {  // --only picks the saved tables to render
-      std::vector<bench::Table> kept;
-      for (auto& table : report.tables) {
-        if (selected.count(table.id) != 0) kept.push_back(std::move(table));
-      }
-      report.tables = std::move(kept);
+    if (!selected.empty()) {  // --only picks the saved tables, and their metrics
+      bench::KeepTables(std::vector<std::string>(selected.begin(), selected.end()), &report);
     }
     for (const auto& table : report.tables) std::cout << bench::RenderText(table, report.context);
     return WriteOutputs(report, json_path, html_path, markdown_path, compare_path, baseline,
@@ -220,6 +283,10 @@ int main(int argc, char** argv) {
       return 3;
     }
   }
-  return WriteOutputs(report, json_path, html_path, markdown_path, compare_path, baseline,
-                      noise_band);
+  const int status =
+      WriteOutputs(report, json_path, html_path, markdown_path, compare_path, baseline, noise_band);
+  for (const std::string& failure : bench::Failures()) {
+    std::cerr << "measurement failed: " << failure << "\n";
+  }
+  return bench::Failures().empty() || status == 2 ? status : 3;
 }

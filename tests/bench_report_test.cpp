@@ -1,8 +1,11 @@
 // The benchmark report's machine-readable paths: JSON, compare, HTML, Markdown.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 
+#include "harness/stats.hpp"
+#include "peers/peer_adapters.hpp"
 #include "report/report.hpp"
 
 namespace sluice::bench {
@@ -75,6 +78,123 @@ TEST(BenchReportTest, CompareFlagsOnlyChangesBeyondTheBandInTheWrongDirection) {
   EXPECT_FALSE(Compare(baseline, baseline, 0.0).HasRegression());
 }
 
+TEST(BenchReportTest, ReportFromJsonRejectsAnotherFormatOrShape) {
+  nlohmann::json json = ToJson(SampleReport());
+  json["format"] = "sluice-bench-report/2";
+  EXPECT_THROW(ReportFromJson(json), std::invalid_argument);
+  json.erase("format");
+  EXPECT_THROW(ReportFromJson(json), nlohmann::json::exception);
+  json = ToJson(SampleReport());
+  json["metrics"] = nlohmann::json::object();
+  EXPECT_THROW(ReportFromJson(json), std::invalid_argument) << "metrics: {} is the wrong shape";
+  json = ToJson(SampleReport());
+  json["tables"] = "none";
+  EXPECT_THROW(ReportFromJson(json), std::invalid_argument);
+}
+
+TEST(BenchReportTest, CompareWithNoSharedMetricComparedNothing) {
+  Report baseline = SampleReport();
+  baseline.metrics.clear();
+  baseline.AddMetric("no.such.metric", 1.0, "x", Better::kNeither);
+  const Comparison comparison = Compare(baseline, SampleReport(), 5.0);
+  EXPECT_FALSE(comparison.ComparedAnything());
+  baseline.metrics.clear();
+  EXPECT_FALSE(Compare(baseline, SampleReport(), 5.0).ComparedAnything());
+  EXPECT_TRUE(Compare(SampleReport(), SampleReport(), 5.0).ComparedAnything());
+}
+
+TEST(BenchReportTest, CompareNamesEveryMissingMetricAndFailsOnAGatedOne) {
+  const Report baseline = SampleReport();
+  Report current = SampleReport();
+  current.metrics.pop_back();  // latency p99: informational
+  Comparison comparison = Compare(baseline, current, 5.0);
+  EXPECT_EQ(comparison.only_in_baseline,
+            (std::vector<std::string>{"latency.mpsc.callback.p99_ns"}));
+  EXPECT_FALSE(comparison.HasRegression()) << "a missing informational figure is named only";
+  EXPECT_NE(RenderComparison(comparison, 5.0).find("latency.mpsc.callback.p99_ns"),
+            std::string::npos);
+
+  current.metrics.erase(current.metrics.begin());  // MPSC FULL_FEATURED throughput: gated
+  comparison = Compare(baseline, current, 5.0);
+  EXPECT_EQ(comparison.missing_gated,
+            (std::vector<std::string>{"modes.mpsc.full_featured.throughput_mps"}));
+  EXPECT_TRUE(comparison.HasRegression());
+  const std::string text = RenderComparison(comparison, 5.0);
+  EXPECT_NE(text.find("MISSING"), std::string::npos);
+  EXPECT_NE(text.find("modes.mpsc.full_featured.throughput_mps"), std::string::npos);
+}
+
+TEST(BenchReportTest, EveryMetricBelongsToATable) {
+  EXPECT_EQ(TableOfMetric("modes.mpsc.full_featured.throughput_mps"), "modes");
+  EXPECT_EQ(TableOfMetric("noise.lost_percent"), "latency");
+  EXPECT_EQ(TableOfMetric("subscribers.4.throughput_mps"), "load");
+  Report report = SampleReport();
+  KeepTables({"latency"}, &report);
+  EXPECT_TRUE(report.tables.empty());
+  ASSERT_EQ(report.metrics.size(), 2u);
+  EXPECT_EQ(report.metrics[0].name, "latency.mpsc.callback.p50_ns");
+}
+
+TEST(BenchReportTest, CompareWarnsWhereTheRunsWereMeasuredDifferently) {
+  const Report baseline = SampleReport();
+  EXPECT_TRUE(Compare(baseline, baseline, 5.0).warnings.empty());
+  Report current = SampleReport();
+  current.context.cpu_model = "Other CPU";
+  current.context.cores = 16;
+  current.context.suite = "standard";
+  current.context.compiler = "clang 17";
+  const Comparison comparison = Compare(baseline, current, 5.0);
+  ASSERT_EQ(comparison.warnings.size(), 4u);
+  EXPECT_NE(comparison.warnings[0].find("Other CPU"), std::string::npos);
+  EXPECT_NE(comparison.warnings[1].find("16"), std::string::npos);
+  EXPECT_NE(comparison.warnings[2].find("standard"), std::string::npos);
+  EXPECT_NE(comparison.warnings[3].find("clang 17"), std::string::npos);
+  EXPECT_NE(RenderComparison(comparison, 5.0).find("WARNING"), std::string::npos);
+}
+
+TEST(BenchReportTest, EachMetricsBandFollowsItsMeasuredSpread) {
+  Report baseline = SampleReport();
+  baseline.metrics[0].spread = 1.0;  // 20 +- 1 M msg/s over rounds: band +-15 %
+  Report current = SampleReport();
+  current.metrics[0].value = 20.0 * 0.90;  // -10 %: inside three stddevs
+  current.metrics[0].spread = 0.5;
+  Comparison comparison = Compare(baseline, current, 5.0);
+  EXPECT_NEAR(comparison.rows[0].band_percent, 15.0, 1e-9);
+  EXPECT_EQ(comparison.rows[0].verdict, ComparisonRow::Verdict::kWithinBand);
+  EXPECT_NEAR(comparison.rows[1].band_percent, 5.0, 1e-9) << "no spread: the floor";
+
+  current.metrics[0].value = 20.0 * 0.80;  // -20 %: beyond three stddevs
+  EXPECT_EQ(Compare(baseline, current, 5.0).rows[0].verdict, ComparisonRow::Verdict::kRegressed);
+}
+
+TEST(BenchReportTest, OnlyGatedMetricsCanRegress) {
+  Report baseline = SampleReport();
+  baseline.AddMetric("peers.boost_lockfree_queue_mpmc.e2e_mps", 10.0, "M msg/s", Better::kHigher)
+      .gated = false;
+  Report current = SampleReport();
+  current.AddMetric("peers.boost_lockfree_queue_mpmc.e2e_mps", 5.0, "M msg/s", Better::kHigher)
+      .gated = false;
+  const Comparison comparison = Compare(baseline, current, 5.0);
+  ASSERT_EQ(comparison.rows.size(), 5u);
+  EXPECT_EQ(comparison.rows[4].verdict, ComparisonRow::Verdict::kNotGated);
+  EXPECT_FALSE(comparison.HasRegression()) << "a peer halving is context, not a regression";
+  EXPECT_NE(RenderComparison(comparison, 5.0).find("not gated"), std::string::npos);
+
+  current.metrics.pop_back();  // a missing ungated metric is named, not failed
+  EXPECT_FALSE(Compare(baseline, current, 5.0).HasRegression());
+}
+
+TEST(BenchReportTest, JsonKeepsSpreadAndGate) {
+  Report original = SampleReport();
+  original.metrics[0].spread = 0.75;
+  original.metrics[1].gated = false;
+  const Report copy = ReportFromJson(nlohmann::json::parse(ToJson(original).dump()));
+  EXPECT_DOUBLE_EQ(copy.metrics[0].spread, 0.75);
+  EXPECT_TRUE(copy.metrics[0].gated);
+  EXPECT_FALSE(copy.metrics[1].gated);
+  EXPECT_FALSE(copy.metrics[3].gated) << "no direction, nothing to gate";
+}
+
 TEST(BenchReportTest, HtmlIsSelfContainedWithCharts) {
   const std::string html = RenderHtml(SampleReport());
   EXPECT_NE(html.find("<svg"), std::string::npos);
@@ -89,12 +209,75 @@ TEST(BenchReportTest, HtmlIsSelfContainedWithCharts) {
   EXPECT_EQ(html.find("href="), std::string::npos);
 }
 
+TEST(BenchReportTest, HtmlAttributesCannotBeBrokenOutOf) {
+  Report report = SampleReport();
+  report.tables[0].id = "x' onmouseover='alert(1)";
+  report.tables[0].title = "title ' \" < >";
+  report.context.cpu_model = "cpu' onload='alert(2)";
+  const std::string html = RenderHtml(report);
+  EXPECT_EQ(html.find("' onmouseover='"), std::string::npos);
+  EXPECT_EQ(html.find("' onload='"), std::string::npos);
+  EXPECT_NE(html.find("id='x&#39; onmouseover=&#39;alert(1)'"), std::string::npos);
+}
+
 TEST(BenchReportTest, MarkdownPutsTheReferenceBesideOurTable) {
   const std::string md = RenderMarkdown(SampleReport());
   EXPECT_NE(md.find("| MPSC | FULL_FEATURED | 20.00 |"), std::string::npos);
   EXPECT_NE(md.find("The reference's published figures"), std::string::npos);
   EXPECT_NE(md.find("26.27"), std::string::npos);
   EXPECT_NE(md.find("Test CPU"), std::string::npos);
+}
+
+TEST(BenchReportTest, SkewedCrossCoreDifferencesAreCountedNotWrapped) {
+  // The consumer's counter runs 3 ticks behind the producer's: two of the
+  // four one-way differences come out negative.
+  CrossCoreSamples samples(4, 10.0);
+  samples.Add(100, 105);
+  samples.Add(200, 198);
+  samples.Add(300, 297);
+  samples.Add(400, 402);
+  EXPECT_EQ(samples.negative(), 2u);
+  EXPECT_EQ(samples.size(), 4u);
+  const Percentiles p = samples.Summarize();
+  EXPECT_EQ(p.negative, 2u);
+  EXPECT_EQ(p.samples, 2u) << "negative differences stay out of the percentiles";
+  EXPECT_DOUBLE_EQ(p.max, 50.0);
+  EXPECT_DOUBLE_EQ(p.mean, 35.0);
+}
+
+TEST(BenchReportTest, OneRoundHasNoSpreadToPrint) {
+  EXPECT_EQ(MeanPlusMinus({12.5}, 2), "12.50 +- n/a");
+  EXPECT_EQ(MeanPlusMinus({1.0, 3.0}, 2), "2.00 +- 1.41");
+}
+
+// The peers' PublishFast rows stand for a caller with its own timestamp: the
+// bus must see real timestamps, or its latency histograms skip every message.
+TEST(BenchReportTest, PeerPublishFastRowsStampRealTimestamps) {
+  struct Probe {
+    void operator()(const Message&) {}
+  } probe;
+  SluiceAdapter<ProducerModel::kSingle, PerformanceMode::FULL_FEATURED, SluiceCall::kPublishFast,
+                SluicePath::kCallbacks, Probe>
+      adapter(probe);
+  for (std::uint64_t i = 0; i < 1000; ++i) ASSERT_TRUE(adapter.TryPush(Message{i, 0, 0, 0, 0}));
+  std::size_t popped = 0;
+  while (popped < 1000) popped += adapter.PopSome(probe);
+  std::uint64_t recorded = 0;
+  const LatencySnapshot latency = adapter.bus().GetLatencyHistograms();
+  for (const LatencyHistogram& histogram : latency.by_priority) recorded += histogram.count;
+  EXPECT_EQ(recorded, 1000u);
+}
+
+TEST(BenchReportTest, TooFewRoundsForASpreadAreNotGated) {
+  Metric two;
+  two.gated = true;
+  SetSpread({10.0, 10.1}, &two);
+  EXPECT_FALSE(two.gated) << "one degree of freedom says little about the spread";
+  Metric three;
+  three.gated = true;
+  SetSpread({9.0, 10.0, 11.0}, &three);
+  EXPECT_TRUE(three.gated);
+  EXPECT_DOUBLE_EQ(three.spread, 1.0);
 }
 
 TEST(BenchReportTest, NumberFormatting) {

@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <vector>
+
+#include "report/report.hpp"
 
 namespace sluice::bench {
 
@@ -33,8 +37,30 @@ inline double Median(std::vector<double> values) {
   return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
 }
 
+// "mean +- sample stddev" over rounds; one round has no spread: "n/a".
+inline std::string MeanPlusMinus(const std::vector<double>& rounds, int decimals) {
+  const MeanStddev s = Summarize(rounds);
+  return Fixed(s.mean, decimals) + " +- " + (rounds.size() < 2 ? "n/a" : Fixed(s.stddev, decimals));
+}
+
+// The fewest rounds whose stddev --compare trusts to set a band: from two
+// rounds (one degree of freedom) it is often far too small.
+inline constexpr std::size_t kMinRoundsToGate = 3;
+
+// A figure summarising rounds carries their spread; with fewer than
+// kMinRoundsToGate rounds there is no usable spread to judge a change by, so
+// --compare does not gate it.
+inline void SetSpread(const std::vector<double>& rounds, Metric* metric) {
+  if (rounds.size() < kMinRoundsToGate) {
+    metric->gated = false;
+    return;
+  }
+  metric->spread = Summarize(rounds).stddev;
+}
+
 struct Percentiles {
   std::size_t samples = 0;
+  std::uint64_t negative = 0;  // differences below zero, left out (CrossCoreSamples)
   double mean = 0, p50 = 0, p95 = 0, p99 = 0, p999 = 0, max = 0;
 };
 
@@ -57,5 +83,37 @@ inline Percentiles ComputePercentiles(std::vector<double>& values) {
   p.max = values.back();
   return p;
 }
+
+// One-way times between two cores' clock readings. The cores' counters may be
+// skewed by a few ticks, so a reading taken later can be smaller: such a
+// difference is counted apart, never wrapped into a huge unsigned figure.
+// Reserves `capacity` up front, so Add() does not allocate while measuring.
+class CrossCoreSamples {
+ public:
+  CrossCoreSamples(std::size_t capacity, double nanos_per_tick) : nanos_per_tick_(nanos_per_tick) {
+    nanos_.reserve(capacity);
+  }
+  void Add(std::uint64_t sent, std::uint64_t received) {
+    if (received < sent) {
+      ++negative_;
+      return;
+    }
+    nanos_.push_back(static_cast<double>(received - sent) * nanos_per_tick_);
+  }
+  std::uint64_t negative() const { return negative_; }
+  std::size_t size() const { return nanos_.size() + negative_; }
+  // Percentiles of the non-negative differences; `negative` says how many
+  // were left out.
+  Percentiles Summarize() {
+    Percentiles p = ComputePercentiles(nanos_);
+    p.negative = negative_;
+    return p;
+  }
+
+ private:
+  double nanos_per_tick_;
+  std::vector<double> nanos_;
+  std::uint64_t negative_ = 0;
+};
 
 }  // namespace sluice::bench

@@ -29,6 +29,9 @@ std::string Escape(const std::string& text) {
       case '"':
         out += "&quot;";
         break;
+      case '\'':  // attributes here are single-quoted
+        out += "&#39;";
+        break;
       default:
         out += c;
     }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 
 namespace sluice::bench {
 namespace {
@@ -29,8 +30,10 @@ Better BetterFromName(const std::string& name) {
 
 }  // namespace
 
-void Report::AddMetric(std::string name, double value, std::string unit, Better better) {
-  metrics.push_back(Metric{std::move(name), value, std::move(unit), better});
+Metric& Report::AddMetric(std::string name, double value, std::string unit, Better better) {
+  metrics.push_back(
+      Metric{std::move(name), value, std::move(unit), better, 0.0, better != Better::kNeither});
+  return metrics.back();
 }
 
 const Metric* Report::FindMetric(const std::string& name) const {
@@ -40,10 +43,31 @@ const Metric* Report::FindMetric(const std::string& name) const {
   return nullptr;
 }
 
+std::string TableOfMetric(const std::string& metric_name) {
+  const std::string first = metric_name.substr(0, metric_name.find('.'));
+  if (first == "noise") return "latency";
+  if (first == "subscribers") return "load";
+  return first;
+}
+
+void KeepTables(const std::vector<std::string>& ids, Report* report) {
+  auto kept = [&](const std::string& id) {
+    return std::find(ids.begin(), ids.end(), id) != ids.end();
+  };
+  auto& tables = report->tables;
+  tables.erase(std::remove_if(tables.begin(), tables.end(),
+                              [&](const Table& table) { return !kept(table.id); }),
+               tables.end());
+  auto& metrics = report->metrics;
+  metrics.erase(std::remove_if(metrics.begin(), metrics.end(),
+                               [&](const Metric& m) { return !kept(TableOfMetric(m.name)); }),
+                metrics.end());
+}
+
 nlohmann::json ToJson(const Report& report) {
   nlohmann::json json;
   const Context& c = report.context;
-  json["format"] = "sluice-bench-report/1";
+  json["format"] = kReportFormat;
   json["context"] = {
       {"cpu_model", c.cpu_model}, {"cores", c.cores},     {"compiler", c.compiler},
       {"flags", c.flags},         {"date", c.date},       {"suite", c.suite},
@@ -58,15 +82,30 @@ nlohmann::json ToJson(const Report& report) {
   }
   json["metrics"] = nlohmann::json::array();
   for (const Metric& metric : report.metrics) {
-    json["metrics"].push_back({{"name", metric.name},
-                               {"value", metric.value},
-                               {"unit", metric.unit},
-                               {"better", BetterName(metric.better)}});
+    nlohmann::json entry = {{"name", metric.name},
+                            {"value", metric.value},
+                            {"unit", metric.unit},
+                            {"better", BetterName(metric.better)}};
+    if (metric.spread > 0) entry["spread"] = metric.spread;
+    if (metric.better != Better::kNeither && !metric.gated) entry["gated"] = false;
+    json["metrics"].push_back(std::move(entry));
   }
   return json;
 }
 
 Report ReportFromJson(const nlohmann::json& json) {
+  if (!json.is_object()) throw std::invalid_argument("not a JSON object");
+  const auto& format = json.at("format");
+  if (!format.is_string() || format.get<std::string>() != kReportFormat) {
+    throw std::invalid_argument("format is " + format.dump() + ", expected \"" + kReportFormat +
+                                "\"");
+  }
+  for (const char* field : {"tables", "metrics"}) {
+    if (!json.at(field).is_array()) {
+      throw std::invalid_argument(std::string("\"") + field + "\" must be an array, not " +
+                                  json.at(field).type_name());
+    }
+  }
   Report report;
   const auto& c = json.at("context");
   report.context.cpu_model = c.at("cpu_model").get<std::string>();
@@ -88,9 +127,12 @@ Report ReportFromJson(const nlohmann::json& json) {
     report.tables.push_back(std::move(table));
   }
   for (const auto& m : json.at("metrics")) {
-    report.AddMetric(m.at("name").get<std::string>(), m.at("value").get<double>(),
-                     m.at("unit").get<std::string>(),
-                     BetterFromName(m.at("better").get<std::string>()));
+    Metric& metric = report.AddMetric(m.at("name").get<std::string>(), m.at("value").get<double>(),
+                                      m.at("unit").get<std::string>(),
+                                      BetterFromName(m.at("better").get<std::string>()));
+    // Reports written before these fields existed: every directed metric gated.
+    metric.spread = m.value("spread", 0.0);
+    metric.gated = metric.gated && m.value("gated", true);
   }
   return report;
 }
@@ -135,19 +177,36 @@ std::string RenderText(const Table& table, const Context& context) {
 }
 
 bool Comparison::HasRegression() const {
-  return std::any_of(rows.begin(), rows.end(), [](const ComparisonRow& row) {
-    return row.verdict == ComparisonRow::Verdict::kRegressed;
-  });
+  return !missing_gated.empty() ||
+         std::any_of(rows.begin(), rows.end(), [](const ComparisonRow& row) {
+           return row.verdict == ComparisonRow::Verdict::kRegressed;
+         });
 }
 
 Comparison Compare(const Report& baseline, const Report& current, double band_percent) {
   Comparison comparison;
+  const Context& b = baseline.context;
+  const Context& c = current.context;
+  auto warn_if_different = [&](const char* what, const std::string& old_value,
+                               const std::string& new_value) {
+    if (old_value != new_value) {
+      comparison.warnings.push_back(std::string("different ") + what + ": baseline '" + old_value +
+                                    "', this run '" + new_value + "'");
+    }
+  };
+  warn_if_different("CPU", b.cpu_model, c.cpu_model);
+  warn_if_different("core count", std::to_string(b.cores), std::to_string(c.cores));
+  warn_if_different("suite", b.suite, c.suite);
+  warn_if_different("compiler", b.compiler, c.compiler);
   std::map<std::string, const Metric*> current_by_name;
   for (const Metric& metric : current.metrics) current_by_name[metric.name] = &metric;
   for (const Metric& old_metric : baseline.metrics) {
     const auto found = current_by_name.find(old_metric.name);
     if (found == current_by_name.end()) {
       comparison.only_in_baseline.push_back(old_metric.name);
+      if (old_metric.better != Better::kNeither && old_metric.gated) {
+        comparison.missing_gated.push_back(old_metric.name);
+      }
       continue;
     }
     const Metric& new_metric = *found->second;
@@ -163,10 +222,18 @@ Comparison Compare(const Report& baseline, const Report& current, double band_pe
     } else {
       row.change_percent = new_metric.value == 0 ? 0.0 : 100.0;
     }
+    const double spread = std::max(old_metric.spread, new_metric.spread);
+    row.band_percent = band_percent;
+    if (old_metric.value != 0) {
+      row.band_percent =
+          std::max(band_percent, 100.0 * kSpreadsInBand * spread / std::fabs(old_metric.value));
+    }
     const Better better = new_metric.better;
     if (better == Better::kNeither) {
       row.verdict = ComparisonRow::Verdict::kInformational;
-    } else if (std::fabs(row.change_percent) <= band_percent) {
+    } else if (!new_metric.gated) {
+      row.verdict = ComparisonRow::Verdict::kNotGated;
+    } else if (std::fabs(row.change_percent) <= row.band_percent) {
       row.verdict = ComparisonRow::Verdict::kWithinBand;
     } else {
       const bool went_up = row.change_percent > 0;
@@ -181,10 +248,13 @@ Comparison Compare(const Report& baseline, const Report& current, double band_pe
 
 std::string RenderComparison(const Comparison& comparison, double band_percent) {
   Table table;
-  table.title = "Comparison with the baseline (noise band +-" + Fixed(band_percent, 1) + " %)";
-  table.columns = {"metric", "unit", "baseline", "current", "change %", "verdict"};
+  table.title = "Comparison with the baseline (band per metric: the larger of +-" +
+                Fixed(band_percent, 1) + " % and " + Fixed(kSpreadsInBand, 0) +
+                " stddevs over rounds)";
+  table.columns = {"metric", "unit", "baseline", "current", "change %", "band +-%", "verdict"};
   std::size_t regressed = 0;
   std::size_t improved = 0;
+  std::size_t not_gated = 0;
   for (const ComparisonRow& row : comparison.rows) {
     std::string verdict;
     switch (row.verdict) {
@@ -202,21 +272,37 @@ std::string RenderComparison(const Comparison& comparison, double band_percent) 
       case ComparisonRow::Verdict::kInformational:
         verdict = "-";
         break;
+      case ComparisonRow::Verdict::kNotGated:
+        verdict = "not gated";
+        ++not_gated;
+        break;
     }
     const std::string sign = row.change_percent > 0 ? "+" : "";
+    const bool judged = row.verdict != ComparisonRow::Verdict::kInformational &&
+                        row.verdict != ComparisonRow::Verdict::kNotGated;
     table.rows.push_back({row.name, row.unit, Fixed(row.baseline, 2), Fixed(row.current, 2),
-                          sign + Fixed(row.change_percent, 1), verdict});
+                          sign + Fixed(row.change_percent, 1),
+                          judged ? Fixed(row.band_percent, 1) : "-", verdict});
   }
   table.notes.push_back(std::to_string(comparison.rows.size()) +
                         " metrics compared: " + std::to_string(regressed) + " regressed, " +
-                        std::to_string(improved) + " improved beyond the band.");
-  if (!comparison.only_in_baseline.empty()) {
-    table.notes.push_back(std::to_string(comparison.only_in_baseline.size()) +
-                          " metrics only in the baseline (not compared).");
+                        std::to_string(improved) + " improved beyond their band.");
+  if (not_gated != 0) {
+    table.notes.push_back(std::to_string(not_gated) +
+                          " not gated: measured once or over fewer than 3 rounds (no usable "
+                          "spread to judge a change by), or a peer's figure.");
   }
-  if (!comparison.only_in_current.empty()) {
-    table.notes.push_back(std::to_string(comparison.only_in_current.size()) +
-                          " metrics only in this run (not compared).");
+  auto name_all = [&](const std::vector<std::string>& names, const std::string& what) {
+    if (names.empty()) return;
+    std::string line = std::to_string(names.size()) + " " + what + ":";
+    for (const std::string& name : names) line += " " + name;
+    table.notes.push_back(line);
+  };
+  name_all(comparison.missing_gated, "MISSING from this run, with a direction (a regression)");
+  name_all(comparison.only_in_baseline, "metrics only in the baseline (not compared)");
+  name_all(comparison.only_in_current, "metrics only in this run (not compared)");
+  for (const std::string& warning : comparison.warnings) {
+    table.notes.push_back("WARNING: " + warning + "; figures may not transfer.");
   }
   Context none;
   std::string text = RenderText(table, none);

@@ -31,6 +31,12 @@ struct Metric {
   double value = 0;
   std::string unit;
   Better better = Better::kNeither;
+  // Sample stddev over the rounds the value summarises, in `unit`; 0 for an
+  // exact figure (a size, a count).
+  double spread = 0;
+  // Whether --compare fails on it. Off for figures with a direction but no
+  // measured spread (measured once) and for the peers' own figures.
+  bool gated = false;
 };
 
 struct Table {
@@ -46,12 +52,24 @@ struct Report {
   std::vector<Table> tables;
   std::vector<Metric> metrics;
 
-  void AddMetric(std::string name, double value, std::string unit, Better better);
+  // Gated when it has a direction; the caller may set spread or ungate it.
+  Metric& AddMetric(std::string name, double value, std::string unit, Better better);
   const Metric* FindMetric(const std::string& name) const;
 };
 
+// The --only name of the table that reports a metric: the first part of its
+// name ("modes.mpsc..." -> "modes"), except noise.* (the latency table) and
+// subscribers.* (the load table).
+std::string TableOfMetric(const std::string& metric_name);
+// Keeps only the tables named in `ids` and the metrics they report.
+void KeepTables(const std::vector<std::string>& ids, Report* report);
+
+inline constexpr const char* kReportFormat = "sluice-bench-report/1";
+
 nlohmann::json ToJson(const Report& report);
-// Throws nlohmann::json::exception on a malformed document.
+// Throws nlohmann::json::exception on a malformed document and
+// std::invalid_argument on one of another format or shape (tables and
+// metrics must be arrays).
 Report ReportFromJson(const nlohmann::json& json);
 
 std::string RenderContextLine(const Context& context);
@@ -68,11 +86,13 @@ struct ComparisonRow {
   double baseline = 0;
   double current = 0;
   double change_percent = 0;
+  double band_percent = 0;  // this metric's tolerance, percent of the baseline
   enum class Verdict {
     kWithinBand,
     kImproved,
     kRegressed,
-    kInformational
+    kInformational,  // no direction
+    kNotGated        // a direction, but no measured spread, or a peer's figure
   } verdict = Verdict::kWithinBand;
 };
 
@@ -80,11 +100,22 @@ struct Comparison {
   std::vector<ComparisonRow> rows;
   std::vector<std::string> only_in_baseline;
   std::vector<std::string> only_in_current;
+  // Baseline metrics with a direction that this run lacks: a regression.
+  std::vector<std::string> missing_gated;
+  // Where the two runs were measured differently (CPU, cores, suite,
+  // compiler): figures may not transfer.
+  std::vector<std::string> warnings;
+  // False when the reports share no metric: nothing was compared.
+  bool ComparedAnything() const { return !rows.empty(); }
   bool HasRegression() const;
 };
 
-// Each metric present in both reports: its change, flagged when outside
-// +-band_percent in the direction that matters.
+// Each metric present in both reports: its change, flagged when outside its
+// band in the direction that matters. A metric's band is the larger of
+// +-band_percent and kSpreadsInBand times the larger of its two spreads.
+// Names every metric missing from either side and warns where the contexts
+// differ.
+inline constexpr double kSpreadsInBand = 3.0;
 Comparison Compare(const Report& baseline, const Report& current, double band_percent);
 std::string RenderComparison(const Comparison& comparison, double band_percent);
 

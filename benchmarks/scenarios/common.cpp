@@ -1,9 +1,23 @@
 #include "scenarios/common.hpp"
 
+#include <time.h>
+
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 
 namespace sluice::bench {
+namespace {
+
+// The calling thread's CPU time. Exact to the moment, unlike the process
+// total, which lags by up to a scheduler tick per running thread.
+double ThreadCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+}  // namespace
 
 int Options::ProducerCpu(int producer_index) const {
   if (!separate_cores) return cpus.front();
@@ -93,16 +107,24 @@ double TimeNanos(const std::function<void()>& body) {
 double RunProducersAndConsumer(const Options& options, int producer_count,
                                const std::function<void(int)>& producer,
                                const std::function<std::uint32_t()>& consume,
-                               const std::function<bool()>& finished) {
+                               const std::function<bool()>& finished, double* cpu_seconds,
+                               const std::function<void()>& on_start) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::chrono::steady_clock::time_point start;
   std::chrono::steady_clock::time_point finish;
+  std::atomic<double> cpu_total{0};
+  auto add_cpu = [&cpu_total](double seconds) {
+    double old = cpu_total.load();
+    while (!cpu_total.compare_exchange_weak(old, old + seconds)) {
+    }
+  };
   std::thread consumer([&] {
     PinThisThread(options.ConsumerCpu());
     ready.fetch_add(1);
     while (!go.load(std::memory_order_acquire)) {
     }
+    const double cpu_at_go = ThreadCpuSeconds();
     for (;;) {
       if (consume() != 0) continue;
       for (int i = 0; i < options.idle_pauses; ++i) detail::CpuRelax();
@@ -113,24 +135,60 @@ double RunProducersAndConsumer(const Options& options, int producer_count,
       }
     }
     finish = std::chrono::steady_clock::now();
+    add_cpu(ThreadCpuSeconds() - cpu_at_go);
   });
   std::vector<std::thread> producers;
   for (int p = 0; p < producer_count; ++p) {
     producers.emplace_back([&, p] {
       PinThisThread(options.ProducerCpu(p));
       ready.fetch_add(1);
-      while (!go.load(std::memory_order_acquire)) {
-      }
+      // Yields: with more producers than CPUs, spinning here slows the
+      // spawning of the rest.
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      const double cpu_at_go = ThreadCpuSeconds();
       producer(p);
+      add_cpu(ThreadCpuSeconds() - cpu_at_go);
     });
   }
   while (ready.load() < producer_count + 1) std::this_thread::yield();
+  if (on_start) on_start();
   start = std::chrono::steady_clock::now();
   go.store(true, std::memory_order_release);
   for (auto& t : producers) t.join();
   consumer.join();
+  if (cpu_seconds != nullptr) *cpu_seconds = cpu_total.load();
   return std::chrono::duration<double>(finish - start).count();
 }
+
+namespace {
+std::vector<std::string>& MutableFailures() {
+  static std::vector<std::string> failures;
+  return failures;
+}
+}  // namespace
+
+double ClockStepNanos() {
+  static const double step = [] {
+    std::uint64_t smallest = ~std::uint64_t{0};
+    std::uint64_t previous = FastClock::Ticks();
+    for (int i = 0; i < 200000; ++i) {
+      const std::uint64_t now = FastClock::Ticks();
+      if (now > previous) smallest = std::min(smallest, now - previous);
+      previous = now;
+    }
+    return FastClock::TicksToNanos(smallest);
+  }();
+  return step;
+}
+
+std::string ClockStepNote() {
+  return "Latency figures come in multiples of the clock step: " + Fixed(ClockStepNanos(), 1) +
+         " ns here (the smallest advance seen between two readings); a difference within one "
+         "step is not resolved, and a P50 that moves by one step has not changed.";
+}
+
+void RecordFailure(const std::string& what) { MutableFailures().push_back(what); }
+const std::vector<std::string>& Failures() { return MutableFailures(); }
 
 const NamedScenario& SoakScenario() {
   static const NamedScenario soak = {

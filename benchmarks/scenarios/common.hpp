@@ -56,6 +56,12 @@ inline std::string ModelKey(ProducerModel model) {
 }
 std::string ModeKey(PerformanceMode mode);
 
+// The smallest advance of FastClock seen between two readings, ns (measured
+// once): latency figures come in multiples of it.
+double ClockStepNanos();
+// The note every table with latencies carries about that step.
+std::string ClockStepNote();
+
 // Progress for long suites goes to stderr, the report to stdout.
 void Progress(const std::string& message);
 
@@ -73,11 +79,22 @@ void Drain(Bus& bus) {
 // how many messages it dispatched) on a consumer thread. The consumer asks
 // `finished()` only when a batch comes back empty, then drains once more, so
 // the check never touches the producers' cache lines while messages flow.
-// Returns seconds from the start signal until the consumer finished.
+// `on_start`, when given, runs on the calling thread just before the start
+// signal, once every thread is ready (a timer for a timed run starts there).
+// Returns seconds from the start signal until the consumer finished; when
+// `cpu_seconds` is given, the CPU time its threads spent from the start
+// signal to their end (not their start-up, nor their spinning while they
+// wait for the signal; the calling thread sleeps in join()).
 double RunProducersAndConsumer(const Options& options, int producer_count,
                                const std::function<void(int)>& producer,
                                const std::function<std::uint32_t()>& consume,
-                               const std::function<bool()>& finished);
+                               const std::function<bool()>& finished, double* cpu_seconds = nullptr,
+                               const std::function<void()>& on_start = nullptr);
+
+// A measurement that failed its own sanity check (a row that measured
+// nothing): sluice_bench prints each and exits 3 after writing its outputs.
+void RecordFailure(const std::string& what);
+const std::vector<std::string>& Failures();
 
 // Tells the compiler that `value` is used, so work feeding it is not removed.
 template <typename T>

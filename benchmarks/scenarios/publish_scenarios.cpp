@@ -64,12 +64,12 @@ void ModesFor(const Options& options, Report& report, Table& table) {
     const MeanStddev n = Summarize(nanos[v.key]);
     const double overhead = n.mean - bare;
     table.rows.push_back(
-        {ModelName(kModel), v.label, Fixed(t.mean, 2) + " +- " + Fixed(t.stddev, 2),
-         Fixed(n.mean, 2) + " +- " + Fixed(n.stddev, 2),
+        {ModelName(kModel), v.label, MeanPlusMinus(throughput, 2), MeanPlusMinus(nanos[v.key], 2),
          v.key == "bare_metal" ? "-" : (overhead >= 0 ? "+" : "") + Fixed(overhead, 2)});
-    report.AddMetric("modes." + model + "." + v.key + ".throughput_mps", t.mean, "M msg/s",
-                     Better::kHigher);
-    report.AddMetric("modes." + model + "." + v.key + ".ns_per_msg", n.mean, "ns", Better::kLower);
+    SetSpread(throughput, &report.AddMetric("modes." + model + "." + v.key + ".throughput_mps",
+                                            t.mean, "M msg/s", Better::kHigher));
+    SetSpread(nanos[v.key], &report.AddMetric("modes." + model + "." + v.key + ".ns_per_msg",
+                                              n.mean, "ns", Better::kLower));
   }
   report.AddMetric("modes." + model + ".overhead_ns", Summarize(nanos["full_featured"]).mean - bare,
                    "ns", Better::kNeither);
@@ -90,12 +90,12 @@ void BatchesFor(const Options& options, Report& report, Table& table) {
     std::vector<double> throughput;
     for (double ns : nanos[size]) throughput.push_back(1000.0 / ns);
     const MeanStddev t = Summarize(throughput);
-    const MeanStddev n = Summarize(nanos[size]);
     const std::string label = std::to_string(size / 1000) + "K";
-    table.rows.push_back({ModelName(kModel), label, Fixed(t.mean, 2) + " +- " + Fixed(t.stddev, 2),
-                          Fixed(n.mean, 2) + " +- " + Fixed(n.stddev, 2)});
-    report.AddMetric("batch." + ModelKey(kModel) + "." + label + ".throughput_mps", t.mean,
-                     "M msg/s", Better::kHigher);
+    table.rows.push_back(
+        {ModelName(kModel), label, MeanPlusMinus(throughput, 2), MeanPlusMinus(nanos[size], 2)});
+    SetSpread(throughput,
+              &report.AddMetric("batch." + ModelKey(kModel) + "." + label + ".throughput_mps",
+                                t.mean, "M msg/s", Better::kHigher));
   }
 }
 
@@ -149,17 +149,17 @@ void DispatchFor(const Options& options, Report& report, Table& table) {
   const MeanStddev callback = Summarize(callback_nanos);
   const MeanStddev visitor = Summarize(visitor_nanos);
   const MeanStddev plain = Summarize(plain_nanos);
-  table.rows.push_back({ModelName(kModel),
-                        Fixed(visitor.mean, 2) + " +- " + Fixed(visitor.stddev, 2),
-                        Fixed(callback.mean, 2) + " +- " + Fixed(callback.stddev, 2),
-                        Fixed(callback.mean / visitor.mean, 2) + "x",
-                        Fixed(plain.mean, 2) + " +- " + Fixed(plain.stddev, 2)});
+  table.rows.push_back(
+      {ModelName(kModel), MeanPlusMinus(visitor_nanos, 2), MeanPlusMinus(callback_nanos, 2),
+       Fixed(callback.mean / visitor.mean, 2) + "x", MeanPlusMinus(plain_nanos, 2)});
   const std::string model = ModelKey(kModel);
-  report.AddMetric("dispatch." + model + ".visitor_ns_per_msg", visitor.mean, "ns", Better::kLower);
-  report.AddMetric("dispatch." + model + ".callback_ns_per_msg", callback.mean, "ns",
-                   Better::kLower);
-  report.AddMetric("dispatch." + model + ".callback_no_histograms_ns_per_msg", plain.mean, "ns",
-                   Better::kLower);
+  SetSpread(visitor_nanos, &report.AddMetric("dispatch." + model + ".visitor_ns_per_msg",
+                                             visitor.mean, "ns", Better::kLower));
+  SetSpread(callback_nanos, &report.AddMetric("dispatch." + model + ".callback_ns_per_msg",
+                                              callback.mean, "ns", Better::kLower));
+  SetSpread(plain_nanos,
+            &report.AddMetric("dispatch." + model + ".callback_no_histograms_ns_per_msg",
+                              plain.mean, "ns", Better::kLower));
 }
 
 }  // namespace
