@@ -7,6 +7,7 @@
 #include "sluice/config.hpp"
 
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 // Fill percentages at which each priority is refused. A message is admitted
 // while the queue holds fewer than ceil(percent * capacity / 100) messages.
@@ -61,4 +62,5 @@ constexpr const char* ToString(BackpressureLevel level) noexcept {
   return "INVALID";
 }
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

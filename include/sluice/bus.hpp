@@ -31,6 +31,7 @@
 #include "sluice/subscription_handle.hpp"
 
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 inline constexpr std::size_t kDefaultCapacity = 131072;
 
@@ -432,4 +433,5 @@ template <typename Payload, std::size_t kCapacity = kDefaultCapacity,
           typename Traits = DefaultBusTraits>
 using SpscBus = AsyncBus<Payload, kCapacity, ProducerModel::kSingle, Traits>;
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

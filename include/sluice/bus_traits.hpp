@@ -13,6 +13,7 @@
 #include "sluice/config.hpp"
 
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 enum class SlotStorage {
   // The ring is allocated once, in the constructor: a bus of any capacity can
@@ -44,4 +45,5 @@ struct DefaultBusTraits {
 #endif
 };
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

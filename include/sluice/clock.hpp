@@ -19,6 +19,7 @@
 #endif
 
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 // No clock: every reading is 0. The default under SLUICE_BARE_METAL, where
 // only the application knows its timer; set BusTraits::Clock to a type that
@@ -349,4 +350,5 @@ struct CounterClock {
   }
 };
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

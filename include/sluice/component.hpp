@@ -34,10 +34,12 @@
 #include <type_traits>
 #include <utility>
 
+#include "sluice/config.hpp"
 #include "sluice/message.hpp"
 #include "sluice/subscription_handle.hpp"
 
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 // `Bus` is any Sluice bus type; `kMaxSubscriptions` handles are kept inline.
 // A component is used by one thread at a time (its owner's); the bus it
@@ -246,4 +248,5 @@ class Component {
   Entry entries_[kMaxSubscriptions];
 };
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

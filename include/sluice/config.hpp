@@ -42,7 +42,19 @@
 #endif
 #endif
 
+// Every Sluice name lives in an inline namespace named after the settings
+// above that change class layouts, so two translation units built with
+// different settings cannot silently share one definition (an ODR
+// violation): a bus passed between them names different types, and the
+// program fails to link. SLUICE_CACHE_LINE_SIZE must therefore be a plain
+// integer literal.
+#define SLUICE_ABI_JOIN(line, bits, bare) abi_line##line##_pos##bits##_bare##bare
+#define SLUICE_ABI_NAME(line, bits, bare) SLUICE_ABI_JOIN(line, bits, bare)
+#define SLUICE_ABI_NAMESPACE \
+  SLUICE_ABI_NAME(SLUICE_CACHE_LINE_SIZE, SLUICE_ATOMIC_BITS, SLUICE_BARE_METAL)
+
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 inline constexpr std::size_t kCacheLineSize = SLUICE_CACHE_LINE_SIZE;
 
@@ -66,4 +78,5 @@ static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
                   std::atomic<void*>::is_always_lock_free,
               "Sluice: needs lock-free 8-bit, 32-bit and pointer atomics");
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

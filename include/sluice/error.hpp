@@ -4,7 +4,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "sluice/config.hpp"
+
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 enum class BusErrorCode : std::uint8_t {
   kCallbackThrew = 1,  // a subscription callback threw; the next one still runs
@@ -23,4 +26,5 @@ struct BusError {
 // throw; an exception escaping it is swallowed.
 using ErrorCallback = void (*)(const BusError& error, void* context);
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

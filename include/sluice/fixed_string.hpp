@@ -8,7 +8,10 @@
 #include <string_view>
 #include <type_traits>
 
+#include "sluice/config.hpp"
+
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 template <std::size_t kCapacity>
 class FixedString {
@@ -153,4 +156,5 @@ class FixedString {
   SizeType size_ = 0;
 };
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

@@ -8,7 +8,10 @@
 #include <type_traits>
 #include <utility>
 
+#include "sluice/config.hpp"
+
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 template <typename T, std::size_t kCapacity>
 class FixedVector {
@@ -102,4 +105,5 @@ class FixedVector {
   std::size_t size_ = 0;
 };
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

@@ -4,9 +4,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "sluice/config.hpp"
 #include "sluice/message.hpp"
 
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 // Buckets of a LatencyHistogram: bucket i counts latencies of at most 2^i
 // microseconds (and more than 2^(i-1)); the last bucket counts everything
@@ -69,4 +71,5 @@ struct LatencySnapshot {
   }
 };
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

@@ -5,7 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "sluice/config.hpp"
+
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 // Admission class of a message; see AdmissionThresholds for what each gets.
 enum class MessagePriority : std::uint8_t { LOW = 0, MEDIUM = 1, HIGH = 2 };
@@ -48,4 +51,5 @@ struct MessageEnvelope {
   Payload payload;
 };
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

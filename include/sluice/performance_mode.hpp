@@ -3,7 +3,10 @@
 
 #include <cstdint>
 
+#include "sluice/config.hpp"
+
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 enum class PerformanceMode : std::uint8_t {
   // Priority admission, backpressure, statistics, error callback.
@@ -27,4 +30,5 @@ constexpr const char* ToString(PerformanceMode mode) noexcept {
   return "INVALID";
 }
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

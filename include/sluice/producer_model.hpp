@@ -3,7 +3,10 @@
 
 #include <cstdint>
 
+#include "sluice/config.hpp"
+
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 enum class ProducerModel : std::uint8_t {
   // Any number of threads publish concurrently; publish is lock-free.
@@ -12,4 +15,5 @@ enum class ProducerModel : std::uint8_t {
   kSingle,
 };
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

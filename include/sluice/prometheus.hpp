@@ -20,12 +20,14 @@
 #include <type_traits>
 
 #include "sluice/admission.hpp"
+#include "sluice/config.hpp"
 #include "sluice/latency_histogram.hpp"
 #include "sluice/message.hpp"
 #include "sluice/performance_mode.hpp"
 #include "sluice/statistics.hpp"
 
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 // What WritePrometheus reports of one bus, read at one moment.
 struct BusMetrics {
@@ -248,4 +250,5 @@ void WritePrometheus(Sink&& sink, std::string_view name, const Bus& bus) {
   WritePrometheus(sink, &metrics, 1);
 }
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

@@ -17,10 +17,12 @@
 #include <utility>
 #include <variant>
 
+#include "sluice/config.hpp"
 #include "sluice/detail/variant_index.hpp"
 #include "sluice/message.hpp"
 
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 namespace detail {
 
@@ -179,4 +181,5 @@ class StaticComponent {
   Derived& Self() noexcept { return static_cast<Derived&>(*this); }
 };
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

@@ -3,7 +3,10 @@
 
 #include <cstdint>
 
+#include "sluice/config.hpp"
+
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 // A point-in-time copy of a bus's counters since construction or the last
 // ResetStatistics(). Counters are read one by one, so a snapshot taken while
@@ -34,4 +37,5 @@ struct BusStatisticsSnapshot {
   }
 };
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

@@ -7,6 +7,7 @@
 #include "sluice/config.hpp"
 
 namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
 
 namespace detail {
 template <typename Payload, typename Traits>
@@ -76,4 +77,5 @@ class [[nodiscard]] UnsubscribeResult {
   Status status_;
 };
 
+}  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

@@ -10,7 +10,9 @@
 #include "sluice/message.hpp"
 #include "sluice/performance_mode.hpp"
 
-namespace sluice::detail {
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
 
 template <Position kCapacity>
 class alignas(kCacheLineSize) AdmissionPolicy {
@@ -81,4 +83,6 @@ class alignas(kCacheLineSize) AdmissionPolicy {
   std::atomic<std::uint32_t> packed_{Pack(AdmissionThresholds{})};
 };
 
-}  // namespace sluice::detail
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

@@ -4,7 +4,11 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace sluice::detail {
+#include "sluice/config.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
 
 // Index of the lowest set bit. `bits` must not be zero.
 template <typename Unsigned>
@@ -41,4 +45,6 @@ constexpr bool IsPowerOfTwo(std::uint64_t value) noexcept {
   return value != 0 && (value & (value - 1)) == 0;
 }
 
-}  // namespace sluice::detail
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

@@ -5,7 +5,9 @@
 
 #include "sluice/config.hpp"
 
-namespace sluice::detail {
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
 
 // Adds `amount` to a counter. With a single writer a plain load and store suffice
 // (no locked instruction); otherwise an atomic increment.
@@ -19,4 +21,6 @@ inline void Increment(std::atomic<Counter>& counter, Counter amount = 1) noexcep
   }
 }
 
-}  // namespace sluice::detail
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

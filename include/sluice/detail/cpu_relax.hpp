@@ -2,11 +2,15 @@
 // hyper-thread and reduces the memory-order-violation flush on loop exit.
 #pragma once
 
+#include "sluice/config.hpp"
+
 #if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
 #include <intrin.h>
 #endif
 
-namespace sluice::detail {
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
 
 inline void CpuRelax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -19,4 +23,6 @@ inline void CpuRelax() noexcept {
 #endif
 }
 
-}  // namespace sluice::detail
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

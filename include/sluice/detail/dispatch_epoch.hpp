@@ -31,7 +31,9 @@
 #include <thread>
 #endif
 
-namespace sluice::detail {
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
 
 #if !SLUICE_BARE_METAL
 // An address unique to the calling thread: tells a writer that it is itself
@@ -94,4 +96,6 @@ class DispatchEpoch {
 #endif
 };
 
-}  // namespace sluice::detail
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

@@ -30,7 +30,9 @@
 #include "sluice/detail/dispatch_epoch.hpp"
 #include "sluice/error.hpp"
 
-namespace sluice::detail {
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
 
 class ErrorReporter {
  public:
@@ -101,4 +103,6 @@ class ErrorReporter {
   std::atomic<bool> reporting_{false};  // written by the consumer only
 };
 
-}  // namespace sluice::detail
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

@@ -16,7 +16,9 @@
 #include "sluice/latency_histogram.hpp"
 #include "sluice/message.hpp"
 
-namespace sluice::detail {
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
 
 // The bucket of a latency of `micros`: 0 for at most 1 us, else the number of
 // bits of micros - 1 (so 2^(i-1) < micros <= 2^i), capped at the last bucket.
@@ -223,4 +225,6 @@ class LatencyRecorder<false> {
   void Reset() noexcept {}
 };
 
-}  // namespace sluice::detail
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

@@ -52,7 +52,9 @@
 #include "sluice/detail/slot_storage.hpp"
 #include "sluice/producer_model.hpp"
 
-namespace sluice::detail {
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
 
 template <typename Envelope, std::size_t kCapacity, ProducerModel kModel, SlotStorage kStorage>
 class Ring {
@@ -226,4 +228,6 @@ class Ring {
   SlotArray<Slot, kCapacity, kStorage> slots_;
 };
 
-}  // namespace sluice::detail
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

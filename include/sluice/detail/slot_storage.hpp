@@ -9,7 +9,9 @@
 #include "sluice/bus_traits.hpp"
 #include "sluice/config.hpp"
 
-namespace sluice::detail {
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
 
 template <typename Slot, std::size_t kCount, SlotStorage kKind>
 class SlotArray;
@@ -58,4 +60,6 @@ class SlotArray<Slot, kCount, SlotStorage::kInline> {
   alignas(kCacheLineSize) Slot slots_[kCount];
 };
 
-}  // namespace sluice::detail
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

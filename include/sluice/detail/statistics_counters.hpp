@@ -13,7 +13,9 @@
 #include "sluice/message.hpp"
 #include "sluice/statistics.hpp"
 
-namespace sluice::detail {
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
 
 // Counters behind the snapshot. Counts are relaxed, with two exceptions that
 // make the documented inequalities hold for any reader at any time:
@@ -156,4 +158,6 @@ class StatisticsCounters {
   alignas(kCacheLineSize) std::atomic<Counter> baseline_[kFieldCount] = {};
 };
 
-}  // namespace sluice::detail
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

@@ -55,7 +55,9 @@
 #include "sluice/message.hpp"
 #include "sluice/subscription_handle.hpp"
 
-namespace sluice::detail {
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
 
 struct TestAccess;
 
@@ -329,4 +331,6 @@ class SubscriptionRegistry {
   std::atomic<bool> deferred_pending_{false};
 };
 
-}  // namespace sluice::detail
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

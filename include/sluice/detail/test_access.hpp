@@ -9,7 +9,9 @@
 #include "sluice/config.hpp"
 #include "sluice/error.hpp"
 
-namespace sluice::detail {
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
 
 struct TestAccess {
   // Makes subscription slot `slot` of payload alternative `type` free with
@@ -37,4 +39,6 @@ struct TestAccess {
   }
 };
 
-}  // namespace sluice::detail
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

@@ -5,7 +5,11 @@
 #include <type_traits>
 #include <variant>
 
-namespace sluice::detail {
+#include "sluice/config.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
 
 template <typename T>
 struct IsVariant : std::false_type {};
@@ -35,4 +39,6 @@ struct VariantIndex<T, std::variant<Alternatives...>> {
 template <typename T, typename Variant>
 inline constexpr bool kIsAlternative = VariantIndex<T, Variant>::kOccurrences == 1;
 
-}  // namespace sluice::detail
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
