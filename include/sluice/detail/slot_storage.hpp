@@ -57,7 +57,8 @@ class SlotArray<Slot, kCount, SlotStorage::kInline> {
   const Slot& operator[](std::size_t index) const noexcept { return slots_[index]; }
 
  private:
-  alignas(kCacheLineSize) Slot slots_[kCount];
+  // At least the slot's own alignment (over-aligned payloads).
+  alignas(alignof(Slot) > kCacheLineSize ? alignof(Slot) : kCacheLineSize) Slot slots_[kCount];
 };
 
 }  // namespace detail
