@@ -35,6 +35,7 @@
 #include <utility>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/cpu_relax.hpp"
 #include "sluice/message.hpp"
 #include "sluice/subscription_handle.hpp"
 
@@ -95,6 +96,13 @@ class Component {
     std::size_t removed = 0;
     for (Entry& entry : entries_) {
       std::uint32_t state = entry.state.load(std::memory_order_acquire);
+      // A weak callback on the consumer thread is unsubscribing this entry's
+      // subscription: a few instructions, no user code. Wait for it, so that
+      // the component outlives its last touch of the entry.
+      while (PhaseOf(state) == kRetiring) {
+        detail::CpuRelax();
+        state = entry.state.load(std::memory_order_acquire);
+      }
       const std::uint32_t generation = GenerationOf(state);
       if (PhaseOf(state) == kLive && entry.state.compare_exchange_strong(
                                          state, Pack(generation, kFree), std::memory_order_acq_rel,
@@ -123,13 +131,16 @@ class Component {
  private:
   // An entry's state is generation << 2 | phase. The owner thread moves it
   // kFree -> kLive (publishing the handle) and kLive -> kFree (removing);
-  // a weak callback that finds its owner dead moves it kLive -> kRetired,
-  // after which it no longer touches the entry, and the owner thread turns
-  // kRetired into kFree. The generation, bumped on each reuse, keeps a
-  // callback of an earlier subscription from retiring a later one.
+  // a weak callback that finds its owner dead moves it kLive -> kRetiring,
+  // unsubscribes, then stores kRetired, after which it no longer touches the
+  // entry, and the owner thread turns kRetired into kFree. An entry is
+  // reused only once its bus subscription is gone, so the bus never holds
+  // more of this component's subscriptions than it has entries. The generation, bumped on each
+  // reuse, keeps a callback of an earlier subscription from retiring a later one.
   static constexpr std::uint32_t kFree = 0;
   static constexpr std::uint32_t kLive = 1;
   static constexpr std::uint32_t kRetired = 2;
+  static constexpr std::uint32_t kRetiring = 3;  // the callback is unsubscribing
   static constexpr std::uint32_t Pack(std::uint32_t generation, std::uint32_t phase) noexcept {
     return (generation << 2) | phase;
   }
@@ -231,16 +242,18 @@ class Component {
       const SubscriptionHandle handle = LoadHandle(entry);
       Bus* const bus = component->bus_;
       std::uint32_t expected = live;
-      if (!entry.state.compare_exchange_strong(expected, Pack(generation, kRetired),
+      if (!entry.state.compare_exchange_strong(expected, Pack(generation, kRetiring),
                                                std::memory_order_acq_rel,
                                                std::memory_order_relaxed)) {
         return;  // the owner thread is removing it
       }
-      // The entry is the owner thread's again: only the bus and this
-      // callable from here on. Inside the batch, Unsubscribe does not wait;
-      // this callable is destroyed when the batch ends.
+      // Inside the batch, Unsubscribe does not wait; this callable is
+      // destroyed when the batch ends.
       (void)bus->Unsubscribe(handle);
       owner.reset();  // the owner's control block (and make_shared memory) now
+      // The entry is the owner thread's again: only this callable's own
+      // members (not the entry) are used from here on.
+      entry.state.store(Pack(generation, kRetired), std::memory_order_release);
     }
   };
 
