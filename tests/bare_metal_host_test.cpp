@@ -122,9 +122,14 @@ void SetThresholdsFromInterrupt() {
 TEST(BareMetalHostTest, ThresholdsSetFromAnInterruptThatPreemptsTheSameCall) {
   auto bus = std::make_unique<ThresholdBus>();
   g_threshold_bus = bus.get();
-  bool accepted = false;
-  const std::uint64_t steps = RunWithAnInterruptAtEveryInstruction(
-      &SetThresholdsFromInterrupt, [&] { accepted = bus->SetAdmissionThresholds(70, 85, 95); });
+  // One run per instruction of the setter, each preempted there by another
+  // setter. (An interrupt at every instruction would store new thresholds
+  // faster than the preempted setter can rewrite the limits: the setter is
+  // lock-free, and retries until such a storm pauses.)
+  bool accepted = true;
+  const std::uint64_t steps = RunWithOneInterruptAtEachInstruction(
+      &SetThresholdsFromInterrupt,
+      [&] { accepted = bus->SetAdmissionThresholds(70, 85, 95) && accepted; });
   EXPECT_TRUE(accepted);
   EXPECT_GT(steps, 10u);
   // Whatever the interleaving, the limits a publish uses agree with the
@@ -145,15 +150,28 @@ TEST(BareMetalHostTest, ThresholdsSetFromAnInterruptThatPreemptsTheSameCall) {
 using DispatchBus = sluice::MpscBus<BasicPayload, 64>;
 DispatchBus* g_dispatch_bus = nullptr;
 sluice::SubscriptionHandle g_handle;
-// Set when Unsubscribe said the callable is neither running nor will run;
-// the callable then counts any call as a violation.
-bool g_removed = false;
+// Each subscription gets an id; removed_idle[id] is set when Unsubscribe said
+// that callable is neither running nor will run, and any later call of it
+// counts as a violation. (A callable removed while running may still be
+// called once by the dispatch the interrupt preempted.)
+constexpr std::size_t kMaxIds = 1 << 20;
+std::vector<bool> g_removed_idle_ids(kMaxIds, false);
+std::size_t g_next_id = 0;
+std::size_t g_handle_id = 0;
 std::uint64_t g_calls_after_removal = 0;
 std::uint64_t g_removed_idle = 0;
 std::uint64_t g_removed_running = 0;
 
-void Callback(const MotorCmd&) {
-  if (g_removed) ++g_calls_after_removal;
+struct Callback {
+  std::size_t id;
+  void operator()(const MotorCmd&) const {
+    if (g_removed_idle_ids[id % kMaxIds]) ++g_calls_after_removal;
+  }
+};
+
+sluice::SubscriptionHandle SubscribeNext(DispatchBus& bus) {
+  g_handle_id = g_next_id++;
+  return bus.Subscribe<MotorCmd>(Callback{g_handle_id});
 }
 
 void ToggleSubscriptionFromInterrupt() {
@@ -164,12 +182,11 @@ void ToggleSubscriptionFromInterrupt() {
     if (result.still_running()) {
       ++g_removed_running;
     } else {
-      g_removed = true;
+      g_removed_idle_ids[g_handle_id % kMaxIds] = true;
       ++g_removed_idle;
     }
   } else {
-    g_removed = false;
-    g_handle = g_dispatch_bus->Subscribe<MotorCmd>(&Callback);
+    g_handle = SubscribeNext(*g_dispatch_bus);
   }
 }
 
@@ -179,8 +196,7 @@ TEST(BareMetalHostTest, NoCallbackRunsAfterAnInterruptsUnsubscribeSaysItIsIdle) 
   // Every other interrupt subscribes anew, so each instruction of the batch
   // meets both an Unsubscribe and a Subscribe over the runs below.
   for (int phase = 0; phase < 2; ++phase) {
-    g_handle = bus->Subscribe<MotorCmd>(&Callback);
-    g_removed = false;
+    g_handle = SubscribeNext(*bus);
     if (phase == 1) ToggleSubscriptionFromInterrupt();  // start unsubscribed
     for (int i = 0; i < 4; ++i) ASSERT_TRUE(bus->Publish(MotorCmd{i}));
     RunWithAnInterruptAtEveryInstruction(&ToggleSubscriptionFromInterrupt,
@@ -249,6 +265,63 @@ TEST(BareMetalHostTest, ReplacedErrorCallbackIsNotCalledAfterAnInterruptSaysItIs
   EXPECT_GT(g_running_replacements, 0u);
   EXPECT_EQ(g_retired_calls, 0u);
   g_error_bus = nullptr;
+}
+
+// ---- ResetStatistics preempted by a reset or a snapshot.
+
+using StatsBus = sluice::MpscBus<BasicPayload, 64>;
+StatsBus* g_stats_bus = nullptr;
+std::uint64_t g_bad_snapshots = 0;
+
+void PublishDrainAndResetFromInterrupt() {
+  for (int i = 0; i < 5; ++i) (void)g_stats_bus->Publish(MotorCmd{i});
+  while (g_stats_bus->ProcessBatch() != 0) {
+  }
+  g_stats_bus->ResetStatistics();
+}
+
+void SnapshotFromInterrupt() {
+  const auto s = g_stats_bus->GetStatistics();
+  if (s.messages_processed > s.messages_published) ++g_bad_snapshots;
+}
+
+// Baselines are stored one field at a time: a reset (or a snapshot) that
+// lands between two of them must not leave processed ahead of published.
+TEST(BareMetalHostTest, ResetPreemptedByAResetKeepsProcessedEqualToPublishedAfterADrain) {
+  auto bus = std::make_unique<StatsBus>();
+  g_stats_bus = bus.get();
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(bus->Publish(MotorCmd{i}));
+  while (bus->ProcessBatch() != 0) {
+  }
+  // One run per instruction of this reset, each preempted there by a
+  // publish, a drain and a reset; then the bus is drained and checked.
+  std::uint64_t unequal = 0;
+  for (std::uint64_t step = 1;; ++step) {
+    g_fire_at_step = step;
+    g_action = &PublishDrainAndResetFromInterrupt;
+    const std::uint64_t count =
+        RunWithAnInterruptAtEveryInstruction(&FireOnce, [&] { bus->ResetStatistics(); });
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(bus->Publish(MotorCmd{i}));
+    while (bus->ProcessBatch() != 0) {
+    }
+    const auto s = bus->GetStatistics();
+    if (s.messages_processed != s.messages_published) ++unequal;
+    if (step >= count) break;
+  }
+  EXPECT_EQ(unequal, 0u) << "processed != published on a quiet, drained bus";
+  g_stats_bus = nullptr;
+}
+
+TEST(BareMetalHostTest, SnapshotDuringAResetNeverShowsProcessedAbovePublished) {
+  auto bus = std::make_unique<StatsBus>();
+  g_stats_bus = bus.get();
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(bus->Publish(MotorCmd{i}));
+  while (bus->ProcessBatch() != 0) {
+  }
+  g_bad_snapshots = 0;
+  RunWithAnInterruptAtEveryInstruction(&SnapshotFromInterrupt, [&] { bus->ResetStatistics(); });
+  EXPECT_EQ(g_bad_snapshots, 0u);
+  g_stats_bus = nullptr;
 }
 
 #else

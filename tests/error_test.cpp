@@ -141,6 +141,46 @@ TEST(ErrorTest, ThrowingCopyIsMadeBeforeClaimingSoNoSlotIsLost) {
   EXPECT_EQ(got, 5);
 }
 
+// The error callback unsubscribes the subscriber that just threw: it has
+// returned, so it is removed (and destroyed) at once, not "still running".
+TEST(ErrorTest, UnsubscribingTheThrowerFromTheErrorCallbackRemovesItAtOnce) {
+  using Bus = sluice::MpscBus<BasicPayload, 8>;
+  Bus bus;
+  auto token = std::make_shared<int>(1);
+  struct Context {
+    Bus* bus;
+    sluice::SubscriptionHandle handle;
+    std::weak_ptr<int> token;
+    sluice::UnsubscribeResult::Status status = sluice::UnsubscribeResult::Status::kNotSubscribed;
+    long uses_after = -1;
+  } context{&bus, {}, token, {}, -1};
+  context.handle =
+      bus.Subscribe<MotorCmd>([token](const MotorCmd&) { throw std::runtime_error("x"); });
+  token.reset();
+  (void)bus.SetErrorCallback(
+      [](const sluice::BusError&, void* c) {
+        auto* self = static_cast<Context*>(c);
+        self->status = self->bus->Unsubscribe(self->handle).status();
+        self->uses_after = self->token.use_count();
+      },
+      &context);
+  ASSERT_TRUE(bus.Publish(MotorCmd{1}));
+  bus.ProcessBatch();
+  EXPECT_EQ(context.status, sluice::UnsubscribeResult::Status::kRemoved);
+  EXPECT_EQ(context.uses_after, 0) << "the callable is destroyed when Unsubscribe returns";
+}
+
+// Bad input is refused before the copy that may throw is made.
+TEST(ErrorTest, OutOfRangePriorityIsRefusedBeforeAThrowingCopy) {
+  sluice::MpscBus<std::variant<ThrowingCopy, int>, 8> bus;
+  const ThrowingCopy original;
+  bool refused = false;
+  EXPECT_NO_THROW(
+      refused = !bus.PublishWithPriority(original, 0, static_cast<sluice::MessagePriority>(7)));
+  EXPECT_TRUE(refused);
+  EXPECT_EQ(bus.GetStatistics().messages_rejected, 1u);
+}
+
 #else
 TEST(ErrorTest, NeedsExceptions) { GTEST_SKIP() << "built without exceptions: nothing can throw"; }
 #endif

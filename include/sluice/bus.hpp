@@ -272,6 +272,7 @@ class AsyncBus {
     static_assert(kPublishable<Message>,
                   "Sluice: a published message must be exactly one alternative of the "
                   "bus payload variant, or the variant itself");
+    // Bad input is refused before anything else, a copy included.
     if constexpr (std::is_same_v<Value, Payload>) {
       // A variant made valueless by a throwing emplace names no type.
       if (message.valueless_by_exception()) {
@@ -279,16 +280,16 @@ class AsyncBus {
         return false;
       }
     }
+    if (!IsValidPriority(priority)) {
+      statistics_.CountRejected();
+      return false;
+    }
     if constexpr (!std::is_nothrow_constructible_v<Value, Message&&>) {
       // A copy that may throw is made before a slot is claimed, so a claimed
       // slot is always filled; the refusal path then wastes the copy.
       Value copy(std::forward<Message>(message));
       return PublishImpl<kReadClock>(std::move(copy), sender_id, priority, timestamp_us);
     } else {
-      if (!IsValidPriority(priority)) {
-        statistics_.CountRejected();
-        return false;
-      }
       const PerformanceMode mode = policy_.Mode();
       if constexpr (kReadClock) {
         // Read before the claim to keep the claimed-but-unpublished window

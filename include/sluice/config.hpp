@@ -45,8 +45,9 @@
 // Every Sluice name lives in an inline namespace named after the settings
 // above that change class layouts, so two translation units built with
 // different settings cannot silently share one definition (an ODR
-// violation): a bus passed between them names different types, and the
-// program fails to link. SLUICE_CACHE_LINE_SIZE must therefore be a plain
+// violation): a function whose signature names a Sluice type fails to
+// link. A user type that only contains a bus is not renamed: that case needs
+// one setting for the whole program. SLUICE_CACHE_LINE_SIZE must be a plain
 // integer literal.
 #define SLUICE_ABI_JOIN(line, bits, bare) abi_line##line##_pos##bits##_bare##bare
 #define SLUICE_ABI_NAME(line, bits, bare) SLUICE_ABI_JOIN(line, bits, bare)

@@ -31,7 +31,10 @@ namespace detail {
 // Processed counts only messages whose publish was counted
 // (MessageHeader::counted), whatever the mode at dispatch, and its baseline
 // is the published total at the reset: the messages still queued then were
-// counted before the reset, and FIFO dispatch takes them first.
+// counted before the reset, and FIFO dispatch takes them first. That
+// baseline is not stored: a snapshot adds up the published baselines it
+// read, so even baselines mixed from two overlapping resets (stores are one
+// field at a time) keep processed <= published and equal after a drain.
 template <bool kSingleProducer>
 class StatisticsCounters {
  public:
@@ -63,6 +66,8 @@ class StatisticsCounters {
       // SYNC POINT READ (G): see Reset().
       base.values[i] = baseline_[i].load(std::memory_order_acquire);
     }
+    base.values[kProcessed] = static_cast<Counter>(
+        base.values[kPublished + 0] + base.values[kPublished + 1] + base.values[kPublished + 2]);
     const Fields raw = Raw();
     Fields since;
     for (std::size_t i = 0; i < kFieldCount; ++i) {
@@ -93,10 +98,9 @@ class StatisticsCounters {
   // writer's load+store could lose the reset); the current values become the
   // baseline that Snapshot() subtracts instead.
   void Reset() noexcept {
-    Fields raw = Raw();
-    raw.values[kProcessed] = static_cast<Counter>(
-        raw.values[kPublished + 0] + raw.values[kPublished + 1] + raw.values[kPublished + 2]);
+    const Fields raw = Raw();
     for (std::size_t i = 0; i < kFieldCount; ++i) {
+      if (i == kProcessed) continue;  // derived from the published baselines
       // SYNC POINT WRITE (G): the counter reads above.
       baseline_[i].store(raw.values[i], std::memory_order_release);
     }

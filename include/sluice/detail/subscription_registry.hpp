@@ -215,8 +215,10 @@ class SubscriptionRegistry {
       try {
         slot.invoke(slot.storage, envelope);
       } catch (const std::exception& error) {
+        running_.store(kNothingRunning, std::memory_order_relaxed);  // it has returned
         on_error(error.what());
       } catch (...) {
+        running_.store(kNothingRunning, std::memory_order_relaxed);
         on_error("non-standard exception");
       }
 #else
