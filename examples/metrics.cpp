@@ -4,7 +4,7 @@
 // with the HTTP server of your choice).
 #include <cstdint>
 #include <cstdio>
-#include <sluice/prometheus.hpp>
+#include <sluice/extras/prometheus.hpp>
 #include <sluice/sluice.hpp>
 #include <string>
 #include <variant>

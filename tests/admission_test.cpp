@@ -179,7 +179,7 @@ void RunReferenceBurst() {
   EXPECT_EQ(stats.low_priority_published, admitted[0]);
   EXPECT_EQ(stats.medium_priority_published, admitted[1]);
   EXPECT_EQ(stats.high_priority_published, admitted[2]);
-  EXPECT_EQ(stats.messages_attempted(), 150000u);
+  EXPECT_EQ(stats.MessagesAttempted(), 150000u);
   EXPECT_EQ(bus->QueueDepth(), admitted[0] + admitted[1] + admitted[2]);
 }
 

@@ -70,7 +70,7 @@ void ExpectNoAllocationWhileRunning() {
   std::uint64_t sum = 0;
   const auto handle =
       bus->template Subscribe<MotorCmd>([&sum](const MotorCmd& c) { sum += c.speed; });
-  ASSERT_TRUE(handle.valid());
+  ASSERT_TRUE(handle.IsValid());
   AllocationScope scope;
   for (auto mode : {sluice::PerformanceMode::FULL_FEATURED, sluice::PerformanceMode::NO_STATS,
                     sluice::PerformanceMode::BARE_METAL}) {

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sluice/sluice.hpp"
+#include "sluice/all.hpp"
 #include "test_support.hpp"
 
 namespace sluice_test {
@@ -278,19 +278,19 @@ TEST(FixedStringTest, RefusesWhatDoesNotFitAndTruncatesOnlyWhenAsked) {
   EXPECT_EQ(name, "motor");
   EXPECT_EQ(name.size(), 5u);
   EXPECT_STREQ(name.c_str(), "motor");
-  EXPECT_FALSE(name.Append("-left"));  // 10 bytes: refused, unchanged
+  EXPECT_FALSE(name.try_append("-left"));  // 10 bytes: refused, unchanged
   EXPECT_EQ(name, "motor");
-  EXPECT_TRUE(name.Append("-L1"));
+  EXPECT_TRUE(name.try_append("-L1"));
   EXPECT_EQ(name, "motor-L1");
-  EXPECT_FALSE(name.Assign("123456789"));
+  EXPECT_FALSE(name.try_assign("123456789"));
   EXPECT_EQ(name, "motor-L1");
-  EXPECT_EQ(name.AssignTruncated("123456789"), 1u);
+  EXPECT_EQ(name.assign_truncated("123456789"), 1u);
   EXPECT_EQ(name, "12345678");
   EXPECT_STREQ(name.c_str(), "12345678");
   name.clear();
   EXPECT_TRUE(name.empty());
-  EXPECT_EQ(name.AppendTruncated("abc"), 0u);
-  EXPECT_EQ(name.AppendTruncated("defghij"), 2u);
+  EXPECT_EQ(name.append_truncated("abc"), 0u);
+  EXPECT_EQ(name.append_truncated("defghij"), 2u);
   EXPECT_EQ(name, "abcdefgh");
   static_assert(sizeof(sluice::FixedString<8>) == 10);
 }
@@ -298,9 +298,9 @@ TEST(FixedStringTest, RefusesWhatDoesNotFitAndTruncatesOnlyWhenAsked) {
 TEST(FixedStringTest, TruncationNeverSplitsAUtf8Sequence) {
   sluice::FixedString<4> text;
   // "aé€": a (1 byte), é (2 bytes), € (3 bytes).
-  EXPECT_EQ(text.AssignTruncated("a\xC3\xA9\xE2\x82\xAC"), 3u);
+  EXPECT_EQ(text.assign_truncated("a\xC3\xA9\xE2\x82\xAC"), 3u);
   EXPECT_EQ(text, "a\xC3\xA9");
-  EXPECT_EQ(text.AssignTruncated("\xE2\x82\xAC\xE2\x82\xAC"), 3u);
+  EXPECT_EQ(text.assign_truncated("\xE2\x82\xAC\xE2\x82\xAC"), 3u);
   EXPECT_EQ(text, "\xE2\x82\xAC");
 }
 
@@ -308,23 +308,23 @@ TEST(FixedStringTest, TruncationNeverSplitsAUtf8Sequence) {
 // continuation bytes and broken sequences are bytes like any other.
 TEST(FixedStringTest, TruncationKeepsWhatFitsOfInvalidUtf8) {
   sluice::FixedString<7> reading;
-  EXPECT_EQ(reading.AssignTruncated("temp 25\xB0"
+  EXPECT_EQ(reading.assign_truncated("temp 25\xB0"
                                     "C"),
             2u);  // a Latin-1 degree sign
   EXPECT_EQ(reading, "temp 25");
   sluice::FixedString<8> stray;
   const std::string continuations(20, '\x80');
-  EXPECT_EQ(stray.AssignTruncated(continuations), 12u);
+  EXPECT_EQ(stray.assign_truncated(continuations), 12u);
   EXPECT_EQ(stray.view(), continuations.substr(0, 8));
   // A lead byte whose sequence is broken by the next byte: nothing to keep whole.
-  EXPECT_EQ(reading.AssignTruncated("abcdef\xC3X"), 1u);
+  EXPECT_EQ(reading.assign_truncated("abcdef\xC3X"), 1u);
   EXPECT_EQ(reading, "abcdef\xC3");
   // A well-formed sequence is still never split, appended or assigned.
-  EXPECT_EQ(reading.AssignTruncated("abcdef\xC3\xA9"), 2u);
+  EXPECT_EQ(reading.assign_truncated("abcdef\xC3\xA9"), 2u);
   EXPECT_EQ(reading, "abcdef");
-  EXPECT_EQ(reading.AppendTruncated("\xE2\x82\xAC"), 3u);
+  EXPECT_EQ(reading.append_truncated("\xE2\x82\xAC"), 3u);
   EXPECT_EQ(reading, "abcdef");
-  EXPECT_EQ(reading.AppendTruncated("\x82\xAC"), 1u);  // stray: what fits is kept
+  EXPECT_EQ(reading.append_truncated("\x82\xAC"), 1u);  // stray: what fits is kept
   EXPECT_EQ(reading, "abcdef\x82");
 }
 
@@ -335,13 +335,13 @@ TEST(FixedStringTest, TruncationAtEverySplitPointOfWellFormedText) {
   const std::size_t boundaries[] = {0, 1, 3, 6, 10, 11};
   for (std::size_t used = 0; used <= 11; ++used) {
     sluice::FixedString<11> out;
-    ASSERT_TRUE(out.Assign(std::string(used, '.')));
+    ASSERT_TRUE(out.try_assign(std::string(used, '.')));
     const std::size_t room = 11 - used;
     std::size_t expected = 0;
     for (std::size_t boundary : boundaries) {
       if (boundary <= room) expected = boundary;
     }
-    EXPECT_EQ(out.AppendTruncated(text), text.size() - expected) << "room " << room;
+    EXPECT_EQ(out.append_truncated(text), text.size() - expected) << "room " << room;
     EXPECT_EQ(out.view().substr(used), text.substr(0, expected)) << "room " << room;
   }
 }
@@ -377,12 +377,12 @@ TEST(FixedVectorTest, RefusesWhenFullAndManagesLifetimes) {
   LifetimeCounter::ResetCounts();
   {
     sluice::FixedVector<LifetimeCounter, 3> items;
-    EXPECT_TRUE(items.TryPushBack(LifetimeCounter(1)));
-    EXPECT_NE(items.TryEmplaceBack(2), nullptr);
-    EXPECT_TRUE(items.TryPushBack(LifetimeCounter(3)));
+    EXPECT_TRUE(items.try_push_back(LifetimeCounter(1)));
+    EXPECT_NE(items.try_emplace_back(2), nullptr);
+    EXPECT_TRUE(items.try_push_back(LifetimeCounter(3)));
     EXPECT_TRUE(items.full());
-    EXPECT_FALSE(items.TryPushBack(LifetimeCounter(4)));
-    EXPECT_EQ(items.TryEmplaceBack(5), nullptr);
+    EXPECT_FALSE(items.try_push_back(LifetimeCounter(4)));
+    EXPECT_EQ(items.try_emplace_back(5), nullptr);
     ASSERT_EQ(items.size(), 3u);
     EXPECT_EQ(items[0].value + items[1].value + items[2].value, 6);
     EXPECT_EQ(LifetimeCounter::Live(), 3);
@@ -403,21 +403,21 @@ TEST(FixedVectorTest, AMovedFromVectorIsEmpty) {
   LifetimeCounter::ResetCounts();
   {
     sluice::FixedVector<LifetimeCounter, 3> source;
-    ASSERT_TRUE(source.TryPushBack(LifetimeCounter(1)));
-    ASSERT_TRUE(source.TryPushBack(LifetimeCounter(2)));
+    ASSERT_TRUE(source.try_push_back(LifetimeCounter(1)));
+    ASSERT_TRUE(source.try_push_back(LifetimeCounter(2)));
     sluice::FixedVector<LifetimeCounter, 3> constructed = std::move(source);
     EXPECT_TRUE(source.empty());  // NOLINT(bugprone-use-after-move): the point of the test
     EXPECT_EQ(constructed.size(), 2u);
     EXPECT_EQ(LifetimeCounter::Live(), 2);
 
     sluice::FixedVector<LifetimeCounter, 3> assigned;
-    ASSERT_TRUE(assigned.TryPushBack(LifetimeCounter(9)));
+    ASSERT_TRUE(assigned.try_push_back(LifetimeCounter(9)));
     assigned = std::move(constructed);
     EXPECT_TRUE(constructed.empty());  // NOLINT(bugprone-use-after-move)
     ASSERT_EQ(assigned.size(), 2u);
     EXPECT_EQ(assigned[0].value + assigned[1].value, 3);
     EXPECT_EQ(LifetimeCounter::Live(), 2);
-    ASSERT_TRUE(source.TryPushBack(LifetimeCounter(4)));  // reusable
+    ASSERT_TRUE(source.try_push_back(LifetimeCounter(4)));  // reusable
     EXPECT_EQ(source.size(), 1u);
   }
   EXPECT_EQ(LifetimeCounter::Live(), 0);
@@ -431,8 +431,8 @@ TEST(FixedContainersTest, TravelThroughTheBusInsideAPayload) {
   sluice::SpscBus<std::variant<Route>, 8> bus;
   Route route;
   route.name = "depot";
-  ASSERT_TRUE(route.waypoints.TryPushBack(4));
-  ASSERT_TRUE(route.waypoints.TryPushBack(2));
+  ASSERT_TRUE(route.waypoints.try_push_back(4));
+  ASSERT_TRUE(route.waypoints.try_push_back(2));
   ASSERT_TRUE(bus.Publish(route));
   std::string received;
   int sum = 0;

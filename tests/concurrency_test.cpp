@@ -283,7 +283,7 @@ TEST(ConcurrencyTest, SubscriptionStormDuringDispatch) {
         if (raw->magic.load() != 0xC0FFEE) dead_calls.fetch_add(1);
         storm_calls.fetch_add(1);
       });
-      ASSERT_TRUE(handle.valid());
+      ASSERT_TRUE(handle.IsValid());
       std::this_thread::yield();
       ASSERT_TRUE(bus->Unsubscribe(handle));
       raw->magic.store(0xDEAD);

@@ -22,8 +22,8 @@ TEST(ContractTest, HandleFromAnotherBusIsRefused) {
   const auto from_a = a.Subscribe<MotorCmd>([](const MotorCmd&) {});
   int b_calls = 0;
   const auto from_b = b.Subscribe<MotorCmd>([&](const MotorCmd&) { ++b_calls; });
-  ASSERT_TRUE(from_a.valid());
-  ASSERT_TRUE(from_b.valid());
+  ASSERT_TRUE(from_a.IsValid());
+  ASSERT_TRUE(from_b.IsValid());
   EXPECT_FALSE(b.Unsubscribe(from_a)) << "a handle from bus a must not unsubscribe from bus b";
   EXPECT_EQ(b.SubscriberCount<MotorCmd>(), 1u);
   ASSERT_TRUE(b.Publish(MotorCmd{1}));
@@ -44,11 +44,11 @@ TEST(ContractTest, SubscriptionGenerationNeverWraps) {
   Access::SetSubscriptionGeneration(bus, kMotor, 0, kLast);
   int old_calls = 0;
   const auto old_handle = bus.Subscribe<MotorCmd>([&](const MotorCmd&) { ++old_calls; });
-  ASSERT_TRUE(old_handle.valid());
+  ASSERT_TRUE(old_handle.IsValid());
   EXPECT_TRUE(bus.Unsubscribe(old_handle));
   int new_calls = 0;
   const auto new_handle = bus.Subscribe<MotorCmd>([&](const MotorCmd&) { ++new_calls; });
-  ASSERT_TRUE(new_handle.valid());
+  ASSERT_TRUE(new_handle.IsValid());
   EXPECT_FALSE(bus.Unsubscribe(old_handle)) << "a stale handle removed a new subscription";
   EXPECT_EQ(bus.SubscriberCount<MotorCmd>(), 1u);
   ASSERT_TRUE(bus.Publish(MotorCmd{1}));
@@ -58,35 +58,35 @@ TEST(ContractTest, SubscriptionGenerationNeverWraps) {
   EXPECT_TRUE(bus.Unsubscribe(new_handle));
   // The retired slot stays out of use; the other 15 still serve.
   for (int i = 0; i < 15; ++i) {
-    EXPECT_TRUE(bus.Subscribe<MotorCmd>([](const MotorCmd&) {}).valid()) << i;
+    EXPECT_TRUE(bus.Subscribe<MotorCmd>([](const MotorCmd&) {}).IsValid()) << i;
   }
-  EXPECT_FALSE(bus.Subscribe<MotorCmd>([](const MotorCmd&) {}).valid());
+  EXPECT_FALSE(bus.Subscribe<MotorCmd>([](const MotorCmd&) {}).IsValid());
 }
 
 TEST(ContractTest, UnsubscribeSaysWhetherTheCallableIsStillRunning) {
   sluice::MpscBus<BasicPayload, 8> bus;
   sluice::SubscriptionHandle self;
   sluice::SubscriptionHandle other;
-  std::vector<sluice::UnsubscribeResult::Status> results;
+  std::vector<sluice::UnsubscribeStatus> results;
   int other_calls = 0;
   self = bus.Subscribe<MotorCmd>([&](const MotorCmd&) {
-    results.push_back(bus.Unsubscribe(other).status());
-    results.push_back(bus.Unsubscribe(self).status());
-    results.push_back(bus.Unsubscribe(self).status());
+    results.push_back(bus.Unsubscribe(other).Status());
+    results.push_back(bus.Unsubscribe(self).Status());
+    results.push_back(bus.Unsubscribe(self).Status());
   });
   other = bus.Subscribe<MotorCmd>([&](const MotorCmd&) { ++other_calls; });
   ASSERT_TRUE(bus.Publish(MotorCmd{1}));
   ASSERT_TRUE(bus.Publish(MotorCmd{2}));
   EXPECT_EQ(bus.ProcessBatch(), 2u);
-  using Status = sluice::UnsubscribeResult::Status;
+  using Status = sluice::UnsubscribeStatus;
   EXPECT_EQ(results, (std::vector<Status>{Status::kRemoved, Status::kRemovedWhileRunning,
                                           Status::kNotSubscribed}));
   EXPECT_EQ(other_calls, 0);
   EXPECT_EQ(bus.SubscriberCount<MotorCmd>(), 0u);
   const auto idle = bus.Subscribe<MotorCmd>([](const MotorCmd&) {});
   const auto result = bus.Unsubscribe(idle);
-  EXPECT_TRUE(result.removed());
-  EXPECT_FALSE(result.still_running());
+  EXPECT_TRUE(result.Removed());
+  EXPECT_FALSE(result.StillRunning());
 }
 
 struct alignas(128) Aligned128 {
@@ -228,7 +228,7 @@ TEST(ContractTest, ValuelessPayloadIsRefused) {
   EXPECT_FALSE(bus.Publish(std::move(valueless)));
   EXPECT_EQ(bus.QueueDepth(), 0u);
   EXPECT_EQ(bus.GetStatistics().messages_rejected, 2u);
-  EXPECT_EQ(bus.GetStatistics().messages_attempted(), 0u);
+  EXPECT_EQ(bus.GetStatistics().MessagesAttempted(), 0u);
   ASSERT_TRUE(bus.Publish(FragilePayload{3}));
   EXPECT_EQ(bus.ProcessBatch(), 1u);
   EXPECT_EQ(calls, 1);

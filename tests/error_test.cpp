@@ -90,7 +90,7 @@ TEST(ErrorTest, UnsubscribeFromTheErrorCallbackOfAVisitorFreesTheCallable) {
   bus.SetErrorCallback(
       [](const sluice::BusError&, void* c) {
         auto* self = static_cast<Context*>(c);
-        self->answer = self->bus->Unsubscribe(self->handle).removed();
+        self->answer = self->bus->Unsubscribe(self->handle).Removed();
       },
       &context);
   bus.Publish(MotorCmd{1});
@@ -151,7 +151,7 @@ TEST(ErrorTest, UnsubscribingTheThrowerFromTheErrorCallbackRemovesItAtOnce) {
     Bus* bus;
     sluice::SubscriptionHandle handle;
     std::weak_ptr<int> token;
-    sluice::UnsubscribeResult::Status status = sluice::UnsubscribeResult::Status::kNotSubscribed;
+    sluice::UnsubscribeStatus status = sluice::UnsubscribeStatus::kNotSubscribed;
     long uses_after = -1;
   } context{&bus, {}, token, {}, -1};
   context.handle =
@@ -160,13 +160,13 @@ TEST(ErrorTest, UnsubscribingTheThrowerFromTheErrorCallbackRemovesItAtOnce) {
   (void)bus.SetErrorCallback(
       [](const sluice::BusError&, void* c) {
         auto* self = static_cast<Context*>(c);
-        self->status = self->bus->Unsubscribe(self->handle).status();
+        self->status = self->bus->Unsubscribe(self->handle).Status();
         self->uses_after = self->token.use_count();
       },
       &context);
   ASSERT_TRUE(bus.Publish(MotorCmd{1}));
   bus.ProcessBatch();
-  EXPECT_EQ(context.status, sluice::UnsubscribeResult::Status::kRemoved);
+  EXPECT_EQ(context.status, sluice::UnsubscribeStatus::kRemoved);
   EXPECT_EQ(context.uses_after, 0) << "the callable is destroyed when Unsubscribe returns";
 }
 

@@ -31,7 +31,7 @@ void Exercise() {
   Bus bus;
   int sum = 0;
   const auto handle = bus.template Subscribe<Reading>([&](const Reading& r) { sum += r.value; });
-  Check(handle.valid(), "subscribe");
+  Check(handle.IsValid(), "subscribe");
   for (int i = 1; i <= 10; ++i) Check(bus.Publish(Reading{i}), "publish");
   Check(bus.PublishWithPriority(Command{1}, 0, sluice::MessagePriority::HIGH), "priority");
   Check(bus.ProcessBatch() == 11, "process batch");
@@ -43,8 +43,8 @@ void Exercise() {
   });
   Check(commands == 1, "visitor");
   Check(bus.GetStatistics().messages_processed == 12, "statistics");
-  Check(bus.Unsubscribe(handle).removed(), "unsubscribe");
-  Check(!bus.Unsubscribe(handle).removed(), "stale unsubscribe");
+  Check(bus.Unsubscribe(handle).Removed(), "unsubscribe");
+  Check(!bus.Unsubscribe(handle).Removed(), "stale unsubscribe");
   bus.SetPerformanceMode(sluice::PerformanceMode::BARE_METAL);
   int admitted = 0;
   while (bus.Publish(Reading{0})) ++admitted;

@@ -1,4 +1,4 @@
-#include "sluice/prometheus.hpp"
+#include "sluice/extras/prometheus.hpp"
 
 #include <gtest/gtest.h>
 

@@ -57,7 +57,7 @@ TEST(PublishTest, OutOfRangePriorityIsRefusedWithoutSideEffects) {
   sluice::MpscBus<BasicPayload, 16> bus;
   EXPECT_FALSE(bus.PublishWithPriority(MotorCmd{1}, 0, static_cast<MessagePriority>(7)));
   EXPECT_EQ(bus.QueueDepth(), 0u);
-  EXPECT_EQ(bus.GetStatistics().messages_attempted(), 0u);
+  EXPECT_EQ(bus.GetStatistics().MessagesAttempted(), 0u);
 }
 
 TEST(PublishTest, BareMetalLeavesTimestampZeroButPublishFastKeepsCallers) {

@@ -32,18 +32,18 @@ TEST(SubscriptionTest, TableCapacityIsFixedAndSlotsAreReused) {
   std::vector<sluice::SubscriptionHandle> handles;
   for (std::size_t i = 0; i < sluice::DefaultBusTraits::kMaxSubscribersPerType; ++i) {
     handles.push_back(bus.Subscribe<MotorCmd>([](const MotorCmd&) {}));
-    ASSERT_TRUE(handles.back().valid());
+    ASSERT_TRUE(handles.back().IsValid());
   }
   const auto overflow = bus.Subscribe<MotorCmd>([](const MotorCmd&) {});
-  EXPECT_FALSE(overflow.valid());
+  EXPECT_FALSE(overflow.IsValid());
   EXPECT_FALSE(bus.Unsubscribe(overflow));
-  EXPECT_TRUE(bus.Subscribe<SensorData>([](const SensorData&) {}).valid())
+  EXPECT_TRUE(bus.Subscribe<SensorData>([](const SensorData&) {}).IsValid())
       << "each type has its own table";
   EXPECT_EQ(bus.SubscriberCount<MotorCmd>(), sluice::DefaultBusTraits::kMaxSubscribersPerType);
 
   EXPECT_TRUE(bus.Unsubscribe(handles[3]));
   const auto reused = bus.Subscribe<MotorCmd>([](const MotorCmd&) {});
-  EXPECT_TRUE(reused.valid());
+  EXPECT_TRUE(reused.IsValid());
   EXPECT_NE(reused, handles[3]);
   EXPECT_FALSE(bus.Unsubscribe(handles[3])) << "a stale handle must not remove the new subscriber";
   EXPECT_TRUE(bus.Unsubscribe(reused));
@@ -98,7 +98,7 @@ TEST(SubscriptionTest, SubscribeInsideCallbackReceivesLaterMessages) {
   bool subscribed = false;
   bus.Subscribe<MotorCmd>([&](const MotorCmd&) {
     if (!subscribed) {
-      subscribed = bus.Subscribe<MotorCmd>([&](const MotorCmd&) { ++late_calls; }).valid();
+      subscribed = bus.Subscribe<MotorCmd>([&](const MotorCmd&) { ++late_calls; }).IsValid();
     }
   });
   for (int i = 0; i < 3; ++i) bus.Publish(MotorCmd{i});

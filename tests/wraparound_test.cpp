@@ -16,7 +16,7 @@ constexpr sluice::Position kMax = std::numeric_limits<sluice::Position>::max();
 // admission arithmetic all cross the wrap while the bus fills and drains.
 template <typename Bus>
 void RunAcrossTheWrap() {
-  Bus bus(sluice::FirstPosition{kMax - 3 * Bus::Capacity() / 2});
+  Bus bus(sluice::detail::FirstPosition{kMax - 3 * Bus::Capacity() / 2});
   std::vector<std::uint64_t> ids;
   std::uint64_t expected_value = 0;
   bus.template Subscribe<Sequenced>([&](const Sequenced& s, const sluice::MessageHeader& h) {

@@ -65,7 +65,7 @@ bool BurstFor(Report& report, Table& table) {
   }
   const BusStatisticsSnapshot stats = bus->GetStatistics();
   const bool stats_agree =
-      stats.messages_published == counts.Admitted() && stats.messages_attempted() == counts.Sent();
+      stats.messages_published == counts.Admitted() && stats.MessagesAttempted() == counts.Sent();
   for (MessagePriority priority : kPriorities) {
     const auto p = static_cast<std::size_t>(priority);
     const std::uint64_t dropped = counts.sent[p] - counts.admitted[p];

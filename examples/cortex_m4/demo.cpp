@@ -82,7 +82,7 @@ extern "C" void SysTick_Handler() {
 // being dispatched, so it is destroyed at once and never called again.
 extern "C" void PendSV_Handler() {
   const sluice::UnsubscribeResult result = g_bus.Unsubscribe(g_probe_handle);
-  g_unsubscribed_in_handler = result.removed() && !result.still_running();
+  g_unsubscribed_in_handler = result.Removed() && !result.StillRunning();
 }
 
 int main() {

@@ -35,12 +35,6 @@ inline namespace SLUICE_ABI_NAMESPACE {
 
 inline constexpr std::size_t kDefaultCapacity = 131072;
 
-// Where a bus starts counting positions (and so message ids). Only tests need
-// anything but the default: they start near 2^64 to exercise wrap-around.
-struct FirstPosition {
-  Position value = 0;
-};
-
 // A bounded in-process message bus. `Payload` is a std::variant of message
 // types; `kCapacity` slots (a power of two) hold envelopes inline.
 //
@@ -63,10 +57,7 @@ class AsyncBus {
                 "Sluice: the capacity must be at most 2^31 slots (a batch counts in 32 bits)");
 
  public:
-  using PayloadType = Payload;
   using Envelope = MessageEnvelope<Payload>;
-  static constexpr std::size_t kSlotCount = kCapacity;
-  static constexpr ProducerModel kProducerModel = kProducers;
   // Memory of one slot (sequence number + envelope) and of the whole ring.
   static constexpr std::size_t kBytesPerSlot =
       sizeof(typename detail::Ring<Envelope, kCapacity, kProducers, Traits::kSlotStorage>::Slot);
@@ -74,7 +65,8 @@ class AsyncBus {
   static constexpr bool kKeepsLatencyHistograms = Traits::kLatencyHistograms;
 
   AsyncBus() : ring_(0) {}
-  explicit AsyncBus(FirstPosition first) : ring_(first.value) {}
+  // For tests: counting starts at `first` (near the wrap), not at 0.
+  explicit AsyncBus(detail::FirstPosition first) : ring_(first.value) {}
   AsyncBus(const AsyncBus&) = delete;
   AsyncBus& operator=(const AsyncBus&) = delete;
   // Destroys queued payloads and subscription callables. No thread may be
@@ -180,9 +172,9 @@ class AsyncBus {
   // captured state may be destroyed (it waits for the consumer's current
   // batch). From inside a callback it returns at once: the callback is not
   // called again, and if it is the one running (the caller itself) the
-  // result says still_running() and the callable is destroyed at the end of
-  // the batch. SLUICE_BARE_METAL: the same from an interrupt that preempted
-  // the consumer, where still_running() means the preempted callback.
+  // result says StillRunning() and the callable is destroyed at the end of
+  // the batch. SLUICE_FREESTANDING: the same from an interrupt that preempted
+  // the consumer, where StillRunning() means the preempted callback.
   UnsubscribeResult Unsubscribe(const SubscriptionHandle& handle) noexcept {
     return registry_.Unsubscribe(handle, epoch_);
   }
@@ -216,7 +208,7 @@ class AsyncBus {
   // nullptr to remove. Returns true when the previous callback is not running
   // and will not be called again: from a thread other than the consumer it
   // waits for the consumer's batch and always returns true. False only from
-  // inside the error callback itself, or (SLUICE_BARE_METAL) from an
+  // inside the error callback itself, or (SLUICE_FREESTANDING) from an
   // interrupt that preempted a report: that report may still call the
   // previous callback once; no later one will.
   bool SetErrorCallback(ErrorCallback callback, void* context = nullptr) noexcept {

@@ -38,7 +38,7 @@ struct DefaultBusTraits {
   // constant rate (a few ns a read), steady_clock elsewhere. Use SteadyClock
   // for timestamps exactly on steady_clock's time line. Bare metal: NullClock
   // (timestamps 0) until the application names its timer here.
-#if SLUICE_BARE_METAL
+#if SLUICE_FREESTANDING
   using Clock = NullClock;
 #else
   using Clock = CounterClock;

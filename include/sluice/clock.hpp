@@ -8,7 +8,7 @@
 
 #include "sluice/config.hpp"
 
-#if SLUICE_BARE_METAL
+#if SLUICE_FREESTANDING
 // No counter clock: CounterClock falls back to steady_clock.
 #elif (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -21,7 +21,7 @@
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 
-// No clock: every reading is 0. The default under SLUICE_BARE_METAL, where
+// No clock: every reading is 0. The default under SLUICE_FREESTANDING, where
 // only the application knows its timer; set BusTraits::Clock to a type that
 // reads it (a SysTick count, the DWT cycle counter) or pass timestamps to
 // PublishFast().

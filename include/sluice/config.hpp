@@ -18,16 +18,30 @@
 #define SLUICE_CACHE_LINE_SIZE 64
 #endif
 
-// Bare-metal configuration: one core, no operating-system threads. Sluice
-// then uses no thread_local, no std::thread and no clock of its own, and a
-// writer that finds a dispatch batch in flight never waits for it (on one
-// core it can only have preempted the consumer): destruction is deferred to
-// the end of that batch instead. On by default for M-profile Arm (Cortex-M).
-#ifndef SLUICE_BARE_METAL
+// Freestanding configuration: one core, no operating-system threads
+// (a microcontroller, bare metal or under an RTOS with one core). Sluice then
+// uses no thread_local, no std::thread and no clock of its own, and a writer
+// that finds a dispatch batch in flight never waits for it (on one core it
+// can only have preempted the consumer): destruction is deferred to the end
+// of that batch instead. On by default for M-profile Arm (Cortex-M). Not to
+// be confused with PerformanceMode::BARE_METAL, a run-time mode that only
+// skips statistics and timestamps.
+//
+// SLUICE_BARE_METAL is the deprecated name of this setting, accepted until
+// the next minor release; defining both to different values is an error.
+#ifdef SLUICE_BARE_METAL
+#ifndef SLUICE_FREESTANDING
+#define SLUICE_FREESTANDING SLUICE_BARE_METAL
+#elif SLUICE_FREESTANDING != SLUICE_BARE_METAL
+#error "Sluice: SLUICE_BARE_METAL (deprecated) and SLUICE_FREESTANDING disagree"
+#endif
+#pragma message("Sluice: SLUICE_BARE_METAL is deprecated; define SLUICE_FREESTANDING instead")
+#endif
+#ifndef SLUICE_FREESTANDING
 #if defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M'
-#define SLUICE_BARE_METAL 1
+#define SLUICE_FREESTANDING 1
 #else
-#define SLUICE_BARE_METAL 0
+#define SLUICE_FREESTANDING 0
 #endif
 #endif
 
@@ -49,10 +63,10 @@
 // link. A user type that only contains a bus is not renamed: that case needs
 // one setting for the whole program. SLUICE_CACHE_LINE_SIZE must be a plain
 // integer literal.
-#define SLUICE_ABI_JOIN(line, bits, bare) abi_line##line##_pos##bits##_bare##bare
-#define SLUICE_ABI_NAME(line, bits, bare) SLUICE_ABI_JOIN(line, bits, bare)
+#define SLUICE_ABI_JOIN(line, bits, free) abi_line##line##_pos##bits##_free##free
+#define SLUICE_ABI_NAME(line, bits, free) SLUICE_ABI_JOIN(line, bits, free)
 #define SLUICE_ABI_NAMESPACE \
-  SLUICE_ABI_NAME(SLUICE_CACHE_LINE_SIZE, SLUICE_ATOMIC_BITS, SLUICE_BARE_METAL)
+  SLUICE_ABI_NAME(SLUICE_CACHE_LINE_SIZE, SLUICE_ATOMIC_BITS, SLUICE_FREESTANDING)
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {

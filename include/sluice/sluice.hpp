@@ -1,20 +1,19 @@
 // Sluice: a header-only lock-free MPSC/SPSC in-process message bus with
-// priority admission. Include this one header.
+// priority admission. This header is the core: the bus and the types it
+// names, nothing else (no <string>, no heap use outside the bus's ring).
+// The add-ons (components, fixed containers, Prometheus export) live in
+// sluice/extras/; sluice/all.hpp includes the core and every add-on.
 #pragma once
 
 #include "sluice/admission.hpp"
 #include "sluice/bus.hpp"
 #include "sluice/bus_traits.hpp"
 #include "sluice/clock.hpp"
-#include "sluice/component.hpp"
 #include "sluice/error.hpp"
-#include "sluice/fixed_string.hpp"
-#include "sluice/fixed_vector.hpp"
 #include "sluice/latency_histogram.hpp"
 #include "sluice/message.hpp"
 #include "sluice/performance_mode.hpp"
 #include "sluice/producer_model.hpp"
-#include "sluice/static_component.hpp"
 #include "sluice/statistics.hpp"
 #include "sluice/subscription_handle.hpp"
 #include "sluice/version.hpp"

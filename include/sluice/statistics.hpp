@@ -23,7 +23,7 @@ struct BusStatisticsSnapshot {
   std::uint64_t messages_processed = 0;
   std::uint64_t processing_errors = 0;  // callbacks or visitors that threw
   // Publishes refused as bad input (a valueless payload, an unknown
-  // priority); counted in every mode, never part of messages_attempted().
+  // priority); counted in every mode, never part of MessagesAttempted().
   std::uint64_t messages_rejected = 0;
   std::uint64_t high_priority_published = 0;
   std::uint64_t medium_priority_published = 0;
@@ -32,7 +32,7 @@ struct BusStatisticsSnapshot {
   std::uint64_t medium_priority_dropped = 0;
   std::uint64_t low_priority_dropped = 0;
 
-  constexpr std::uint64_t messages_attempted() const noexcept {
+  constexpr std::uint64_t MessagesAttempted() const noexcept {
     return messages_published + messages_dropped;
   }
 };

@@ -17,14 +17,14 @@ class SubscriptionRegistry;
 // Identifies one subscription of the bus that issued it. Copyable; only the
 // first Unsubscribe of a handle succeeds, and only on the bus that issued it.
 // A default-constructed handle, or the one Subscribe returns when the type's
-// table is full, is not valid().
+// table is full, is not IsValid().
 class SubscriptionHandle {
  public:
   constexpr SubscriptionHandle() noexcept = default;
 
-  constexpr bool valid() const noexcept { return type_index_ != kInvalidIndex; }
+  constexpr bool IsValid() const noexcept { return type_index_ != kInvalidIndex; }
   // payload.index() of the subscribed type.
-  constexpr std::size_t type_index() const noexcept { return type_index_; }
+  constexpr std::size_t TypeIndex() const noexcept { return type_index_; }
 
   friend constexpr bool operator==(const SubscriptionHandle& a,
                                    const SubscriptionHandle& b) noexcept {
@@ -52,29 +52,32 @@ class SubscriptionHandle {
   Position bus_id_ = 0;  // which bus issued it; 0 for none
 };
 
+// What Unsubscribe did with a handle.
+enum class UnsubscribeStatus : std::uint8_t {
+  kNotSubscribed,  // invalid, stale, foreign or already used handle: nothing changed
+  kRemoved,        // not running and never called again: its state may be freed now
+  // Not called by any later dispatch, but the dispatch in progress may be
+  // inside it or about to call it once: the caller's own callback, or
+  // (SLUICE_FREESTANDING) the one a preempted dispatch was about to call or
+  // was running. The callable is destroyed when that batch ends; free what
+  // it uses only after that.
+  kRemovedWhileRunning,
+};
+
 // What Unsubscribe did. True (explicit bool) once per live handle.
 class [[nodiscard]] UnsubscribeResult {
  public:
-  enum class Status : std::uint8_t {
-    kNotSubscribed,  // invalid, stale, foreign or already used handle: nothing changed
-    kRemoved,        // not running and never called again: its state may be freed now
-    // Not called by any later dispatch, but the dispatch in progress may be
-    // inside it or about to call it once: the caller's own callback, or
-    // (SLUICE_BARE_METAL) the one a preempted dispatch was about to call or
-    // was running. The callable is destroyed when that batch ends; free what
-    // it uses only after that.
-    kRemovedWhileRunning,
-  };
+  constexpr explicit UnsubscribeResult(UnsubscribeStatus status) noexcept : status_(status) {}
 
-  constexpr explicit UnsubscribeResult(Status status) noexcept : status_(status) {}
-
-  constexpr Status status() const noexcept { return status_; }
-  constexpr bool removed() const noexcept { return status_ != Status::kNotSubscribed; }
-  constexpr bool still_running() const noexcept { return status_ == Status::kRemovedWhileRunning; }
-  constexpr explicit operator bool() const noexcept { return removed(); }
+  constexpr UnsubscribeStatus Status() const noexcept { return status_; }
+  constexpr bool Removed() const noexcept { return status_ != UnsubscribeStatus::kNotSubscribed; }
+  constexpr bool StillRunning() const noexcept {
+    return status_ == UnsubscribeStatus::kRemovedWhileRunning;
+  }
+  constexpr explicit operator bool() const noexcept { return Removed(); }
 
  private:
-  Status status_;
+  UnsubscribeStatus status_;
 };
 
 }  // namespace SLUICE_ABI_NAMESPACE

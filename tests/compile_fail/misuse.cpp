@@ -3,7 +3,7 @@
 #include <memory>
 #include <variant>
 
-#include "sluice/sluice.hpp"
+#include "sluice/all.hpp"
 
 struct A {
   int value;

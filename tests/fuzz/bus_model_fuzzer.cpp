@@ -242,7 +242,7 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
           Harness::Subscription& me = harness.subscriptions[static_cast<std::size_t>(id)];
           harness.deliveries.push_back({id, e.header.msg_id, ValueOf(e.payload)});
           if (me.unsubscribe_after != 0 && ++me.calls == me.unsubscribe_after) {
-            Check(raw->Unsubscribe(me.handle).removed(), "self-unsubscribe inside a callback");
+            Check(raw->Unsubscribe(me.handle).Removed(), "self-unsubscribe inside a callback");
           }
         };
         sluice::SubscriptionHandle handle;
@@ -264,7 +264,7 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
             break;
           }
         }
-        Check(handle.valid() == (free_slot != nullptr), "subscribe capacity");
+        Check(handle.IsValid() == (free_slot != nullptr), "subscribe capacity");
         if (free_slot != nullptr) *free_slot = {true, id, 0, unsubscribe_after};
         break;
       }
@@ -273,7 +273,7 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
         const std::size_t pick = in.Next() % harness.subscriptions.size();
         const Harness::Subscription& target = harness.subscriptions[pick];
         bool expected = false;
-        if (target.handle.valid()) {
+        if (target.handle.IsValid()) {
           for (ModelSubscriber& s : model.subscribers[target.type]) {
             if (s.active && s.id == static_cast<int>(pick)) {
               s.active = false;
@@ -281,7 +281,7 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
             }
           }
         }
-        Check(bus->Unsubscribe(target.handle).removed() == expected, "Unsubscribe answer");
+        Check(bus->Unsubscribe(target.handle).Removed() == expected, "Unsubscribe answer");
         break;
       }
       case 5: {  // switch mode

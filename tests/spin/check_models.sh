@@ -32,9 +32,9 @@ models=(
   "ring|1:(fill_at_read>=L),2:assertion violated,3:assertion violated|-DNMSG=2|-O2 -DCOLLAPSE|24"
   "dispatch_epoch|1:assertion violated,2:assertion violated|||18"
   "error_reporter|1:invalid end state,2:(c==x)|||18"
-  "bare_metal_thresholds|1:invalid end state|||12"
-  "bare_metal_unsubscribe|1:assertion violated|||14"
-  "bare_metal_error_reporter|1:!(retired[c]),2:(c==x)|||14"
+  "freestanding_thresholds|1:invalid end state|||12"
+  "freestanding_unsubscribe|1:assertion violated|||14"
+  "freestanding_error_reporter|1:!(retired[c]),2:(c==x)|||14"
 )
 
 failures=0

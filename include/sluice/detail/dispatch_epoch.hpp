@@ -16,7 +16,7 @@
 // The batch-ending store is release and the writer's wait loads acquire, so
 // every use of the old state happens-before the writer's return.
 //
-// SLUICE_BARE_METAL (one core): a writer that sees an odd counter is either
+// SLUICE_FREESTANDING (one core): a writer that sees an odd counter is either
 // the consumer itself or a context that preempted it; waiting could never end,
 // so WaitForReaders() returns false at once and the caller defers.
 #pragma once
@@ -27,7 +27,7 @@
 #include "sluice/config.hpp"
 #include "sluice/detail/cpu_relax.hpp"
 
-#if !SLUICE_BARE_METAL
+#if !SLUICE_FREESTANDING
 #include <thread>
 #endif
 
@@ -35,7 +35,7 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace detail {
 
-#if !SLUICE_BARE_METAL
+#if !SLUICE_FREESTANDING
 // An address unique to the calling thread: tells a writer that it is itself
 // the dispatching thread (e.g. Unsubscribe inside a callback), which must not
 // wait for its own batch to end.
@@ -49,7 +49,7 @@ class DispatchEpoch {
  public:
   // Consumer, before the first read of published state in a batch.
   void Enter() noexcept {
-#if !SLUICE_BARE_METAL
+#if !SLUICE_FREESTANDING
     dispatching_thread_.store(CurrentThreadToken(), std::memory_order_relaxed);
 #endif
     const Counter odd = counter_.load(std::memory_order_relaxed) + 1;
@@ -71,7 +71,7 @@ class DispatchEpoch {
   bool WaitForReaders() const noexcept {
     const Counter observed = counter_.load(std::memory_order_seq_cst);
     if ((observed & 1) == 0) return true;
-#if SLUICE_BARE_METAL
+#if SLUICE_FREESTANDING
     return false;
 #else
     if (dispatching_thread_.load(std::memory_order_relaxed) == CurrentThreadToken()) {
@@ -91,7 +91,7 @@ class DispatchEpoch {
 
  private:
   std::atomic<Counter> counter_{0};
-#if !SLUICE_BARE_METAL
+#if !SLUICE_FREESTANDING
   std::atomic<const void*> dispatching_thread_{nullptr};
 #endif
 };

@@ -18,7 +18,7 @@
 //
 // `reporting_` is set by the consumer before it reads the pair and cleared
 // after the call: a writer that may not wait (the consumer thread itself, or
-// under SLUICE_BARE_METAL an interrupt that preempted a report) learns from it
+// under SLUICE_FREESTANDING an interrupt that preempted a report) learns from it
 // whether the old callback may still be running.
 #pragma once
 

@@ -197,7 +197,7 @@ class LatencyRecorder {
   // one; the counter only grows (one writer adds to it), so the difference is
   // what was added since. Loaded the other way round, a Reset could read a
   // newer counter and store it as the baseline between the two loads, and
-  // the difference would wrap to nearly 2^64.
+  // the difference would wrap to nearly the largest Counter.
   static std::uint64_t Since(const std::atomic<Counter>& value,
                              const std::atomic<Counter>& base) noexcept {
     const Counter baseline = base.load(std::memory_order_acquire);

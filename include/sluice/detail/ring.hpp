@@ -56,6 +56,12 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace detail {
 
+// Where a bus starts counting positions (and so message ids). A test seam:
+// tests start near the wrap of Position to exercise it.
+struct FirstPosition {
+  Position value = 0;
+};
+
 template <typename Envelope, std::size_t kCapacity, ProducerModel kModel, SlotStorage kStorage>
 class Ring {
   static_assert(kCapacity >= 2 && IsPowerOfTwo(kCapacity),
@@ -76,7 +82,7 @@ class Ring {
   };
 
   // `first_position` is where counting starts (0 normally). Tests start near
-  // the 64-bit wrap to prove that arithmetic wraps cleanly.
+  // the wrap of Position (2^64, or 2^32 with 32-bit positions) to prove that arithmetic wraps cleanly.
   explicit Ring(Position first_position = 0) noexcept {
     for (Position i = 0; i < kCapacity; ++i) {
       const Position position = first_position + i;

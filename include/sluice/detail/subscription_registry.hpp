@@ -20,10 +20,10 @@
 //
 // "Running": the consumer stores the key of the callable it is about to call
 // in `running_`. An Unsubscribe that may not wait for the batch (on the
-// consumer thread, or under SLUICE_BARE_METAL from an interrupt that
+// consumer thread, or under SLUICE_FREESTANDING from an interrupt that
 // preempted it) defers the destruction only when its callable is the running
 // one, and says so; any other callable is freed at once. Under
-// SLUICE_BARE_METAL the consumer re-reads the mask after storing `running_`
+// SLUICE_FREESTANDING the consumer re-reads the mask after storing `running_`
 // (signal fences keep the compiler from reordering; one core needs no more):
 // an interrupt that clears the bit before that re-read is seen by it, and
 // one that clears it after sees `running_` and defers.
@@ -153,23 +153,22 @@ class SubscriptionRegistry {
   // Removes the subscription of a live handle of this registry. On a thread
   // other than the dispatching one, returns only once the callback is not
   // running and will not run again. On the dispatching thread (inside a
-  // callback), and under SLUICE_BARE_METAL from a context that preempted a
+  // callback), and under SLUICE_FREESTANDING from a context that preempted a
   // batch, it never waits: a callable that is not running is destroyed at
   // once; the running one is not called again, is destroyed at the end of
   // the batch, and the result says kRemovedWhileRunning.
   UnsubscribeResult Unsubscribe(const SubscriptionHandle& handle,
                                 const DispatchEpoch& epoch) noexcept {
-    using Status = UnsubscribeResult::Status;
-    if (!handle.valid() || handle.bus_id_ != id_ || handle.type_index_ >= kTypeCount ||
+    if (!handle.IsValid() || handle.bus_id_ != id_ || handle.type_index_ >= kTypeCount ||
         handle.slot_ >= kSlotsPerType) {
-      return UnsubscribeResult(Status::kNotSubscribed);
+      return UnsubscribeResult(UnsubscribeStatus::kNotSubscribed);
     }
     TypeTable& table = tables_[handle.type_index_];
     Slot& slot = table.slots[handle.slot_];
     Position expected = Pack(handle.generation_, kActive);
     if (!slot.state.compare_exchange_strong(expected, Pack(handle.generation_, kRetiring),
                                             std::memory_order_acquire, std::memory_order_relaxed)) {
-      return UnsubscribeResult(Status::kNotSubscribed);  // stale or already unsubscribed
+      return UnsubscribeResult(UnsubscribeStatus::kNotSubscribed);  // stale or already unsubscribed
     }
     // SYNC POINT WRITE (D): unpublish before asking whether a batch runs.
     table.active.fetch_and(static_cast<Mask>(~BitOf(handle.slot_)), std::memory_order_seq_cst);
@@ -178,13 +177,13 @@ class SubscriptionRegistry {
     if (epoch.WaitForReaders() ||
         running_.load(std::memory_order_relaxed) != KeyOf(handle.type_index_, handle.slot_)) {
       Free(slot, handle.generation_);
-      return UnsubscribeResult(Status::kRemoved);
+      return UnsubscribeResult(UnsubscribeStatus::kRemoved);
     }
     // The callable is running on the dispatching thread (this thread, or the
     // context this interrupt preempted): destroy it when the batch ends.
     slot.state.store(Pack(handle.generation_, kDeferred), std::memory_order_relaxed);
     deferred_pending_.store(true, std::memory_order_relaxed);
-    return UnsubscribeResult(Status::kRemovedWhileRunning);
+    return UnsubscribeResult(UnsubscribeStatus::kRemovedWhileRunning);
   }
 
   // Consumer, inside the dispatch epoch. Calls every active subscriber of the
@@ -202,7 +201,7 @@ class SubscriptionRegistry {
       const unsigned index = LowestSetBit(pending);
       Slot& slot = table.slots[index];
       running_.store(KeyOf(type, index), std::memory_order_relaxed);
-#if SLUICE_BARE_METAL
+#if SLUICE_FREESTANDING
       // See the file comment: re-check after announcing the call.
       std::atomic_signal_fence(std::memory_order_seq_cst);
       if ((table.active.load(std::memory_order_seq_cst) & BitOf(index)) == 0) {

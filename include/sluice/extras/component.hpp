@@ -126,7 +126,7 @@ class Component {
     }
     return count;
   }
-  Bus& bus() const noexcept { return *bus_; }
+  Bus& AttachedBus() const noexcept { return *bus_; }
 
  private:
   // An entry's state is generation << 2 | phase. The owner thread moves it
@@ -190,7 +190,7 @@ class Component {
 
   // Owner thread: records `handle` in entry `index` as its next generation.
   bool Publish(std::size_t index, const SubscriptionHandle& handle) noexcept {
-    if (!handle.valid()) return false;
+    if (!handle.IsValid()) return false;
     Entry& entry = entries_[index];
     const std::uint32_t generation = GenerationOf(entry.state.load(std::memory_order_relaxed)) + 1;
     // SYNC POINT WRITE (H): the entry left its previous generation's kLive

@@ -5,7 +5,7 @@
  * Models include/sluice/detail/subscription_registry.hpp
  * (SubscriptionRegistry::Dispatch, Unsubscribe and ReclaimDeferred) and the
  * batch of Bus::ProcessBatch (include/sluice/bus.hpp) under
- * SLUICE_BARE_METAL. Before calling subscriber i the consumer records
+ * SLUICE_FREESTANDING. Before calling subscriber i the consumer records
  * `current = i`, then (after a compiler barrier) reloads the mask and skips i
  * if its bit is clear; after the batch `current` is NONE again. Unsubscribe
  * from a handler clears the bit, then: if `current == i` the callback may be
@@ -16,7 +16,7 @@
  *
  * Two subscriptions; the consumer runs BATCHES batches of MSGS messages; the
  * handler fires once, at any point, and unsubscribes one of the two. The
- * interrupt is modelled as in bare_metal_thresholds.pml: main runs only while
+ * interrupt is modelled as in freestanding_thresholds.pml: main runs only while
  * `isr` is 0, and the handler, once entered, runs to completion.
  *
  * Properties (assertions):

@@ -1,5 +1,5 @@
 // The bare-metal (one core, interrupts) contracts, on the build host: this
-// binary is built with SLUICE_BARE_METAL=1, and the x86 trap flag stands in
+// binary is built with SLUICE_FREESTANDING=1, and the x86 trap flag stands in
 // for an interrupt at every instruction: the call under test is
 // single-stepped, and after each of its instructions a SIGTRAP handler runs
 // the "interrupt handler" to completion before the next instruction, exactly
@@ -18,7 +18,7 @@
 #include "sluice/detail/test_access.hpp"
 #include "test_support.hpp"
 
-static_assert(SLUICE_BARE_METAL, "this test is built with SLUICE_BARE_METAL=1");
+static_assert(SLUICE_FREESTANDING, "this test is built with SLUICE_FREESTANDING=1");
 
 #if defined(__x86_64__) && defined(__linux__) && !defined(__SANITIZE_THREAD__)
 #define SLUICE_TEST_SINGLE_STEP 1
@@ -119,7 +119,7 @@ void SetThresholdsFromInterrupt() {
   (void)g_threshold_bus->SetAdmissionThresholds(odd ? 10 : 20, odd ? 30 : 40, odd ? 50 : 60);
 }
 
-TEST(BareMetalHostTest, ThresholdsSetFromAnInterruptThatPreemptsTheSameCall) {
+TEST(FreestandingHostTest, ThresholdsSetFromAnInterruptThatPreemptsTheSameCall) {
   auto bus = std::make_unique<ThresholdBus>();
   g_threshold_bus = bus.get();
   // One run per instruction of the setter, each preempted there by another
@@ -175,11 +175,11 @@ sluice::SubscriptionHandle SubscribeNext(DispatchBus& bus) {
 }
 
 void ToggleSubscriptionFromInterrupt() {
-  if (g_handle.valid()) {
+  if (g_handle.IsValid()) {
     const auto result = g_dispatch_bus->Unsubscribe(g_handle);
     if (!result) return;
     g_handle = sluice::SubscriptionHandle();
-    if (result.still_running()) {
+    if (result.StillRunning()) {
       ++g_removed_running;
     } else {
       g_removed_idle_ids[g_handle_id % kMaxIds] = true;
@@ -190,7 +190,7 @@ void ToggleSubscriptionFromInterrupt() {
   }
 }
 
-TEST(BareMetalHostTest, NoCallbackRunsAfterAnInterruptsUnsubscribeSaysItIsIdle) {
+TEST(FreestandingHostTest, NoCallbackRunsAfterAnInterruptsUnsubscribeSaysItIsIdle) {
   auto bus = std::make_unique<DispatchBus>();
   g_dispatch_bus = bus.get();
   // Every other interrupt subscribes anew, so each instruction of the batch
@@ -201,7 +201,7 @@ TEST(BareMetalHostTest, NoCallbackRunsAfterAnInterruptsUnsubscribeSaysItIsIdle) 
     for (int i = 0; i < 4; ++i) ASSERT_TRUE(bus->Publish(MotorCmd{i}));
     RunWithAnInterruptAtEveryInstruction(&ToggleSubscriptionFromInterrupt,
                                          [&] { bus->ProcessBatch(); });
-    if (g_handle.valid()) (void)bus->Unsubscribe(g_handle);
+    if (g_handle.IsValid()) (void)bus->Unsubscribe(g_handle);
     g_handle = sluice::SubscriptionHandle();
   }
   EXPECT_GT(g_removed_idle, 0u);
@@ -250,7 +250,7 @@ void ReplaceErrorCallbackFromInterrupt() {
 // sequence lock can copy it: a report retries until replacements pause). The
 // report itself is stepped, as the consumer makes it inside a batch; a
 // throwing callback would add the unwinder's million instructions.
-TEST(BareMetalHostTest, ReplacedErrorCallbackIsNotCalledAfterAnInterruptSaysItIsIdle) {
+TEST(FreestandingHostTest, ReplacedErrorCallbackIsNotCalledAfterAnInterruptSaysItIsIdle) {
   auto bus = std::make_unique<ErrorBus>();
   g_error_bus = bus.get();
   (void)bus->SetErrorCallback(&ErrorCallback<0>);
@@ -287,7 +287,7 @@ void SnapshotFromInterrupt() {
 
 // Baselines are stored one field at a time: a reset (or a snapshot) that
 // lands between two of them must not leave processed ahead of published.
-TEST(BareMetalHostTest, ResetPreemptedByAResetKeepsProcessedEqualToPublishedAfterADrain) {
+TEST(FreestandingHostTest, ResetPreemptedByAResetKeepsProcessedEqualToPublishedAfterADrain) {
   auto bus = std::make_unique<StatsBus>();
   g_stats_bus = bus.get();
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(bus->Publish(MotorCmd{i}));
@@ -312,7 +312,7 @@ TEST(BareMetalHostTest, ResetPreemptedByAResetKeepsProcessedEqualToPublishedAfte
   g_stats_bus = nullptr;
 }
 
-TEST(BareMetalHostTest, SnapshotDuringAResetNeverShowsProcessedAbovePublished) {
+TEST(FreestandingHostTest, SnapshotDuringAResetNeverShowsProcessedAbovePublished) {
   auto bus = std::make_unique<StatsBus>();
   g_stats_bus = bus.get();
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(bus->Publish(MotorCmd{i}));
@@ -325,7 +325,7 @@ TEST(BareMetalHostTest, SnapshotDuringAResetNeverShowsProcessedAbovePublished) {
 }
 
 #else
-TEST(BareMetalHostTest, NeedsSingleStepping) {
+TEST(FreestandingHostTest, NeedsSingleStepping) {
   GTEST_SKIP() << "single-stepping needs x86-64 Linux (and no ThreadSanitizer)";
 }
 #endif

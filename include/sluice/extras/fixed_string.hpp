@@ -1,5 +1,5 @@
 // FixedString: text with inline storage, for messages that must not allocate.
-// Nothing is ever cut silently: Assign/Append refuse what does not fit, and
+// Nothing is ever cut silently: try_assign/try_append refuse what does not fit, and
 // the *Truncated variants say how many bytes they dropped.
 #pragma once
 
@@ -29,7 +29,7 @@ class FixedString {
   // ends at the first NUL: a const buffer holding a shorter text gives that
   // text, not the buffer's size with NULs. A mutable char array does not
   // compile (its contents are not known when the code is written); use
-  // Assign or AssignTruncated for it.
+  // Assign or assign_truncated for it.
   template <std::size_t kLength>
   constexpr FixedString(const char (&literal)[kLength]) noexcept {  // NOLINT: implicit on purpose
     static_assert(kLength - 1 <= kCapacity, "Sluice: string literal longer than the FixedString");
@@ -44,7 +44,7 @@ class FixedString {
   FixedString(char (&buffer)[kLength]) noexcept {  // NOLINT: implicit, to be chosen and refused
     static_assert(kLength == 0,
                   "Sluice: a FixedString is built implicitly only from a string literal; "
-                  "use Assign or AssignTruncated for a char buffer");
+                  "use Assign or assign_truncated for a char buffer");
     (void)buffer;
   }
 
@@ -60,14 +60,14 @@ class FixedString {
 
   // Replaces the contents with `text` if it fits; otherwise returns false and
   // leaves the string unchanged.
-  [[nodiscard]] constexpr bool Assign(std::string_view text) noexcept {
+  [[nodiscard]] constexpr bool try_assign(std::string_view text) noexcept {
     if (text.size() > kCapacity) return false;
     CopyAt(0, text);
     return true;
   }
 
   // Appends `text` if it fits; otherwise returns false and changes nothing.
-  [[nodiscard]] constexpr bool Append(std::string_view text) noexcept {
+  [[nodiscard]] constexpr bool try_append(std::string_view text) noexcept {
     if (text.size() > kCapacity - size_) return false;
     CopyAt(size_, text);
     return true;
@@ -75,10 +75,10 @@ class FixedString {
 
   // Replaces the contents with as much of `text` as fits, never splitting a
   // UTF-8 sequence; returns the number of bytes left out (0: all of it).
-  constexpr std::size_t AssignTruncated(std::string_view text) noexcept {
+  constexpr std::size_t assign_truncated(std::string_view text) noexcept {
     return CopyTruncatedAt(0, text);
   }
-  constexpr std::size_t AppendTruncated(std::string_view text) noexcept {
+  constexpr std::size_t append_truncated(std::string_view text) noexcept {
     return CopyTruncatedAt(size_, text);
   }
 

@@ -5,7 +5,7 @@
  * Models include/sluice/detail/admission_policy.hpp
  * (AdmissionPolicy::SetThresholds, its limit cache, and LimitFor, which
  * publishers read) as called by Bus::SetAdmissionThresholds
- * (include/sluice/bus.hpp) under SLUICE_BARE_METAL. The percents are packed
+ * (include/sluice/bus.hpp) under SLUICE_FREESTANDING. The percents are packed
  * into one atomic word P; limits[0..2] is a cache derived from it. A setter
  * stores P, then recomputes the cache from P until P did not change while it
  * wrote:

@@ -1,6 +1,6 @@
 // FixedVector: up to kCapacity elements stored inline, for messages that must
-// not allocate. Adding to a full vector is refused and says so (TryPushBack
-// returns false, TryEmplaceBack nullptr); nothing is dropped silently.
+// not allocate. Adding to a full vector is refused and says so (try_push_back
+// returns false, try_emplace_back nullptr); nothing is dropped silently.
 #pragma once
 
 #include <cstddef>
@@ -72,15 +72,15 @@ class FixedVector {
   const T& operator[](std::size_t index) const noexcept { return data()[index]; }
 
   // False, and nothing added, when the vector is full.
-  [[nodiscard]] bool TryPushBack(const T& item) noexcept(std::is_nothrow_copy_constructible_v<T>) {
-    return TryEmplaceBack(item) != nullptr;
+  [[nodiscard]] bool try_push_back(const T& item) noexcept(std::is_nothrow_copy_constructible_v<T>) {
+    return try_emplace_back(item) != nullptr;
   }
-  [[nodiscard]] bool TryPushBack(T&& item) noexcept(std::is_nothrow_move_constructible_v<T>) {
-    return TryEmplaceBack(std::move(item)) != nullptr;
+  [[nodiscard]] bool try_push_back(T&& item) noexcept(std::is_nothrow_move_constructible_v<T>) {
+    return try_emplace_back(std::move(item)) != nullptr;
   }
   // The new element, or nullptr when the vector is full.
   template <typename... Args>
-  [[nodiscard]] T* TryEmplaceBack(Args&&... args) noexcept(
+  [[nodiscard]] T* try_emplace_back(Args&&... args) noexcept(
       std::is_nothrow_constructible_v<T, Args&&...>) {
     if (full()) return nullptr;
     return Construct(std::forward<Args>(args)...);

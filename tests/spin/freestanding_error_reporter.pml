@@ -3,7 +3,7 @@
  * reports (bare metal, one core).
  *
  * Models include/sluice/detail/error_reporter.hpp (ErrorReporter::Set and
- * ErrorReporter::Report) under SLUICE_BARE_METAL, as Bus::SetErrorCallback
+ * ErrorReporter::Report) under SLUICE_FREESTANDING, as Bus::SetErrorCallback
  * and the consumer's error reports (include/sluice/bus.hpp) use them. Report
  * sets `reporting`, copies the pair the version selects (retrying until the
  * version is unchanged), calls it, and clears `reporting`. Set, from a
