@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "harness/isolated.hpp"
 #include "sluice/clock.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -174,13 +175,15 @@ std::string FastClock::Description() {
 
 double PlacementProbeNanos(int cpu_a, int cpu_b) {
   constexpr int kRoundTrips = 2000;
-  alignas(64) std::atomic<int> ball{0};
-  std::thread partner([&] {
+  // The one line the probe measures; nothing else rides with it.
+  Isolated<std::atomic<int>> ball;
+  std::thread partner([&ball, cpu_b] {
+    std::atomic<int>& mine = ball.value;
     PinThisThread(cpu_b);
     for (int i = 0; i < kRoundTrips; ++i) {
-      while (ball.load(std::memory_order_acquire) != 2 * i + 1) {
+      while (mine.load(std::memory_order_acquire) != 2 * i + 1) {
       }
-      ball.store(2 * i + 2, std::memory_order_release);
+      mine.store(2 * i + 2, std::memory_order_release);
     }
   });
   PinThisThread(cpu_a);
@@ -188,8 +191,8 @@ double PlacementProbeNanos(int cpu_a, int cpu_b) {
   samples.reserve(kRoundTrips);
   for (int i = 0; i < kRoundTrips; ++i) {
     const std::uint64_t start = FastClock::Ticks();
-    ball.store(2 * i + 1, std::memory_order_release);
-    while (ball.load(std::memory_order_acquire) != 2 * i + 2) {
+    ball.value.store(2 * i + 1, std::memory_order_release);
+    while (ball.value.load(std::memory_order_acquire) != 2 * i + 2) {
     }
     samples.push_back(FastClock::TicksToNanos(FastClock::Ticks() - start));
   }

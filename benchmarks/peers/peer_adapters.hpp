@@ -6,9 +6,12 @@
 //                                              there (up to a batch), calling
 //                                              probe(sample) for each
 //
-// Peers compile in when CMake found them (SLUICE_PEER_* definitions).
+// Peers compile in when CMake found them (SLUICE_PEER_* definitions). What
+// an adapter's producer or consumer side writes lives in Isolated storage
+// (harness/isolated.hpp), so no peer pays for false sharing in its adapter.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <deque>
 #include <memory>
@@ -18,6 +21,7 @@
 #include <variant>
 
 #include "bench_payload.hpp"
+#include "harness/isolated.hpp"
 
 #if SLUICE_PEER_ATOMIC_QUEUE
 #include <atomic_queue/atomic_queue.h>
@@ -62,8 +66,9 @@ class SluiceAdapter {
       // A caller with its own timestamp: the bus clock read every
       // kStampEvery pushes. A timestamp of 0 would make the consumer skip
       // the latency histograms, which is not the configuration named.
-      if (pushes_++ % kStampEvery == 0) stamp_ = DefaultBusTraits::Clock::NowMicros();
-      return bus_->PublishFast(m, 1, stamp_);
+      Stamp& stamp = producer_.value;
+      if (stamp.pushes++ % kStampEvery == 0) stamp.micros = DefaultBusTraits::Clock::NowMicros();
+      return bus_->PublishFast(m, 1, stamp.micros);
     }
   }
   const auto& bus() const { return *bus_; }
@@ -77,10 +82,13 @@ class SluiceAdapter {
 
  private:
   using Bus = AsyncBus<std::variant<Message>, kPeerCapacity, kModel>;
-  Probe& probe_;
+  struct Stamp {
+    std::uint64_t pushes = 0;
+    std::uint64_t micros = 0;
+  };
+  Probe& probe_;  // read by the consumer's callback for every message
   std::unique_ptr<Bus> bus_;
-  std::uint64_t pushes_ = 0;
-  std::uint64_t stamp_ = 0;
+  Isolated<Stamp> producer_;  // written by the producer for every push
 };
 
 // std::mutex + std::deque: the consumer takes everything under one lock.
@@ -95,20 +103,21 @@ class MutexDequeAdapter {
     return true;
   }
   std::size_t PopSome(Probe& probe) {
+    std::deque<Message>& taken = taken_.value;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      taken_.swap(queue_);
+      taken.swap(queue_);
     }
-    const std::size_t count = taken_.size();
-    for (const Message& m : taken_) probe(m);
-    taken_.clear();
+    const std::size_t count = taken.size();
+    for (const Message& m : taken) probe(m);
+    taken.clear();
     return count;
   }
 
  private:
   std::mutex mutex_;
   std::deque<Message> queue_;
-  std::deque<Message> taken_;
+  Isolated<std::deque<Message>> taken_;  // the consumer's alone
 };
 
 #if SLUICE_PEER_ATOMIC_QUEUE
@@ -144,19 +153,24 @@ template <typename Probe>
 class ConcurrentQueueAdapter {
  public:
   explicit ConcurrentQueueAdapter(Probe&)
-      : queue_(kPeerCapacity), producer_token_(queue_), consumer_token_(queue_) {}
-  bool TryPush(const Message& m) { return queue_.try_enqueue(producer_token_, m); }
+      : queue_(kPeerCapacity),
+        producer_token_{moodycamel::ProducerToken(queue_)},
+        consumer_token_{moodycamel::ConsumerToken(queue_)} {}
+  bool TryPush(const Message& m) { return queue_.try_enqueue(producer_token_.value, m); }
   std::size_t PopSome(Probe& probe) {
-    const std::size_t count = queue_.try_dequeue_bulk(consumer_token_, buffer_, kPeerBatch);
-    for (std::size_t i = 0; i < count; ++i) probe(buffer_[i]);
+    Message* const buffer = buffer_.value.data();
+    const std::size_t count = queue_.try_dequeue_bulk(consumer_token_.value, buffer, kPeerBatch);
+    for (std::size_t i = 0; i < count; ++i) probe(buffer[i]);
     return count;
   }
 
  private:
   moodycamel::ConcurrentQueue<Message> queue_;
-  moodycamel::ProducerToken producer_token_;
-  moodycamel::ConsumerToken consumer_token_;
-  Message buffer_[kPeerBatch];
+  // The consumer's token and buffer change with every pop: neither may
+  // share a block with the producer's token.
+  Isolated<moodycamel::ProducerToken> producer_token_;
+  Isolated<moodycamel::ConsumerToken> consumer_token_;
+  Isolated<std::array<Message, kPeerBatch>> buffer_;
 };
 #endif
 
@@ -168,15 +182,16 @@ class BoostSpscAdapter {
   explicit BoostSpscAdapter(Probe&) : queue_(std::make_unique<Queue>()) {}
   bool TryPush(const Message& m) { return queue_->push(m); }
   std::size_t PopSome(Probe& probe) {
-    const std::size_t count = queue_->pop(buffer_, kPeerBatch);
-    for (std::size_t i = 0; i < count; ++i) probe(buffer_[i]);
+    Message* const buffer = buffer_.value.data();
+    const std::size_t count = queue_->pop(buffer, kPeerBatch);
+    for (std::size_t i = 0; i < count; ++i) probe(buffer[i]);
     return count;
   }
 
  private:
   using Queue = boost::lockfree::spsc_queue<Message, boost::lockfree::capacity<kPeerCapacity>>;
-  std::unique_ptr<Queue> queue_;
-  Message buffer_[kPeerBatch];
+  std::unique_ptr<Queue> queue_;                      // the producer reads it for every push
+  Isolated<std::array<Message, kPeerBatch>> buffer_;  // the consumer writes it
 };
 
 // boost::lockfree::queue (MPMC, fixed capacity).

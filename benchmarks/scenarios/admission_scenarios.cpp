@@ -106,63 +106,75 @@ SustainedResult Sustain(const Options& options, double work_ns) {
   auto bus = std::make_unique<BenchBus<kModel>>();
   const int producers = kModel == ProducerModel::kMulti ? options.producers : 1;
   const auto work_ticks = static_cast<std::uint64_t>(work_ns / FastClock::NanosPerTick());
-  std::uint64_t processed = 0;
-  bus->template Subscribe<Sample<24>>([&](const Sample<24>&) {
-    ++processed;
+  // What each thread writes while it runs, in blocks of their own
+  // (harness/isolated.hpp): one producer's counters never share a block
+  // with another's, nor with the consumer's.
+  Isolated<std::uint64_t> processed;
+  bus->template Subscribe<Sample<24>>([&processed, work_ticks](const Sample<24>&) {
+    ++processed.value;
     if (work_ticks != 0) SpinTicks(work_ticks);
   });
-  std::vector<PerPriority> per_producer(static_cast<std::size_t>(producers));
-  std::vector<std::size_t> min_depth(static_cast<std::size_t>(producers), SIZE_MAX);
-  std::uint64_t longest_pause_ticks = 0;
-  std::uint64_t last_batch_ticks = 0;
-  std::atomic<bool> stop{false};
-  std::atomic<int> producers_done{0};
+  std::vector<Isolated<PerPriority>> per_producer(static_cast<std::size_t>(producers));
+  std::vector<Isolated<std::size_t>> min_depth(static_cast<std::size_t>(producers),
+                                               Isolated<std::size_t>{SIZE_MAX});
+  Isolated<std::uint64_t> longest_pause_ticks;
+  Isolated<std::uint64_t> last_batch_ticks;
+  Isolated<std::atomic<bool>> stop;
+  Isolated<std::atomic<int>> producers_done;
   std::thread timer;
   SustainedResult result;
   result.seconds = RunProducersAndConsumer(
       options, producers,
       [&](int p) {
-        PerPriority& mine = per_producer[static_cast<std::size_t>(p)];
+        auto* const target = bus.get();
+        const std::atomic<bool>& stopping = stop.value;
+        PerPriority& mine = per_producer[static_cast<std::size_t>(p)].value;
+        std::size_t& lowest = min_depth[static_cast<std::size_t>(p)].value;
         PriorityMix mix;
-        for (std::uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        for (std::uint64_t i = 0; !stopping.load(std::memory_order_relaxed); ++i) {
           const MessagePriority priority = mix.Next();
           const auto index = static_cast<std::size_t>(priority);
           ++mine.sent[index];
-          if (bus->PublishWithPriority(Sample<24>{i, 0, 0, 0, 0}, 1, priority)) {
+          if (target->PublishWithPriority(Sample<24>{i, 0, 0, 0, 0}, 1, priority)) {
             ++mine.admitted[index];
           } else if (priority == MessagePriority::HIGH) {
-            std::size_t& lowest = min_depth[static_cast<std::size_t>(p)];
-            lowest = std::min(lowest, bus->QueueDepth());
+            lowest = std::min(lowest, target->QueueDepth());
           }
         }
-        producers_done.fetch_add(1);
+        producers_done.value.fetch_add(1);
       },
       [&] {
         const std::uint64_t now = FastClock::Ticks();
-        if (last_batch_ticks != 0)
-          longest_pause_ticks = std::max(longest_pause_ticks, now - last_batch_ticks);
-        last_batch_ticks = now;
+        if (last_batch_ticks.value != 0) {
+          longest_pause_ticks.value =
+              std::max(longest_pause_ticks.value, now - last_batch_ticks.value);
+        }
+        last_batch_ticks.value = now;
         return bus->ProcessBatch();
       },
-      [&] { return producers_done.load(std::memory_order_acquire) == producers; }, nullptr,
+      [&] { return producers_done.value.load(std::memory_order_acquire) == producers; }, nullptr,
       [&] {
         // Started once every producer exists: with many producers, spawning
         // them can take longer than the run.
         timer = std::thread([&] {
           std::this_thread::sleep_for(std::chrono::duration<double>(options.sustained_seconds));
-          stop.store(true);
+          stop.value.store(true);
         });
       });
   timer.join();
-  result.min_depth_after_high_refusal = *std::min_element(min_depth.begin(), min_depth.end());
-  result.longest_consumer_pause_ms = FastClock::TicksToNanos(longest_pause_ticks) / 1e6;
-  for (const PerPriority& mine : per_producer) {
+  result.min_depth_after_high_refusal = SIZE_MAX;
+  for (const Isolated<std::size_t>& lowest : min_depth) {
+    result.min_depth_after_high_refusal =
+        std::min(result.min_depth_after_high_refusal, lowest.value);
+  }
+  result.longest_consumer_pause_ms = FastClock::TicksToNanos(longest_pause_ticks.value) / 1e6;
+  for (const Isolated<PerPriority>& mine : per_producer) {
     for (std::size_t i = 0; i < 3; ++i) {
-      result.counts.sent[i] += mine.sent[i];
-      result.counts.admitted[i] += mine.admitted[i];
+      result.counts.sent[i] += mine.value.sent[i];
+      result.counts.admitted[i] += mine.value.admitted[i];
     }
   }
-  result.processed = processed;
+  result.processed = processed.value;
   return result;
 }
 

@@ -112,11 +112,12 @@ double RunProducersAndConsumer(const Options& options, int producer_count,
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::chrono::steady_clock::time_point start;
-  std::chrono::steady_clock::time_point finish;
-  std::atomic<double> cpu_total{0};
+  // Written by the threads as they finish, while others may still run.
+  Isolated<std::chrono::steady_clock::time_point> finish;
+  Isolated<std::atomic<double>> cpu_total;
   auto add_cpu = [&cpu_total](double seconds) {
-    double old = cpu_total.load();
-    while (!cpu_total.compare_exchange_weak(old, old + seconds)) {
+    double old = cpu_total.value.load();
+    while (!cpu_total.value.compare_exchange_weak(old, old + seconds)) {
     }
   };
   std::thread consumer([&] {
@@ -134,7 +135,7 @@ double RunProducersAndConsumer(const Options& options, int producer_count,
         break;
       }
     }
-    finish = std::chrono::steady_clock::now();
+    finish.value = std::chrono::steady_clock::now();
     add_cpu(ThreadCpuSeconds() - cpu_at_go);
   });
   std::vector<std::thread> producers;
@@ -156,8 +157,8 @@ double RunProducersAndConsumer(const Options& options, int producer_count,
   go.store(true, std::memory_order_release);
   for (auto& t : producers) t.join();
   consumer.join();
-  if (cpu_seconds != nullptr) *cpu_seconds = cpu_total.load();
-  return std::chrono::duration<double>(finish - start).count();
+  if (cpu_seconds != nullptr) *cpu_seconds = cpu_total.value.load();
+  return std::chrono::duration<double>(finish.value - start).count();
 }
 
 namespace {

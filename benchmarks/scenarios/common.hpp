@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench_payload.hpp"
+#include "harness/isolated.hpp"
 #include "harness/platform.hpp"
 #include "report/report.hpp"
 
@@ -84,7 +85,9 @@ void Drain(Bus& bus) {
 // Returns seconds from the start signal until the consumer finished; when
 // `cpu_seconds` is given, the CPU time its threads spent from the start
 // signal to their end (not their start-up, nor their spinning while they
-// wait for the signal; the calling thread sleeps in join()).
+// wait for the signal; the calling thread sleeps in join()). The callers
+// follow the rule in harness/isolated.hpp: what the threads write while they
+// run lives in Isolated storage.
 double RunProducersAndConsumer(const Options& options, int producer_count,
                                const std::function<void(int)>& producer,
                                const std::function<std::uint32_t()>& consume,

@@ -15,38 +15,49 @@ template <ProducerModel kModel, bool kVisitor>
 LatencyResult Measure(const Options& options) {
   auto bus = std::make_unique<BenchBus<kModel>>();
   const std::size_t samples = options.latency_samples;
-  CrossCoreSamples one_way(samples, FastClock::NanosPerTick());
+  // The consumer's samples in a block of their own; `received` is the
+  // acknowledgement the producer waits for, alone on its line so the only
+  // transfer is the one measured (harness/isolated.hpp).
+  Isolated<CrossCoreSamples> one_way{CrossCoreSamples(samples, FastClock::NanosPerTick())};
+  Isolated<std::atomic<std::uint64_t>> received;
+  Isolated<std::atomic<bool>> stop;
   std::vector<double> round_trip(samples);
-  std::atomic<std::uint64_t> received{0};
-  std::atomic<bool> stop{false};
-  auto on_message = [&](const Sample<24>& sample) {
-    one_way.Add(sample.seq, FastClock::Ticks());
-    received.store(received.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  auto on_message = [&one_way, &received](const Sample<24>& sample) {
+    one_way.value.Add(sample.seq, FastClock::Ticks());
+    received.value.store(received.value.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_release);
   };
   if constexpr (!kVisitor) bus->template Subscribe<Sample<24>>(on_message);
 
   std::thread consumer([&] {
+    // The producer is this function's thread: the consumer reads nothing
+    // of its stack while it runs.
+    auto* const source = bus.get();
+    const std::atomic<bool>& stopping = stop.value;
+    [[maybe_unused]] const auto visit = on_message;
     PinThisThread(options.ConsumerCpu());
-    while (!stop.load(std::memory_order_relaxed)) {
+    while (!stopping.load(std::memory_order_relaxed)) {
       if constexpr (kVisitor) {
-        bus->ProcessBatchWith(on_message);
+        source->ProcessBatchWith(visit);
       } else {
-        bus->ProcessBatch();
+        source->ProcessBatch();
       }
     }
   });
   PinThisThread(options.ProducerCpu(0));
+  auto* const target = bus.get();
+  std::atomic<std::uint64_t>& acknowledged = received.value;
   for (std::size_t i = 0; i < samples; ++i) {
     const std::uint64_t start = FastClock::Ticks();
-    while (!bus->Publish(Sample<24>{start, 0, 0, 0, 0}, 1)) {
+    while (!target->Publish(Sample<24>{start, 0, 0, 0, 0}, 1)) {
     }
-    while (received.load(std::memory_order_acquire) != i + 1) {
+    while (acknowledged.load(std::memory_order_acquire) != i + 1) {
     }
     round_trip[i] = FastClock::TicksToNanos(FastClock::Ticks() - start);
   }
-  stop.store(true);
+  stop.value.store(true);
   consumer.join();
-  return {one_way.Summarize(), ComputePercentiles(round_trip)};
+  return {one_way.value.Summarize(), ComputePercentiles(round_trip)};
 }
 
 template <ProducerModel kModel, bool kVisitor>

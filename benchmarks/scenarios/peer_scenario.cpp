@@ -40,20 +40,24 @@ struct LatencyResult {
 
 template <template <typename> class Adapter>
 double EndToEndMps(const Options& options, std::uint64_t messages) {
-  CountProbe probe;
-  auto queue = std::make_unique<Adapter<CountProbe>>(probe);
+  // Written by the consumer for every message: a block of its own, away
+  // from the queue pointer the producer reads (harness/isolated.hpp).
+  Isolated<CountProbe> probe;
+  auto queue = std::make_unique<Adapter<CountProbe>>(probe.value);
   const double seconds = RunProducersAndConsumer(
       options, 1,
       [&](int) {
-        for (std::uint64_t i = 0; i < messages; ++i) {
+        auto* const target = queue.get();
+        const std::uint64_t count = messages;
+        for (std::uint64_t i = 0; i < count; ++i) {
           const Message m{i, 1, 2, 3, 4};
-          while (!queue->TryPush(m)) {
+          while (!target->TryPush(m)) {
           }
         }
       },
-      [&] { return static_cast<std::uint32_t>(queue->PopSome(probe)); },
-      [&] { return probe.count >= messages; });
-  if (probe.count != messages) Progress("warning: a peer lost messages");
+      [&] { return static_cast<std::uint32_t>(queue->PopSome(probe.value)); },
+      [&] { return probe.value.count >= messages; });
+  if (probe.value.count != messages) Progress("warning: a peer lost messages");
   return static_cast<double>(messages) / seconds / 1e6;
 }
 
@@ -73,28 +77,38 @@ double PublishOnlyMps(const Options& options, std::uint64_t messages) {
 
 template <template <typename> class Adapter>
 LatencyResult Latency(const Options& options, std::size_t samples) {
-  CrossCoreSamples one_way(samples, FastClock::NanosPerTick());
+  // The consumer's samples in a block of their own; the probe holds the
+  // acknowledgement the producer waits for, alone on its line so the only
+  // transfer is the one measured (harness/isolated.hpp).
+  Isolated<CrossCoreSamples> one_way{CrossCoreSamples(samples, FastClock::NanosPerTick())};
+  Isolated<LatencyProbe> probe;
+  probe.value.one_way = &one_way.value;
+  Isolated<std::atomic<bool>> stop;
   std::vector<double> round_trip(samples);
-  LatencyProbe probe;
-  probe.one_way = &one_way;
-  auto queue = std::make_unique<Adapter<LatencyProbe>>(probe);
-  std::atomic<bool> stop{false};
+  auto queue = std::make_unique<Adapter<LatencyProbe>>(probe.value);
   std::thread consumer([&] {
+    // The producer is this function's thread: the consumer reads nothing
+    // of its stack while it runs.
+    auto* const source = queue.get();
+    LatencyProbe& acknowledge = probe.value;
+    const std::atomic<bool>& stopping = stop.value;
     PinThisThread(options.ConsumerCpu());
-    while (!stop.load(std::memory_order_relaxed)) queue->PopSome(probe);
+    while (!stopping.load(std::memory_order_relaxed)) source->PopSome(acknowledge);
   });
   PinThisThread(options.ProducerCpu(0));
+  auto* const target = queue.get();
+  const std::atomic<std::uint64_t>& acknowledged = probe.value.acknowledged;
   for (std::size_t i = 0; i < samples; ++i) {
     const std::uint64_t start = FastClock::Ticks();
-    while (!queue->TryPush(Message{start, 0, 0, 0, 0})) {
+    while (!target->TryPush(Message{start, 0, 0, 0, 0})) {
     }
-    while (probe.acknowledged.load(std::memory_order_acquire) != i + 1) {
+    while (acknowledged.load(std::memory_order_acquire) != i + 1) {
     }
     round_trip[i] = FastClock::TicksToNanos(FastClock::Ticks() - start);
   }
-  stop.store(true);
+  stop.value.store(true);
   consumer.join();
-  return {one_way.Summarize(), ComputePercentiles(round_trip)};
+  return {one_way.value.Summarize(), ComputePercentiles(round_trip)};
 }
 
 struct Contender {

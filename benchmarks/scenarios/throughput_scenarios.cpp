@@ -15,23 +15,26 @@ struct Idle {
 template <ProducerModel kModel, typename T, typename Payload>
 double EndToEnd(const Options& options, AsyncBus<Payload, 131072, kModel>& bus,
                 std::uint64_t messages) {
-  std::uint64_t consumed = 0;
+  // The consumer's count, away from what the producer reads (harness/isolated.hpp).
+  Isolated<std::uint64_t> consumed;
   const double seconds = RunProducersAndConsumer(
       options, 1,
       [&](int) {
+        auto* const target = &bus;
+        const std::uint64_t count = messages;
         T value{};
-        for (std::uint64_t i = 0; i < messages; ++i) {
+        for (std::uint64_t i = 0; i < count; ++i) {
           value.seq = i;
-          while (!bus.PublishWithPriority(value, 1, MessagePriority::HIGH)) {
+          while (!target->PublishWithPriority(value, 1, MessagePriority::HIGH)) {
           }
         }
       },
       [&] {
         const std::uint32_t n = bus.ProcessBatch();
-        consumed += n;
+        consumed.value += n;
         return n;
       },
-      [&] { return consumed >= messages; });
+      [&] { return consumed.value >= messages; });
   return static_cast<double>(messages) / seconds / 1e6;
 }
 
@@ -39,10 +42,12 @@ template <std::size_t kBytes, ProducerModel kModel>
 double PayloadRun(const Options& options) {
   using Payload = std::variant<Sample<kBytes>>;
   auto bus = std::make_unique<AsyncBus<Payload, 131072, kModel>>();
-  std::uint64_t sink = 0;
-  bus->template Subscribe<Sample<kBytes>>([&](const Sample<kBytes>& s) { sink += s.seq; });
+  // Written by the callback for every message: a block of its own.
+  Isolated<std::uint64_t> sink;
+  bus->template Subscribe<Sample<kBytes>>(
+      [&sink](const Sample<kBytes>& s) { sink.value += s.seq; });
   const double rate = EndToEnd<kModel, Sample<kBytes>>(options, *bus, options.end_to_end_messages);
-  KeepAlive(sink);
+  KeepAlive(sink.value);
   return rate;
 }
 
@@ -79,19 +84,26 @@ LoadResult Load(const Options& options, double target_per_second) {
   const double seconds = options.load_seconds;
   const double expected = target_per_second > 0 ? target_per_second * seconds : 50e6 * seconds;
   const auto sample_every = static_cast<std::uint64_t>(std::max(1.0, expected / 200000.0));
-  CrossCoreSamples latencies(
+  // What each thread writes while it runs, in blocks of their own.
+  Isolated<CrossCoreSamples> latencies{CrossCoreSamples(
       static_cast<std::size_t>(expected / static_cast<double>(sample_every)) + 1024,
-      FastClock::NanosPerTick());
-  std::uint64_t seen = 0;
-  bus->Subscribe<Sample<24>>([&](const Sample<24>& s) {
-    if (++seen % sample_every == 0) latencies.Add(s.seq, FastClock::Ticks());
+      FastClock::NanosPerTick())};
+  Isolated<std::uint64_t> seen;
+  bus->Subscribe<Sample<24>>([&latencies, &seen, sample_every](const Sample<24>& s) {
+    if (++seen.value % sample_every == 0) latencies.value.Add(s.seq, FastClock::Ticks());
   });
-  std::uint64_t attempted = 0, admitted = 0;
-  std::atomic<bool> producer_done{false};
+  struct Counts {
+    std::uint64_t attempted = 0;
+    std::uint64_t admitted = 0;
+  };
+  Isolated<Counts> counts;
+  Isolated<std::atomic<bool>> producer_done;
   double cpu_seconds = 0;
   const double wall = RunProducersAndConsumer(
       options, 1,
       [&](int) {
+        auto* const target = bus.get();
+        Counts mine;  // on the producer's stack; stored once at the end
         const double ticks_per_second = 1e9 / FastClock::NanosPerTick();
         const auto duration_ticks = static_cast<std::uint64_t>(seconds * ticks_per_second);
         const double interval = target_per_second > 0 ? ticks_per_second / target_per_second : 0;
@@ -104,20 +116,23 @@ LoadResult Load(const Options& options, double target_per_second) {
             while (static_cast<double>(now) < next) now = FastClock::Ticks();
             next += interval;
           }
-          ++attempted;
-          admitted += bus->Publish(Sample<24>{now, 0, 0, 0, 0}, 1) ? 1 : 0;
+          ++mine.attempted;
+          mine.admitted += target->Publish(Sample<24>{now, 0, 0, 0, 0}, 1) ? 1 : 0;
         }
-        producer_done.store(true);
+        counts.value = mine;
+        producer_done.value.store(true, std::memory_order_release);
       },
       [&] { return bus->ProcessBatch(); },
-      [&] { return producer_done.load(std::memory_order_acquire); }, &cpu_seconds);
+      [&] { return producer_done.value.load(std::memory_order_acquire); }, &cpu_seconds);
+  const std::uint64_t attempted = counts.value.attempted;
+  const std::uint64_t admitted = counts.value.admitted;
   LoadResult result;
   result.cpu_percent = 100.0 * cpu_seconds / wall;
   result.attempted_per_second = static_cast<double>(attempted) / seconds;
   result.admitted_per_second = static_cast<double>(admitted) / seconds;
   result.success_percent =
       attempted ? 100.0 * static_cast<double>(admitted) / static_cast<double>(attempted) : 0;
-  result.latency = latencies.Summarize();
+  result.latency = latencies.value.Summarize();
   return result;
 }
 
@@ -128,10 +143,10 @@ void SubscribersRow(const Options& options, Report& report, Table& table) {
   using Payload = std::variant<Sample<24>, Idle>;
   static_assert(kPerType <= DefaultBusTraits::kMaxSubscribersPerType);
   auto bus = std::make_unique<AsyncBus<Payload, 131072, ProducerModel::kMulti>>();
-  std::uint64_t sink = 0;
+  Isolated<std::uint64_t> sink;  // written by the callbacks for every message
   for (std::size_t i = 0; i < kPerType; ++i) {
-    bus->template Subscribe<Sample<24>>([&sink](const Sample<24>& s) { sink += s.seq; });
-    bus->template Subscribe<Idle>([&sink](const Idle& s) { sink += s.never_published; });
+    bus->template Subscribe<Sample<24>>([&sink](const Sample<24>& s) { sink.value += s.seq; });
+    bus->template Subscribe<Idle>([&sink](const Idle& s) { sink.value += s.never_published; });
   }
   const std::uint64_t messages = options.end_to_end_messages / 2;
   const double rate = EndToEnd<ProducerModel::kMulti, Sample<24>>(options, *bus, messages);
@@ -143,7 +158,7 @@ void SubscribersRow(const Options& options, Report& report, Table& table) {
       .AddMetric("subscribers." + std::to_string(kPerType) + ".throughput_mps", rate, "M msg/s",
                  Better::kHigher)
       .gated = false;  // measured once
-  KeepAlive(sink);
+  KeepAlive(sink.value);
 }
 
 }  // namespace
