@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <sluice/sluice.hpp>
+#include <sluice/all.hpp>
 #include <variant>
 
 struct SensorData {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <thread>
 
+#include "sluice/extras/component.hpp"
 #include "test_support.hpp"
 
 namespace sluice_test {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sluice/clock.hpp"
+#include "sluice/extras/component.hpp"
 #include "test_support.hpp"
 
 namespace sluice_test {

@@ -21,6 +21,8 @@ TEST(PrometheusTest, WritesEveryFamilyForABus) {
   ASSERT_TRUE(bus.Publish(MotorCmd{2}));
   ASSERT_TRUE(bus.Publish(MotorCmd{3}));
   ASSERT_EQ(bus.ProcessBatch(1), 1u);
+  // Bad input: refused, counted as rejected (not as dropped), exported.
+  ASSERT_FALSE(bus.PublishWithPriority(MotorCmd{4}, 0, static_cast<sluice::MessagePriority>(7)));
 
   std::string text;
   sluice::WritePrometheus(text, "telemetry", bus);
@@ -33,6 +35,8 @@ TEST(PrometheusTest, WritesEveryFamilyForABus) {
       Contains(text, "sluice_messages_dropped_total{bus=\"telemetry\",priority=\"low\"} 0"));
   EXPECT_TRUE(Contains(text, "sluice_messages_processed_total{bus=\"telemetry\"} 1"));
   EXPECT_TRUE(Contains(text, "sluice_processing_errors_total{bus=\"telemetry\"} 0"));
+  EXPECT_TRUE(Contains(text, "# TYPE sluice_messages_rejected_total counter"));
+  EXPECT_TRUE(Contains(text, "sluice_messages_rejected_total{bus=\"telemetry\"} 1"));
   EXPECT_TRUE(Contains(text, "sluice_queue_depth{bus=\"telemetry\"} 2"));
   EXPECT_TRUE(Contains(text, "sluice_queue_capacity{bus=\"telemetry\"} 64"));
   EXPECT_TRUE(Contains(text, "sluice_backpressure_level{bus=\"telemetry\"} 0"));

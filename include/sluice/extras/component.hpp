@@ -63,6 +63,7 @@ class Component {
   // kMaxSubscriptions or the bus's table for T is full.
   template <typename T, typename Callback>
   bool Subscribe(Callback&& callback) {
+    RetireExpired();
     const std::size_t index = FreeEntry();
     if (index == kMaxSubscriptions) return false;
     return Publish(index, bus_->template Subscribe<T>(std::forward<Callback>(callback)));
@@ -81,39 +82,58 @@ class Component {
                       std::is_invocable_v<Handler&, Owner&, const T&>,
                   "Sluice: SubscribeWeak's handler takes (Owner&, const T&) or "
                   "(Owner&, const T&, const MessageHeader&)");
+    RetireExpired();
     const std::size_t index = FreeEntry();
     if (index == kMaxSubscriptions) return false;
     const std::uint32_t generation =
         GenerationOf(entries_[index].state.load(std::memory_order_relaxed)) + 1;
-    return Publish(index, bus_->template Subscribe<T>(WeakHandler<T, Owner, Handler>{
-                              std::move(owner), std::move(handler), this, generation,
-                              static_cast<std::uint16_t>(index)}));
+    std::weak_ptr<void> watch = owner;
+    return Publish(index,
+                   bus_->template Subscribe<T>(WeakHandler<T, Owner, Handler>{
+                       std::move(owner), std::move(handler), this, generation,
+                       static_cast<std::uint16_t>(index)}),
+                   &watch);
+  }
+
+  // Unsubscribes every weak subscription whose owner has died, whether or
+  // not a message has reached it since; returns how many. Subscribe and
+  // SubscribeWeak call it first, so owners that die without a message free
+  // their entry, their table slot and (make_shared) their memory by the
+  // component's next subscription. Like Unsubscribe, off the consumer thread
+  // it waits for a batch in flight.
+  std::size_t RetireExpired() noexcept {
+    std::size_t retired = 0;
+    for (std::size_t i = 0; i < kMaxSubscriptions; ++i) {
+      Entry& entry = entries_[i];
+      std::uint32_t state = entry.state.load(std::memory_order_acquire);
+      const std::uint32_t generation = GenerationOf(state);
+      // The watch belongs to whoever holds the entry out of kLive: claim it
+      // first, so a weak callback retiring it meanwhile fails its CAS (and
+      // tries again on its next message).
+      if (PhaseOf(state) != kLive || !entry.state.compare_exchange_strong(
+                                         state, Pack(generation, kSweeping),
+                                         std::memory_order_acq_rel, std::memory_order_relaxed)) {
+        continue;
+      }
+      if (watching_[i] && watched_[i].expired()) {
+        Unwatch(i);
+        // Not kLive now, so no callback touches the entry: unsubscribe it.
+        retired += bus_->Unsubscribe(LoadHandle(entry)) ? 1 : 0;
+        entry.state.store(Pack(generation, kFree), std::memory_order_release);
+      } else {
+        entry.state.store(Pack(generation, kLive), std::memory_order_release);
+      }
+    }
+    return retired;
   }
 
   // Unsubscribes everything this component holds; returns how many (weak
   // subscriptions that already retired themselves are not counted).
   std::size_t UnsubscribeAll() noexcept {
     std::size_t removed = 0;
-    for (Entry& entry : entries_) {
-      std::uint32_t state = entry.state.load(std::memory_order_acquire);
-      // A weak callback on the consumer thread is unsubscribing this entry's
-      // subscription: a few instructions, no user code. Wait for it, so that
-      // the component outlives its last touch of the entry.
-      while (PhaseOf(state) == kRetiring) {
-        detail::CpuRelax();
-        state = entry.state.load(std::memory_order_acquire);
-      }
-      const std::uint32_t generation = GenerationOf(state);
-      if (PhaseOf(state) == kLive && entry.state.compare_exchange_strong(
-                                         state, Pack(generation, kFree), std::memory_order_acq_rel,
-                                         std::memory_order_acquire)) {
-        // Ours to remove. A weak callback racing with us fails its CAS; on
-        // another thread, Unsubscribe waits for its batch.
-        removed += bus_->Unsubscribe(LoadHandle(entry)) ? 1 : 0;
-      } else if (PhaseOf(state) == kRetired) {
-        // Its callback unsubscribed it and no longer touches the entry.
-        entry.state.store(Pack(generation, kFree), std::memory_order_relaxed);
-      }
+    for (std::size_t i = 0; i < kMaxSubscriptions; ++i) {
+      removed += Remove(entries_[i]);
+      Unwatch(i);  // the entry is free now: the owner thread's alone
     }
     return removed;
   }
@@ -129,11 +149,48 @@ class Component {
   Bus& AttachedBus() const noexcept { return *bus_; }
 
  private:
-  // An entry's state is generation << 2 | phase. The owner thread moves it
-  // kFree -> kLive (publishing the handle) and kLive -> kFree (removing);
-  // a weak callback that finds its owner dead moves it kLive -> kRetiring,
+  struct Entry;
+
+  void Unwatch(std::size_t index) noexcept {
+    watching_[index] = false;
+    watched_[index].reset();
+  }
+
+  // Owner thread: frees `entry`; 1 when that unsubscribed a live
+  // subscription, 0 when it was free or had retired itself.
+  std::size_t Remove(Entry& entry) noexcept {
+    std::uint32_t state = entry.state.load(std::memory_order_acquire);
+    // A weak callback on the consumer thread is unsubscribing this entry's
+    // subscription: a few instructions, no user code. Wait for it, so that
+    // the component outlives its last touch of the entry.
+    while (PhaseOf(state) == kRetiring) {
+      detail::CpuRelax();
+      state = entry.state.load(std::memory_order_acquire);
+    }
+    const std::uint32_t generation = GenerationOf(state);
+    if (PhaseOf(state) == kLive &&
+        entry.state.compare_exchange_strong(state, Pack(generation, kFree),
+                                            std::memory_order_acq_rel, std::memory_order_acquire)) {
+      // Ours to remove. A weak callback racing with us fails its CAS; on
+      // another thread, Unsubscribe waits for its batch.
+      return bus_->Unsubscribe(LoadHandle(entry)) ? 1 : 0;
+    }
+    if (PhaseOf(state) == kRetired) {
+      // Its callback unsubscribed it and no longer touches the entry.
+      entry.state.store(Pack(generation, kFree), std::memory_order_relaxed);
+    }
+    return 0;
+  }
+
+  // An entry's state is generation << 3 | phase. The owner thread moves it
+  // kFree -> kLive (publishing the handle) and kLive -> kFree (removing),
+  // and kLive -> kSweeping -> kLive or kFree (RetireExpired); a weak
+  // callback that finds its owner dead moves it kLive -> kRetiring,
   // unsubscribes, then stores kRetired, after which it no longer touches the
-  // entry, and the owner thread turns kRetired into kFree. An entry is
+  // entry, and the owner thread turns kRetired into kFree. The entry's watch
+  // (watched_, watching_) is touched only by whoever moved it out of kLive,
+  // or by the owner thread while it is kFree; the CAS that leaves kLive
+  // (acq_rel) and the release store that ends each phase order those touches. An entry is
   // reused only once its bus subscription is gone, so the bus never holds
   // more of this component's subscriptions than it has entries. The generation, bumped on each
   // reuse, keeps a callback of an earlier subscription from retiring a later one.
@@ -141,11 +198,12 @@ class Component {
   static constexpr std::uint32_t kLive = 1;
   static constexpr std::uint32_t kRetired = 2;
   static constexpr std::uint32_t kRetiring = 3;  // the callback is unsubscribing
+  static constexpr std::uint32_t kSweeping = 4;  // the owner thread checks the watch
   static constexpr std::uint32_t Pack(std::uint32_t generation, std::uint32_t phase) noexcept {
-    return (generation << 2) | phase;
+    return (generation << 3) | phase;
   }
-  static constexpr std::uint32_t PhaseOf(std::uint32_t state) noexcept { return state & 3u; }
-  static constexpr std::uint32_t GenerationOf(std::uint32_t state) noexcept { return state >> 2; }
+  static constexpr std::uint32_t PhaseOf(std::uint32_t state) noexcept { return state & 7u; }
+  static constexpr std::uint32_t GenerationOf(std::uint32_t state) noexcept { return state >> 3; }
 
   static_assert(std::is_trivially_copyable_v<SubscriptionHandle>);
   static constexpr std::size_t kHandleWords = (sizeof(SubscriptionHandle) + 3) / 4;
@@ -189,8 +247,13 @@ class Component {
   }
 
   // Owner thread: records `handle` in entry `index` as its next generation.
-  bool Publish(std::size_t index, const SubscriptionHandle& handle) noexcept {
+  // `watch` is the owner of a weak subscription (null for the others); it
+  // is recorded before the release store below, for a callback that retires.
+  bool Publish(std::size_t index, const SubscriptionHandle& handle,
+               std::weak_ptr<void>* watch = nullptr) noexcept {
     if (!handle.IsValid()) return false;
+    watching_[index] = watch != nullptr;
+    if (watch != nullptr) watched_[index] = std::move(*watch);
     Entry& entry = entries_[index];
     const std::uint32_t generation = GenerationOf(entry.state.load(std::memory_order_relaxed)) + 1;
     // SYNC POINT WRITE (H): the entry left its previous generation's kLive
@@ -247,6 +310,9 @@ class Component {
                                                std::memory_order_relaxed)) {
         return;  // the owner thread is removing it
       }
+      // The entry is this callable's until kRetired: drop the component's
+      // watch of the dead owner too, so its memory goes now.
+      component->Unwatch(index);
       // Inside the batch, Unsubscribe does not wait; this callable is
       // destroyed when the batch ends.
       (void)bus->Unsubscribe(handle);
@@ -259,6 +325,10 @@ class Component {
 
   Bus* bus_;
   Entry entries_[kMaxSubscriptions];
+  // Owner thread only: the owner of each weak entry, watched for expiry
+  // (empty for the other entries). The callbacks never touch it.
+  std::weak_ptr<void> watched_[kMaxSubscriptions];
+  bool watching_[kMaxSubscriptions] = {};
 };
 
 }  // namespace SLUICE_ABI_NAMESPACE

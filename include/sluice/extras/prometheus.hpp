@@ -191,6 +191,9 @@ void WritePrometheus(Sink&& sink, const BusMetrics* buses, std::size_t count) {
   per_bus("sluice_processing_errors_total", "counter",
           "Callbacks and visitors that threw (every mode).",
           [](const BusMetrics& m) { return m.statistics.processing_errors; });
+  per_bus("sluice_messages_rejected_total", "counter",
+          "Publishes refused as bad input: a valueless payload, an unknown priority (every mode).",
+          [](const BusMetrics& m) { return m.statistics.messages_rejected; });
   per_bus("sluice_queue_depth", "gauge", "Messages admitted and not yet released.",
           [](const BusMetrics& m) { return m.queue_depth; });
   per_bus("sluice_queue_capacity", "gauge", "Slots in the ring.",
