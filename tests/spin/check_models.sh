@@ -35,6 +35,7 @@ models=(
   "freestanding_thresholds|1:invalid end state|||12"
   "freestanding_unsubscribe|1:assertion violated|||14"
   "freestanding_error_reporter|1:!(retired[c]),2:(c==x)|||14"
+  "consumer_wakeup|1:invalid end state,2:invalid end state,3:invalid end state|||14"
 )
 
 failures=0

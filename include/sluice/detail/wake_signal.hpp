@@ -1,0 +1,86 @@
+// WakeSignal: lets the one consumer sleep while the queue is empty and be
+// woken by the next publish, with no lost wake-up (model:
+// tests/spin/consumer_wakeup.pml).
+//
+// Protocol. The consumer, finding the queue empty:
+//   ticket = PrepareWait()   reads `sequence_`, stores `sleeping_` = 1, fence
+//   re-checks the queue      a message there: CancelWait(), dispatch it
+//   Wait(ticket, timeout)    parks while `sequence_` == ticket
+// A producer, after its message is published (the slot's release store):
+//   Notify()                 fence, loads `sleeping_`; if set, bumps
+//                            `sequence_` and wakes the parker
+//
+// SYNC POINT (W), a Dekker pair: the producer's publish store, then its
+// seq_cst fence, then its load of `sleeping_`; the consumer's store of
+// `sleeping_`, then its seq_cst fence, then its load of the slot. The fences
+// order each side's store before its load, so at least one side sees the
+// other's store: either the consumer's re-check finds the message, or the
+// producer finds `sleeping_` set and bumps `sequence_`. The bump happens after
+// the consumer read its ticket (that read precedes its `sleeping_` store), so
+// the park, which compares `sequence_` with the ticket atomically with going
+// to sleep (futex, or under the condition variable's mutex), returns at once.
+// The bump is a release RMW and the consumer's ticket load is acquire: a
+// consumer that sees the new sequence also sees the publish before it.
+//
+// Cost to a producer: nothing unless the bus's traits name a Parker; with
+// one, a fence and a load of a line the consumer writes only when it goes to
+// sleep or wakes.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+#include "sluice/config.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
+
+template <typename Parker>
+class WakeSignal {
+ public:
+  // Producers (any thread), after the message is published.
+  void Notify() noexcept {
+    // SYNC POINT WRITE/READ (W), producer side: see the file comment.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (sleeping_.load(std::memory_order_relaxed) != 0) {
+      sequence_.fetch_add(1, std::memory_order_release);
+      parker_.WakeAll(sequence_);
+    }
+  }
+
+  // Consumer: announces that it is about to sleep; returns the ticket to
+  // wait with. The caller re-checks the queue before waiting.
+  std::uint32_t PrepareWait() noexcept {
+    const std::uint32_t ticket = sequence_.load(std::memory_order_acquire);
+    sleeping_.store(1, std::memory_order_relaxed);
+    // SYNC POINT WRITE/READ (W), consumer side: see the file comment.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return ticket;
+  }
+
+  // Consumer: the re-check found work; no wait.
+  void CancelWait() noexcept { sleeping_.store(0, std::memory_order_relaxed); }
+
+  // Consumer: parks until a Notify after PrepareWait, the timeout, or a
+  // spurious wake-up (the caller re-checks in every case).
+  void Wait(std::uint32_t ticket, std::chrono::nanoseconds timeout) noexcept {
+    parker_.Wait(sequence_, ticket, timeout);
+    sleeping_.store(0, std::memory_order_relaxed);
+  }
+
+  // For tests: whether the consumer has announced that it sleeps.
+  bool ConsumerSleeping() const noexcept { return sleeping_.load(std::memory_order_relaxed) != 0; }
+
+ private:
+  // Read by every producer on every publish, written by the consumer only
+  // when it goes to sleep or wakes: a line of its own.
+  alignas(kCacheLineSize) std::atomic<std::uint32_t> sleeping_{0};
+  std::atomic<std::uint32_t> sequence_{0};
+  Parker parker_;
+};
+
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

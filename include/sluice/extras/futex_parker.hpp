@@ -1,0 +1,56 @@
+// FutexParker: a bus consumer sleeps on a Linux futex (see sluice/parker.hpp
+// for what a parker is). Lighter than ConditionVariableParker: no mutex, and
+// the kernel compares the word and sleeps in one step.
+#pragma once
+
+#if !defined(__linux__)
+#error "Sluice: FutexParker needs Linux; use sluice::ConditionVariableParker"
+#endif
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <ctime>
+
+#include "sluice/config.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+
+class FutexParker {
+  static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t) &&
+                    std::atomic<std::uint32_t>::is_always_lock_free,
+                "Sluice: a futex word must be a plain 32-bit lock-free atomic");
+
+ public:
+  void Wait(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
+            std::chrono::nanoseconds timeout) noexcept {
+    if (timeout <= std::chrono::nanoseconds::zero()) return;
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout);
+    timespec relative{};
+    relative.tv_sec = static_cast<std::time_t>(seconds.count());
+    relative.tv_nsec = static_cast<long>((timeout - seconds).count());
+    // Returns at once (EAGAIN) when the word no longer holds `expected`;
+    // EINTR and ETIMEDOUT are returns too: the caller re-checks.
+    syscall(SYS_futex, Address(word), FUTEX_WAIT_PRIVATE, expected, &relative, nullptr, 0);
+  }
+
+  void WakeAll(std::atomic<std::uint32_t>& word) noexcept {
+    syscall(SYS_futex, Address(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+  }
+
+ private:
+  static const std::uint32_t* Address(const std::atomic<std::uint32_t>& word) noexcept {
+    // The kernel reads the word's 4 bytes; the atomic is exactly those.
+    return reinterpret_cast<const std::uint32_t*>(&word);
+  }
+};
+
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

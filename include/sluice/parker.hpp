@@ -1,0 +1,66 @@
+// Parkers: how a bus's consumer sleeps while its queue is empty. A bus whose
+// traits name a parker (BusTraits::Parker) offers ProcessBatchWait; with
+// NoParker (the default) it does not, and its producers pay nothing for it.
+//
+// A parker is a class with two members, used by one bus:
+//   void Wait(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
+//             std::chrono::nanoseconds timeout) noexcept;
+//     Returns once `word` != `expected`, or at the timeout, or spuriously;
+//     it must not sleep through a WakeAll that follows a change of `word`
+//     (compare and sleep atomically, as a futex or a mutex does).
+//   void WakeAll(std::atomic<std::uint32_t>& word) noexcept;
+//     Called by a producer after it changed `word`: wakes a Wait on it.
+// On one core without an operating system, Wait may loop on a wait-for-
+// interrupt instruction until `word` changes or time is up, and WakeAll may do
+// nothing (the interrupt that published already woke the core); under an
+// RTOS they take and give a semaphore.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+#include "sluice/config.hpp"
+
+#if !SLUICE_FREESTANDING
+#include <condition_variable>
+#include <mutex>
+#endif
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+
+// No sleeping consumer: ProcessBatchWait does not compile, and publishing
+// costs nothing extra.
+struct NoParker {};
+
+#if !SLUICE_FREESTANDING
+// Portable parker from the standard library: a mutex and a condition
+// variable. A WakeAll takes the mutex only when the consumer announced that
+// it sleeps (WakeSignal checks first), so an awake consumer costs producers
+// no lock. Linux users may prefer FutexParker (sluice/extras/futex_parker.hpp).
+class ConditionVariableParker {
+ public:
+  void Wait(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
+            std::chrono::nanoseconds timeout) noexcept {
+    std::unique_lock<std::mutex> lock(mutex_);
+    // The predicate is read under the mutex that WakeAll takes after
+    // changing `word`: a change before the wait is seen here, one after it
+    // is followed by a notify this wait receives.
+    condition_.wait_for(lock, timeout,
+                        [&] { return word.load(std::memory_order_acquire) != expected; });
+  }
+
+  void WakeAll(std::atomic<std::uint32_t>& /*word*/) noexcept {
+    { const std::lock_guard<std::mutex> lock(mutex_); }
+    condition_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable condition_;
+};
+#endif
+
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

@@ -1,0 +1,143 @@
+// The sleeping consumer's wake-up protocol (detail/wake_signal.hpp) under
+// stress: producers hand over one message at a time, so the consumer finds
+// the queue empty and parks before nearly every message. A lost wake-up
+// leaves it parked (its wait has no useful timeout) with a message queued:
+// the watchdog sees no progress, records it, and wakes it so the test ends
+// and fails. The watchdog only detects a hang; it asserts no time.
+#include "sluice/detail/wake_signal.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "sluice/parker.hpp"
+
+#if defined(__linux__)
+#include "sluice/extras/futex_parker.hpp"
+#endif
+
+namespace {
+
+#if defined(__SANITIZE_THREAD__)
+constexpr std::uint64_t kMessagesPerProducer = 20000;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr std::uint64_t kMessagesPerProducer = 20000;
+#else
+constexpr std::uint64_t kMessagesPerProducer = 250000;
+#endif
+#else
+constexpr std::uint64_t kMessagesPerProducer = 250000;
+#endif
+constexpr int kProducers = 2;
+
+template <typename Parker>
+class WakeSignalTest : public ::testing::Test {};
+
+#if defined(__linux__)
+using Parkers = ::testing::Types<sluice::ConditionVariableParker, sluice::FutexParker>;
+#else
+using Parkers = ::testing::Types<sluice::ConditionVariableParker>;
+#endif
+TYPED_TEST_SUITE(WakeSignalTest, Parkers);
+
+TYPED_TEST(WakeSignalTest, NoLostWakeUpAcrossManyParks) {
+  sluice::detail::WakeSignal<TypeParam> signal;
+  // The "queue": a count of published messages (release) and of consumed
+  // ones; a producer publishes its next message only once the consumer
+  // has taken everything, so the consumer keeps running dry.
+  std::atomic<std::uint64_t> published{0};
+  std::atomic<std::uint64_t> consumed{0};
+  std::atomic<bool> done{false};
+  std::atomic<bool> stuck{false};
+  std::uint64_t parks = 0;
+  constexpr std::uint64_t kTotal = kMessagesPerProducer * kProducers;
+
+  std::thread consumer([&] {
+    std::uint64_t taken = 0;
+    while (taken < kTotal) {
+      if (taken < published.load(std::memory_order_acquire)) {
+        consumed.store(++taken, std::memory_order_release);
+        continue;
+      }
+      const std::uint32_t ticket = signal.PrepareWait();
+      if (taken < published.load(std::memory_order_acquire)) {
+        signal.CancelWait();
+        continue;
+      }
+      ++parks;
+      signal.Wait(ticket, std::chrono::hours(1));
+    }
+  });
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&] {
+      for (std::uint64_t i = 0; i < kMessagesPerProducer; ++i) {
+        // Wait until the consumer has drained, so it parks again.
+        std::uint64_t seen = published.load(std::memory_order_acquire);
+        while (consumed.load(std::memory_order_acquire) < seen) {
+          std::this_thread::yield();
+          seen = published.load(std::memory_order_acquire);
+        }
+        published.fetch_add(1, std::memory_order_release);
+        signal.Notify();
+      }
+    });
+  }
+  // Watchdog: a consumer that makes no progress for 20 s with a message
+  // queued lost a wake-up. Woken by hand so that the test can end.
+  std::thread watchdog([&] {
+    std::uint64_t last = consumed.load();
+    auto last_change = std::chrono::steady_clock::now();
+    while (!done.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const std::uint64_t now_consumed = consumed.load();
+      if (now_consumed != last) {
+        last = now_consumed;
+        last_change = std::chrono::steady_clock::now();
+      } else if (now_consumed < published.load() &&
+                 std::chrono::steady_clock::now() - last_change > std::chrono::seconds(20)) {
+        stuck.store(true);
+        while (!done.load()) {
+          // Forces a wake: the consumer has announced that it sleeps.
+          signal.Notify();
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      }
+    }
+  });
+  for (auto& t : producers) t.join();
+  consumer.join();
+  done.store(true);
+  watchdog.join();
+  EXPECT_FALSE(stuck.load()) << "the consumer stayed parked with a message queued";
+  EXPECT_EQ(consumed.load(), kTotal);
+  // The test means something only if the consumer really parked.
+  EXPECT_GT(parks, kTotal / 10) << "parks: " << parks;
+  std::printf("[ wake     ] %llu messages, %llu parks\n", static_cast<unsigned long long>(kTotal),
+              static_cast<unsigned long long>(parks));
+}
+
+TYPED_TEST(WakeSignalTest, ATimedWaitReturnsWithoutANotify) {
+  sluice::detail::WakeSignal<TypeParam> signal;
+  const std::uint32_t ticket = signal.PrepareWait();
+  EXPECT_TRUE(signal.ConsumerSleeping());
+  signal.Wait(ticket, std::chrono::milliseconds(1));
+  EXPECT_FALSE(signal.ConsumerSleeping());
+}
+
+TYPED_TEST(WakeSignalTest, ANotifyBeforeTheWaitIsNotLost) {
+  sluice::detail::WakeSignal<TypeParam> signal;
+  const std::uint32_t ticket = signal.PrepareWait();
+  signal.Notify();  // between the re-check and the park
+  // Returns at once: the sequence moved past the ticket (an hour otherwise).
+  signal.Wait(ticket, std::chrono::hours(1));
+  EXPECT_FALSE(signal.ConsumerSleeping());
+}
+
+}  // namespace
