@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
+#include "sluice/parker.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
@@ -43,7 +45,21 @@ struct DefaultBusTraits {
 #else
   using Clock = CounterClock;
 #endif
+  // How the consumer sleeps in ProcessBatchWait (sluice/parker.hpp). With
+  // NoParker, ProcessBatchWait does not compile and publishing pays nothing
+  // for it; with a parker, every publish adds a fence and a load.
+  using Parker = NoParker;
+  // Empty polls ProcessBatchWait makes before it parks: a message that
+  // arrives meanwhile is taken without a sleep and a wake-up.
+  static constexpr std::uint32_t kPollsBeforePark = 256;
 };
+
+#if !SLUICE_FREESTANDING
+// A bus whose consumer sleeps in ProcessBatchWait on a condition variable.
+struct SleepingConsumerTraits : DefaultBusTraits {
+  using Parker = ConditionVariableParker;
+};
+#endif
 
 }  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice
