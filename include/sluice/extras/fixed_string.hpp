@@ -29,7 +29,7 @@ class FixedString {
   // ends at the first NUL: a const buffer holding a shorter text gives that
   // text, not the buffer's size with NULs. A mutable char array does not
   // compile (its contents are not known when the code is written); use
-  // Assign or assign_truncated for it.
+  // try_assign or assign_truncated for it.
   template <std::size_t kLength>
   constexpr FixedString(const char (&literal)[kLength]) noexcept {  // NOLINT: implicit on purpose
     static_assert(kLength - 1 <= kCapacity, "Sluice: string literal longer than the FixedString");
@@ -44,7 +44,7 @@ class FixedString {
   FixedString(char (&buffer)[kLength]) noexcept {  // NOLINT: implicit, to be chosen and refused
     static_assert(kLength == 0,
                   "Sluice: a FixedString is built implicitly only from a string literal; "
-                  "use Assign or assign_truncated for a char buffer");
+                  "use try_assign or assign_truncated for a char buffer");
     (void)buffer;
   }
 
