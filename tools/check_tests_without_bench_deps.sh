@@ -2,10 +2,12 @@
 # The tests need neither nlohmann-json nor CLI11 (only sluice_bench and its
 # report library do): configure with the README's test flags, with fetching
 # disabled and both packages hidden, then build and run every test.
-# Usage: tools/check_tests_without_bench_deps.sh [build-dir]  (CI_JOBS: parallelism)
+# Usage: tools/check_tests_without_bench_deps.sh [build-dir [extra cmake args]]
+#   (CI_JOBS: parallelism; e.g. -DSLUICE_SPIN_MODELS=OFF where CI checks them elsewhere)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-no-bench-deps}
+shift || true
 jobs=${CI_JOBS:-2}
 
 rm -rf "$build"
@@ -13,7 +15,7 @@ log=$(mktemp)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug \
   -DFETCHCONTENT_FULLY_DISCONNECTED=ON \
   -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON \
-  -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON 2>&1 | tee "$log"
+  -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON "$@" 2>&1 | tee "$log"
 
 # Nothing was fetched, and the targets that need the packages are gone.
 for dep in nlohmann_json cli11; do
