@@ -1,6 +1,7 @@
 // End-to-end latency, publish to dispatch, as a histogram per priority.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -43,7 +44,7 @@ struct LatencyHistogram {
     // count = high * 1e9 + low gives high * b + ceil(low * b / 1e9).
     constexpr std::uint64_t kScale = 1'000'000'000;
     const auto billionths =
-        static_cast<std::uint64_t>(quantile * static_cast<double>(kScale) + 0.5);
+        static_cast<std::uint64_t>(std::llround(quantile * static_cast<double>(kScale)));
     const std::uint64_t high = count / kScale;
     const std::uint64_t low = count % kScale;
     std::uint64_t rank = high * billionths + (low * billionths + kScale - 1) / kScale;

@@ -94,9 +94,9 @@ constexpr HandlerKind ResolveHandler() noexcept {
   static_assert(!std::is_final_v<Derived>,
                 "Sluice: a StaticComponent's class must not be final (its Handle overloads "
                 "are resolved through a class derived from it)");
-  if constexpr (std::is_final_v<Derived>) {
-    return HandlerKind::kNone;
-  } else if constexpr (!HasHandleMember<Derived>::value) {
+  // std::disjunction stops at a final Derived, before HasHandleMember derives from it.
+  if constexpr (std::disjunction_v<std::is_final<Derived>,
+                                   std::negation<HasHandleMember<Derived>>>) {
     return HandlerKind::kNone;
   } else {
     constexpr HandlerKind kOne = ClassifyCall<Derived, void(const T&)>(HandlerKind::kMessage);
