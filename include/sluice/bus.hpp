@@ -83,20 +83,22 @@ class AsyncBus {
 
   // MEDIUM priority, timestamped with Traits::Clock (not in BARE_METAL).
   template <typename Message>
-  bool Publish(Message&& message, std::uint32_t sender_id = 0) {
+  [[nodiscard]] bool Publish(Message&& message, std::uint32_t sender_id = 0) {
     return PublishImpl<true>(std::forward<Message>(message), sender_id, MessagePriority::MEDIUM, 0);
   }
 
   // As Publish, with a priority. An out-of-range priority returns false.
   template <typename Message>
-  bool PublishWithPriority(Message&& message, std::uint32_t sender_id, MessagePriority priority) {
+  [[nodiscard]] bool PublishWithPriority(Message&& message, std::uint32_t sender_id,
+                                         MessagePriority priority) {
     return PublishImpl<true>(std::forward<Message>(message), sender_id, priority, 0);
   }
 
   // The caller supplies the timestamp: no clock read on the publish path.
   template <typename Message>
-  bool PublishFast(Message&& message, std::uint32_t sender_id, std::uint64_t timestamp_us,
-                   MessagePriority priority = MessagePriority::MEDIUM) {
+  [[nodiscard]] bool PublishFast(Message&& message, std::uint32_t sender_id,
+                                 std::uint64_t timestamp_us,
+                                 MessagePriority priority = MessagePriority::MEDIUM) {
     return PublishImpl<false>(std::forward<Message>(message), sender_id, priority, timestamp_us);
   }
 
@@ -161,7 +163,7 @@ class AsyncBus {
   // callable is stored inline. Returns an invalid handle when T already has
   // Traits::kMaxSubscribersPerType subscriptions. Lock-free.
   template <typename T, typename Callback>
-  SubscriptionHandle Subscribe(Callback&& callback) {
+  [[nodiscard]] SubscriptionHandle Subscribe(Callback&& callback) {
     return registry_.template Subscribe<T>(std::forward<Callback>(callback));
   }
 
@@ -194,8 +196,8 @@ class AsyncBus {
 
   // Percent fill at which LOW, MEDIUM and HIGH are refused. Returns false and
   // keeps the old thresholds unless 0 < low <= medium <= high <= 100.
-  bool SetAdmissionThresholds(std::uint8_t low_percent, std::uint8_t medium_percent,
-                              std::uint8_t high_percent) noexcept {
+  [[nodiscard]] bool SetAdmissionThresholds(std::uint8_t low_percent, std::uint8_t medium_percent,
+                                            std::uint8_t high_percent) noexcept {
     AdmissionThresholds thresholds;
     thresholds.low_percent = low_percent;
     thresholds.medium_percent = medium_percent;
@@ -211,7 +213,7 @@ class AsyncBus {
   // inside the error callback itself, or (SLUICE_FREESTANDING) from an
   // interrupt that preempted a report: that report may still call the
   // previous callback once; no later one will.
-  bool SetErrorCallback(ErrorCallback callback, void* context = nullptr) noexcept {
+  [[nodiscard]] bool SetErrorCallback(ErrorCallback callback, void* context = nullptr) noexcept {
     return error_reporter_.Set(callback, context, epoch_);
   }
 
