@@ -13,7 +13,8 @@ constexpr std::uint32_t kBatch = 4096;
 template <typename B>
 void Fill(B& bus) {
   for (std::uint32_t i = 0; i < kBatch; ++i) {
-    bus.PublishFast(Payload<24>{i, 0, 0, 0, 0}, 1, 0, MessagePriority::HIGH);
+    // kBatch messages into a drained bus of kSlots: never refused.
+    (void)bus.PublishFast(Payload<24>{i, 0, 0, 0, 0}, 1, 0, MessagePriority::HIGH);
   }
 }
 
@@ -22,7 +23,8 @@ void BM_Callbacks(benchmark::State& state) {
   auto bus = std::make_unique<Bus<kModel>>();
   std::uint64_t sink = 0;
   for (std::int64_t i = 0; i < state.range(0); ++i) {
-    bus->template Subscribe<Payload<24>>([&sink](const Payload<24>& p) { sink += p.seq; });
+    // The ranges stay within kMaxSubscribersPerType: never refused.
+    (void)bus->template Subscribe<Payload<24>>([&sink](const Payload<24>& p) { sink += p.seq; });
   }
   for (auto _ : state) {
     state.PauseTiming();

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <sluice/all.hpp>
+#include <sluice/extras/component.hpp>
+#include <sluice/extras/static_component.hpp>
+#include <sluice/sluice.hpp>
 #include <variant>
 
 struct SensorData {
@@ -23,18 +25,21 @@ using Bus = sluice::SpscBus<Payload, 256>;
 class Logger {
  public:
   explicit Logger(Bus& bus) : subscriptions_(bus) {
-    subscriptions_.Subscribe<SensorData>([this](const SensorData& d) {
+    const bool sensor = subscriptions_.Subscribe<SensorData>([this](const SensorData& d) {
       ++lines_;
       std::printf("logger: sensor %.1f\n", d.temperature);
     });
-    subscriptions_.Subscribe<MotorCmd>([this](const MotorCmd& c) {
+    const bool motor = subscriptions_.Subscribe<MotorCmd>([this](const MotorCmd& c) {
       ++lines_;
       std::printf("logger: motor %d\n", c.speed);
     });
+    subscribed_ = sensor && motor;
   }
+  bool subscribed() const { return subscribed_; }
   int lines() const { return lines_; }
 
  private:
+  bool subscribed_ = false;
   int lines_ = 0;
   sluice::Component<Bus> subscriptions_;  // declared last: unsubscribes first
 };
@@ -43,8 +48,10 @@ class Dashboard : public std::enable_shared_from_this<Dashboard> {
  public:
   static std::shared_ptr<Dashboard> Create(Bus& bus) {
     std::shared_ptr<Dashboard> dashboard(new Dashboard(bus));
-    dashboard->subscriptions_.SubscribeWeak<SensorData>(dashboard->weak_from_this(),
-                                                        &Dashboard::Show);
+    if (!dashboard->subscriptions_.SubscribeWeak<SensorData>(dashboard->weak_from_this(),
+                                                             &Dashboard::Show)) {
+      return nullptr;  // its component or the bus's table for SensorData is full
+    }
     return dashboard;
   }
   int shown() const { return shown_; }
@@ -76,14 +83,15 @@ int main() {
   {
     Logger logger(bus);
     auto dashboard = Dashboard::Create(bus);
-    bus.Publish(SensorData{21.5f}, 1);
-    bus.Publish(MotorCmd{50}, 2);
+    if (!logger.subscribed() || dashboard == nullptr) return 1;
+    // A refused publish is the caller's to handle; here it fails the run.
+    ok = bus.Publish(SensorData{21.5f}, 1) && bus.Publish(MotorCmd{50}, 2);
     bus.ProcessBatch();
     std::printf("subscribers of SensorData: %zu\n", bus.SubscriberCount<SensorData>());
     ok = ok && logger.lines() == 2 && dashboard->shown() == 1 &&
          bus.SubscriberCount<SensorData>() == 2;
     dashboard.reset();  // its weak subscription goes quiet, then away
-    bus.Publish(SensorData{22.0f}, 1);
+    ok = ok && bus.Publish(SensorData{22.0f}, 1);
     bus.ProcessBatch();
     ok = ok && logger.lines() == 3;
   }
@@ -92,9 +100,8 @@ int main() {
   ok = ok && bus.SubscriberCount<SensorData>() == 0 && bus.SubscriberCount<MotorCmd>() == 0;
 
   Controller controller;
-  bus.Publish(SensorData{35.0f}, 1);
-  bus.Publish(Heartbeat{}, 3);
-  bus.Publish(MotorCmd{75}, 2);
+  ok = ok && bus.Publish(SensorData{35.0f}, 1) && bus.Publish(Heartbeat{}, 3) &&
+       bus.Publish(MotorCmd{75}, 2);
   const std::uint32_t visited = bus.ProcessBatchWith(controller.MakeVisitor());
   std::printf("controller: %u messages visited, target speed %d\n", visited,
               controller.target_speed);

@@ -21,23 +21,26 @@ int main() {
   sluice::MpscBus<Payload, 256> telemetry;
   sluice::SpscBus<Payload, 64> control;
   std::int64_t sum = 0;
-  telemetry.Subscribe<Sample>([&sum](const Sample& s) { sum += s.value; });
+  if (!telemetry.Subscribe<Sample>([&sum](const Sample& s) { sum += s.value; }).IsValid()) return 1;
 
   // Telemetry: 100 MEDIUM samples and 2 HIGH alarms, dispatched; then LOW
   // samples until admission refuses them (60 % of 256 slots), left queued.
-  for (int i = 0; i < 100; ++i) telemetry.Publish(Sample{i});
+  int refused = 0;  // none expected here: 102 messages fit below every threshold
+  for (int i = 0; i < 100; ++i) refused += telemetry.Publish(Sample{i}) ? 0 : 1;
   for (int i = 0; i < 2; ++i) {
-    telemetry.PublishWithPriority(Alarm{1}, 9, sluice::MessagePriority::HIGH);
+    refused += telemetry.PublishWithPriority(Alarm{1}, 9, sluice::MessagePriority::HIGH) ? 0 : 1;
   }
   while (telemetry.ProcessBatch() > 0) {
   }
   int low = 0;
   while (telemetry.PublishWithPriority(Sample{1}, 0, sluice::MessagePriority::LOW)) ++low;
-  telemetry.PublishWithPriority(Sample{1}, 0, sluice::MessagePriority::LOW);  // refused: 2 drops
+  // Refused again: the second drop.
+  const bool second_refusal =
+      !telemetry.PublishWithPriority(Sample{1}, 0, sluice::MessagePriority::LOW);
 
   // Control: a few messages in BARE_METAL mode, which counts nothing.
   control.SetPerformanceMode(sluice::PerformanceMode::BARE_METAL);
-  control.Publish(Alarm{2});
+  refused += control.Publish(Alarm{2}) ? 0 : 1;
   control.ProcessBatch();
 
   std::string text;
@@ -45,5 +48,5 @@ int main() {
                                  sluice::CaptureMetrics("control \"main\"", control)});
   std::fputs(text.c_str(), stdout);
   std::fprintf(stderr, "sum %lld, %d LOW samples queued\n", static_cast<long long>(sum), low);
-  return sum == 4950 && low == 154 ? 0 : 1;
+  return sum == 4950 && low == 154 && refused == 0 && second_refusal ? 0 : 1;
 }

@@ -23,10 +23,11 @@ int main() {
 
   std::vector<std::uint64_t> next(kProducers, 0);
   std::uint64_t out_of_order = 0;
-  bus.Subscribe<Reading>([&](const Reading& r) {
+  const sluice::SubscriptionHandle handle = bus.Subscribe<Reading>([&](const Reading& r) {
     if (r.sequence != next[r.producer]) ++out_of_order;
     next[r.producer] = r.sequence + 1;
   });
+  if (!handle.IsValid()) return 1;
 
   std::atomic<std::uint64_t> retries{0};
   std::vector<std::thread> producers;

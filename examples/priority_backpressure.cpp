@@ -26,17 +26,19 @@ int main() {
   sluice::MpscBus<Payload, 1024> bus;
 
   std::atomic<bool> stopped{false};
-  bus.Subscribe<LogLine>([](const LogLine&) {
+  const sluice::SubscriptionHandle slow = bus.Subscribe<LogLine>([](const LogLine&) {
     // A slow consumer: 20 us of work per log line.
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
     while (std::chrono::steady_clock::now() < until) {
     }
   });
-  bus.Subscribe<EmergencyStop>([&](const EmergencyStop& stop, const sluice::MessageHeader& h) {
-    std::printf("consumer: EMERGENCY STOP from source %u (msg %llu)\n", stop.source,
-                static_cast<unsigned long long>(h.msg_id));
-    stopped.store(true);
-  });
+  const sluice::SubscriptionHandle stop_handler =
+      bus.Subscribe<EmergencyStop>([&](const EmergencyStop& stop, const sluice::MessageHeader& h) {
+        std::printf("consumer: EMERGENCY STOP from source %u (msg %llu)\n", stop.source,
+                    static_cast<unsigned long long>(h.msg_id));
+        stopped.store(true);
+      });
+  if (!slow.IsValid() || !stop_handler.IsValid()) return 1;
 
   std::thread consumer([&] {
     while (!stopped.load()) bus.ProcessBatch(64);
@@ -44,11 +46,14 @@ int main() {
   std::atomic<bool> flooding{true};
   std::thread log_flood([&] {
     for (std::uint32_t n = 0; flooding.load(); ++n) {
-      bus.PublishWithPriority(LogLine{n}, 1, MessagePriority::LOW);
+      // Refusals are the point of the flood; the statistics count them.
+      (void)bus.PublishWithPriority(LogLine{n}, 1, MessagePriority::LOW);
     }
   });
   std::thread telemetry([&] {
-    while (flooding.load()) bus.PublishWithPriority(Telemetry{1.0f}, 2, MessagePriority::MEDIUM);
+    while (flooding.load()) {
+      (void)bus.PublishWithPriority(Telemetry{1.0f}, 2, MessagePriority::MEDIUM);  // as above
+    }
   });
 
   // The safety monitor waits until the queue is under pressure, then stops.

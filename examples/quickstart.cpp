@@ -19,17 +19,23 @@ int main() {
   sluice::MpscBus<Payload, 1024> bus;
 
   float last_temperature = 0;
-  bus.Subscribe<SensorData>([&](const SensorData& data, const sluice::MessageHeader& header) {
-    last_temperature = data.temperature;
-    std::printf("sensor %.1f from sender %u (msg %llu)\n", data.temperature, header.sender_id,
-                static_cast<unsigned long long>(header.msg_id));
-  });
-  bus.Subscribe<MotorCmd>([](const MotorCmd& cmd) { std::printf("motor speed %d\n", cmd.speed); });
+  const sluice::SubscriptionHandle sensor =
+      bus.Subscribe<SensorData>([&](const SensorData& data, const sluice::MessageHeader& header) {
+        last_temperature = data.temperature;
+        std::printf("sensor %.1f from sender %u (msg %llu)\n", data.temperature, header.sender_id,
+                    static_cast<unsigned long long>(header.msg_id));
+      });
+  const sluice::SubscriptionHandle motor = bus.Subscribe<MotorCmd>(
+      [](const MotorCmd& cmd) { std::printf("motor speed %d\n", cmd.speed); });
+  if (!sensor.IsValid() || !motor.IsValid()) return 1;  // the type's table is full
 
   std::atomic<bool> done{false};
+  std::uint32_t refused = 0;  // a refused message stays with the caller: count it
   std::thread producer([&] {
-    for (int i = 0; i < 3; ++i) bus.Publish(SensorData{20.0f + static_cast<float>(i)}, 1);
-    bus.PublishWithPriority(MotorCmd{0}, 2, sluice::MessagePriority::HIGH);
+    for (int i = 0; i < 3; ++i) {
+      if (!bus.Publish(SensorData{20.0f + static_cast<float>(i)}, 1)) ++refused;
+    }
+    if (!bus.PublishWithPriority(MotorCmd{0}, 2, sluice::MessagePriority::HIGH)) ++refused;
     done = true;
   });
 
@@ -39,9 +45,9 @@ int main() {
   producer.join();
 
   const sluice::BusStatisticsSnapshot stats = bus.GetStatistics();
-  std::printf("published %llu, processed %llu, dropped %llu\n",
+  std::printf("published %llu, processed %llu, dropped %llu, refused %u\n",
               static_cast<unsigned long long>(stats.messages_published),
               static_cast<unsigned long long>(stats.messages_processed),
-              static_cast<unsigned long long>(stats.messages_dropped));
-  return processed == 4 && last_temperature == 22.0f ? 0 : 1;
+              static_cast<unsigned long long>(stats.messages_dropped), refused);
+  return refused == 0 && processed == 4 && last_temperature == 22.0f ? 0 : 1;
 }

@@ -309,7 +309,7 @@ TEST(FixedStringTest, TruncationNeverSplitsAUtf8Sequence) {
 TEST(FixedStringTest, TruncationKeepsWhatFitsOfInvalidUtf8) {
   sluice::FixedString<7> reading;
   EXPECT_EQ(reading.assign_truncated("temp 25\xB0"
-                                    "C"),
+                                     "C"),
             2u);  // a Latin-1 degree sign
   EXPECT_EQ(reading, "temp 25");
   sluice::FixedString<8> stray;
@@ -436,10 +436,11 @@ TEST(FixedContainersTest, TravelThroughTheBusInsideAPayload) {
   ASSERT_TRUE(bus.Publish(route));
   std::string received;
   int sum = 0;
-  bus.Subscribe<Route>([&](const Route& r) {
-    received = std::string(r.name.view());
-    for (int w : r.waypoints) sum += w;
-  });
+  ASSERT_TRUE(bus.Subscribe<Route>([&](const Route& r) {
+                   received = std::string(r.name.view());
+                   for (int w : r.waypoints) sum += w;
+                 })
+                  .IsValid());
   EXPECT_EQ(bus.ProcessBatch(), 1u);
   EXPECT_EQ(received, "depot");
   EXPECT_EQ(sum, 6);

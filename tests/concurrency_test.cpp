@@ -71,7 +71,7 @@ TEST(ConcurrencyTest, ContendedProducersAreNeverRefusedSpuriously) {
   EXPECT_EQ(bus->GetStatistics().messages_published, kProducers * kPerProducer);
 
   DeliveryChecker checker(kProducers);
-  bus->Subscribe<Sequenced>([&](const Sequenced& s) { checker.Receive(s); });
+  ASSERT_TRUE(bus->Subscribe<Sequenced>([&](const Sequenced& s) { checker.Receive(s); }).IsValid());
   while (bus->ProcessBatch() > 0) {
   }
   EXPECT_EQ(checker.received(), kProducers * kPerProducer);
@@ -85,7 +85,8 @@ template <typename Bus>
 void RunProducersAgainstConsumer(int producer_count, std::uint64_t per_producer) {
   auto bus = std::make_unique<Bus>();
   DeliveryChecker checker(producer_count);
-  bus->template Subscribe<Sequenced>([&](const Sequenced& s) { checker.Receive(s); });
+  ASSERT_TRUE(bus->template Subscribe<Sequenced>([&](const Sequenced& s) { checker.Receive(s); })
+                  .IsValid());
   std::atomic<int> producers_done{0};
   std::thread consumer([&] {
     while (producers_done.load() < producer_count || bus->QueueDepth() > 0) {
@@ -139,12 +140,13 @@ TEST(ConcurrencyTest, PublishHappensBeforeDispatch) {
   sluice::SpscBus<std::variant<const Block*>, 128> bus;
   std::atomic<int> bad{0};
   int seen = 0;
-  bus.Subscribe<const Block*>([&](const Block* const& block) {
-    for (std::uint64_t w : block->words) {
-      if (w != static_cast<std::uint64_t>(block - blocks.data())) bad.fetch_add(1);
-    }
-    ++seen;
-  });
+  ASSERT_TRUE(bus.Subscribe<const Block*>([&](const Block* const& block) {
+                   for (std::uint64_t w : block->words) {
+                     if (w != static_cast<std::uint64_t>(block - blocks.data())) bad.fetch_add(1);
+                   }
+                   ++seen;
+                 })
+                  .IsValid());
   std::thread producer([&] {
     for (int i = 0; i < kMessages; ++i) {
       for (auto& w : blocks[i].words) w = static_cast<std::uint64_t>(i);
@@ -173,14 +175,14 @@ TEST(ConcurrencyTest, UnsubscribeWaitsForTheRunningCallback) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     finished.store(true);
   });
-  bus.Publish(MotorCmd{1});
+  ASSERT_TRUE(bus.Publish(MotorCmd{1}));
   std::thread consumer([&] { bus.ProcessBatch(); });
   while (!entered.load()) std::this_thread::yield();
   unsubscribe_started.store(true);
   EXPECT_TRUE(bus.Unsubscribe(handle));
   EXPECT_TRUE(finished.load()) << "Unsubscribe returned while its callback still ran";
   consumer.join();
-  bus.Publish(MotorCmd{2});
+  ASSERT_TRUE(bus.Publish(MotorCmd{2}));
   bus.ProcessBatch();
   EXPECT_EQ(calls.load(), 1);
 }
@@ -317,19 +319,20 @@ TEST(ConcurrencyTest, ErrorCallbackReplacementWaitsForTheRunningReport) {
     if (c->magic.load() != 0xC0FFEE) dead->fetch_add(1);
     c->reports.fetch_add(1);
   };
-  bus.Subscribe<MotorCmd>([](const MotorCmd&) { throw std::runtime_error("boom"); });
+  ASSERT_TRUE(
+      bus.Subscribe<MotorCmd>([](const MotorCmd&) { throw std::runtime_error("boom"); }).IsValid());
   std::atomic<bool> stop{false};
   std::thread consumer([&] {
     while (!stop.load()) {
-      bus.Publish(MotorCmd{1});
+      EXPECT_TRUE(bus.Publish(MotorCmd{1}));
       bus.ProcessBatch();
     }
   });
   for (int i = 0; i < 500; ++i) {
     auto context = std::make_unique<Context>();
-    bus.SetErrorCallback(report, context.get());
+    EXPECT_TRUE(bus.SetErrorCallback(report, context.get()));
     std::this_thread::yield();
-    bus.SetErrorCallback(nullptr);
+    EXPECT_TRUE(bus.SetErrorCallback(nullptr));
     context->magic.store(0xDEAD);
   }
   stop.store(true);
@@ -356,8 +359,9 @@ TEST(ConcurrencyTest, StalledProducerHoldsTheConsumerWithoutLoss) {
   Bus bus;
   bus.SetPerformanceMode(PerformanceMode::BARE_METAL);
   std::vector<std::uint64_t> order;
-  bus.Subscribe<Gate>([&](const Gate&) { order.push_back(1000); });
-  bus.Subscribe<Sequenced>([&](const Sequenced& s) { order.push_back(s.sequence); });
+  ASSERT_TRUE(bus.Subscribe<Gate>([&](const Gate&) { order.push_back(1000); }).IsValid());
+  ASSERT_TRUE(
+      bus.Subscribe<Sequenced>([&](const Sequenced& s) { order.push_back(s.sequence); }).IsValid());
 
   Gate::open = false;
   Gate::holding = false;

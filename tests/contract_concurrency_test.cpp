@@ -44,18 +44,19 @@ TEST(ContractConcurrencyTest, SetErrorCallbackInsideACallbackWhileAnotherThreadS
       sluice::MpscBus<BasicPayload, 8> bus;
       std::atomic<bool> in_batch{false};
       std::atomic<bool> other_thread_calling{false};
-      bus.Subscribe<MotorCmd>([&](const MotorCmd&) {
-        in_batch.store(true);
-        while (!other_thread_calling.load()) std::this_thread::yield();
-        // Let the other thread get into SetErrorCallback and wait there.
-        for (int i = 0; i < 2000; ++i) std::this_thread::yield();
-        bus.SetErrorCallback(&OtherIgnoreError);
-      });
+      ASSERT_TRUE(bus.Subscribe<MotorCmd>([&](const MotorCmd&) {
+                       in_batch.store(true);
+                       while (!other_thread_calling.load()) std::this_thread::yield();
+                       // Let the other thread get into SetErrorCallback and wait there.
+                       for (int i = 0; i < 2000; ++i) std::this_thread::yield();
+                       EXPECT_TRUE(bus.SetErrorCallback(&OtherIgnoreError));
+                     })
+                      .IsValid());
       ASSERT_TRUE(bus.Publish(MotorCmd{1}));
       std::thread consumer([&] { bus.ProcessBatch(); });
       while (!in_batch.load()) std::this_thread::yield();
       other_thread_calling.store(true);
-      bus.SetErrorCallback(&IgnoreError);
+      EXPECT_TRUE(bus.SetErrorCallback(&IgnoreError));
       consumer.join();
     }
   });
@@ -107,7 +108,7 @@ void ExpectNearlyEmptyNeverReadsFull() {
   });
   std::thread consumer([&] {
     int received = 0;
-    bus->template Subscribe<MotorCmd>([&](const MotorCmd&) { ++received; });
+    EXPECT_TRUE(bus->template Subscribe<MotorCmd>([&](const MotorCmd&) { ++received; }).IsValid());
     while (received < kMessages) bus->ProcessBatch();
     done.store(true);
   });

@@ -102,14 +102,16 @@ void ExpectAlignedDelivery() {
   auto bus = std::make_unique<Bus>();
   int misaligned = 0;
   int received = 0;
-  bus->template Subscribe<Aligned128>([&](const Aligned128& m) {
-    ++received;
-    if (reinterpret_cast<std::uintptr_t>(&m) % 128 != 0) ++misaligned;
-  });
-  bus->template Subscribe<Aligned256>([&](const Aligned256& m) {
-    ++received;
-    if (reinterpret_cast<std::uintptr_t>(&m) % 256 != 0) ++misaligned;
-  });
+  ASSERT_TRUE(bus->template Subscribe<Aligned128>([&](const Aligned128& m) {
+                   ++received;
+                   if (reinterpret_cast<std::uintptr_t>(&m) % 128 != 0) ++misaligned;
+                 })
+                  .IsValid());
+  ASSERT_TRUE(bus->template Subscribe<Aligned256>([&](const Aligned256& m) {
+                   ++received;
+                   if (reinterpret_cast<std::uintptr_t>(&m) % 256 != 0) ++misaligned;
+                 })
+                  .IsValid());
   for (std::uint64_t i = 0; i < 16; ++i) {
     if (i % 2 == 0) {
       ASSERT_TRUE(bus->Publish(Aligned128{i}));
@@ -185,11 +187,12 @@ void ExpectNoRefusalWithFreedSlots() {
   ASSERT_FALSE(bus->Publish(MotorCmd{2})) << "the queue is at MEDIUM's limit";
   int seen = 0;
   bool admitted = false;
-  bus->template Subscribe<MotorCmd>([&](const MotorCmd& m) {
-    if (m.speed != 1) return;
-    // Messages before this one have been dispatched and destroyed.
-    if (++seen == 251) admitted = bus->Publish(MotorCmd{3});
-  });
+  ASSERT_TRUE(bus->template Subscribe<MotorCmd>([&](const MotorCmd& m) {
+                   if (m.speed != 1) return;
+                   // Messages before this one have been dispatched and destroyed.
+                   if (++seen == 251) admitted = bus->Publish(MotorCmd{3});
+                 })
+                  .IsValid());
   bus->ProcessBatch();
   EXPECT_TRUE(admitted) << "250 of 820 slots were free: the refusal would not be real";
 }
@@ -221,7 +224,7 @@ FragilePayload MakeValueless() {
 TEST(ContractTest, ValuelessPayloadIsRefused) {
   sluice::MpscBus<FragilePayload, 8> bus;
   int calls = 0;
-  bus.Subscribe<int>([&](const int&) { ++calls; });
+  ASSERT_TRUE(bus.Subscribe<int>([&](const int&) { ++calls; }).IsValid());
   FragilePayload valueless = MakeValueless();
   ASSERT_TRUE(valueless.valueless_by_exception());
   EXPECT_FALSE(bus.Publish(valueless));

@@ -25,12 +25,15 @@ struct ErrorLog {
 TEST(ErrorTest, ThrowingCallbackIsCountedReportedAndDispatchGoesOn) {
   sluice::MpscBus<BasicPayload, 64> bus;
   ErrorLog log;
-  bus.SetErrorCallback(&ErrorLog::Record, &log);
+  ASSERT_TRUE(bus.SetErrorCallback(&ErrorLog::Record, &log));
   std::vector<int> after;
-  bus.Subscribe<MotorCmd>([](const MotorCmd& cmd) {
-    if (cmd.speed % 3 == 0) throw std::runtime_error("speed " + std::to_string(cmd.speed));
-  });
-  bus.Subscribe<MotorCmd>([&](const MotorCmd& cmd) { after.push_back(cmd.speed); });
+  ASSERT_TRUE(bus.Subscribe<MotorCmd>([](const MotorCmd& cmd) {
+                   if (cmd.speed % 3 == 0)
+                     throw std::runtime_error("speed " + std::to_string(cmd.speed));
+                 })
+                  .IsValid());
+  ASSERT_TRUE(
+      bus.Subscribe<MotorCmd>([&](const MotorCmd& cmd) { after.push_back(cmd.speed); }).IsValid());
   for (int i = 0; i < 7; ++i) ASSERT_TRUE(bus.Publish(MotorCmd{i}, 5));
   EXPECT_EQ(bus.ProcessBatch(), 7u);
 
@@ -50,9 +53,9 @@ TEST(ErrorTest, ThrowingCallbackIsCountedReportedAndDispatchGoesOn) {
 TEST(ErrorTest, NonStandardExceptionIsReported) {
   sluice::SpscBus<BasicPayload, 8> bus;
   ErrorLog log;
-  bus.SetErrorCallback(&ErrorLog::Record, &log);
-  bus.Subscribe<SensorData>([](const SensorData&) { throw 42; });
-  bus.Publish(SensorData{});
+  ASSERT_TRUE(bus.SetErrorCallback(&ErrorLog::Record, &log));
+  ASSERT_TRUE(bus.Subscribe<SensorData>([](const SensorData&) { throw 42; }).IsValid());
+  ASSERT_TRUE(bus.Publish(SensorData{}));
   bus.ProcessBatch();
   ASSERT_EQ(log.texts.size(), 1u);
   EXPECT_EQ(log.texts[0], "non-standard exception");
@@ -61,8 +64,8 @@ TEST(ErrorTest, NonStandardExceptionIsReported) {
 TEST(ErrorTest, ThrowingVisitorIsCountedAndTheBatchGoesOn) {
   sluice::MpscBus<BasicPayload, 8> bus;
   ErrorLog log;
-  bus.SetErrorCallback(&ErrorLog::Record, &log);
-  for (int i = 0; i < 4; ++i) bus.Publish(MotorCmd{i});
+  ASSERT_TRUE(bus.SetErrorCallback(&ErrorLog::Record, &log));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(bus.Publish(MotorCmd{i}));
   int visited = 0;
   EXPECT_EQ(bus.ProcessBatchWith([&](const auto&) {
     if (++visited == 2) throw std::logic_error("visitor");
@@ -87,13 +90,13 @@ TEST(ErrorTest, UnsubscribeFromTheErrorCallbackOfAVisitorFreesTheCallable) {
     bool answer = false;
   } context{&bus, {}};
   context.handle = bus.Subscribe<MotorCmd>([token](const MotorCmd&) {});
-  bus.SetErrorCallback(
+  ASSERT_TRUE(bus.SetErrorCallback(
       [](const sluice::BusError&, void* c) {
         auto* self = static_cast<Context*>(c);
         self->answer = self->bus->Unsubscribe(self->handle).Removed();
       },
-      &context);
-  bus.Publish(MotorCmd{1});
+      &context));
+  ASSERT_TRUE(bus.Publish(MotorCmd{1}));
   EXPECT_EQ(token.use_count(), 2);
   bus.ProcessBatchWith([](const auto&) { throw std::runtime_error("visitor"); });
   EXPECT_TRUE(context.answer);
@@ -104,10 +107,11 @@ TEST(ErrorTest, UnsubscribeFromTheErrorCallbackOfAVisitorFreesTheCallable) {
 TEST(ErrorTest, ErrorsAreCountedWithoutACallbackAndCallbackCanBeRemoved) {
   sluice::MpscBus<BasicPayload, 8> bus;
   ErrorLog log;
-  bus.SetErrorCallback(&ErrorLog::Record, &log);
-  bus.SetErrorCallback(nullptr);
-  bus.Subscribe<MotorCmd>([](const MotorCmd&) { throw std::runtime_error("x"); });
-  bus.Publish(MotorCmd{});
+  ASSERT_TRUE(bus.SetErrorCallback(&ErrorLog::Record, &log));
+  ASSERT_TRUE(bus.SetErrorCallback(nullptr));
+  ASSERT_TRUE(
+      bus.Subscribe<MotorCmd>([](const MotorCmd&) { throw std::runtime_error("x"); }).IsValid());
+  ASSERT_TRUE(bus.Publish(MotorCmd{}));
   bus.ProcessBatch();
   EXPECT_TRUE(log.errors.empty());
   EXPECT_EQ(bus.GetStatistics().processing_errors, 1u);
@@ -115,10 +119,12 @@ TEST(ErrorTest, ErrorsAreCountedWithoutACallbackAndCallbackCanBeRemoved) {
 
 TEST(ErrorTest, ThrowingErrorCallbackIsSwallowed) {
   sluice::MpscBus<BasicPayload, 8> bus;
-  bus.SetErrorCallback([](const sluice::BusError&, void*) { throw std::runtime_error("again"); });
-  bus.Subscribe<MotorCmd>([](const MotorCmd&) { throw std::runtime_error("x"); });
-  bus.Publish(MotorCmd{});
-  bus.Publish(MotorCmd{});
+  ASSERT_TRUE(bus.SetErrorCallback(
+      [](const sluice::BusError&, void*) { throw std::runtime_error("again"); }));
+  ASSERT_TRUE(
+      bus.Subscribe<MotorCmd>([](const MotorCmd&) { throw std::runtime_error("x"); }).IsValid());
+  ASSERT_TRUE(bus.Publish(MotorCmd{}));
+  ASSERT_TRUE(bus.Publish(MotorCmd{}));
   EXPECT_EQ(bus.ProcessBatch(), 2u);
   EXPECT_EQ(bus.GetStatistics().processing_errors, 2u);
 }
@@ -132,11 +138,11 @@ struct ThrowingCopy {
 TEST(ErrorTest, ThrowingCopyIsMadeBeforeClaimingSoNoSlotIsLost) {
   sluice::MpscBus<std::variant<ThrowingCopy, int>, 8> bus;
   const ThrowingCopy original;
-  EXPECT_THROW(bus.Publish(original), std::runtime_error);
+  EXPECT_THROW((void)bus.Publish(original), std::runtime_error);
   EXPECT_EQ(bus.QueueDepth(), 0u);
   ASSERT_TRUE(bus.Publish(5));
   int got = 0;
-  bus.Subscribe<int>([&](const int& v) { got = v; });
+  ASSERT_TRUE(bus.Subscribe<int>([&](const int& v) { got = v; }).IsValid());
   EXPECT_EQ(bus.ProcessBatch(), 1u) << "the consumer is not blocked by an unfilled slot";
   EXPECT_EQ(got, 5);
 }

@@ -19,10 +19,11 @@ TEST_F(LifetimeTest, EveryAdmittedPayloadIsDestroyedOnceAfterDispatch) {
   {
     Bus bus;
     int seen = 0;
-    bus.Subscribe<LifetimeCounter>([&](const LifetimeCounter& c) {
-      EXPECT_EQ(c.value, seen);
-      ++seen;
-    });
+    ASSERT_TRUE(bus.Subscribe<LifetimeCounter>([&](const LifetimeCounter& c) {
+                     EXPECT_EQ(c.value, seen);
+                     ++seen;
+                   })
+                    .IsValid());
     for (int i = 0; i < 10; ++i) {
       LifetimeCounter lvalue(i);
       ASSERT_TRUE(bus.Publish(lvalue));  // copied (its copy may throw)
@@ -75,7 +76,9 @@ TEST_F(LifetimeTest, RefusedRvalueIsLeftToTheCaller) {
 TEST_F(LifetimeTest, MoveOnlyPayloadReachesTheSubscriber) {
   sluice::SpscBus<OwningPayload, 4> bus;
   int received = 0;
-  bus.Subscribe<std::unique_ptr<int>>([&](const std::unique_ptr<int>& p) { received = *p; });
+  ASSERT_TRUE(
+      bus.Subscribe<std::unique_ptr<int>>([&](const std::unique_ptr<int>& p) { received = *p; })
+          .IsValid());
   ASSERT_TRUE(bus.Publish(std::make_unique<int>(17)));
   bus.ProcessBatch();
   EXPECT_EQ(received, 17);

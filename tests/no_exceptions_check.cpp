@@ -36,7 +36,7 @@ void Exercise() {
   Check(bus.PublishWithPriority(Command{1}, 0, sluice::MessagePriority::HIGH), "priority");
   Check(bus.ProcessBatch() == 11, "process batch");
   Check(sum == 55, "callback sum");
-  bus.Publish(Command{2});
+  Check(bus.Publish(Command{2}), "publish command");
   int commands = 0;
   bus.ProcessBatchWith([&](const auto& m) {
     if constexpr (std::is_same_v<std::decay_t<decltype(m)>, Command>) ++commands;

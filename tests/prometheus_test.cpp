@@ -16,7 +16,7 @@ bool Contains(const std::string& text, std::string_view line) {
 
 TEST(PrometheusTest, WritesEveryFamilyForABus) {
   sluice::MpscBus<BasicPayload, 64> bus;
-  bus.Subscribe<MotorCmd>([](const MotorCmd&) {});
+  ASSERT_TRUE(bus.Subscribe<MotorCmd>([](const MotorCmd&) {}).IsValid());
   ASSERT_TRUE(bus.PublishWithPriority(MotorCmd{1}, 0, sluice::MessagePriority::HIGH));
   ASSERT_TRUE(bus.Publish(MotorCmd{2}));
   ASSERT_TRUE(bus.Publish(MotorCmd{3}));

@@ -15,10 +15,11 @@ TEST(PublishTest, DeliversHeaderAndPayloadToSubscriber) {
   sluice::MpscBus<BasicPayload, 64> bus;
   std::vector<MessageHeader> headers;
   std::vector<float> temperatures;
-  bus.Subscribe<SensorData>([&](const SensorData& data, const MessageHeader& header) {
-    temperatures.push_back(data.temperature);
-    headers.push_back(header);
-  });
+  ASSERT_TRUE(bus.Subscribe<SensorData>([&](const SensorData& data, const MessageHeader& header) {
+                   temperatures.push_back(data.temperature);
+                   headers.push_back(header);
+                 })
+                  .IsValid());
 
   ASSERT_TRUE(bus.Publish(SensorData{25.5f}, 7));
   ASSERT_TRUE(bus.PublishWithPriority(SensorData{1.0f}, 8, MessagePriority::HIGH));
@@ -43,7 +44,7 @@ TEST(PublishTest, DeliversHeaderAndPayloadToSubscriber) {
 TEST(PublishTest, AcceptsTheVariantItself) {
   sluice::SpscBus<BasicPayload, 16> bus;
   int speed = 0;
-  bus.Subscribe<MotorCmd>([&](const MotorCmd& cmd) { speed = cmd.speed; });
+  ASSERT_TRUE(bus.Subscribe<MotorCmd>([&](const MotorCmd& cmd) { speed = cmd.speed; }).IsValid());
   const BasicPayload payload = MotorCmd{42};
   ASSERT_TRUE(bus.Publish(payload));
   ASSERT_TRUE(bus.Publish(BasicPayload{MotorCmd{43}}));
@@ -64,10 +65,12 @@ TEST(PublishTest, BareMetalLeavesTimestampZeroButPublishFastKeepsCallers) {
   sluice::MpscBus<BasicPayload, 16> bus;
   bus.SetPerformanceMode(sluice::PerformanceMode::BARE_METAL);
   std::vector<std::uint64_t> stamps;
-  bus.Subscribe<MotorCmd>(
-      [&](const MotorCmd&, const MessageHeader& header) { stamps.push_back(header.timestamp_us); });
-  bus.Publish(MotorCmd{1});
-  bus.PublishFast(MotorCmd{2}, 0, 99);
+  ASSERT_TRUE(bus.Subscribe<MotorCmd>([&](const MotorCmd&, const MessageHeader& header) {
+                   stamps.push_back(header.timestamp_us);
+                 })
+                  .IsValid());
+  ASSERT_TRUE(bus.Publish(MotorCmd{1}));
+  ASSERT_TRUE(bus.PublishFast(MotorCmd{2}, 0, 99));
   bus.ProcessBatch();
   EXPECT_EQ(stamps, (std::vector<std::uint64_t>{0, 99}));
 }
@@ -97,10 +100,10 @@ TEST(PublishTest, SpscRefusesOnlyWhenFull) {
 TEST(PublishTest, ProcessBatchHonoursItsLimitAndConsumesUnsubscribedTypes) {
   sluice::MpscBus<BasicPayload, 64> bus;
   int motor_calls = 0;
-  bus.Subscribe<MotorCmd>([&](const MotorCmd&) { ++motor_calls; });
+  ASSERT_TRUE(bus.Subscribe<MotorCmd>([&](const MotorCmd&) { ++motor_calls; }).IsValid());
   for (int i = 0; i < 10; ++i) {
-    bus.Publish(MotorCmd{i});
-    bus.Publish(SensorData{1.0f});  // no subscriber: consumed silently
+    ASSERT_TRUE(bus.Publish(MotorCmd{i}));
+    ASSERT_TRUE(bus.Publish(SensorData{1.0f}));  // no subscriber: consumed silently
   }
   EXPECT_EQ(bus.ProcessBatch(0), 0u);
   EXPECT_EQ(bus.ProcessBatch(5), 5u);
@@ -115,11 +118,11 @@ TEST(PublishTest, SeveralBusesCoexist) {
   sluice::SpscBus<std::variant<int, double>, 32> b;
   int a_count = 0;
   double b_sum = 0;
-  a.Subscribe<MotorCmd>([&](const MotorCmd&) { ++a_count; });
-  b.Subscribe<double>([&](const double& d) { b_sum += d; });
-  a.Publish(MotorCmd{1});
-  b.Publish(2.5);
-  b.Publish(1);
+  ASSERT_TRUE(a.Subscribe<MotorCmd>([&](const MotorCmd&) { ++a_count; }).IsValid());
+  ASSERT_TRUE(b.Subscribe<double>([&](const double& d) { b_sum += d; }).IsValid());
+  ASSERT_TRUE(a.Publish(MotorCmd{1}));
+  ASSERT_TRUE(b.Publish(2.5));
+  ASSERT_TRUE(b.Publish(1));
   EXPECT_EQ(b.ProcessBatch(), 2u);
   EXPECT_EQ(a.ProcessBatch(), 1u);
   EXPECT_EQ(a_count, 1);

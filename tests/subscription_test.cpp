@@ -14,15 +14,22 @@ using Envelope = sluice::MessageEnvelope<BasicPayload>;
 TEST(SubscriptionTest, AllThreeCallbackShapesAreCalledInSubscriptionOrder) {
   Bus bus;
   std::vector<std::string> calls;
-  bus.Subscribe<MotorCmd>([&](const MotorCmd& cmd, const sluice::MessageHeader& header) {
-    calls.push_back("header:" + std::to_string(cmd.speed) + ":" + std::to_string(header.sender_id));
-  });
-  bus.Subscribe<MotorCmd>(
-      [&](const MotorCmd& cmd) { calls.push_back("plain:" + std::to_string(cmd.speed)); });
-  bus.Subscribe<MotorCmd>([&](const Envelope& envelope) {
-    calls.push_back("envelope:" + std::to_string(std::get<MotorCmd>(envelope.payload).speed));
-  });
-  bus.Publish(MotorCmd{5}, 3);
+  ASSERT_TRUE(
+      bus.Subscribe<MotorCmd>([&](const MotorCmd& cmd, const sluice::MessageHeader& header) {
+           calls.push_back("header:" + std::to_string(cmd.speed) + ":" +
+                           std::to_string(header.sender_id));
+         })
+          .IsValid());
+  ASSERT_TRUE(bus.Subscribe<MotorCmd>([&](const MotorCmd& cmd) {
+                   calls.push_back("plain:" + std::to_string(cmd.speed));
+                 })
+                  .IsValid());
+  ASSERT_TRUE(bus.Subscribe<MotorCmd>([&](const Envelope& envelope) {
+                   calls.push_back("envelope:" +
+                                   std::to_string(std::get<MotorCmd>(envelope.payload).speed));
+                 })
+                  .IsValid());
+  ASSERT_TRUE(bus.Publish(MotorCmd{5}, 3));
   bus.ProcessBatch();
   EXPECT_EQ(calls, (std::vector<std::string>{"header:5:3", "plain:5", "envelope:5"}));
 }
@@ -56,7 +63,7 @@ TEST(SubscriptionTest, UnsubscribeIsTrueOnce) {
   EXPECT_TRUE(bus.Unsubscribe(handle));
   EXPECT_FALSE(bus.Unsubscribe(handle));
   EXPECT_FALSE(bus.Unsubscribe(sluice::SubscriptionHandle{}));
-  bus.Publish(MotorCmd{1});
+  ASSERT_TRUE(bus.Publish(MotorCmd{1}));
   bus.ProcessBatch();
   EXPECT_EQ(calls, 0);
 }
@@ -70,7 +77,7 @@ TEST(SubscriptionTest, UnsubscribeSelfInsideCallbackStopsFurtherCalls) {
     EXPECT_TRUE(bus.Unsubscribe(self));
     EXPECT_FALSE(bus.Unsubscribe(self));
   });
-  for (int i = 0; i < 5; ++i) bus.Publish(MotorCmd{i});
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(bus.Publish(MotorCmd{i}));
   EXPECT_EQ(bus.ProcessBatch(), 5u);
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(bus.SubscriberCount<MotorCmd>(), 0u);
@@ -81,12 +88,13 @@ TEST(SubscriptionTest, UnsubscribeOtherInsideCallbackTakesEffectAtOnce) {
   int first_calls = 0;
   int second_calls = 0;
   sluice::SubscriptionHandle second;
-  bus.Subscribe<MotorCmd>([&](const MotorCmd&) {
-    ++first_calls;
-    if (first_calls == 2) (void)bus.Unsubscribe(second);
-  });
+  ASSERT_TRUE(bus.Subscribe<MotorCmd>([&](const MotorCmd&) {
+                   ++first_calls;
+                   if (first_calls == 2) (void)bus.Unsubscribe(second);
+                 })
+                  .IsValid());
   second = bus.Subscribe<MotorCmd>([&](const MotorCmd&) { ++second_calls; });
-  for (int i = 0; i < 4; ++i) bus.Publish(MotorCmd{i});
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(bus.Publish(MotorCmd{i}));
   bus.ProcessBatch();
   EXPECT_EQ(first_calls, 4);
   EXPECT_EQ(second_calls, 1) << "not called for the message whose dispatch unsubscribed it";
@@ -96,12 +104,14 @@ TEST(SubscriptionTest, SubscribeInsideCallbackReceivesLaterMessages) {
   Bus bus;
   int late_calls = 0;
   bool subscribed = false;
-  bus.Subscribe<MotorCmd>([&](const MotorCmd&) {
-    if (!subscribed) {
-      subscribed = bus.Subscribe<MotorCmd>([&](const MotorCmd&) { ++late_calls; }).IsValid();
-    }
-  });
-  for (int i = 0; i < 3; ++i) bus.Publish(MotorCmd{i});
+  ASSERT_TRUE(bus.Subscribe<MotorCmd>([&](const MotorCmd&) {
+                   if (!subscribed) {
+                     subscribed =
+                         bus.Subscribe<MotorCmd>([&](const MotorCmd&) { ++late_calls; }).IsValid();
+                   }
+                 })
+                  .IsValid());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(bus.Publish(MotorCmd{i}));
   bus.ProcessBatch();
   EXPECT_TRUE(subscribed);
   EXPECT_EQ(late_calls, 3) << "a later slot joins the current message and all after it";
@@ -110,9 +120,10 @@ TEST(SubscriptionTest, SubscribeInsideCallbackReceivesLaterMessages) {
 TEST(SubscriptionTest, ReentrantProcessBatchFromCallbackReturnsZero) {
   Bus bus;
   std::uint32_t nested = 99;
-  bus.Subscribe<MotorCmd>([&](const MotorCmd&) { nested = bus.ProcessBatch(); });
-  bus.Publish(MotorCmd{1});
-  bus.Publish(MotorCmd{2});
+  ASSERT_TRUE(
+      bus.Subscribe<MotorCmd>([&](const MotorCmd&) { nested = bus.ProcessBatch(); }).IsValid());
+  ASSERT_TRUE(bus.Publish(MotorCmd{1}));
+  ASSERT_TRUE(bus.Publish(MotorCmd{2}));
   EXPECT_EQ(bus.ProcessBatch(1), 1u);
   EXPECT_EQ(nested, 0u);
   EXPECT_EQ(bus.ProcessBatch(), 1u);
@@ -123,7 +134,7 @@ TEST(SubscriptionTest, CallableStateIsDestroyedOnUnsubscribeAndWithTheBus) {
   {
     Bus bus;
     const auto handle = bus.Subscribe<MotorCmd>([token](const MotorCmd&) {});
-    bus.Subscribe<SensorData>([token](const SensorData&) {});
+    ASSERT_TRUE(bus.Subscribe<SensorData>([token](const SensorData&) {}).IsValid());
     EXPECT_EQ(token.use_count(), 3);
     (void)bus.Unsubscribe(handle);
     EXPECT_EQ(token.use_count(), 2);
@@ -140,7 +151,7 @@ TEST(SubscriptionTest, SelfUnsubscribedCallableIsDestroyedAtBatchEnd) {
     (void)bus.Unsubscribe(self);
     count_inside = token.use_count();  // still alive while it runs
   });
-  bus.Publish(MotorCmd{1});
+  ASSERT_TRUE(bus.Publish(MotorCmd{1}));
   bus.ProcessBatch();
   EXPECT_EQ(count_inside, 2);
   EXPECT_EQ(token.use_count(), 1);

@@ -19,9 +19,9 @@ struct Overloads {
 
 TEST(VisitorTest, VisitsEveryAlternativeInOrder) {
   sluice::SpscBus<BasicPayload, 16> bus;
-  bus.Publish(SensorData{20.0f});
-  bus.Publish(MotorCmd{3});
-  bus.Publish(Sequenced{1, 2});
+  ASSERT_TRUE(bus.Publish(SensorData{20.0f}));
+  ASSERT_TRUE(bus.Publish(MotorCmd{3}));
+  ASSERT_TRUE(bus.Publish(Sequenced{1, 2}));
   std::vector<std::string> log;
   EXPECT_EQ(bus.ProcessBatchWith(Overloads{&log}), 3u);
   EXPECT_EQ(log, (std::vector<std::string>{"sensor:20", "motor:3", "seq"}));
@@ -30,8 +30,8 @@ TEST(VisitorTest, VisitsEveryAlternativeInOrder) {
 
 TEST(VisitorTest, VisitorMayTakeTheHeaderOrTheEnvelope) {
   sluice::MpscBus<BasicPayload, 16> bus;
-  bus.Publish(MotorCmd{1}, 11);
-  bus.Publish(MotorCmd{2}, 12);
+  ASSERT_TRUE(bus.Publish(MotorCmd{1}, 11));
+  ASSERT_TRUE(bus.Publish(MotorCmd{2}, 12));
   std::vector<std::uint32_t> senders;
   bus.ProcessBatchWith(
       [&](const auto&, const sluice::MessageHeader& header) {
@@ -47,8 +47,8 @@ TEST(VisitorTest, VisitorMayTakeTheHeaderOrTheEnvelope) {
 TEST(VisitorTest, VisitorBypassesSubscriptions) {
   sluice::MpscBus<BasicPayload, 16> bus;
   int callback_calls = 0;
-  bus.Subscribe<MotorCmd>([&](const MotorCmd&) { ++callback_calls; });
-  bus.Publish(MotorCmd{1});
+  ASSERT_TRUE(bus.Subscribe<MotorCmd>([&](const MotorCmd&) { ++callback_calls; }).IsValid());
+  ASSERT_TRUE(bus.Publish(MotorCmd{1}));
   int visits = 0;
   bus.ProcessBatchWith([&](const auto&) { ++visits; });
   EXPECT_EQ(visits, 1);

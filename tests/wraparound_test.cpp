@@ -19,10 +19,12 @@ void RunAcrossTheWrap() {
   Bus bus(sluice::detail::FirstPosition{kMax - 3 * Bus::Capacity() / 2});
   std::vector<std::uint64_t> ids;
   std::uint64_t expected_value = 0;
-  bus.template Subscribe<Sequenced>([&](const Sequenced& s, const sluice::MessageHeader& h) {
-    EXPECT_EQ(s.sequence, expected_value++);
-    ids.push_back(h.msg_id);
-  });
+  ASSERT_TRUE(
+      bus.template Subscribe<Sequenced>([&](const Sequenced& s, const sluice::MessageHeader& h) {
+           EXPECT_EQ(s.sequence, expected_value++);
+           ids.push_back(h.msg_id);
+         })
+          .IsValid());
   std::uint64_t next = 0;
   for (int round = 0; round < 12; ++round) {
     // Fill until refused at MEDIUM's threshold, then drain part of it.

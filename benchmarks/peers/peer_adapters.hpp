@@ -56,7 +56,8 @@ class SluiceAdapter {
   explicit SluiceAdapter(Probe& probe) : probe_(probe), bus_(std::make_unique<Bus>()) {
     bus_->SetPerformanceMode(kMode);
     if constexpr (kPath == SluicePath::kCallbacks) {
-      bus_->template Subscribe<Message>([this](const Message& m) { probe_(m); });
+      // A fresh bus has room for this subscription.
+      (void)bus_->template Subscribe<Message>([this](const Message& m) { probe_(m); });
     }
   }
   bool TryPush(const Message& m) {

@@ -94,19 +94,23 @@ int main() {
   bool in_order = true;
   bool probe_alive_during_batch = false;
   std::uint32_t probe_calls_after_unsubscribe = 0;
-  g_bus.Subscribe<SensorSample>([&](const SensorSample& sample) {
-    in_order = in_order && sample.tick > last_tick && sample.value == std::int32_t(sample.tick * 3);
-    last_tick = sample.tick;
-    if (++received == kSamples / 2) {
-      Register(0xE000ED04) = 1u << 28;  // ICSR.PENDSVSET: PendSV preempts now
-      __asm__ volatile("dsb\n isb" ::: "memory");
-      probe_alive_during_batch = g_probe_alive == 1;
-      probe_calls_after_unsubscribe = g_probe_calls;
-    }
-  });
+  const sluice::SubscriptionHandle consumer =
+      g_bus.Subscribe<SensorSample>([&](const SensorSample& sample) {
+        in_order =
+            in_order && sample.tick > last_tick && sample.value == std::int32_t(sample.tick * 3);
+        last_tick = sample.tick;
+        if (++received == kSamples / 2) {
+          Register(0xE000ED04) = 1u << 28;  // ICSR.PENDSVSET: PendSV preempts now
+          __asm__ volatile("dsb\n isb" ::: "memory");
+          probe_alive_during_batch = g_probe_alive == 1;
+          probe_calls_after_unsubscribe = g_probe_calls;
+        }
+      });
   g_probe_handle = g_bus.Subscribe<SensorSample>(Probe{});
   std::uint32_t stops = 0;
-  g_bus.Subscribe<EmergencyStop>([&stops](const EmergencyStop&) { ++stops; });
+  const sluice::SubscriptionHandle stop_handler =
+      g_bus.Subscribe<EmergencyStop>([&stops](const EmergencyStop&) { ++stops; });
+  ok = ok && consumer.IsValid() && g_probe_handle.IsValid() && stop_handler.IsValid();
 
   // SysTick: 1 ms at the board's 25 MHz, from the processor clock.
   Register(0xE000E014) = 25'000 - 1;  // SYST_RVR

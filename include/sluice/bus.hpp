@@ -83,20 +83,22 @@ class AsyncBus {
 
   // MEDIUM priority, timestamped with Traits::Clock (not in BARE_METAL).
   template <typename Message>
-  bool Publish(Message&& message, std::uint32_t sender_id = 0) {
+  [[nodiscard]] bool Publish(Message&& message, std::uint32_t sender_id = 0) {
     return PublishImpl<true>(std::forward<Message>(message), sender_id, MessagePriority::MEDIUM, 0);
   }
 
   // As Publish, with a priority. An out-of-range priority returns false.
   template <typename Message>
-  bool PublishWithPriority(Message&& message, std::uint32_t sender_id, MessagePriority priority) {
+  [[nodiscard]] bool PublishWithPriority(Message&& message, std::uint32_t sender_id,
+                                         MessagePriority priority) {
     return PublishImpl<true>(std::forward<Message>(message), sender_id, priority, 0);
   }
 
   // The caller supplies the timestamp: no clock read on the publish path.
   template <typename Message>
-  bool PublishFast(Message&& message, std::uint32_t sender_id, std::uint64_t timestamp_us,
-                   MessagePriority priority = MessagePriority::MEDIUM) {
+  [[nodiscard]] bool PublishFast(Message&& message, std::uint32_t sender_id,
+                                 std::uint64_t timestamp_us,
+                                 MessagePriority priority = MessagePriority::MEDIUM) {
     return PublishImpl<false>(std::forward<Message>(message), sender_id, priority, timestamp_us);
   }
 
@@ -108,20 +110,11 @@ class AsyncBus {
   // remaining subscribers and messages are still dispatched. Called from
   // inside a callback, it returns 0. Wait-free apart from the callbacks.
   std::uint32_t ProcessBatch(std::uint32_t max_messages = kCapacity) {
-    if (dispatching_ || max_messages == 0) return 0;
-    Envelope* envelope = ring_.TryFront();
-    if (envelope == nullptr) return 0;
-    dispatching_ = true;
-    epoch_.Enter();
-    const std::uint32_t count = Drain(envelope, max_messages, [this](const Envelope& current) {
+    return RunBatch<BatchKind::kSubscriptions>(max_messages, [this](const Envelope& current) {
       registry_.Dispatch(current, [this, &current](const char* what) {
-        ReportError(BusErrorCode::kCallbackThrew, current, what);
+        ReportError<BatchKind::kSubscriptions>(BusErrorCode::kCallbackThrew, current, what);
       });
     });
-    registry_.ReclaimDeferred();
-    epoch_.Exit();
-    dispatching_ = false;
-    return count;
   }
 
   // Dispatches up to `max_messages` messages to `visitor`, bypassing the
@@ -131,27 +124,22 @@ class AsyncBus {
   // A throwing visitor is counted and reported; the batch goes on.
   template <typename Visitor>
   std::uint32_t ProcessBatchWith(Visitor&& visitor, std::uint32_t max_messages = kCapacity) {
-    if (dispatching_ || max_messages == 0) return 0;
-    Envelope* envelope = ring_.TryFront();
-    if (envelope == nullptr) return 0;
-    dispatching_ = true;
-    const std::uint32_t count = Drain(envelope, max_messages, [&](const Envelope& current) {
+    return RunBatch<BatchKind::kVisitor>(max_messages, [&](const Envelope& current) {
       // A valueless payload is refused by Publish; std::visit would throw.
       if (current.payload.valueless_by_exception()) return;
 #if SLUICE_HAS_EXCEPTIONS
       try {
         Visit(visitor, current);
       } catch (const std::exception& error) {
-        ReportVisitorError(current, error.what());
+        ReportError<BatchKind::kVisitor>(BusErrorCode::kVisitorThrew, current, error.what());
       } catch (...) {
-        ReportVisitorError(current, "non-standard exception");
+        ReportError<BatchKind::kVisitor>(BusErrorCode::kVisitorThrew, current,
+                                         "non-standard exception");
       }
 #else
       Visit(visitor, current);
 #endif
     });
-    dispatching_ = false;
-    return count;
   }
 
   // ---- Subscriptions (any thread, also from inside a callback) -------------
@@ -161,7 +149,7 @@ class AsyncBus {
   // callable is stored inline. Returns an invalid handle when T already has
   // Traits::kMaxSubscribersPerType subscriptions. Lock-free.
   template <typename T, typename Callback>
-  SubscriptionHandle Subscribe(Callback&& callback) {
+  [[nodiscard]] SubscriptionHandle Subscribe(Callback&& callback) {
     return registry_.template Subscribe<T>(std::forward<Callback>(callback));
   }
 
@@ -194,8 +182,8 @@ class AsyncBus {
 
   // Percent fill at which LOW, MEDIUM and HIGH are refused. Returns false and
   // keeps the old thresholds unless 0 < low <= medium <= high <= 100.
-  bool SetAdmissionThresholds(std::uint8_t low_percent, std::uint8_t medium_percent,
-                              std::uint8_t high_percent) noexcept {
+  [[nodiscard]] bool SetAdmissionThresholds(std::uint8_t low_percent, std::uint8_t medium_percent,
+                                            std::uint8_t high_percent) noexcept {
     AdmissionThresholds thresholds;
     thresholds.low_percent = low_percent;
     thresholds.medium_percent = medium_percent;
@@ -211,7 +199,7 @@ class AsyncBus {
   // inside the error callback itself, or (SLUICE_FREESTANDING) from an
   // interrupt that preempted a report: that report may still call the
   // previous callback once; no later one will.
-  bool SetErrorCallback(ErrorCallback callback, void* context = nullptr) noexcept {
+  [[nodiscard]] bool SetErrorCallback(ErrorCallback callback, void* context = nullptr) noexcept {
     return error_reporter_.Set(callback, context, epoch_);
   }
 
@@ -342,6 +330,40 @@ class AsyncBus {
             ...);
   }
 
+  // The consumer protocol, shared by ProcessBatch and ProcessBatchWith; the
+  // one difference is whether the batch is inside the dispatch epoch.
+  //  - Guard: one batch at a time on the consumer thread; from inside a
+  //    callback, visitor or error callback (`dispatching_`) it returns 0.
+  //  - Epoch: a subscription batch reads the subscription table, so it enters
+  //    the epoch before its first message and leaves after its last. A
+  //    visitor batch reads no published state: it stays outside, so that
+  //    Unsubscribe and SetErrorCallback on other threads never wait for a
+  //    visitor, and enters the epoch only around an error report (the one
+  //    read of published state it makes).
+  //  - Statistics, latency and slot hand-back: Drain, for both.
+  //  - Errors: ReportError, for both; counted, then reported inside the epoch.
+  enum class BatchKind { kSubscriptions, kVisitor };
+
+  template <BatchKind kKind, typename DispatchOne>
+  std::uint32_t RunBatch(std::uint32_t max_messages, DispatchOne&& dispatch_one) {
+    if (dispatching_ || max_messages == 0) return 0;
+    Envelope* envelope = ring_.TryFront();
+    if (envelope == nullptr) return 0;
+    dispatching_ = true;
+    if constexpr (kKind == BatchKind::kSubscriptions) epoch_.Enter();
+    const std::uint32_t count = Drain(envelope, max_messages, dispatch_one);
+    if constexpr (kKind == BatchKind::kSubscriptions) LeaveEpoch();
+    dispatching_ = false;
+    return count;
+  }
+
+  // Ends a stretch inside the epoch. Callables unsubscribed on this thread
+  // meanwhile (by a callback or the error callback) were deferred to here.
+  void LeaveEpoch() noexcept {
+    registry_.ReclaimDeferred();
+    epoch_.Exit();
+  }
+
   // Consumer: hands each ready envelope from `envelope` on (at most
   // `max_messages`) to `dispatch_one`, destroys it and frees its slot, then
   // counts the batch's processed messages. The loop is instantiated with and
@@ -385,6 +407,10 @@ class AsyncBus {
     }
   }
 
+  // Counts an error and reports it to the error callback, which the reporter
+  // reads inside the epoch: a subscription batch is already in it, a visitor
+  // batch enters it for the report alone.
+  template <BatchKind kKind>
   void ReportError(BusErrorCode code, const Envelope& envelope, const char* what) noexcept {
     statistics_.CountError();
     BusError error;
@@ -393,17 +419,9 @@ class AsyncBus {
     error.sender_id = envelope.header.sender_id;
     error.type_index = envelope.payload.index();
     error.what = what;
+    if constexpr (kKind == BatchKind::kVisitor) epoch_.Enter();
     error_reporter_.Report(error);
-  }
-
-  // The visitor path runs outside the epoch; enter it only to report, and end
-  // it as a batch ends: the error callback may have unsubscribed on this
-  // thread, deferring a destruction to this point.
-  void ReportVisitorError(const Envelope& envelope, const char* what) noexcept {
-    epoch_.Enter();
-    ReportError(BusErrorCode::kVisitorThrew, envelope, what);
-    registry_.ReclaimDeferred();
-    epoch_.Exit();
+    if constexpr (kKind == BatchKind::kVisitor) LeaveEpoch();
   }
 
   friend struct detail::TestAccess;

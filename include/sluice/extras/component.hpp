@@ -62,7 +62,7 @@ class Component {
   // with nothing subscribed, when this component already holds
   // kMaxSubscriptions or the bus's table for T is full.
   template <typename T, typename Callback>
-  bool Subscribe(Callback&& callback) {
+  [[nodiscard]] bool Subscribe(Callback&& callback) {
     RetireExpired();
     const std::size_t index = FreeEntry();
     if (index == kMaxSubscriptions) return false;
@@ -77,7 +77,7 @@ class Component {
   // destroyed at the end of that batch). A member function pointer works:
   //   component.SubscribeWeak<Reading>(weak_from_this(), &Logger::Write);
   template <typename T, typename Owner, typename Handler>
-  bool SubscribeWeak(std::weak_ptr<Owner> owner, Handler handler) {
+  [[nodiscard]] bool SubscribeWeak(std::weak_ptr<Owner> owner, Handler handler) {
     static_assert(std::is_invocable_v<Handler&, Owner&, const T&, const MessageHeader&> ||
                       std::is_invocable_v<Handler&, Owner&, const T&>,
                   "Sluice: SubscribeWeak's handler takes (Owner&, const T&) or "
