@@ -9,7 +9,7 @@ int main() {
   OdrBus bus;
   const int admitted = Fill(bus, 5);
   int received = 0;
-  bus.Subscribe<OdrMessage>([&](const OdrMessage&) { ++received; });
+  if (!bus.Subscribe<OdrMessage>([&](const OdrMessage&) { ++received; }).IsValid()) return 1;
   bus.ProcessBatch();
   std::printf("admitted %d, received %d\n", admitted, received);
   return admitted == 5 && received == 5 ? 0 : 1;
