@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The tests need neither nlohmann-json nor CLI11 (only sluice_bench and its
-# report library do): configure with the README's test flags, with fetching
-# disabled and both packages hidden, then build and run every test.
+# report library do): configure with the README's test command's flags, with
+# both packages hidden and the network left as it is, check that nothing was
+# fetched, then build and run every test.
 # Usage: tools/check_tests_without_bench_deps.sh [build-dir [extra cmake args]]
 #   (CI_JOBS: parallelism; e.g. -DSLUICE_SPIN_MODELS=OFF where CI checks them elsewhere)
 set -euo pipefail
@@ -12,8 +13,10 @@ jobs=${CI_JOBS:-2}
 
 rm -rf "$build"
 log=$(mktemp)
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug \
-  -DFETCHCONTENT_FULLY_DISCONNECTED=ON \
+# The README's test command's configure flags, taken from the README itself.
+readme_flags=$(grep -m1 '^cmake -S \. -B build ' README.md | sed 's/ &&.*//; s/^cmake -S \. -B build //')
+read -r -a flags <<<"$readme_flags"
+cmake -S . -B "$build" "${flags[@]}" \
   -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON \
   -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON "$@" 2>&1 | tee "$log"
 
