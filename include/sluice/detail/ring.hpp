@@ -82,7 +82,8 @@ class Ring {
   };
 
   // `first_position` is where counting starts (0 normally). Tests start near
-  // the wrap of Position (2^64, or 2^32 with 32-bit positions) to prove that arithmetic wraps cleanly.
+  // the wrap of Position (2^64, or 2^32 with 32-bit positions) to prove that arithmetic wraps
+  // cleanly.
   explicit Ring(Position first_position = 0) noexcept {
     for (Position i = 0; i < kCapacity; ++i) {
       const Position position = first_position + i;

@@ -72,7 +72,8 @@ class FixedVector {
   const T& operator[](std::size_t index) const noexcept { return data()[index]; }
 
   // False, and nothing added, when the vector is full.
-  [[nodiscard]] bool try_push_back(const T& item) noexcept(std::is_nothrow_copy_constructible_v<T>) {
+  [[nodiscard]] bool try_push_back(const T& item) noexcept(
+      std::is_nothrow_copy_constructible_v<T>) {
     return try_emplace_back(item) != nullptr;
   }
   [[nodiscard]] bool try_push_back(T&& item) noexcept(std::is_nothrow_move_constructible_v<T>) {
