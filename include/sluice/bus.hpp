@@ -3,6 +3,7 @@
 // to a visitor.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -15,6 +16,7 @@
 #include "sluice/bus_traits.hpp"
 #include "sluice/config.hpp"
 #include "sluice/detail/admission_policy.hpp"
+#include "sluice/detail/cpu_relax.hpp"
 #include "sluice/detail/dispatch_epoch.hpp"
 #include "sluice/detail/error_reporter.hpp"
 #include "sluice/detail/latency_recorder.hpp"
@@ -22,6 +24,7 @@
 #include "sluice/detail/statistics_counters.hpp"
 #include "sluice/detail/subscription_registry.hpp"
 #include "sluice/detail/variant_index.hpp"
+#include "sluice/detail/wake_signal.hpp"
 #include "sluice/error.hpp"
 #include "sluice/latency_histogram.hpp"
 #include "sluice/message.hpp"
@@ -115,6 +118,36 @@ class AsyncBus {
         ReportError<BatchKind::kSubscriptions>(BusErrorCode::kCallbackThrew, current, what);
       });
     });
+  }
+
+  // As ProcessBatch, but when nothing is queued it waits up to `timeout` for
+  // a message instead of returning 0 at once: it polls the queue
+  // Traits::kPollsBeforePark times, then sleeps on Traits::Parker until a
+  // publish wakes it (no lost wake-up: docs/design.md, "The sleeping
+  // consumer"). Returns how many it dispatched: 0 when the timeout passed
+  // with nothing queued, or when called from inside a callback (which never
+  // waits). Needs a parker in the traits, e.g. SleepingConsumerTraits.
+  template <typename Rep, typename Period>
+  std::uint32_t ProcessBatchWait(std::chrono::duration<Rep, Period> timeout,
+                                 std::uint32_t max_messages = kCapacity) {
+    static_assert(kConsumerCanSleep,
+                  "Sluice: ProcessBatchWait needs a parker in the bus traits (for example "
+                  "sluice::SleepingConsumerTraits)");
+    if (dispatching_ || max_messages == 0) return 0;
+    if (!WaitForMessage(std::chrono::duration_cast<std::chrono::nanoseconds>(timeout))) return 0;
+    return ProcessBatch(max_messages);
+  }
+
+  // As ProcessBatchWith, waiting as ProcessBatchWait does.
+  template <typename Visitor, typename Rep, typename Period>
+  std::uint32_t ProcessBatchWithWait(Visitor&& visitor, std::chrono::duration<Rep, Period> timeout,
+                                     std::uint32_t max_messages = kCapacity) {
+    static_assert(kConsumerCanSleep,
+                  "Sluice: ProcessBatchWithWait needs a parker in the bus traits (for example "
+                  "sluice::SleepingConsumerTraits)");
+    if (dispatching_ || max_messages == 0) return 0;
+    if (!WaitForMessage(std::chrono::duration_cast<std::chrono::nanoseconds>(timeout))) return 0;
+    return ProcessBatchWith(std::forward<Visitor>(visitor), max_messages);
   }
 
   // Dispatches up to `max_messages` messages to `visitor`, bypassing the
@@ -231,6 +264,50 @@ class AsyncBus {
   }
 
  private:
+  using Parker = typename Traits::Parker;
+  static constexpr bool kConsumerCanSleep = !std::is_same_v<Parker, NoParker>;
+  struct NoWakeSignal {};
+  using WakeSignalType =
+      std::conditional_t<kConsumerCanSleep, detail::WakeSignal<Parker>, NoWakeSignal>;
+
+  // Consumer: true once the front message is published, false when
+  // `timeout` passed first. Polls, then parks (SYNC POINT W: the re-check
+  // after PrepareWait is the slot's acquire load in TryFront).
+  bool WaitForMessage(std::chrono::nanoseconds timeout) {
+    if (ring_.TryFront() != nullptr) return true;
+    for (std::uint32_t i = 0; i < Traits::kPollsBeforePark; ++i) {
+      detail::CpuRelax();
+      if (ring_.TryFront() != nullptr) return true;
+    }
+#if SLUICE_FREESTANDING
+    // No clock of Sluice's own: one park, bounded by the parker.
+    const std::uint32_t ticket = wake_.PrepareWait();
+    if (ring_.TryFront() != nullptr) {
+      wake_.CancelWait();
+      return true;
+    }
+    wake_.Wait(ticket, timeout);
+    return ring_.TryFront() != nullptr;
+#else
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const std::uint32_t ticket = wake_.PrepareWait();
+      if (ring_.TryFront() != nullptr) {
+        wake_.CancelWait();
+        return true;
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        wake_.CancelWait();
+        return false;
+      }
+      // Returns on a publish, at the deadline or spuriously: re-checked.
+      wake_.Wait(ticket, deadline - now);
+      if (ring_.TryFront() != nullptr) return true;
+    }
+#endif
+  }
+
   template <typename Message>
   static constexpr bool kPublishable = std::is_same_v<std::decay_t<Message>, Payload> ||
                                        detail::kIsAlternative<std::decay_t<Message>, Payload>;
@@ -296,6 +373,7 @@ class AsyncBus {
       header.counted = counted;
       new (ring_.Storage(position)) Envelope{header, MakePayload(std::forward<Message>(message))};
       ring_.Publish(position);
+      if constexpr (kConsumerCanSleep) wake_.Notify();
       return true;
     }
   }
@@ -428,6 +506,7 @@ class AsyncBus {
 
   detail::Ring<Envelope, kCapacity, kProducers, Traits::kSlotStorage> ring_;
   detail::AdmissionPolicy<kCapacity> policy_;
+  WakeSignalType wake_;
   detail::StatisticsCounters<kProducers == ProducerModel::kSingle> statistics_;
   alignas(kCacheLineSize) detail::DispatchEpoch epoch_;
   detail::ErrorReporter error_reporter_;

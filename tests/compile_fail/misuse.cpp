@@ -1,5 +1,6 @@
 // Each CASE is a misuse that must not compile; CMake checks the diagnostic.
 #include <array>
+#include <chrono>
 #include <memory>
 #include <variant>
 
@@ -96,6 +97,9 @@ int main() {
   };
   Secret secret;
   (void)secret.MakeVisitor();
+#elif CASE == 25  // a bus without a parker cannot sleep
+  sluice::MpscBus<Payload, 8> bus;
+  (void)bus.ProcessBatchWait(std::chrono::milliseconds(1));
 #endif
   return 0;
 }
