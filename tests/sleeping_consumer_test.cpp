@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <thread>
 #include <variant>
@@ -187,6 +188,32 @@ TYPED_TEST(SleepingConsumerTest, APublishWakesAParkedConsumer) {
   ASSERT_TRUE(bus.Publish(Tick{0, 1}));
   consumer.join();
   EXPECT_EQ(got, 1u);
+}
+
+TYPED_TEST(SleepingConsumerTest, HugeTimeoutsMeanForEverNotAWrap) {
+  sluice::AsyncBus<Payload, 8, sluice::ProducerModel::kSingle, TypeParam> bus;
+  const auto wait_for_one = [&bus](auto timeout) {
+    std::uint32_t got = 0;
+    std::thread consumer([&] { got = bus.ProcessBatchWithWait([](const Tick&) {}, timeout); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    EXPECT_TRUE(bus.Publish(Tick{0, 1}));
+    consumer.join();
+    return got;
+  };
+  // A deadline that wrapped would lie in the past: 0 at once, before the
+  // message. Saturated, each waits for it.
+  EXPECT_EQ(wait_for_one(std::chrono::nanoseconds::max()), 1u);
+  EXPECT_EQ(wait_for_one(std::chrono::hours::max()), 1u);
+  EXPECT_EQ(wait_for_one(std::chrono::duration<double>(1e300)), 1u);
+}
+
+TYPED_TEST(SleepingConsumerTest, ZeroNegativeAndNanTimeoutsPollAndReturn) {
+  sluice::AsyncBus<Payload, 8, sluice::ProducerModel::kSingle, TypeParam> bus;
+  EXPECT_EQ(bus.ProcessBatchWait(std::chrono::nanoseconds(0)), 0u);
+  EXPECT_EQ(bus.ProcessBatchWait(std::chrono::seconds(-5)), 0u);
+  EXPECT_EQ(bus.ProcessBatchWait(std::chrono::duration<double>(std::nan(""))), 0u);
+  ASSERT_TRUE(bus.Publish(Tick{0, 1}));
+  EXPECT_EQ(bus.ProcessBatchWait(std::chrono::seconds(-5)), 1u);
 }
 
 }  // namespace

@@ -134,7 +134,7 @@ class AsyncBus {
                   "Sluice: ProcessBatchWait needs a parker in the bus traits (for example "
                   "sluice::SleepingConsumerTraits)");
     if (dispatching_ || max_messages == 0) return 0;
-    if (!WaitForMessage(std::chrono::duration_cast<std::chrono::nanoseconds>(timeout))) return 0;
+    if (!WaitForMessage(detail::SaturatingNanos(timeout))) return 0;
     return ProcessBatch(max_messages);
   }
 
@@ -146,7 +146,7 @@ class AsyncBus {
                   "Sluice: ProcessBatchWithWait needs a parker in the bus traits (for example "
                   "sluice::SleepingConsumerTraits)");
     if (dispatching_ || max_messages == 0) return 0;
-    if (!WaitForMessage(std::chrono::duration_cast<std::chrono::nanoseconds>(timeout))) return 0;
+    if (!WaitForMessage(detail::SaturatingNanos(timeout))) return 0;
     return ProcessBatchWith(std::forward<Visitor>(visitor), max_messages);
   }
 
@@ -289,20 +289,27 @@ class AsyncBus {
     wake_.Wait(ticket, timeout);
     return ring_.TryFront() != nullptr;
 #else
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = Clock::now();
+    // Saturates: a timeout of nanoseconds::max() is "for ever", not a wrap.
+    const Clock::time_point deadline =
+        timeout >= Clock::time_point::max() - start ? Clock::time_point::max() : start + timeout;
     for (;;) {
       const std::uint32_t ticket = wake_.PrepareWait();
       if (ring_.TryFront() != nullptr) {
         wake_.CancelWait();
         return true;
       }
-      const auto now = std::chrono::steady_clock::now();
+      const Clock::time_point now = Clock::now();
       if (now >= deadline) {
         wake_.CancelWait();
         return false;
       }
-      // Returns on a publish, at the deadline or spuriously: re-checked.
-      wake_.Wait(ticket, deadline - now);
+      // Returns on a publish, at the deadline or spuriously: re-checked. At
+      // most an hour a park, so a parker never adds a huge timeout to its
+      // own clock.
+      const std::chrono::nanoseconds left = deadline - now;
+      wake_.Wait(ticket, left < std::chrono::hours(1) ? left : std::chrono::hours(1));
       if (ring_.TryFront() != nullptr) return true;
     }
 #endif

@@ -37,6 +37,19 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace detail {
 
+// `timeout` in nanoseconds without overflow: negative and NaN give zero,
+// anything beyond nanoseconds::max() gives nanoseconds::max().
+template <typename Rep, typename Period>
+std::chrono::nanoseconds SaturatingNanos(std::chrono::duration<Rep, Period> timeout) noexcept {
+  using Wide = std::chrono::duration<long double, std::nano>;
+  const long double nanos = std::chrono::duration_cast<Wide>(timeout).count();
+  if (!(nanos > 0)) return std::chrono::nanoseconds::zero();
+  if (nanos >= static_cast<long double>(std::chrono::nanoseconds::max().count())) {
+    return std::chrono::nanoseconds::max();
+  }
+  return std::chrono::nanoseconds(static_cast<std::chrono::nanoseconds::rep>(nanos));
+}
+
 template <typename Parker>
 class WakeSignal {
  public:
