@@ -65,7 +65,8 @@ TYPED_TEST(WakeSignalTest, NoLostWakeUpAcrossManyParks) {
         consumed.store(++taken, std::memory_order_release);
         continue;
       }
-      const std::uint32_t ticket = signal.PrepareWait();
+      std::uint32_t ticket = 0;
+      if (!signal.PrepareWait(&ticket)) continue;  // no heavy fence: poll
       if (taken < published.load(std::memory_order_acquire)) {
         signal.CancelWait();
         continue;
@@ -125,7 +126,8 @@ TYPED_TEST(WakeSignalTest, NoLostWakeUpAcrossManyParks) {
 
 TYPED_TEST(WakeSignalTest, ATimedWaitReturnsWithoutANotify) {
   sluice::detail::WakeSignal<TypeParam> signal;
-  const std::uint32_t ticket = signal.PrepareWait();
+  std::uint32_t ticket = 0;
+  ASSERT_TRUE(signal.PrepareWait(&ticket));
   EXPECT_TRUE(signal.ConsumerSleeping());
   signal.Wait(ticket, std::chrono::milliseconds(1));
   EXPECT_FALSE(signal.ConsumerSleeping());
@@ -133,7 +135,8 @@ TYPED_TEST(WakeSignalTest, ATimedWaitReturnsWithoutANotify) {
 
 TYPED_TEST(WakeSignalTest, ANotifyBeforeTheWaitIsNotLost) {
   sluice::detail::WakeSignal<TypeParam> signal;
-  const std::uint32_t ticket = signal.PrepareWait();
+  std::uint32_t ticket = 0;
+  ASSERT_TRUE(signal.PrepareWait(&ticket));
   signal.Notify();  // between the re-check and the park
   // Returns at once: the sequence moved past the ticket (an hour otherwise).
   signal.Wait(ticket, std::chrono::hours(1));

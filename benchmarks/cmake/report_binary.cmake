@@ -26,7 +26,8 @@ add_executable(sluice_bench
   scenarios/publish_scenarios.cpp
   scenarios/throughput_scenarios.cpp
   scenarios/peer_scenario.cpp
-  scenarios/soak_scenario.cpp)
+  scenarios/soak_scenario.cpp
+  scenarios/sleep_scenario.cpp)
 target_include_directories(sluice_bench PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_compile_definitions(sluice_bench PRIVATE
   SLUICE_BENCH_FLAGS="${CMAKE_BUILD_TYPE}: ${sluice_bench_flags}")

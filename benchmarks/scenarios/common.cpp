@@ -7,17 +7,12 @@
 #include <iostream>
 
 namespace sluice::bench {
-namespace {
 
-// The calling thread's CPU time. Exact to the moment, unlike the process
-// total, which lags by up to a scheduler tick per running thread.
 double ThreadCpuSeconds() {
   timespec now{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
-
-}  // namespace
 
 int Options::ProducerCpu(int producer_index) const {
   if (!separate_cores) return cpus.front();
@@ -210,6 +205,7 @@ const std::vector<NamedScenario>& AllScenarios() {
       {"payload", "payload sizes end to end", &RunPayloadSizes},
       {"memory", "bytes per slot and resident memory", &RunMemory},
       {"peers", "Sluice against bare queues, side by side", &RunPeers},
+      {"sleep", "the sleeping consumer: publish cost, idle CPU, wake-up latency", &RunSleep},
   };
   return scenarios;
 }

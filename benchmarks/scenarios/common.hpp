@@ -66,6 +66,10 @@ std::string ClockStepNote();
 // Progress for long suites goes to stderr, the report to stdout.
 void Progress(const std::string& message);
 
+// The calling thread's CPU time, seconds. Exact to the moment, unlike the
+// process total, which lags by up to a scheduler tick per running thread.
+double ThreadCpuSeconds();
+
 // Wall time of `body`, in nanoseconds.
 double TimeNanos(const std::function<void()>& body);
 
@@ -131,6 +135,7 @@ void RunLoad(const Options&, Report&);
 void RunPayloadSizes(const Options&, Report&);
 void RunMemory(const Options&, Report&);
 void RunPeers(const Options&, Report&);
+void RunSleep(const Options&, Report&);
 void RunSoak(const Options&, Report&);
 
 // Runs only in the soak suite (or when named with --only).

@@ -281,7 +281,8 @@ class AsyncBus {
     }
 #if SLUICE_FREESTANDING
     // No clock of Sluice's own: one park, bounded by the parker.
-    const std::uint32_t ticket = wake_.PrepareWait();
+    std::uint32_t ticket = 0;
+    if (!wake_.PrepareWait(&ticket)) return ring_.TryFront() != nullptr;
     if (ring_.TryFront() != nullptr) {
       wake_.CancelWait();
       return true;
@@ -295,7 +296,14 @@ class AsyncBus {
     const Clock::time_point deadline =
         timeout >= Clock::time_point::max() - start ? Clock::time_point::max() : start + timeout;
     for (;;) {
-      const std::uint32_t ticket = wake_.PrepareWait();
+      std::uint32_t ticket = 0;
+      if (!wake_.PrepareWait(&ticket)) {
+        // Cannot announce a sleep: poll until a message or the deadline.
+        if (ring_.TryFront() != nullptr) return true;
+        if (Clock::now() >= deadline) return false;
+        detail::CpuRelax();
+        continue;
+      }
       if (ring_.TryFront() != nullptr) {
         wake_.CancelWait();
         return true;

@@ -10,6 +10,12 @@
 //     (compare and sleep atomically, as a futex or a mutex does).
 //   void WakeAll(std::atomic<std::uint32_t>& word) noexcept;
 //     Called by a producer after it changed `word`: wakes a Wait on it.
+// Optionally, a parker may also offer
+//   bool EnableHeavyFence() noexcept;  // once, at the bus's construction
+//   bool HeavyFence() noexcept;        // consumer, on its way into sleep
+// where HeavyFence makes every running thread of the process execute a full
+// memory barrier before it returns (Linux membarrier). If EnableHeavyFence
+// returns true, producers skip their own fence (detail/wake_signal.hpp).
 // On one core without an operating system, Wait may loop on a wait-for-
 // interrupt instruction until `word` changes or time is up, and WakeAll may do
 // nothing (the interrupt that published already woke the core); under an

@@ -22,14 +22,25 @@
 // The bump is a release RMW and the consumer's ticket load is acquire: a
 // consumer that sees the new sequence also sees the publish before it.
 //
+// Asymmetric fences. A parker may offer a heavy fence (FutexParker: Linux
+// membarrier, which makes every running thread of the process execute a full
+// barrier before it returns). The consumer then uses it in place of its
+// fence, and producers need only keep their load after their store in the
+// compiled code (a signal fence): any producer store not yet visible when
+// the consumer's heavy fence runs is made visible by it, and any producer
+// load after that point sees `sleeping_` set. It is the same Dekker pair,
+// with the whole cost moved to the consumer's way into sleep (about a
+// microsecond, after it has polled).
+//
 // Cost to a producer: nothing unless the bus's traits name a Parker; with
-// one, a fence and a load of a line the consumer writes only when it goes to
-// sleep or wakes.
+// one, a load of a line the consumer writes only when it goes to sleep or
+// wakes, plus a full fence unless the parker's heavy fence is in use.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <type_traits>
 
 #include "sluice/config.hpp"
 
@@ -50,27 +61,52 @@ std::chrono::nanoseconds SaturatingNanos(std::chrono::duration<Rep, Period> time
   return std::chrono::nanoseconds(static_cast<std::chrono::nanoseconds::rep>(nanos));
 }
 
+// Whether `Parker` offers EnableHeavyFence() and HeavyFence().
+template <typename Parker, typename = void>
+struct HasHeavyFence : std::false_type {};
+template <typename Parker>
+struct HasHeavyFence<Parker, std::void_t<decltype(std::declval<Parker&>().EnableHeavyFence()),
+                                         decltype(std::declval<Parker&>().HeavyFence())>>
+    : std::true_type {};
+
 template <typename Parker>
 class WakeSignal {
  public:
+  WakeSignal() noexcept {
+    if constexpr (HasHeavyFence<Parker>::value) asymmetric_ = parker_.EnableHeavyFence();
+  }
+
   // Producers (any thread), after the message is published.
   void Notify() noexcept {
     // SYNC POINT WRITE/READ (W), producer side: see the file comment.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (asymmetric_) {
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    } else {
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
     if (sleeping_.load(std::memory_order_relaxed) != 0) {
       sequence_.fetch_add(1, std::memory_order_release);
       parker_.WakeAll(sequence_);
     }
   }
 
-  // Consumer: announces that it is about to sleep; returns the ticket to
-  // wait with. The caller re-checks the queue before waiting.
-  std::uint32_t PrepareWait() noexcept {
-    const std::uint32_t ticket = sequence_.load(std::memory_order_acquire);
+  // Consumer: announces that it is about to sleep and returns true with the
+  // ticket to wait with; the caller re-checks the queue before waiting.
+  // False (nothing announced) only if the heavy fence failed: the caller
+  // must not sleep then, and polls instead.
+  bool PrepareWait(std::uint32_t* ticket) noexcept {
+    *ticket = sequence_.load(std::memory_order_acquire);
     sleeping_.store(1, std::memory_order_relaxed);
     // SYNC POINT WRITE/READ (W), consumer side: see the file comment.
+    if constexpr (HasHeavyFence<Parker>::value) {
+      if (asymmetric_) {
+        if (parker_.HeavyFence()) return true;
+        sleeping_.store(0, std::memory_order_relaxed);
+        return false;
+      }
+    }
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    return ticket;
+    return true;
   }
 
   // Consumer: the re-check found work; no wait.
@@ -90,6 +126,7 @@ class WakeSignal {
   // Read by every producer on every publish, written by the consumer only
   // when it goes to sleep or wakes: a line of its own.
   alignas(kCacheLineSize) std::atomic<std::uint32_t> sleeping_{0};
+  bool asymmetric_ = false;  // set once, before any producer runs
   std::atomic<std::uint32_t> sequence_{0};
   Parker parker_;
 };

@@ -8,6 +8,7 @@
 #endif
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -43,6 +44,21 @@ class FutexParker {
 
   void WakeAll(std::atomic<std::uint32_t>& word) noexcept {
     syscall(SYS_futex, Address(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+  }
+
+  // The heavy fence (see detail/wake_signal.hpp): with it, producers on the
+  // bus need no fence of their own. Registers the process for expedited
+  // private membarrier once; false where the kernel does not offer it (the
+  // bus then fences on every publish instead).
+  bool EnableHeavyFence() noexcept {
+    static const bool registered =
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    return registered;
+  }
+  // Every running thread of the process executes a full memory barrier
+  // before this returns.
+  bool HeavyFence() noexcept {
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
   }
 
  private:
