@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "sluice/extras/component.hpp"
 #include "test_support.hpp"
@@ -51,6 +53,65 @@ TEST(ComponentConcurrencyTest, RetiringRacesWithTheOwnerThread) {
   }
   stop.store(true);
   consumer.join();
+  bus.ProcessBatch();
+  EXPECT_EQ(bus.SubscriberCount<MotorCmd>(), 0u);
+}
+
+// Owners die on a third thread while messages find them dead on the
+// consumer and the owner thread sweeps (RetireExpired), removes everything
+// (UnsubscribeAll) and destroys components. A callback that retires an
+// entry the owner thread is removing must be waited for: the component (and
+// the entry's watch of its owner) must outlive the callback's last touch.
+// ThreadSanitizer (CI) and AddressSanitizer see a violation.
+TEST(ComponentConcurrencyTest, RetiringCallbacksOutliveNeitherTheComponentNorTheWatch) {
+  struct Owner {
+    std::atomic<int> hits{0};
+    void On(const MotorCmd&) { hits.fetch_add(1, std::memory_order_relaxed); }
+  };
+  sluice::MpscBus<BasicPayload, 1024> bus;
+  std::atomic<bool> stop{false};
+  std::mutex doomed_mutex;
+  std::vector<std::shared_ptr<Owner>> doomed;
+  auto component = std::make_unique<sluice::Component<decltype(bus), 4>>(bus);
+  std::thread consumer([&] {
+    while (!stop.load()) {
+      if (bus.ProcessBatch() == 0) std::this_thread::yield();
+    }
+  });
+  std::thread producer([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      (void)bus.Publish(MotorCmd{i});  // a full queue refuses: fine here
+      if (i % 64 == 0) std::this_thread::yield();
+    }
+  });
+  std::thread killer([&] {
+    while (!stop.load()) {
+      std::vector<std::shared_ptr<Owner>> dying;
+      {
+        const std::lock_guard<std::mutex> lock(doomed_mutex);
+        dying.swap(doomed);
+      }
+      dying.clear();
+      std::this_thread::yield();
+    }
+  });
+  for (int round = 1; round <= 100000; ++round) {
+    auto owner = std::make_shared<Owner>();
+    (void)component->SubscribeWeak<MotorCmd>(std::weak_ptr<Owner>(owner), &Owner::On);
+    {
+      const std::lock_guard<std::mutex> lock(doomed_mutex);
+      doomed.push_back(std::move(owner));
+    }
+    if (round % 3 == 0) (void)component->RetireExpired();
+    if (round % 7 == 0) (void)component->UnsubscribeAll();
+    if (round % 23 == 0) component = std::make_unique<sluice::Component<decltype(bus), 4>>(bus);
+    ASSERT_LE(component->SubscriptionCount(), 4u);
+  }
+  stop.store(true);
+  producer.join();
+  killer.join();
+  consumer.join();
+  component.reset();
   bus.ProcessBatch();
   EXPECT_EQ(bus.SubscriberCount<MotorCmd>(), 0u);
 }

@@ -6,6 +6,7 @@
 #include "harness/isolated.hpp"
 #include "harness/stats.hpp"
 #include "scenarios/common.hpp"
+#include "sluice/extras/condition_variable_parker.hpp"
 #include "sluice/extras/futex_parker.hpp"
 
 namespace sluice::bench {

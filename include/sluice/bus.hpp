@@ -105,6 +105,121 @@ class AsyncBus {
     return PublishImpl<false>(std::forward<Message>(message), sender_id, priority, timestamp_us);
   }
 
+  // Constructs a T from `args` in its slot (no copy or move of the message)
+  // when T has a constructor from them that cannot throw. Otherwise the T is
+  // built before a slot is claimed and moved in: when that constructor may
+  // throw (so a claimed slot is always filled), or when T is an aggregate
+  // initialised with braces. Timestamped with Traits::Clock (not in
+  // BARE_METAL). As PublishWithPriority otherwise.
+  template <typename T, typename... Args>
+  [[nodiscard]] bool Emplace(std::uint32_t sender_id, MessagePriority priority, Args&&... args) {
+    static_assert(detail::kIsAlternative<T, Payload>,
+                  "Sluice: Emplace<T> needs T to be exactly one alternative of the bus payload "
+                  "variant");
+    constexpr bool kParens = std::is_constructible_v<T, Args&&...>;
+    static_assert(kParens || detail::kBraceConstructible<T, Args&&...>,
+                  "Sluice: Emplace<T> cannot construct T from these arguments");
+    if (!IsValidPriority(priority)) {
+      statistics_.CountRejected();
+      return false;
+    }
+    if constexpr (kParens && std::is_nothrow_constructible_v<T, Args&&...>) {
+      return Admit<true>(sender_id, priority, 0, [&] {
+        return Payload(std::in_place_type<T>, std::forward<Args>(args)...);
+      });
+    } else if constexpr (kParens) {
+      return PublishImpl<true>(T(std::forward<Args>(args)...), sender_id, priority, 0);
+    } else {
+      // An aggregate (no constructor to call in place): built, then moved in.
+      return PublishImpl<true>(T{std::forward<Args>(args)...}, sender_id, priority, 0);
+    }
+  }
+
+  // Publishes the messages of [first, last) in order with one claim (one CAS
+  // with several producers): as many as fit below the priority's threshold,
+  // from the front; returns how many were admitted (the caller keeps the
+  // rest). Each has its own msg_id; all share one clock reading (none in
+  // BARE_METAL). The elements are copied (moved from with move iterators);
+  // their construction must not throw (publish such types one by one).
+  // Consecutive in the queue only per producer: other producers' messages
+  // may come before or after the whole batch, never inside it.
+  template <typename Iterator>
+  [[nodiscard]] std::size_t PublishBatch(Iterator first, Iterator last, std::uint32_t sender_id,
+                                         MessagePriority priority = MessagePriority::MEDIUM) {
+    using Reference = decltype(*first);
+    using Value = std::decay_t<Reference>;
+    static_assert(kPublishable<Value>,
+                  "Sluice: a published message must be exactly one alternative of the "
+                  "bus payload variant, or the variant itself");
+    constexpr bool kNothrowElement = [] {
+      if constexpr (std::is_same_v<Value, Payload>) {
+        return detail::NothrowAlternatives<Payload, std::is_rvalue_reference_v<Reference>>::value;
+      } else {
+        return std::is_nothrow_constructible_v<Value, Reference>;
+      }
+    }();
+    static_assert(kNothrowElement,
+                  "Sluice: PublishBatch needs elements whose copy (or move) cannot throw; "
+                  "publish such types one by one");
+    if (!IsValidPriority(priority)) {
+      statistics_.CountRejected();
+      return 0;
+    }
+    const PerformanceMode mode = policy_.Mode();
+    const std::uint64_t timestamp_us =
+        mode == PerformanceMode::BARE_METAL ? 0 : Traits::Clock::NowMicros();
+    const bool counted = mode == PerformanceMode::FULL_FEATURED;
+    std::size_t admitted = 0;
+    while (first != last) {
+      // The next run to claim: at most a ring's worth, ending before a
+      // valueless variant (bad input).
+      Iterator end = first;
+      Position wanted = 0;
+      bool valueless = false;
+      for (; end != last && wanted < kCapacity; ++end, ++wanted) {
+        if constexpr (std::is_same_v<Value, Payload>) {
+          if ((*end).valueless_by_exception()) {
+            valueless = true;
+            break;
+          }
+        }
+      }
+      if (wanted != 0) {
+        Position position = 0;
+        const Position claimed =
+            ring_.TryClaimUpTo(policy_.LimitFor(mode, priority), wanted, &position);
+        // Counted before the messages become visible (see PublishImpl).
+        if (counted && claimed != 0) statistics_.CountPublished(priority, claimed);
+        for (Position i = 0; i < claimed; ++i, ++first) {
+          MessageHeader header;
+          header.msg_id = position + i;
+          header.timestamp_us = timestamp_us;
+          header.sender_id = sender_id;
+          header.priority = priority;
+          header.counted = counted;
+          new (ring_.Storage(position + i)) Envelope{header, MakePayload(*first)};
+          ring_.Publish(position + i);
+        }
+        if constexpr (kConsumerCanSleep) {
+          if (claimed != 0) wake_.Notify();
+        }
+        admitted += static_cast<std::size_t>(claimed);
+        if (claimed < wanted) {
+          // The rest of the run did not fit: refused, like single publishes.
+          if (mode == PerformanceMode::FULL_FEATURED) {
+            statistics_.CountDropped(priority, wanted - claimed);
+          }
+          return admitted;
+        }
+      }
+      if (valueless) {
+        statistics_.CountRejected();
+        return admitted;
+      }
+    }
+    return admitted;
+  }
+
   // ---- Consumer (one thread at a time) ---------------------------------------
 
   // Dispatches up to `max_messages` queued messages to their subscriptions and
@@ -362,35 +477,46 @@ class AsyncBus {
       Value copy(std::forward<Message>(message));
       return PublishImpl<kReadClock>(std::move(copy), sender_id, priority, timestamp_us);
     } else {
-      const PerformanceMode mode = policy_.Mode();
-      if constexpr (kReadClock) {
-        // Read before the claim to keep the claimed-but-unpublished window
-        // (which holds up the consumer) as short as possible.
-        timestamp_us = mode == PerformanceMode::BARE_METAL ? 0 : Traits::Clock::NowMicros();
-      }
-      Position position;
-      if (!ring_.TryClaim(policy_.LimitFor(mode, priority), &position)) {
-        if (mode == PerformanceMode::FULL_FEATURED) statistics_.CountDropped(priority);
-        return false;
-      }
-      // Counted before the message becomes visible, so processed never runs
-      // ahead of published; and before the envelope is written, because with
-      // several producers the count is a locked instruction, which would
-      // otherwise wait for the envelope's stores to reach a cache line the
-      // consumer may be polling.
-      const bool counted = mode == PerformanceMode::FULL_FEATURED;
-      if (counted) statistics_.CountPublished(priority);
-      MessageHeader header;
-      header.msg_id = position;
-      header.timestamp_us = timestamp_us;
-      header.sender_id = sender_id;
-      header.priority = priority;
-      header.counted = counted;
-      new (ring_.Storage(position)) Envelope{header, MakePayload(std::forward<Message>(message))};
-      ring_.Publish(position);
-      if constexpr (kConsumerCanSleep) wake_.Notify();
-      return true;
+      return Admit<kReadClock>(sender_id, priority, timestamp_us,
+                               [&] { return MakePayload(std::forward<Message>(message)); });
     }
+  }
+
+  // Producers: claims a slot under admission, counts, and constructs the
+  // envelope with the payload `make_payload()` returns (a prvalue: built in
+  // the slot), then publishes it. `priority` is valid; `make_payload` must
+  // not throw (a claimed slot is always filled).
+  template <bool kReadClock, typename MakePayloadFn>
+  bool Admit(std::uint32_t sender_id, MessagePriority priority, std::uint64_t timestamp_us,
+             MakePayloadFn&& make_payload) {
+    const PerformanceMode mode = policy_.Mode();
+    if constexpr (kReadClock) {
+      // Read before the claim to keep the claimed-but-unpublished window
+      // (which holds up the consumer) as short as possible.
+      timestamp_us = mode == PerformanceMode::BARE_METAL ? 0 : Traits::Clock::NowMicros();
+    }
+    Position position;
+    if (!ring_.TryClaim(policy_.LimitFor(mode, priority), &position)) {
+      if (mode == PerformanceMode::FULL_FEATURED) statistics_.CountDropped(priority);
+      return false;
+    }
+    // Counted before the message becomes visible, so processed never runs
+    // ahead of published; and before the envelope is written, because with
+    // several producers the count is a locked instruction, which would
+    // otherwise wait for the envelope's stores to reach a cache line the
+    // consumer may be polling.
+    const bool counted = mode == PerformanceMode::FULL_FEATURED;
+    if (counted) statistics_.CountPublished(priority);
+    MessageHeader header;
+    header.msg_id = position;
+    header.timestamp_us = timestamp_us;
+    header.sender_id = sender_id;
+    header.priority = priority;
+    header.counted = counted;
+    new (ring_.Storage(position)) Envelope{header, make_payload()};
+    ring_.Publish(position);
+    if constexpr (kConsumerCanSleep) wake_.Notify();
+    return true;
   }
 
   // A visitor that takes every alternative wins, so a generic lambda

@@ -45,7 +45,9 @@ struct DefaultBusTraits {
 #else
   using Clock = CounterClock;
 #endif
-  // How the consumer sleeps in ProcessBatchWait (sluice/parker.hpp). With
+  // How the consumer sleeps in ProcessBatchWait (sluice/parker.hpp;
+  // SleepingConsumerTraits in sluice/extras/condition_variable_parker.hpp
+  // picks the condition-variable parker). With
   // NoParker, ProcessBatchWait does not compile and publishing pays nothing
   // for it; with a parker, every publish adds a fence and a load.
   using Parker = NoParker;
@@ -53,13 +55,6 @@ struct DefaultBusTraits {
   // arrives meanwhile is taken without a sleep and a wake-up.
   static constexpr std::uint32_t kPollsBeforePark = 256;
 };
-
-#if !SLUICE_FREESTANDING
-// A bus whose consumer sleeps in ProcessBatchWait on a condition variable.
-struct SleepingConsumerTraits : DefaultBusTraits {
-  using Parker = ConditionVariableParker;
-};
-#endif
 
 }  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

@@ -1,6 +1,9 @@
 // Parkers: how a bus's consumer sleeps while its queue is empty. A bus whose
 // traits name a parker (BusTraits::Parker) offers ProcessBatchWait; with
 // NoParker (the default) it does not, and its producers pay nothing for it.
+// Two come with Sluice as add-ons: ConditionVariableParker (standard library,
+// sluice/extras/condition_variable_parker.hpp, with SleepingConsumerTraits)
+// and FutexParker (Linux, sluice/extras/futex_parker.hpp).
 //
 // A parker is a class with two members, used by one bus:
 //   void Wait(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
@@ -28,45 +31,12 @@
 
 #include "sluice/config.hpp"
 
-#if !SLUICE_FREESTANDING
-#include <condition_variable>
-#include <mutex>
-#endif
-
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 
 // No sleeping consumer: ProcessBatchWait does not compile, and publishing
 // costs nothing extra.
 struct NoParker {};
-
-#if !SLUICE_FREESTANDING
-// Portable parker from the standard library: a mutex and a condition
-// variable. A WakeAll takes the mutex only when the consumer announced that
-// it sleeps (WakeSignal checks first), so an awake consumer costs producers
-// no lock. Linux users may prefer FutexParker (sluice/extras/futex_parker.hpp).
-class ConditionVariableParker {
- public:
-  void Wait(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
-            std::chrono::nanoseconds timeout) noexcept {
-    std::unique_lock<std::mutex> lock(mutex_);
-    // The predicate is read under the mutex that WakeAll takes after
-    // changing `word`: a change before the wait is seen here, one after it
-    // is followed by a notify this wait receives.
-    condition_.wait_for(lock, timeout,
-                        [&] { return word.load(std::memory_order_acquire) != expected; });
-  }
-
-  void WakeAll(std::atomic<std::uint32_t>& /*word*/) noexcept {
-    { const std::lock_guard<std::mutex> lock(mutex_); }
-    condition_.notify_all();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable condition_;
-};
-#endif
 
 }  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

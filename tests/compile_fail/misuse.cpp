@@ -97,6 +97,18 @@ int main() {
   };
   Secret secret;
   (void)secret.MakeVisitor();
+#elif CASE == 26  // Emplace of a type not in the variant
+  sluice::MpscBus<Payload, 8> bus;
+  (void)bus.Emplace<double>(0, sluice::MessagePriority::HIGH, 1.0);
+#elif CASE == 27  // PublishBatch of elements whose copy may throw
+  struct Throwing {
+    Throwing() = default;
+    Throwing(const Throwing&) {}
+    Throwing(Throwing&&) noexcept {}
+  };
+  sluice::MpscBus<std::variant<Throwing>, 8> bus;
+  std::array<Throwing, 2> batch{};
+  (void)bus.PublishBatch(batch.begin(), batch.end(), 0);
 #elif CASE == 25  // a bus without a parker cannot sleep
   sluice::MpscBus<Payload, 8> bus;
   (void)bus.ProcessBatchWait(std::chrono::milliseconds(1));

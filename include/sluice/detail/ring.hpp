@@ -120,6 +120,56 @@ class Ring {
     }
   }
 
+  // Producer: claims up to `wanted` consecutive slots with one claim (one
+  // CAS in MPSC), as many as fit below `limit`; returns how many (0 when the
+  // queue is at the limit) and the first in *first. Each claimed slot must be
+  // published, in any order; the consumer takes them in position order.
+  Position TryClaimUpTo(Position limit, Position wanted, Position* first) noexcept {
+    if (wanted == 0) return 0;
+    if constexpr (kMultiProducer) {
+      Position position = producer_.tail.load(std::memory_order_relaxed);
+      // SYNC POINT READ (B), through another producer's refresh.
+      Position released = producer_.consumer_position_cache.load(std::memory_order_acquire);
+      for (;;) {
+        Position fill = position - released;
+        if (fill >= limit || fill > kCapacity) {
+          // SYNC POINT READ (B): see PopFront().
+          released = consumer_.released.load(std::memory_order_acquire);
+          producer_.consumer_position_cache.store(released, std::memory_order_release);
+          fill = position - released;
+          if (fill > kCapacity || fill >= limit) {
+            // As TryClaimShared: refuse only if the tail held still.
+            const Position tail = producer_.tail.load(std::memory_order_relaxed);
+            if (tail == position) return 0;
+            position = tail;
+            continue;
+          }
+        }
+        const Position room = limit - fill;
+        const Position count = wanted < room ? wanted : room;
+        if (producer_.tail.compare_exchange_weak(
+                position, position + count, std::memory_order_relaxed, std::memory_order_relaxed)) {
+          *first = position;
+          return count;
+        }
+        // Another producer claimed; the CAS loaded the new tail.
+      }
+    } else {
+      const Position position = producer_.tail.load(std::memory_order_relaxed);
+      Position released = producer_.consumer_position_cache.load(std::memory_order_relaxed);
+      if (position - released + wanted > limit) {
+        // SYNC POINT READ (B): see PopFront().
+        released = consumer_.released.load(std::memory_order_acquire);
+        producer_.consumer_position_cache.store(released, std::memory_order_relaxed);
+      }
+      const Position fill = position - released;
+      if (fill >= limit) return 0;
+      const Position room = limit - fill;
+      *first = position;
+      return wanted < room ? wanted : room;
+    }
+  }
+
   void* Storage(Position position) noexcept { return slots_[position & kIndexMask].storage; }
 
   // Producer: makes the envelope at `position` visible to the consumer.

@@ -38,13 +38,13 @@ namespace detail {
 template <bool kSingleProducer>
 class StatisticsCounters {
  public:
-  void CountPublished(MessagePriority priority) noexcept {
-    Increment<kSingleProducer>(published_.by_priority[Index(priority)]);
+  void CountPublished(MessagePriority priority, Counter count = 1) noexcept {
+    Increment<kSingleProducer>(published_.by_priority[Index(priority)], count);
   }
-  void CountDropped(MessagePriority priority) noexcept {
+  void CountDropped(MessagePriority priority, Counter count = 1) noexcept {
     // Any producer, including with kSingleProducer when several threads
     // publish under an external lock: refusals are rare, so always atomic.
-    Increment<false>(refused_.by_priority[Index(priority)]);
+    Increment<false>(refused_.by_priority[Index(priority)], count);
   }
   // Any producer: bad input (a valueless payload, an unknown priority).
   void CountRejected() noexcept { Increment<false>(refused_.rejected); }

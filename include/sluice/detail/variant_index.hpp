@@ -35,6 +35,24 @@ struct VariantIndex<T, std::variant<Alternatives...>> {
   static constexpr std::size_t kValue = Find();
 };
 
+// True when every alternative of Variant is copied (kMove: moved) without
+// throwing: a variant's own copy constructor is never declared noexcept.
+template <typename Variant, bool kMove>
+struct NothrowAlternatives;
+template <typename... Alternatives, bool kMove>
+struct NothrowAlternatives<std::variant<Alternatives...>, kMove>
+    : std::bool_constant<((kMove ? std::is_nothrow_move_constructible_v<Alternatives>
+                                 : std::is_nothrow_copy_constructible_v<Alternatives>)&&...)> {};
+
+// True when `T{args...}` is well-formed (aggregates in C++17).
+template <typename T, typename Void, typename... Args>
+struct BraceConstructible : std::false_type {};
+template <typename T, typename... Args>
+struct BraceConstructible<T, std::void_t<decltype(T{std::declval<Args>()...})>, Args...>
+    : std::true_type {};
+template <typename T, typename... Args>
+inline constexpr bool kBraceConstructible = BraceConstructible<T, void, Args...>::value;
+
 // True when T names exactly one alternative of Variant.
 template <typename T, typename Variant>
 inline constexpr bool kIsAlternative = VariantIndex<T, Variant>::kOccurrences == 1;

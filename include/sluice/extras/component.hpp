@@ -160,26 +160,34 @@ class Component {
   // subscription, 0 when it was free or had retired itself.
   std::size_t Remove(Entry& entry) noexcept {
     std::uint32_t state = entry.state.load(std::memory_order_acquire);
-    // A weak callback on the consumer thread is unsubscribing this entry's
-    // subscription: a few instructions, no user code. Wait for it, so that
-    // the component outlives its last touch of the entry.
-    while (PhaseOf(state) == kRetiring) {
-      detail::CpuRelax();
-      state = entry.state.load(std::memory_order_acquire);
+    for (;;) {
+      // A weak callback on the consumer thread is unsubscribing this entry's
+      // subscription: a few instructions, no user code. Wait for it, so that
+      // the component outlives its last touch of the entry (and of the
+      // entry's watch).
+      while (PhaseOf(state) == kRetiring) {
+        detail::CpuRelax();
+        state = entry.state.load(std::memory_order_acquire);
+      }
+      const std::uint32_t generation = GenerationOf(state);
+      if (PhaseOf(state) == kLive) {
+        if (entry.state.compare_exchange_strong(state, Pack(generation, kFree),
+                                                std::memory_order_acq_rel,
+                                                std::memory_order_acquire)) {
+          // Ours to remove. On another thread, Unsubscribe waits for the
+          // consumer's batch.
+          return bus_->Unsubscribe(LoadHandle(entry)) ? 1 : 0;
+        }
+        // A weak callback moved it first (to kRetiring): the CAS loaded
+        // the new state; wait for that callback as above.
+        continue;
+      }
+      if (PhaseOf(state) == kRetired) {
+        // Its callback unsubscribed it and no longer touches the entry.
+        entry.state.store(Pack(generation, kFree), std::memory_order_relaxed);
+      }
+      return 0;
     }
-    const std::uint32_t generation = GenerationOf(state);
-    if (PhaseOf(state) == kLive &&
-        entry.state.compare_exchange_strong(state, Pack(generation, kFree),
-                                            std::memory_order_acq_rel, std::memory_order_acquire)) {
-      // Ours to remove. A weak callback racing with us fails its CAS; on
-      // another thread, Unsubscribe waits for its batch.
-      return bus_->Unsubscribe(LoadHandle(entry)) ? 1 : 0;
-    }
-    if (PhaseOf(state) == kRetired) {
-      // Its callback unsubscribed it and no longer touches the entry.
-      entry.state.store(Pack(generation, kFree), std::memory_order_relaxed);
-    }
-    return 0;
   }
 
   // An entry's state is generation << 3 | phase. The owner thread moves it

@@ -1,0 +1,181 @@
+// Emplace (a message constructed in its slot) and PublishBatch (several
+// messages with one claim), on one thread.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <variant>
+#include <vector>
+
+#include "sluice/sluice.hpp"
+
+namespace {
+
+// Counts copies and moves: constructed in place means neither happened.
+struct Counted {
+  static inline int copies = 0;
+  static inline int moves = 0;
+  std::uint32_t a;
+  std::uint32_t b;
+  Counted(std::uint32_t x, std::uint32_t y) noexcept : a(x), b(y) {}
+  Counted(const Counted& other) noexcept : a(other.a), b(other.b) { ++copies; }
+  Counted(Counted&& other) noexcept : a(other.a), b(other.b) { ++moves; }
+  Counted& operator=(const Counted&) = default;
+  Counted& operator=(Counted&&) = default;
+};
+
+struct Reading {
+  std::uint32_t seq;
+};
+
+#if SLUICE_HAS_EXCEPTIONS
+// Not trivially copyable, so a throwing emplace leaves a variant valueless.
+struct MayThrow {
+  int value;
+  explicit MayThrow(int v) : value(v) {
+    if (v < 0) throw std::runtime_error("negative");
+  }
+  MayThrow(const MayThrow& other) noexcept : value(other.value) {}
+  MayThrow& operator=(const MayThrow&) = default;
+};
+using Payload = std::variant<Counted, Reading, MayThrow>;
+#else
+using Payload = std::variant<Counted, Reading>;
+#endif
+
+using Bus = sluice::MpscBus<Payload, 16>;
+using SpscBus = sluice::SpscBus<Payload, 16>;
+
+TEST(EmplaceTest, ConstructsTheMessageInItsSlot) {
+  Bus bus;
+  Counted::copies = Counted::moves = 0;
+  ASSERT_TRUE(bus.Emplace<Counted>(7, sluice::MessagePriority::HIGH, 1u, 2u));
+  EXPECT_EQ(Counted::copies, 0);
+  EXPECT_EQ(Counted::moves, 0);
+  int seen = 0;
+  EXPECT_EQ(bus.ProcessBatchWith([&](const sluice::MessageEnvelope<Payload>& envelope) {
+    const auto& message = std::get<Counted>(envelope.payload);
+    EXPECT_EQ(message.a, 1u);
+    EXPECT_EQ(message.b, 2u);
+    EXPECT_EQ(envelope.header.sender_id, 7u);
+    EXPECT_EQ(envelope.header.priority, sluice::MessagePriority::HIGH);
+    ++seen;
+  }),
+            1u);
+  EXPECT_EQ(seen, 1);
+}
+
+TEST(EmplaceTest, RefusesABadPriorityAndCountsItAsRejected) {
+  Bus bus;
+  EXPECT_FALSE(bus.Emplace<Reading>(0, static_cast<sluice::MessagePriority>(9), 1u));
+  EXPECT_EQ(bus.QueueDepth(), 0u);
+  EXPECT_EQ(bus.GetStatistics().messages_rejected, 1u);
+}
+
+TEST(EmplaceTest, IsRefusedAtTheThresholdLikeAPublish) {
+  Bus bus;
+  std::size_t admitted = 0;
+  while (bus.Emplace<Reading>(0, sluice::MessagePriority::LOW, 1u)) ++admitted;
+  EXPECT_EQ(admitted, sluice::FillLimit(bus.GetAdmissionThresholds().low_percent, 16));
+  EXPECT_EQ(bus.GetStatistics().low_priority_dropped, 1u);
+}
+
+#if SLUICE_HAS_EXCEPTIONS
+TEST(EmplaceTest, AThrowingConstructorClaimsNoSlot) {
+  Bus bus;
+  EXPECT_THROW((void)bus.Emplace<MayThrow>(0, sluice::MessagePriority::HIGH, -1),
+               std::runtime_error);
+  EXPECT_EQ(bus.QueueDepth(), 0u);
+  ASSERT_TRUE(bus.Emplace<MayThrow>(0, sluice::MessagePriority::HIGH, 5));
+  EXPECT_EQ(bus.ProcessBatchWith([](const auto&) {}), 1u);
+}
+#endif
+
+template <typename B>
+void ExpectBatchInOrder(B& bus, std::uint32_t count, std::uint32_t first_seq) {
+  std::uint32_t next = first_seq;
+  std::uint64_t previous_id = 0;
+  std::uint64_t stamp = 0;
+  bool first = true;
+  EXPECT_EQ(bus.ProcessBatchWith([&](const sluice::MessageEnvelope<Payload>& envelope) {
+    EXPECT_EQ(std::get<Reading>(envelope.payload).seq, next++);
+    if (!first) {
+      EXPECT_EQ(envelope.header.msg_id, previous_id + 1);  // each its own id
+      EXPECT_EQ(envelope.header.timestamp_us, stamp);      // one clock reading
+    }
+    previous_id = envelope.header.msg_id;
+    stamp = envelope.header.timestamp_us;
+    first = false;
+  }),
+            count);
+}
+
+template <typename B>
+class PublishBatchTest : public ::testing::Test {};
+using Buses = ::testing::Types<Bus, SpscBus>;
+TYPED_TEST_SUITE(PublishBatchTest, Buses);
+
+TYPED_TEST(PublishBatchTest, AdmitsAWholeBatchInOrder) {
+  TypeParam bus;
+  std::vector<Reading> batch;
+  for (std::uint32_t i = 0; i < 10; ++i) batch.push_back(Reading{i});
+  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 3, sluice::MessagePriority::HIGH), 10u);
+  EXPECT_EQ(bus.GetStatistics().high_priority_published, 10u);
+  ExpectBatchInOrder(bus, 10, 0);
+}
+
+TYPED_TEST(PublishBatchTest, AdmitsAsManyAsFitAndCountsTheRestAsDropped) {
+  TypeParam bus;
+  // LOW is refused from 60 % of 16 slots: 10 fit.
+  const auto limit = sluice::FillLimit(bus.GetAdmissionThresholds().low_percent, 16);
+  ASSERT_TRUE(bus.Publish(Reading{100}));  // one already queued (MEDIUM)
+  std::array<Reading, 16> batch{};
+  for (std::uint32_t i = 0; i < 16; ++i) batch[i] = Reading{i};
+  const std::size_t admitted =
+      bus.PublishBatch(batch.begin(), batch.end(), 0, sluice::MessagePriority::LOW);
+  EXPECT_EQ(admitted, limit - 1);
+  EXPECT_EQ(bus.QueueDepth(), limit);
+  const sluice::BusStatisticsSnapshot stats = bus.GetStatistics();
+  EXPECT_EQ(stats.low_priority_published, limit - 1);
+  EXPECT_EQ(stats.low_priority_dropped, 16 - (limit - 1));
+  // At the limit: nothing more.
+  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0, sluice::MessagePriority::LOW), 0u);
+}
+
+TYPED_TEST(PublishBatchTest, AnEmptyRangeOrABadPriorityAdmitsNothing) {
+  TypeParam bus;
+  std::vector<Reading> none;
+  EXPECT_EQ(bus.PublishBatch(none.begin(), none.end(), 0), 0u);
+  std::vector<Reading> some{{1}, {2}};
+  EXPECT_EQ(bus.PublishBatch(some.begin(), some.end(), 0, static_cast<sluice::MessagePriority>(3)),
+            0u);
+  EXPECT_EQ(bus.GetStatistics().messages_rejected, 1u);
+  EXPECT_EQ(bus.QueueDepth(), 0u);
+}
+
+TYPED_TEST(PublishBatchTest, ABatchLargerThanTheRingIsCutAtTheThreshold) {
+  TypeParam bus;
+  std::vector<Reading> batch;
+  for (std::uint32_t i = 0; i < 40; ++i) batch.push_back(Reading{i});
+  const auto limit = sluice::FillLimit(bus.GetAdmissionThresholds().high_percent, 16);
+  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0, sluice::MessagePriority::HIGH), limit);
+  ExpectBatchInOrder(bus, static_cast<std::uint32_t>(limit), 0);
+}
+
+#if SLUICE_HAS_EXCEPTIONS
+TYPED_TEST(PublishBatchTest, StopsAtAValuelessVariantAndRejectsIt) {
+  TypeParam bus;
+  std::vector<Payload> batch{Reading{0}, Reading{1}, Reading{2}, Reading{3}};
+  try {
+    batch[2].template emplace<MayThrow>(-1);
+  } catch (const std::runtime_error&) {
+  }
+  ASSERT_TRUE(batch[2].valueless_by_exception());
+  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0), 2u);
+  EXPECT_EQ(bus.GetStatistics().messages_rejected, 1u);
+  EXPECT_EQ(bus.QueueDepth(), 2u);
+}
+#endif
+
+}  // namespace
