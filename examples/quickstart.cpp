@@ -1,8 +1,10 @@
 // The README's quick start: one bus, two message types, a producer thread and
-// a consumer loop.
+// a consumer that sleeps while nothing is queued (ProcessBatchWait).
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <sluice/extras/condition_variable_parker.hpp>
 #include <sluice/sluice.hpp>
 #include <thread>
 #include <variant>
@@ -16,7 +18,8 @@ struct MotorCmd {
 using Payload = std::variant<SensorData, MotorCmd>;
 
 int main() {
-  sluice::MpscBus<Payload, 1024> bus;
+  // SleepingConsumerTraits: the consumer may sleep in ProcessBatchWait.
+  sluice::MpscBus<Payload, 1024, sluice::SleepingConsumerTraits> bus;
 
   float last_temperature = 0;
   const sluice::SubscriptionHandle sensor =
@@ -39,9 +42,12 @@ int main() {
     done = true;
   });
 
-  // The consumer: only this thread calls ProcessBatch.
+  // The consumer: only this thread dispatches. It sleeps while the queue is
+  // empty and wakes on the next publish (or after 100 ms, to check `done`).
   std::uint32_t processed = 0;
-  while (!done || bus.QueueDepth() > 0) processed += bus.ProcessBatch();
+  while (!done || bus.QueueDepth() > 0) {
+    processed += bus.ProcessBatchWait(std::chrono::milliseconds(100));
+  }
   producer.join();
 
   const sluice::BusStatisticsSnapshot stats = bus.GetStatistics();
