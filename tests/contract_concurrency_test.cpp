@@ -48,7 +48,10 @@ TEST(ContractConcurrencyTest, SetErrorCallbackInsideACallbackWhileAnotherThreadS
                        in_batch.store(true);
                        while (!other_thread_calling.load()) std::this_thread::yield();
                        // Let the other thread get into SetErrorCallback and wait there.
-                       for (int i = 0; i < 2000; ++i) std::this_thread::yield();
+                       // (A sleep, not a count of yields: under load each
+                       // yield can cost a scheduler quantum, and 50 rounds of
+                       // 2,000 of them outran the hang detector.)
+                       std::this_thread::sleep_for(std::chrono::milliseconds(2));
                        EXPECT_TRUE(bus.SetErrorCallback(&OtherIgnoreError));
                      })
                       .IsValid());

@@ -37,6 +37,8 @@ TEST(PrometheusTest, WritesEveryFamilyForABus) {
   EXPECT_TRUE(Contains(text, "sluice_processing_errors_total{bus=\"telemetry\"} 0"));
   EXPECT_TRUE(Contains(text, "# TYPE sluice_messages_rejected_total counter"));
   EXPECT_TRUE(Contains(text, "sluice_messages_rejected_total{bus=\"telemetry\"} 1"));
+  EXPECT_TRUE(Contains(text, "# TYPE sluice_messages_refused_closed_total counter"));
+  EXPECT_TRUE(Contains(text, "sluice_messages_refused_closed_total{bus=\"telemetry\"} 0"));
   EXPECT_TRUE(Contains(text, "sluice_queue_depth{bus=\"telemetry\"} 2"));
   EXPECT_TRUE(Contains(text, "sluice_queue_capacity{bus=\"telemetry\"} 64"));
   EXPECT_TRUE(Contains(text, "sluice_backpressure_level{bus=\"telemetry\"} 0"));

@@ -33,6 +33,10 @@
 #include "sluice/statistics.hpp"
 #include "sluice/subscription_handle.hpp"
 
+#if !SLUICE_FREESTANDING
+#include <thread>
+#endif
+
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 
@@ -206,9 +210,7 @@ class AsyncBus {
         admitted += static_cast<std::size_t>(claimed);
         if (claimed < wanted) {
           // The rest of the run did not fit: refused, like single publishes.
-          if (mode == PerformanceMode::FULL_FEATURED) {
-            statistics_.CountDropped(priority, wanted - claimed);
-          }
+          CountRefusal(mode, priority, wanted - claimed);
           return admitted;
         }
       }
@@ -219,6 +221,64 @@ class AsyncBus {
     }
     return admitted;
   }
+
+  // ---- Shutdown ---------------------------------------------------------------
+
+  // Closes the bus for good: every publish that starts after Close returns
+  // (or after IsClosed() says true) returns false (Emplace, PublishBatch: 0),
+  // counted in messages_refused_closed; one that overlaps Close is either
+  // admitted (and then drained) or refused;
+  // what was admitted before stays queued for the consumer, and a sleeping
+  // consumer is woken. MPSC: any thread, any number of times. SPSC: the
+  // producer thread (or while it does not publish): its claims are plain
+  // stores. No cost on the publish path: closing moves the ring's tail so
+  // far that every later claim is refused as over its limit.
+  void Close() noexcept {
+    std::uint32_t open = kOpen;
+    if (!close_state_.compare_exchange_strong(open, kClosing, std::memory_order_acq_rel,
+                                              std::memory_order_acquire)) {
+      // Closed, or being closed by another call: return once it is.
+      while (close_state_.load(std::memory_order_acquire) != kClosed) detail::CpuRelax();
+      return;
+    }
+    closed_tail_ = ring_.Close();
+    // Publishes closed_tail_ for Drain and IsDrained (acquire).
+    close_state_.store(kClosed, std::memory_order_release);
+    if constexpr (kConsumerCanSleep) wake_.Notify();
+  }
+
+  // Whether the bus is closed: true once a Close has returned; from then on
+  // every publish that starts is refused.
+  bool IsClosed() const noexcept { return close_state_.load(std::memory_order_acquire) == kClosed; }
+
+  // Whether the bus is closed and every message admitted before Close has
+  // been dispatched (and destroyed). Any thread; wait-free.
+  bool IsDrained() const noexcept {
+    if (close_state_.load(std::memory_order_acquire) != kClosed) return false;
+    // Wrap-safe: the consumer never passes the closed tail.
+    return ring_.Released() == closed_tail_;
+  }
+
+#if !SLUICE_FREESTANDING
+  // Waits up to `timeout` until IsDrained(); returns it. For a thread other
+  // than the consumer (which drains by dispatching until IsDrained()): on the
+  // consumer thread it only waits out the timeout. False at once when the
+  // bus is not closed. Polls, yielding the processor between looks.
+  template <typename Rep, typename Period>
+  bool Drain(std::chrono::duration<Rep, Period> timeout) const {
+    if (!IsClosed()) return false;
+    using Clock = std::chrono::steady_clock;
+    const std::chrono::nanoseconds budget = detail::SaturatingNanos(timeout);
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point deadline =
+        budget >= Clock::time_point::max() - start ? Clock::time_point::max() : start + budget;
+    while (!IsDrained()) {
+      if (Clock::now() >= deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
+#endif
 
   // ---- Consumer (one thread at a time) ---------------------------------------
 
@@ -423,6 +483,12 @@ class AsyncBus {
         wake_.CancelWait();
         return true;
       }
+      if (IsDrained()) {
+        // Nothing will ever come: do not sleep (a closing consumer loops
+        // until IsDrained()).
+        wake_.CancelWait();
+        return false;
+      }
       const Clock::time_point now = Clock::now();
       if (now >= deadline) {
         wake_.CancelWait();
@@ -482,6 +548,16 @@ class AsyncBus {
     }
   }
 
+  // A refused claim: closed (every mode), or over the limit (FULL_FEATURED).
+  // One that races with Close may be counted either way.
+  void CountRefusal(PerformanceMode mode, MessagePriority priority, Position count) noexcept {
+    if (close_state_.load(std::memory_order_relaxed) != kOpen) {
+      statistics_.CountClosed(count);
+    } else if (mode == PerformanceMode::FULL_FEATURED) {
+      statistics_.CountDropped(priority, count);
+    }
+  }
+
   // Producers: claims a slot under admission, counts, and constructs the
   // envelope with the payload `make_payload()` returns (a prvalue: built in
   // the slot), then publishes it. `priority` is valid; `make_payload` must
@@ -497,7 +573,7 @@ class AsyncBus {
     }
     Position position;
     if (!ring_.TryClaim(policy_.LimitFor(mode, priority), &position)) {
-      if (mode == PerformanceMode::FULL_FEATURED) statistics_.CountDropped(priority);
+      CountRefusal(mode, priority, 1);
       return false;
     }
     // Counted before the message becomes visible, so processed never runs
@@ -648,6 +724,11 @@ class AsyncBus {
   detail::Ring<Envelope, kCapacity, kProducers, Traits::kSlotStorage> ring_;
   detail::AdmissionPolicy<kCapacity> policy_;
   WakeSignalType wake_;
+  static constexpr std::uint32_t kOpen = 0;
+  static constexpr std::uint32_t kClosing = 1;
+  static constexpr std::uint32_t kClosed = 2;
+  std::atomic<std::uint32_t> close_state_{kOpen};
+  Position closed_tail_ = 0;  // written once, before close_state_ = kClosed
   detail::StatisticsCounters<kProducers == ProducerModel::kSingle> statistics_;
   alignas(kCacheLineSize) detail::DispatchEpoch epoch_;
   detail::ErrorReporter error_reporter_;

@@ -25,6 +25,9 @@ struct BusStatisticsSnapshot {
   // Publishes refused as bad input (a valueless payload, an unknown
   // priority); counted in every mode, never part of MessagesAttempted().
   std::uint64_t messages_rejected = 0;
+  // Publishes refused because the bus was closed (Close()); counted in every
+  // mode, never part of MessagesAttempted().
+  std::uint64_t messages_refused_closed = 0;
   std::uint64_t high_priority_published = 0;
   std::uint64_t medium_priority_published = 0;
   std::uint64_t low_priority_published = 0;

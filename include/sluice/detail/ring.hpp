@@ -75,6 +75,10 @@ class Ring {
   static constexpr Position kSize = kCapacity;
   static constexpr Position kIndexMask = kCapacity - 1;
   static constexpr bool kMultiProducer = kModel == ProducerModel::kMulti;
+  // How far Close() moves the tail: half the position range, so every later
+  // claim computes a fill far beyond the capacity (and any limit) and is
+  // refused, while the true depth is still recoverable (Depth()).
+  static constexpr Position kClosedJump = Position{1} << (SLUICE_ATOMIC_BITS - 1);
 
   struct Slot {
     std::atomic<Position> sequence{0};
@@ -203,6 +207,27 @@ class Ring {
     consumer_.released.store(consumer_.position, std::memory_order_release);
   }
 
+  // Closes the ring to new claims and returns the tail it closed at: every
+  // position below it was claimed before (and will be published), none at or
+  // above it is ever claimed. MPSC: any thread, once (the caller makes sure):
+  // the jump is one RMW on the tail, so the claims' CAS total order puts
+  // each claim before it (below the returned tail) or after it (refused).
+  // SPSC: the producer thread, or while it does not publish (the producer
+  // stores the tail with plain stores).
+  Position Close() noexcept {
+    if constexpr (kMultiProducer) {
+      return producer_.tail.fetch_add(kClosedJump, std::memory_order_relaxed);
+    } else {
+      const Position tail = producer_.tail.load(std::memory_order_relaxed);
+      producer_.tail.store(tail + kClosedJump, std::memory_order_relaxed);
+      return tail;
+    }
+  }
+
+  // The consumer's position, for observers (Drain): every message below it
+  // has been destroyed. SYNC POINT READ (B).
+  Position Released() const noexcept { return consumer_.released.load(std::memory_order_acquire); }
+
   // Messages claimed and not yet destroyed, exactly, at one instant during
   // the call (the read of `released`): the tail is read on both sides of it
   // and the pair is retried until the tail held still. Lock-free: a retry
@@ -213,8 +238,12 @@ class Ring {
       // SYNC POINT READ (H): see the file comment.
       const Position released = consumer_.released.load(std::memory_order_acquire);
       const Position tail_after = producer_.tail.load(std::memory_order_relaxed);
-      // (H) gives tail_after >= released; equal tails bound the moment.
-      if (tail_after == tail) return tail - released;
+      // (H) gives tail_after >= released; equal tails bound the moment. A
+      // closed ring's tail is kClosedJump ahead of its last claim.
+      if (tail_after == tail) {
+        const Position depth = tail - released;
+        return depth > kCapacity ? depth - kClosedJump : depth;
+      }
       tail = tail_after;
     }
   }

@@ -48,6 +48,8 @@ class StatisticsCounters {
   }
   // Any producer: bad input (a valueless payload, an unknown priority).
   void CountRejected() noexcept { Increment<false>(refused_.rejected); }
+  // Any producer: refused because the bus is closed.
+  void CountClosed(Counter count = 1) noexcept { Increment<false>(refused_.closed, count); }
   // Consumer only: `count` dispatched messages whose publish was counted.
   void CountProcessed(Counter count) noexcept {
     if (count == 0) return;
@@ -91,6 +93,7 @@ class StatisticsCounters {
     s.messages_processed = since.values[kProcessed];
     s.processing_errors = since.values[kErrors];
     s.messages_rejected = since.values[kRejected];
+    s.messages_refused_closed = since.values[kClosed];
     return s;
   }
 
@@ -117,7 +120,8 @@ class StatisticsCounters {
   static constexpr std::size_t kProcessed = 6;
   static constexpr std::size_t kErrors = 7;
   static constexpr std::size_t kRejected = 8;
-  static constexpr std::size_t kFieldCount = 9;
+  static constexpr std::size_t kClosed = 9;
+  static constexpr std::size_t kFieldCount = 10;
   struct Fields {
     Counter values[kFieldCount] = {};
   };
@@ -133,6 +137,7 @@ class StatisticsCounters {
       f.values[kDropped + p] = Read(refused_.by_priority[p]);
     }
     f.values[kRejected] = Read(refused_.rejected);
+    f.values[kClosed] = Read(refused_.closed);
     return f;
   }
 
@@ -146,6 +151,7 @@ class StatisticsCounters {
   struct alignas(kCacheLineSize) RefusalCounters {
     std::atomic<Counter> by_priority[kPriorityCount] = {};
     std::atomic<Counter> rejected{0};
+    std::atomic<Counter> closed{0};
   };
   struct alignas(kCacheLineSize) ConsumerCounters {
     std::atomic<Counter> processed{0};

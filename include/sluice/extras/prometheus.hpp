@@ -194,6 +194,9 @@ void WritePrometheus(Sink&& sink, const BusMetrics* buses, std::size_t count) {
   per_bus("sluice_messages_rejected_total", "counter",
           "Publishes refused as bad input: a valueless payload, an unknown priority (every mode).",
           [](const BusMetrics& m) { return m.statistics.messages_rejected; });
+  per_bus("sluice_messages_refused_closed_total", "counter",
+          "Publishes refused because the bus was closed (every mode).",
+          [](const BusMetrics& m) { return m.statistics.messages_refused_closed; });
   per_bus("sluice_queue_depth", "gauge", "Messages admitted and not yet released.",
           [](const BusMetrics& m) { return m.queue_depth; });
   per_bus("sluice_queue_capacity", "gauge", "Slots in the ring.",
