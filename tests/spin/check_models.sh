@@ -36,6 +36,7 @@ models=(
   "freestanding_unsubscribe|1:assertion violated|||14"
   "freestanding_error_reporter|1:!(retired[c]),2:(c==x)|||14"
   "consumer_wakeup|1:invalid end state,2:invalid end state,3:invalid end state|||14"
+  "shutdown|1:!(drained),2:!(started_after_close)|||16"
 )
 
 failures=0
