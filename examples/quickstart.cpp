@@ -1,6 +1,6 @@
 // The README's quick start: one bus, two message types, a producer thread and
-// a consumer that sleeps while nothing is queued (ProcessBatchWait).
-#include <atomic>
+// a consumer that sleeps while nothing is queued (ProcessBatchWait), and a
+// clean shutdown (Close, then dispatch until IsDrained).
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -32,22 +32,20 @@ int main() {
       [](const MotorCmd& cmd) { std::printf("motor speed %d\n", cmd.speed); });
   if (!sensor.IsValid() || !motor.IsValid()) return 1;  // the type's table is full
 
-  std::atomic<bool> done{false};
   std::uint32_t refused = 0;  // a refused message stays with the caller: count it
   std::thread producer([&] {
     for (int i = 0; i < 3; ++i) {
       if (!bus.Publish(SensorData{20.0f + static_cast<float>(i)}, 1)) ++refused;
     }
     if (!bus.PublishWithPriority(MotorCmd{0}, 2, sluice::MessagePriority::HIGH)) ++refused;
-    done = true;
+    bus.Close();  // no more publishes; what was admitted stays for the consumer
   });
 
   // The consumer: only this thread dispatches. It sleeps while the queue is
-  // empty and wakes on the next publish (or after 100 ms, to check `done`).
+  // empty, wakes on the next publish (or on Close), and stops once the
+  // closed bus is drained: nothing admitted is lost.
   std::uint32_t processed = 0;
-  while (!done || bus.QueueDepth() > 0) {
-    processed += bus.ProcessBatchWait(std::chrono::milliseconds(100));
-  }
+  while (!bus.IsDrained()) processed += bus.ProcessBatchWait(std::chrono::seconds(1));
   producer.join();
 
   const sluice::BusStatisticsSnapshot stats = bus.GetStatistics();
