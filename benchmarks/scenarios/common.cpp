@@ -206,6 +206,7 @@ const std::vector<NamedScenario>& AllScenarios() {
       {"memory", "bytes per slot and resident memory", &RunMemory},
       {"peers", "Sluice against bare queues, side by side", &RunPeers},
       {"sleep", "the sleeping consumer: publish cost, idle CPU, wake-up latency", &RunSleep},
+      {"pubbatch", "PublishBatch against single publishes", &RunPublishBatch},
   };
   return scenarios;
 }
