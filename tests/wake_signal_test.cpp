@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -36,6 +37,15 @@ constexpr std::uint64_t kMessagesPerProducer = 250000;
 #endif
 constexpr int kProducers = 2;
 
+// Names typed tests by their index; naming a generator also keeps
+// -Wpedantic quiet about the macro's empty variadic argument.
+struct IndexNames {
+  template <typename T>
+  static std::string GetName(int index) {
+    return std::to_string(index);
+  }
+};
+
 template <typename Parker>
 class WakeSignalTest : public ::testing::Test {};
 
@@ -44,7 +54,7 @@ using Parkers = ::testing::Types<sluice::ConditionVariableParker, sluice::FutexP
 #else
 using Parkers = ::testing::Types<sluice::ConditionVariableParker>;
 #endif
-TYPED_TEST_SUITE(WakeSignalTest, Parkers);
+TYPED_TEST_SUITE(WakeSignalTest, Parkers, IndexNames);
 
 TYPED_TEST(WakeSignalTest, NoLostWakeUpAcrossManyParks) {
   sluice::detail::WakeSignal<TypeParam> signal;
