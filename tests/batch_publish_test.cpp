@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sluice/sluice.hpp"
+#include "typed_test_names.hpp"
 
 namespace {
 
@@ -112,19 +113,10 @@ void ExpectBatchInOrder(B& bus, std::uint32_t count, std::uint32_t first_seq) {
             count);
 }
 
-// Names typed tests by their index; naming a generator also keeps
-// -Wpedantic quiet about the macro's empty variadic argument.
-struct IndexNames {
-  template <typename T>
-  static std::string GetName(int index) {
-    return std::to_string(index);
-  }
-};
-
 template <typename B>
 class PublishBatchTest : public ::testing::Test {};
 using Buses = ::testing::Types<Bus, SpscBus>;
-TYPED_TEST_SUITE(PublishBatchTest, Buses, IndexNames);
+TYPED_TEST_SUITE(PublishBatchTest, Buses, sluice_test::IndexNames);
 
 TYPED_TEST(PublishBatchTest, AdmitsAWholeBatchInOrder) {
   TypeParam bus;

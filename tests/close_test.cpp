@@ -11,6 +11,7 @@
 
 #include "sluice/extras/condition_variable_parker.hpp"
 #include "sluice/sluice.hpp"
+#include "typed_test_names.hpp"
 
 namespace {
 
@@ -19,19 +20,10 @@ struct Reading {
 };
 using Payload = std::variant<Reading>;
 
-// Names typed tests by their index; naming a generator also keeps
-// -Wpedantic quiet about the macro's empty variadic argument.
-struct IndexNames {
-  template <typename T>
-  static std::string GetName(int index) {
-    return std::to_string(index);
-  }
-};
-
 template <typename B>
 class CloseTest : public ::testing::Test {};
 using Buses = ::testing::Types<sluice::MpscBus<Payload, 16>, sluice::SpscBus<Payload, 16>>;
-TYPED_TEST_SUITE(CloseTest, Buses, IndexNames);
+TYPED_TEST_SUITE(CloseTest, Buses, sluice_test::IndexNames);
 
 TYPED_TEST(CloseTest, AClosedBusRefusesEveryPublishAndCountsIt) {
   TypeParam bus;

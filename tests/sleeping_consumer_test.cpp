@@ -20,6 +20,7 @@
 
 #if defined(__linux__)
 #include "sluice/extras/futex_parker.hpp"
+#include "typed_test_names.hpp"
 #endif
 
 namespace {
@@ -59,15 +60,6 @@ struct PollingTraits : sluice::SleepingConsumerTraits {
   using Parker = CountingParker<sluice::ConditionVariableParker>;
 };
 
-// Names typed tests by their index; naming a generator also keeps
-// -Wpedantic quiet about the macro's empty variadic argument.
-struct IndexNames {
-  template <typename T>
-  static std::string GetName(int index) {
-    return std::to_string(index);
-  }
-};
-
 template <typename Traits>
 class SleepingConsumerTest : public ::testing::Test {};
 #if defined(__linux__)
@@ -75,7 +67,7 @@ using TraitsList = ::testing::Types<EagerCondVarTraits, EagerFutexTraits, Pollin
 #else
 using TraitsList = ::testing::Types<EagerCondVarTraits, PollingTraits>;
 #endif
-TYPED_TEST_SUITE(SleepingConsumerTest, TraitsList, IndexNames);
+TYPED_TEST_SUITE(SleepingConsumerTest, TraitsList, sluice_test::IndexNames);
 
 #if defined(__SANITIZE_THREAD__)
 constexpr std::uint32_t kPerProducer = 5000;

@@ -20,6 +20,7 @@
 
 #if defined(__linux__)
 #include "sluice/extras/futex_parker.hpp"
+#include "typed_test_names.hpp"
 #endif
 
 namespace {
@@ -37,15 +38,6 @@ constexpr std::uint64_t kMessagesPerProducer = 250000;
 #endif
 constexpr int kProducers = 2;
 
-// Names typed tests by their index; naming a generator also keeps
-// -Wpedantic quiet about the macro's empty variadic argument.
-struct IndexNames {
-  template <typename T>
-  static std::string GetName(int index) {
-    return std::to_string(index);
-  }
-};
-
 template <typename Parker>
 class WakeSignalTest : public ::testing::Test {};
 
@@ -54,7 +46,7 @@ using Parkers = ::testing::Types<sluice::ConditionVariableParker, sluice::FutexP
 #else
 using Parkers = ::testing::Types<sluice::ConditionVariableParker>;
 #endif
-TYPED_TEST_SUITE(WakeSignalTest, Parkers, IndexNames);
+TYPED_TEST_SUITE(WakeSignalTest, Parkers, sluice_test::IndexNames);
 
 TYPED_TEST(WakeSignalTest, NoLostWakeUpAcrossManyParks) {
   sluice::detail::WakeSignal<TypeParam> signal;
