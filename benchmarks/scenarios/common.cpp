@@ -34,6 +34,7 @@ bool ApplySuite(const std::string& suite, Options* o) {
     o->end_to_end_messages = 100000;
     o->sustained_seconds = 0.1;
     o->load_seconds = 0.05;
+    o->paced_seconds = 0.05;
   } else if (suite == "quick") {
     o->rounds = 5;
     o->publish_messages = 100000;
@@ -42,6 +43,7 @@ bool ApplySuite(const std::string& suite, Options* o) {
     o->end_to_end_messages = 2000000;
     o->sustained_seconds = 1.0;
     o->load_seconds = 0.5;
+    o->paced_seconds = 0.5;
   } else if (suite == "standard") {
     o->rounds = 10;
     o->publish_messages = 100000;
@@ -50,6 +52,7 @@ bool ApplySuite(const std::string& suite, Options* o) {
     o->end_to_end_messages = 10000000;
     o->sustained_seconds = 5.0;
     o->load_seconds = 2.0;
+    o->paced_seconds = 2.0;
   } else if (suite == "soak") {
     // Exactly-once checking over a long run: --duration sets it.
     o->sustained_seconds = 60;
@@ -205,7 +208,8 @@ const std::vector<NamedScenario>& AllScenarios() {
       {"payload", "payload sizes end to end", &RunPayloadSizes},
       {"memory", "bytes per slot and resident memory", &RunMemory},
       {"peers", "Sluice against bare queues, side by side", &RunPeers},
-      {"sleep", "the sleeping consumer: publish cost, idle CPU, wake-up latency", &RunSleep},
+      {"sleep", "the sleeping consumer: publish cost, idle CPU, wake-up latency, paced throughput",
+       &RunSleep},
       {"pubbatch", "PublishBatch against single publishes", &RunPublishBatch},
   };
   return scenarios;

@@ -29,6 +29,7 @@ struct Options {
   std::uint64_t end_to_end_messages = 2000000;
   double sustained_seconds = 1.0;
   double load_seconds = 0.5;
+  double paced_seconds = 0.5;     // per cell of the sleep table's paced rows
   double consumer_work_ns = 100;  // per message, in the overloaded sustained run
   // Pause instructions a consumer loop spends after an empty poll, for every
   // queue alike: it stops re-reading the line a producer is about to write.
