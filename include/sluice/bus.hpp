@@ -30,12 +30,15 @@
 #include "sluice/message.hpp"
 #include "sluice/performance_mode.hpp"
 #include "sluice/producer_model.hpp"
+#include "sluice/publish_status.hpp"
 #include "sluice/statistics.hpp"
 #include "sluice/subscription_handle.hpp"
 
 #if !SLUICE_FREESTANDING
 #include <thread>
 #endif
+
+#include <array>
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
@@ -222,6 +225,54 @@ class AsyncBus {
     return admitted;
   }
 
+  // As PublishWithPriority, but when the queue is too full for `priority` it
+  // waits up to `timeout` for room instead of being refused: it polls
+  // Traits::kPollsBeforePark times, then sleeps on Traits::Parker until the
+  // consumer has freed slots below the priority's threshold (the consumer
+  // wakes it at the end of such a batch; no polling while asleep), Close(),
+  // SetPerformanceMode or SetAdmissionThresholds. Admission is unchanged: a
+  // LOW publisher waits until the queue holds fewer messages than LOW's
+  // threshold and never takes the room kept for MEDIUM and HIGH. Stamped
+  // when admitted. Returns kAdmitted, kTimedOut, kClosed, kRejected (bad
+  // input) or kWouldDeadlock (inside this bus's own dispatch); the message is
+  // moved from only if admitted. Any producer thread, never an interrupt
+  // handler (it sleeps); not the consumer thread between batches either,
+  // where it could only wait out its timeout. Needs a parker in the traits
+  // (a compile error otherwise, and always with SLUICE_FREESTANDING). Not
+  // lock-free: it waits for the consumer by design.
+#if !SLUICE_FREESTANDING
+  template <typename Message, typename Rep, typename Period>
+  [[nodiscard]] PublishStatus PublishBlocking(Message&& message, std::uint32_t sender_id,
+                                              MessagePriority priority,
+                                              std::chrono::duration<Rep, Period> timeout) {
+    using Value = std::decay_t<Message>;
+    static_assert(kConsumerCanSleep,
+                  "Sluice: PublishBlocking needs a parker in the bus traits (for example "
+                  "sluice::SleepingConsumerTraits)");
+    static_assert(kPublishable<Message>,
+                  "Sluice: a published message must be exactly one alternative of the "
+                  "bus payload variant, or the variant itself");
+    if (RejectBadInput(message, priority)) return PublishStatus::kRejected;
+    if constexpr (!std::is_nothrow_constructible_v<Value, Message&&>) {
+      // As PublishImpl: a copy that may throw is made before any claim.
+      Value copy(std::forward<Message>(message));
+      return PublishBlocking(std::move(copy), sender_id, priority, timeout);
+    } else {
+      return WaitForRoom(sender_id, priority, detail::SaturatingNanos(timeout),
+                         [&] { return MakePayload(std::forward<Message>(message)); });
+    }
+  }
+#else
+  template <typename Message, typename Rep, typename Period>
+  PublishStatus PublishBlocking(Message&&, std::uint32_t, MessagePriority,
+                                std::chrono::duration<Rep, Period>) {
+    static_assert(detail::kDependentFalse<Message>,
+                  "Sluice: PublishBlocking sleeps, which bare metal and interrupt handlers "
+                  "cannot do; use PublishWithPriority and handle the refusal");
+    return PublishStatus::kRejected;
+  }
+#endif
+
   // ---- Shutdown ---------------------------------------------------------------
 
   // Closes the bus for good: every publish that starts after Close returns
@@ -244,7 +295,11 @@ class AsyncBus {
     closed_tail_ = ring_.Close();
     // Publishes closed_tail_ for Drain and IsDrained (acquire).
     close_state_.store(kClosed, std::memory_order_release);
-    if constexpr (kConsumerCanSleep) wake_.Notify();
+    if constexpr (kConsumerCanSleep) {
+      wake_.Notify();
+      // Every producer waiting for room re-checks and finds the bus closed.
+      NotifyRoomWaiters(/*only_with_room=*/false);
+    }
   }
 
   // Whether the bus is closed: true once a Close has returned; from then on
@@ -385,7 +440,11 @@ class AsyncBus {
 
   // ---- Configuration and observation (any thread) --------------------------
 
-  void SetPerformanceMode(PerformanceMode mode) noexcept { policy_.SetMode(mode); }
+  // On a bus with a parker, producers waiting in PublishBlocking re-check.
+  void SetPerformanceMode(PerformanceMode mode) noexcept {
+    policy_.SetMode(mode);
+    if constexpr (kConsumerCanSleep) NotifyRoomWaiters(/*only_with_room=*/false);
+  }
   PerformanceMode GetPerformanceMode() const noexcept { return policy_.Mode(); }
 
   // Percent fill at which LOW, MEDIUM and HIGH are refused. Returns false and
@@ -396,7 +455,9 @@ class AsyncBus {
     thresholds.low_percent = low_percent;
     thresholds.medium_percent = medium_percent;
     thresholds.high_percent = high_percent;
-    return policy_.SetThresholds(thresholds);
+    if (!policy_.SetThresholds(thresholds)) return false;
+    if constexpr (kConsumerCanSleep) NotifyRoomWaiters(/*only_with_room=*/false);
+    return true;
   }
   AdmissionThresholds GetAdmissionThresholds() const noexcept { return policy_.Thresholds(); }
 
@@ -518,6 +579,18 @@ class AsyncBus {
     }
   }
 
+  // Bad input, counted as rejected: a variant made valueless by a throwing
+  // emplace (it names no type), or an unknown priority.
+  template <typename Message>
+  bool RejectBadInput(const Message& message, MessagePriority priority) noexcept {
+    bool bad = !IsValidPriority(priority);
+    if constexpr (std::is_same_v<std::decay_t<Message>, Payload>) {
+      bad = bad || message.valueless_by_exception();
+    }
+    if (bad) statistics_.CountRejected();
+    return bad;
+  }
+
   template <bool kReadClock, typename Message>
   bool PublishImpl(Message&& message, std::uint32_t sender_id, MessagePriority priority,
                    std::uint64_t timestamp_us) {
@@ -526,17 +599,7 @@ class AsyncBus {
                   "Sluice: a published message must be exactly one alternative of the "
                   "bus payload variant, or the variant itself");
     // Bad input is refused before anything else, a copy included.
-    if constexpr (std::is_same_v<Value, Payload>) {
-      // A variant made valueless by a throwing emplace names no type.
-      if (message.valueless_by_exception()) {
-        statistics_.CountRejected();
-        return false;
-      }
-    }
-    if (!IsValidPriority(priority)) {
-      statistics_.CountRejected();
-      return false;
-    }
+    if (RejectBadInput(message, priority)) return false;
     if constexpr (!std::is_nothrow_constructible_v<Value, Message&&>) {
       // A copy that may throw is made before a slot is claimed, so a claimed
       // slot is always filled; the refusal path then wastes the copy.
@@ -561,21 +624,28 @@ class AsyncBus {
   // Producers: claims a slot under admission, counts, and constructs the
   // envelope with the payload `make_payload()` returns (a prvalue: built in
   // the slot), then publishes it. `priority` is valid; `make_payload` must
-  // not throw (a claimed slot is always filled).
+  // not throw (a claimed slot is always filled). A refusal is counted.
   template <bool kReadClock, typename MakePayloadFn>
   bool Admit(std::uint32_t sender_id, MessagePriority priority, std::uint64_t timestamp_us,
              MakePayloadFn&& make_payload) {
     const PerformanceMode mode = policy_.Mode();
+    if (TryAdmit<kReadClock>(mode, sender_id, priority, timestamp_us, make_payload)) return true;
+    CountRefusal(mode, priority, 1);
+    return false;
+  }
+
+  // As Admit, in `mode`, leaving a refusal uncounted (PublishBlocking counts
+  // one per call, not one per attempt).
+  template <bool kReadClock, typename MakePayloadFn>
+  bool TryAdmit(PerformanceMode mode, std::uint32_t sender_id, MessagePriority priority,
+                std::uint64_t timestamp_us, MakePayloadFn& make_payload) {
     if constexpr (kReadClock) {
       // Read before the claim to keep the claimed-but-unpublished window
       // (which holds up the consumer) as short as possible.
       timestamp_us = mode == PerformanceMode::BARE_METAL ? 0 : Traits::Clock::NowMicros();
     }
     Position position;
-    if (!ring_.TryClaim(policy_.LimitFor(mode, priority), &position)) {
-      CountRefusal(mode, priority, 1);
-      return false;
-    }
+    if (!ring_.TryClaim(policy_.LimitFor(mode, priority), &position)) return false;
     // Counted before the message becomes visible, so processed never runs
     // ahead of published; and before the envelope is written, because with
     // several producers the count is a locked instruction, which would
@@ -593,6 +663,108 @@ class AsyncBus {
     ring_.Publish(position);
     if constexpr (kConsumerCanSleep) wake_.Notify();
     return true;
+  }
+
+#if !SLUICE_FREESTANDING
+  // PublishBlocking's wait (SYNC POINT R, docs/design.md "Producers that
+  // wait for room"): polls, then announces itself on its priority's room
+  // signal, re-checks admission (the ring's acquire load of the consumer's
+  // released position, in TryClaim) and parks. The consumer's side is
+  // NotifyRoomWaiters at the end of each batch.
+  template <typename MakePayloadFn>
+  PublishStatus WaitForRoom(std::uint32_t sender_id, MessagePriority priority,
+                            std::chrono::nanoseconds timeout, MakePayloadFn&& make_payload) {
+    const auto try_admit = [&] {
+      return TryAdmit<true>(policy_.Mode(), sender_id, priority, 0, make_payload);
+    };
+    const auto refused = [&](PublishStatus status) {
+      if (status == PublishStatus::kClosed) {
+        statistics_.CountClosed(1);
+      } else if (policy_.Mode() == PerformanceMode::FULL_FEATURED) {
+        statistics_.CountDropped(priority, 1);
+      }
+      return status;
+    };
+    if (try_admit()) return PublishStatus::kAdmitted;
+    if (IsClosed()) return refused(PublishStatus::kClosed);
+    // Only this thread ever stores its own id here, so a relaxed load that
+    // finds it is this thread's own store: the call is inside a batch.
+    if (consumer_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+      return refused(PublishStatus::kWouldDeadlock);
+    }
+    for (std::uint32_t i = 0; i < Traits::kPollsBeforePark; ++i) {
+      detail::CpuRelax();
+      if (try_admit()) return PublishStatus::kAdmitted;
+    }
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point deadline =
+        timeout >= Clock::time_point::max() - start ? Clock::time_point::max() : start + timeout;
+    detail::WakeSignal<Parker>& room = room_[static_cast<std::size_t>(priority)];
+    for (;;) {
+      if (IsClosed()) return refused(PublishStatus::kClosed);
+      std::uint32_t ticket = 0;
+      if (!room.PrepareWait(&ticket)) {
+        // Cannot announce a sleep: poll until room or the deadline.
+        if (try_admit()) return PublishStatus::kAdmitted;
+        if (Clock::now() >= deadline) return refused(PublishStatus::kTimedOut);
+        std::this_thread::yield();
+        continue;
+      }
+      // SYNC POINT READ (R): the re-check after the announcement.
+      if (try_admit()) {
+        room.CancelWait();
+        return PublishStatus::kAdmitted;
+      }
+      if (IsClosed()) {
+        room.CancelWait();
+        return refused(PublishStatus::kClosed);
+      }
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) {
+        room.CancelWait();
+        return refused(PublishStatus::kTimedOut);
+      }
+      const std::chrono::nanoseconds left = deadline - now;
+      room.Wait(ticket, left < std::chrono::hours(1) ? left : std::chrono::hours(1));
+      if (try_admit()) return PublishStatus::kAdmitted;
+    }
+  }
+#endif
+
+  // Wakes producers waiting in PublishBlocking: all of them, or (the
+  // consumer, after a batch) those of each priority whose threshold the
+  // queue is now below. SYNC POINT WRITE (R), notifying side: the fence
+  // orders the consumer's release of slots (PopFront's store), a mode or
+  // threshold store, or Close's store, before the loads of the waiter
+  // counts; a waiter's count increment, fence and re-check are the other
+  // half of the Dekker pair (detail/wake_signal.hpp).
+  void NotifyRoomWaiters(bool only_with_room) noexcept {
+#if !SLUICE_FREESTANDING
+    if (room_[0].Asymmetric() && room_[1].Asymmetric() && room_[2].Asymmetric()) {
+      room_[0].NotifierFence();
+    } else {
+      detail::FullFence();
+    }
+    const PerformanceMode mode = policy_.Mode();
+    Position depth = 0;
+    bool have_depth = false;
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      if (!room_[p].HasWaiters()) continue;
+      if (only_with_room) {
+        // Skipping a wake here is safe: the queue holds at least the limit,
+        // and the batch that takes it below will look again.
+        if (!have_depth) {
+          depth = ring_.Depth();
+          have_depth = true;
+        }
+        if (depth >= policy_.LimitFor(mode, static_cast<MessagePriority>(p))) continue;
+      }
+      room_[p].Wake();
+    }
+#else
+    (void)only_with_room;
+#endif
   }
 
   // A visitor that takes every alternative wins, so a generic lambda
@@ -645,10 +817,22 @@ class AsyncBus {
     Envelope* envelope = ring_.TryFront();
     if (envelope == nullptr) return 0;
     dispatching_ = true;
+#if !SLUICE_FREESTANDING
+    if constexpr (kConsumerCanSleep) {
+      consumer_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    }
+#endif
     if constexpr (kKind == BatchKind::kSubscriptions) epoch_.Enter();
     const std::uint32_t count = Drain(envelope, max_messages, dispatch_one);
     if constexpr (kKind == BatchKind::kSubscriptions) LeaveEpoch();
     dispatching_ = false;
+    if constexpr (kConsumerCanSleep) {
+#if !SLUICE_FREESTANDING
+      consumer_thread_.store(std::thread::id(), std::memory_order_relaxed);
+#endif
+      // The batch released slots: wake producers waiting for that room.
+      NotifyRoomWaiters(/*only_with_room=*/true);
+    }
     return count;
   }
 
@@ -724,6 +908,16 @@ class AsyncBus {
   detail::Ring<Envelope, kCapacity, kProducers, Traits::kSlotStorage> ring_;
   detail::AdmissionPolicy<kCapacity> policy_;
   WakeSignalType wake_;
+#if !SLUICE_FREESTANDING
+  // PublishBlocking: one room signal per priority (waiters of a priority are
+  // woken only when there is room for it), and the thread inside a batch
+  // (consumer-written; read by PublishBlocking to refuse waiting for itself).
+  struct NoRoomSignals {};
+  std::conditional_t<kConsumerCanSleep, std::array<detail::WakeSignal<Parker>, kPriorityCount>,
+                     NoRoomSignals>
+      room_;
+  std::atomic<std::thread::id> consumer_thread_{};
+#endif
   static constexpr std::uint32_t kOpen = 0;
   static constexpr std::uint32_t kClosing = 1;
   static constexpr std::uint32_t kClosed = 2;

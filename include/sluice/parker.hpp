@@ -12,7 +12,10 @@
 //     it must not sleep through a WakeAll that follows a change of `word`
 //     (compare and sleep atomically, as a futex or a mutex does).
 //   void WakeAll(std::atomic<std::uint32_t>& word) noexcept;
-//     Called by a producer after it changed `word`: wakes a Wait on it.
+//     Called by a notifier after it changed `word`: wakes every Wait on it.
+//     Every one, not one of them: several producers may wait on the same
+//     word in PublishBlocking (a semaphore that releases one thread is not
+//     enough there; ProcessBatchWait alone has a single waiter).
 // Optionally, a parker may also offer
 //   bool EnableHeavyFence() noexcept;  // once, at the bus's construction
 //   bool HeavyFence() noexcept;        // consumer, on its way into sleep

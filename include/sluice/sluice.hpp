@@ -14,6 +14,7 @@
 #include "sluice/message.hpp"
 #include "sluice/performance_mode.hpp"
 #include "sluice/producer_model.hpp"
+#include "sluice/publish_status.hpp"
 #include "sluice/statistics.hpp"
 #include "sluice/subscription_handle.hpp"
 #include "sluice/version.hpp"

@@ -112,6 +112,9 @@ int main() {
 #elif CASE == 25  // a bus without a parker cannot sleep
   sluice::MpscBus<Payload, 8> bus;
   (void)bus.ProcessBatchWait(std::chrono::milliseconds(1));
+#elif CASE == 28  // nor can its producers wait for room
+  sluice::MpscBus<Payload, 8> bus;
+  (void)bus.PublishBlocking(A{1}, 0, sluice::MessagePriority::HIGH, std::chrono::seconds(1));
 #endif
   return 0;
 }

@@ -1,6 +1,7 @@
 // Each CASE discards a result that says whether the call worked; built with
 // -Werror=unused-result it must not compile. CASE=0 uses every result and
 // compiles. CMake checks the diagnostic.
+#include <chrono>
 #include <memory>
 #include <variant>
 
@@ -46,6 +47,9 @@ int main() {
 #elif CASE == 11
   sluice::FixedString<8> text;
   text.try_append("x");
+#elif CASE == 12
+  sluice::MpscBus<Payload, 16, sluice::SleepingConsumerTraits> sleeping;
+  sleeping.PublishBlocking(A{1}, 0, sluice::MessagePriority::HIGH, std::chrono::seconds(0));
 #else
   // The same calls with their results used.
   bool ok = bus.Publish(A{1});
@@ -61,6 +65,10 @@ int main() {
   ok = items.try_push_back(1) && ok;
   sluice::FixedString<8> text;
   ok = text.try_append("x") && ok;
+  sluice::MpscBus<Payload, 16, sluice::SleepingConsumerTraits> sleeping;
+  ok = sleeping.PublishBlocking(A{1}, 0, sluice::MessagePriority::HIGH, std::chrono::seconds(0)) ==
+           sluice::PublishStatus::kAdmitted &&
+       ok;
   return ok ? 0 : 1;
 #endif
   return 0;

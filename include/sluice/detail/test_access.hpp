@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "sluice/config.hpp"
@@ -31,6 +32,13 @@ struct TestAccess {
     bus.epoch_.Enter();
     bus.error_reporter_.Report(error);
     bus.epoch_.Exit();
+  }
+
+  // How many producers wait in PublishBlocking for room for `priority`
+  // (announced, not yet woken).
+  template <typename Bus>
+  static std::uint32_t RoomWaiters(const Bus& bus, std::size_t priority) {
+    return bus.room_[priority].Waiters();
   }
 
   template <typename Bus>

@@ -57,6 +57,11 @@ inline constexpr bool kBraceConstructible = BraceConstructible<T, void, Args...>
 template <typename T, typename Variant>
 inline constexpr bool kIsAlternative = VariantIndex<T, Variant>::kOccurrences == 1;
 
+// False, but only once T is known: a static_assert on it fires only in a
+// template that is instantiated.
+template <typename T>
+inline constexpr bool kDependentFalse = false;
+
 }  // namespace detail
 }  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

@@ -1,40 +1,41 @@
-// WakeSignal: lets the one consumer sleep while the queue is empty and be
-// woken by the next publish, with no lost wake-up (model:
-// tests/spin/consumer_wakeup.pml).
+// WakeSignal: lets threads sleep until a condition another thread makes true,
+// with no lost wake-up. A bus uses one for its consumer (waiting for a
+// message; model: tests/spin/consumer_wakeup.pml) and one per priority for
+// producers in PublishBlocking (waiting for room; tests/spin/room_wakeup.pml).
 //
-// Protocol. The consumer, finding the queue empty:
-//   ticket = PrepareWait()   reads `sequence_`, stores `sleeping_` = 1, fence
-//   re-checks the queue      a message there: CancelWait(), dispatch it
+// Protocol. A waiter, finding its condition false:
+//   ticket = PrepareWait()   reads `sequence_`, increments `waiters_`, fence
+//   re-checks the condition  true: CancelWait(), go on
 //   Wait(ticket, timeout)    parks while `sequence_` == ticket
-// A producer, after its message is published (the slot's release store):
-//   Notify()                 fence, loads `sleeping_`; if set, bumps
+// A notifier, after the store that may make the condition true (a publish's
+// slot store; the consumer's release of slots; Close):
+//   Notify()                 fence, loads `waiters_`; if non-zero, bumps
 //                            `sequence_` and wakes the parker
 //
-// SYNC POINT (W), a Dekker pair: the producer's publish store, then its
-// seq_cst fence, then its load of `sleeping_`; the consumer's store of
-// `sleeping_`, then its seq_cst fence, then its load of the slot. The fences
-// order each side's store before its load, so at least one side sees the
-// other's store: either the consumer's re-check finds the message, or the
-// producer finds `sleeping_` set and bumps `sequence_`. The bump happens after
-// the consumer read its ticket (that read precedes its `sleeping_` store), so
-// the park, which compares `sequence_` with the ticket atomically with going
-// to sleep (futex, or under the condition variable's mutex), returns at once.
-// The bump is a release RMW and the consumer's ticket load is acquire: a
-// consumer that sees the new sequence also sees the publish before it.
+// SYNC POINT (W), a Dekker pair: the notifier's store, then its seq_cst
+// fence, then its load of `waiters_`; the waiter's increment of `waiters_`,
+// then its seq_cst fence, then its loads for the re-check. The fences order
+// each side's store before its load, so at least one side sees the other's
+// store: either the re-check sees the notifier's store, or the notifier sees
+// the waiter and bumps `sequence_`. The bump happens after the waiter read
+// its ticket (that read precedes its increment), so the park, which compares
+// `sequence_` with the ticket atomically with going to sleep (futex, or under
+// the condition variable's mutex), returns at once. The bump is a release RMW
+// and the ticket load is acquire: a waiter that sees the new sequence also
+// sees the store before it.
 //
 // Asymmetric fences. A parker may offer a heavy fence (FutexParker: Linux
 // membarrier, which makes every running thread of the process execute a full
-// barrier before it returns). The consumer then uses it in place of its
-// fence, and producers need only keep their load after their store in the
-// compiled code (a signal fence): any producer store not yet visible when
-// the consumer's heavy fence runs is made visible by it, and any producer
-// load after that point sees `sleeping_` set. It is the same Dekker pair,
-// with the whole cost moved to the consumer's way into sleep (about a
-// microsecond, after it has polled).
+// barrier before it returns). Waiters then use it in place of their fence,
+// and notifiers need only keep their load after their store in the compiled
+// code (a signal fence): any notifier store not yet visible when the heavy
+// fence runs is made visible by it, and any notifier load after that point
+// sees the waiter counted. It is the same Dekker pair, with the whole cost
+// moved to the way into sleep (about a microsecond, after polling).
 //
-// Cost to a producer: nothing unless the bus's traits name a Parker; with
-// one, a load of a line the consumer writes only when it goes to sleep or
-// wakes, plus a full fence unless the parker's heavy fence is in use.
+// Cost to a notifier: nothing unless the bus's traits name a Parker; with
+// one, a load of a line written only when a waiter goes to sleep or wakes,
+// plus a full fence unless the parker's heavy fence is in use.
 #pragma once
 
 #include <atomic>
@@ -97,32 +98,48 @@ class WakeSignal {
     if constexpr (HasHeavyFence<Parker>::value) asymmetric_ = parker_.EnableHeavyFence();
   }
 
-  // Producers (any thread), after the message is published.
+  // The notifying side (any thread), after the store the sleeper waits for
+  // (a publish, freed slots, Close): wakes the sleepers, if any.
   void Notify() noexcept {
-    // SYNC POINT WRITE/READ (W), producer side: see the file comment.
+    NotifierFence();
+    WakeIfWaiting();
+  }
+
+  // Notify in two steps, for a notifier that fences once for several
+  // signals: NotifierFence, then WakeIfWaiting on each (or HasWaiters and
+  // Wake, to wake only some).
+  void NotifierFence() const noexcept {
+    // SYNC POINT WRITE/READ (W), notifying side: see the file comment.
     if (asymmetric_) {
       std::atomic_signal_fence(std::memory_order_seq_cst);
     } else {
       FullFence();
     }
-    if (sleeping_.load(std::memory_order_relaxed) != 0) {
-      sequence_.fetch_add(1, std::memory_order_release);
-      parker_.WakeAll(sequence_);
-    }
+  }
+  // Whether NotifierFence is only a compiler fence (the heavy fence is in use).
+  bool Asymmetric() const noexcept { return asymmetric_; }
+  bool HasWaiters() const noexcept { return waiters_.load(std::memory_order_relaxed) != 0; }
+  void Wake() noexcept {
+    sequence_.fetch_add(1, std::memory_order_release);
+    parker_.WakeAll(sequence_);
+  }
+  void WakeIfWaiting() noexcept {
+    if (HasWaiters()) Wake();
   }
 
-  // Consumer: announces that it is about to sleep and returns true with the
-  // ticket to wait with; the caller re-checks the queue before waiting.
-  // False (nothing announced) only if the heavy fence failed: the caller
-  // must not sleep then, and polls instead.
+  // A waiter: announces that it is about to sleep and returns true with the
+  // ticket to wait with; the caller re-checks its condition before waiting,
+  // and then calls exactly one of CancelWait or Wait. False (nothing
+  // announced) only if the heavy fence failed: the caller must not sleep
+  // then, and polls instead.
   bool PrepareWait(std::uint32_t* ticket) noexcept {
     *ticket = sequence_.load(std::memory_order_acquire);
-    sleeping_.store(1, std::memory_order_relaxed);
-    // SYNC POINT WRITE/READ (W), consumer side: see the file comment.
+    waiters_.fetch_add(1, std::memory_order_relaxed);
+    // SYNC POINT WRITE/READ (W), waiting side: see the file comment.
     if constexpr (HasHeavyFence<Parker>::value) {
       if (asymmetric_) {
         if (parker_.HeavyFence()) return true;
-        sleeping_.store(0, std::memory_order_relaxed);
+        waiters_.fetch_sub(1, std::memory_order_relaxed);
         return false;
       }
     }
@@ -130,23 +147,24 @@ class WakeSignal {
     return true;
   }
 
-  // Consumer: the re-check found work; no wait.
-  void CancelWait() noexcept { sleeping_.store(0, std::memory_order_relaxed); }
+  // A waiter: the re-check found what it waits for; no wait.
+  void CancelWait() noexcept { waiters_.fetch_sub(1, std::memory_order_relaxed); }
 
-  // Consumer: parks until a Notify after PrepareWait, the timeout, or a
+  // A waiter: parks until a Wake after PrepareWait, the timeout, or a
   // spurious wake-up (the caller re-checks in every case).
   void Wait(std::uint32_t ticket, std::chrono::nanoseconds timeout) noexcept {
     parker_.Wait(sequence_, ticket, timeout);
-    sleeping_.store(0, std::memory_order_relaxed);
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
 
-  // For tests: whether the consumer has announced that it sleeps.
-  bool ConsumerSleeping() const noexcept { return sleeping_.load(std::memory_order_relaxed) != 0; }
+  // For tests: how many waiters have announced that they sleep.
+  std::uint32_t Waiters() const noexcept { return waiters_.load(std::memory_order_relaxed); }
+  bool ConsumerSleeping() const noexcept { return Waiters() != 0; }
 
  private:
-  // Read by every producer on every publish, written by the consumer only
-  // when it goes to sleep or wakes: a line of its own.
-  alignas(kCacheLineSize) std::atomic<std::uint32_t> sleeping_{0};
+  // Read by every notifier on every notify, written by waiters only when
+  // they go to sleep or wake: a line of its own.
+  alignas(kCacheLineSize) std::atomic<std::uint32_t> waiters_{0};
   bool asymmetric_ = false;  // set once, before any producer runs
   std::atomic<std::uint32_t> sequence_{0};
   Parker parker_;
