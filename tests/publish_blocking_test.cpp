@@ -83,7 +83,7 @@ struct CountingParker {
   Inner inner;
 };
 #if defined(__linux__)
-struct CountingFutexParker : CountingParker<sluice::FutexParker> {
+struct CountingMembarrierParker : CountingParker<sluice::MembarrierFutexParker> {
   bool EnableHeavyFence() noexcept { return inner.EnableHeavyFence(); }
   bool HeavyFence() noexcept { return inner.HeavyFence(); }
 };
@@ -98,7 +98,11 @@ struct EagerCondVarTraits : CondVarTraits {
 };
 #if defined(__linux__)
 struct EagerFutexTraits : sluice::DefaultBusTraits {
-  using Parker = CountingFutexParker;
+  using Parker = CountingParker<sluice::FutexParker>;
+  static constexpr std::uint32_t kPollsBeforePark = 0;
+};
+struct EagerMembarrierTraits : sluice::DefaultBusTraits {
+  using Parker = CountingMembarrierParker;
   static constexpr std::uint32_t kPollsBeforePark = 0;
 };
 #endif
@@ -146,7 +150,8 @@ class PublishBlockingTest : public ::testing::Test {
   Bus bus_;
 };
 #if defined(__linux__)
-using TraitsList = ::testing::Types<CondVarTraits, EagerCondVarTraits, EagerFutexTraits>;
+using TraitsList =
+    ::testing::Types<CondVarTraits, EagerCondVarTraits, EagerFutexTraits, EagerMembarrierTraits>;
 #else
 using TraitsList = ::testing::Types<CondVarTraits, EagerCondVarTraits>;
 #endif

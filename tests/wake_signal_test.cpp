@@ -42,7 +42,8 @@ template <typename Parker>
 class WakeSignalTest : public ::testing::Test {};
 
 #if defined(__linux__)
-using Parkers = ::testing::Types<sluice::ConditionVariableParker, sluice::FutexParker>;
+using Parkers = ::testing::Types<sluice::ConditionVariableParker, sluice::FutexParker,
+                                 sluice::MembarrierFutexParker>;
 #else
 using Parkers = ::testing::Types<sluice::ConditionVariableParker>;
 #endif

@@ -3,7 +3,8 @@
 // NoParker (the default) it does not, and its producers pay nothing for it.
 // Two come with Sluice as add-ons: ConditionVariableParker (standard library,
 // sluice/extras/condition_variable_parker.hpp, with SleepingConsumerTraits)
-// and FutexParker (Linux, sluice/extras/futex_parker.hpp).
+// and FutexParker and MembarrierFutexParker (Linux,
+// sluice/extras/futex_parker.hpp).
 //
 // A parker is a class with two members, used by one bus:
 //   void Wait(const std::atomic<std::uint32_t>& word, std::uint32_t expected,

@@ -24,7 +24,7 @@
 // and the ticket load is acquire: a waiter that sees the new sequence also
 // sees the store before it.
 //
-// Asymmetric fences. A parker may offer a heavy fence (FutexParker: Linux
+// Asymmetric fences. A parker may offer a heavy fence (MembarrierFutexParker: Linux
 // membarrier, which makes every running thread of the process execute a full
 // barrier before it returns). Waiters then use it in place of their fence,
 // and notifiers need only keep their load after their store in the compiled

@@ -24,7 +24,8 @@ inline namespace SLUICE_ABI_NAMESPACE {
 // Portable parker from the standard library: a mutex and a condition
 // variable. A WakeAll takes the mutex only when the consumer announced that
 // it sleeps (WakeSignal checks first), so an awake consumer costs producers
-// no lock. Linux users may prefer FutexParker (sluice/extras/futex_parker.hpp).
+// no lock. Linux users may prefer FutexParker or MembarrierFutexParker
+// (sluice/extras/futex_parker.hpp).
 class ConditionVariableParker {
  public:
   void Wait(const std::atomic<std::uint32_t>& word, std::uint32_t expected,

@@ -1,6 +1,16 @@
-// FutexParker: a bus consumer sleeps on a Linux futex (see sluice/parker.hpp
-// for what a parker is). Lighter than ConditionVariableParker: no mutex, and
-// the kernel compares the word and sleeps in one step.
+// FutexParker and MembarrierFutexParker: a bus consumer (or a producer in
+// PublishBlocking) sleeps on a Linux futex (see sluice/parker.hpp for what a
+// parker is). Lighter than ConditionVariableParker: no mutex, and the kernel
+// compares the word and sleeps in one step.
+//
+// Which one: with FutexParker every publish (and every consumer batch) adds a
+// full fence; with MembarrierFutexParker it adds none, and each way into
+// sleep pays a membarrier system call instead, which interrupts every other
+// running thread of the process. That call takes longer than a fence by
+// orders of magnitude, so MembarrierFutexParker suits a consumer that sleeps
+// rarely (bursts with long idle gaps between them); at message gaps shorter
+// than the call, the consumer re-checks, finds a message and never sleeps
+// (docs/performance.md, "The sleeping consumer", has the figures).
 #pragma once
 
 #if !defined(__linux__)
@@ -46,10 +56,19 @@ class FutexParker {
     syscall(SYS_futex, Address(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
   }
 
-  // The heavy fence (see detail/wake_signal.hpp): with it, producers on the
-  // bus need no fence of their own. Registers the process for expedited
-  // private membarrier once; false where the kernel does not offer it (the
-  // bus then fences on every publish instead).
+ private:
+  static const std::uint32_t* Address(const std::atomic<std::uint32_t>& word) noexcept {
+    // The kernel reads the word's 4 bytes; the atomic is exactly those.
+    return reinterpret_cast<const std::uint32_t*>(&word);
+  }
+};
+
+// FutexParker plus the heavy fence (see detail/wake_signal.hpp): producers on
+// the bus need no fence of their own.
+class MembarrierFutexParker : public FutexParker {
+ public:
+  // Registers the process for expedited private membarrier once; false where
+  // the kernel does not offer it (the bus then fences on every publish).
   bool EnableHeavyFence() noexcept {
     static const bool registered =
         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
@@ -59,12 +78,6 @@ class FutexParker {
   // before this returns.
   bool HeavyFence() noexcept {
     return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
-  }
-
- private:
-  static const std::uint32_t* Address(const std::atomic<std::uint32_t>& word) noexcept {
-    // The kernel reads the word's 4 bytes; the atomic is exactly those.
-    return reinterpret_cast<const std::uint32_t*>(&word);
   }
 };
 
