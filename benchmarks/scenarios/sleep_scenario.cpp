@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <string>
 #include <utility>
@@ -21,6 +22,9 @@ namespace {
 
 struct FutexTraits : DefaultBusTraits {
   using Parker = FutexParker;
+};
+struct MembarrierTraits : DefaultBusTraits {
+  using Parker = MembarrierFutexParker;
 };
 template <ProducerModel kModel, typename Traits = SleepingConsumerTraits>
 using SleepingBus = AsyncBus<std::variant<Sample<24>>, 131072, kModel, Traits>;
@@ -45,8 +49,10 @@ void PublishCostRows(const Options& options, Report& report, Table& table) {
   auto plain = std::make_unique<BenchBus<kModel>>();
   auto condvar = std::make_unique<SleepingBus<kModel>>();
   auto futex = std::make_unique<SleepingBus<kModel, FutexTraits>>();
+  auto membarrier = std::make_unique<SleepingBus<kModel, MembarrierTraits>>();
   PinThisThread(options.ProducerCpu(0));
-  std::vector<double> plain_ns, condvar_ns, futex_ns, condvar_ratio, futex_ratio;
+  std::vector<double> plain_ns, condvar_ns, futex_ns, membarrier_ns, condvar_ratio, futex_ratio,
+      membarrier_ratio;
   // Interleaved, round by round; the ratios are taken within each round.
   for (int round = 0; round < options.rounds; ++round) {
     plain_ns.push_back(PublishNanos(*plain, options.publish_messages));
@@ -54,12 +60,15 @@ void PublishCostRows(const Options& options, Report& report, Table& table) {
     futex_ns.push_back(PublishNanos(*futex, options.publish_messages));
     condvar_ratio.push_back(condvar_ns.back() / plain_ns.back());
     futex_ratio.push_back(futex_ns.back() / plain_ns.back());
+    membarrier_ns.push_back(PublishNanos(*membarrier, options.publish_messages));
+    membarrier_ratio.push_back(membarrier_ns.back() / plain_ns.back());
   }
   const std::string model = ModelKey(kModel);
   table.rows.push_back(
       {std::string(ModelName(kModel)) + " publish, ns/msg (one thread)", MeanPlusMinus(plain_ns, 2),
        MeanPlusMinus(condvar_ns, 2) + " (" + Fixed(Median(condvar_ratio), 2) + "x)",
-       MeanPlusMinus(futex_ns, 2) + " (" + Fixed(Median(futex_ratio), 2) + "x)"});
+       MeanPlusMinus(futex_ns, 2) + " (" + Fixed(Median(futex_ratio), 2) + "x)",
+       MeanPlusMinus(membarrier_ns, 2) + " (" + Fixed(Median(membarrier_ratio), 2) + "x)"});
   SetSpread(plain_ns, &report.AddMetric("sleep." + model + ".publish_ns.polling",
                                         Summarize(plain_ns).mean, "ns", Better::kLower));
   SetSpread(condvar_ns, &report.AddMetric("sleep." + model + ".publish_ns.condvar",
@@ -72,6 +81,12 @@ void PublishCostRows(const Options& options, Report& report, Table& table) {
       .gated = false;
   report
       .AddMetric("sleep." + model + ".publish_ratio.futex", Median(futex_ratio), "x",
+                 Better::kLower)
+      .gated = false;
+  SetSpread(membarrier_ns, &report.AddMetric("sleep." + model + ".publish_ns.membarrier",
+                                             Summarize(membarrier_ns).mean, "ns", Better::kLower));
+  report
+      .AddMetric("sleep." + model + ".publish_ratio.membarrier", Median(membarrier_ratio), "x",
                  Better::kLower)
       .gated = false;
 }
@@ -274,7 +289,7 @@ constexpr double kLeastOfferedShare = 0.95;
 // if any) and the consumer's CPU, for busy polling and the two parkers.
 void PacedRows(const Options& options, Report& report, Table& table) {
   const std::pair<const char*, double> rates[] = {{"100K/s", 1e5}, {"1M/s", 1e6}, {"unlimited", 0}};
-  const char* const consumers[] = {"polling", "condvar", "futex"};
+  const char* const consumers[] = {"polling", "condvar", "futex", "membarrier"};
   const auto poll = [](auto& bus) { return bus.ProcessBatch(); };
   const auto wait = [](auto& bus) { return bus.ProcessBatchWait(std::chrono::milliseconds(100)); };
   for (const auto& [name, rate] : rates) {
@@ -282,11 +297,12 @@ void PacedRows(const Options& options, Report& report, Table& table) {
     const PacedResult cells[] = {
         PacedRun<BenchBus<ProducerModel::kMulti>>(options, rate, poll),
         PacedRun<SleepingBus<ProducerModel::kMulti>>(options, rate, wait),
-        PacedRun<SleepingBus<ProducerModel::kMulti, FutexTraits>>(options, rate, wait)};
+        PacedRun<SleepingBus<ProducerModel::kMulti, FutexTraits>>(options, rate, wait),
+        PacedRun<SleepingBus<ProducerModel::kMulti, MembarrierTraits>>(options, rate, wait)};
     const std::string label = rate > 0 ? std::string(name) + " offered" : std::string(name);
     std::vector<std::string> throughput_row = {label + ", dispatched per second"};
     std::vector<std::string> cpu_row = {label + ", consumer CPU % of one core"};
-    for (std::size_t c = 0; c < 3; ++c) {
+    for (std::size_t c = 0; c < std::size(cells); ++c) {
       const PacedResult& r = cells[c];
       std::string cell = WithThousands(static_cast<std::uint64_t>(r.dispatched_per_second));
       if (r.refused != 0) {
@@ -340,7 +356,8 @@ void RunSleep(const Options& options, Report& report) {
   Table table;
   table.id = "sleep";
   table.title = "11. The sleeping consumer: ProcessBatchWait against busy polling (ProcessBatch)";
-  table.columns = {"figure", "busy polling", "ConditionVariableParker", "FutexParker"};
+  table.columns = {"figure", "busy polling", "ConditionVariableParker", "FutexParker",
+                   "MembarrierFutexParker"};
 
   Progress("sleep: publish cost");
   PublishCostRows<ProducerModel::kSingle>(options, report, table);
@@ -352,6 +369,7 @@ void RunSleep(const Options& options, Report& report) {
     auto polling = std::make_unique<BenchBus<ProducerModel::kMulti>>();
     auto condvar = std::make_unique<SleepingBus<ProducerModel::kMulti>>();
     auto futex = std::make_unique<SleepingBus<ProducerModel::kMulti, FutexTraits>>();
+    auto membarrier = std::make_unique<SleepingBus<ProducerModel::kMulti, MembarrierTraits>>();
     const double busy =
         IdleCpuPercent(options, idle_seconds, [&] { (void)polling->ProcessBatch(); });
     const double asleep = IdleCpuPercent(options, idle_seconds, [&] {
@@ -360,12 +378,18 @@ void RunSleep(const Options& options, Report& report) {
     const double asleep_futex = IdleCpuPercent(options, idle_seconds, [&] {
       (void)futex->ProcessBatchWait(std::chrono::milliseconds(100));
     });
+    const double asleep_membarrier = IdleCpuPercent(options, idle_seconds, [&] {
+      (void)membarrier->ProcessBatchWait(std::chrono::milliseconds(100));
+    });
     table.rows.push_back({"idle consumer, CPU % of one core over " + Fixed(idle_seconds, 0) + " s",
-                          Fixed(busy, 1), Fixed(asleep, 2), Fixed(asleep_futex, 2)});
+                          Fixed(busy, 1), Fixed(asleep, 2), Fixed(asleep_futex, 2),
+                          Fixed(asleep_membarrier, 2)});
     report.AddMetric("sleep.idle_cpu_percent.polling", busy, "%", Better::kNeither);
     report.AddMetric("sleep.idle_cpu_percent.condvar", asleep, "%", Better::kLower).gated = false;
     report.AddMetric("sleep.idle_cpu_percent.futex", asleep_futex, "%", Better::kLower).gated =
         false;
+    report.AddMetric("sleep.idle_cpu_percent.membarrier", asleep_membarrier, "%", Better::kLower)
+        .gated = false;
   }
 
   Progress("sleep: wake-up latency");
@@ -373,22 +397,31 @@ void RunSleep(const Options& options, Report& report) {
   auto polling = std::make_unique<BenchBus<ProducerModel::kMulti>>();
   auto condvar = std::make_unique<SleepingBus<ProducerModel::kMulti>>();
   auto futex = std::make_unique<SleepingBus<ProducerModel::kMulti, FutexTraits>>();
+  auto membarrier = std::make_unique<SleepingBus<ProducerModel::kMulti, MembarrierTraits>>();
   const auto wait = [](auto& bus) { return bus.ProcessBatchWait(std::chrono::milliseconds(100)); };
   const Percentiles busy =
       WakeLatency(options, *polling, samples, [](auto& bus) { return bus.ProcessBatch(); });
   const Percentiles asleep = WakeLatency(options, *condvar, samples, wait);
   const Percentiles asleep_futex = WakeLatency(options, *futex, samples, wait);
+  const Percentiles asleep_membarrier = WakeLatency(options, *membarrier, samples, wait);
   table.rows.push_back({"publish to callback, idle consumer, P50 ns", Fixed(busy.p50, 0),
-                        Fixed(asleep.p50, 0), Fixed(asleep_futex.p50, 0)});
+                        Fixed(asleep.p50, 0), Fixed(asleep_futex.p50, 0),
+                        Fixed(asleep_membarrier.p50, 0)});
   table.rows.push_back({"publish to callback, idle consumer, P99 ns", Fixed(busy.p99, 0),
-                        Fixed(asleep.p99, 0), Fixed(asleep_futex.p99, 0)});
+                        Fixed(asleep.p99, 0), Fixed(asleep_futex.p99, 0),
+                        Fixed(asleep_membarrier.p99, 0)});
   report.AddMetric("sleep.wake_p50_ns.polling", busy.p50, "ns", Better::kNeither);
   report.AddMetric("sleep.wake_p99_ns.polling", busy.p99, "ns", Better::kNeither);
   report.AddMetric("sleep.wake_p50_ns.condvar", asleep.p50, "ns", Better::kLower).gated = false;
   report.AddMetric("sleep.wake_p99_ns.condvar", asleep.p99, "ns", Better::kLower).gated = false;
   report.AddMetric("sleep.wake_p50_ns.futex", asleep_futex.p50, "ns", Better::kLower).gated = false;
   report.AddMetric("sleep.wake_p99_ns.futex", asleep_futex.p99, "ns", Better::kLower).gated = false;
-  if (busy.samples == 0 || asleep.samples == 0 || asleep_futex.samples == 0) {
+  report.AddMetric("sleep.wake_p50_ns.membarrier", asleep_membarrier.p50, "ns", Better::kLower)
+      .gated = false;
+  report.AddMetric("sleep.wake_p99_ns.membarrier", asleep_membarrier.p99, "ns", Better::kLower)
+      .gated = false;
+  if (busy.samples == 0 || asleep.samples == 0 || asleep_futex.samples == 0 ||
+      asleep_membarrier.samples == 0) {
     RecordFailure("sleep: no wake-up samples");
   }
 
@@ -401,8 +434,9 @@ void RunSleep(const Options& options, Report& report) {
       "running, " +
           WithThousands(options.publish_messages) + " messages, " + std::to_string(options.rounds) +
           " interleaved rounds; in brackets the median of the per-round ratios to busy polling. "
-          "With ConditionVariableParker a publish adds a fence and a load; with FutexParker "
-          "only the load (the consumer pays a membarrier call on its way into sleep instead).",
+          "With ConditionVariableParker and FutexParker a publish adds a fence and a load; with "
+          "MembarrierFutexParker only the load (the consumer pays a membarrier call on its way "
+          "into sleep instead).",
       "Idle CPU: the consumer thread's CPU time while nothing is published; a sleeping "
       "consumer waits with a 100 ms timeout, so it wakes ten times a second.",
       "Wake-up latency: " + WithThousands(samples) +
