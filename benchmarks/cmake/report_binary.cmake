@@ -21,6 +21,7 @@ add_executable(sluice_bench
   harness/platform.cpp
   scenarios/common.cpp
   scenarios/admission_scenarios.cpp
+  scenarios/backlog_scenario.cpp
   scenarios/latency_scenario.cpp
   scenarios/memory_scenario.cpp
   scenarios/publish_scenarios.cpp

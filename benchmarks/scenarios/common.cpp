@@ -211,6 +211,8 @@ const std::vector<NamedScenario>& AllScenarios() {
       {"sleep", "the sleeping consumer: publish cost, idle CPU, wake-up latency, paced throughput",
        &RunSleep},
       {"pubbatch", "PublishBatch against single publishes", &RunPublishBatch},
+      {"backlog", "a HIGH message behind 100,000 queued LOW: publish to callback, FIFO bus",
+       &RunBacklog},
   };
   return scenarios;
 }
