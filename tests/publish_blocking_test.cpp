@@ -301,23 +301,30 @@ TYPED_TEST(PublishBlockingTest, LowWaitsForLowsThresholdAndNeverTakesTheReserve)
   this->ExpectNoUnwokenPark();
 }
 
-TYPED_TEST(PublishBlockingTest, RaisingTheThresholdsWakesTheWaiter) {
-  this->FillTo(this->kMediumLimit);
-  PublishStatus status = PublishStatus::kTimedOut;
-  std::thread producer = this->StartWaiter(MessagePriority::MEDIUM, &status);
-  this->AwaitWaiters(MessagePriority::MEDIUM, 1);
-  ASSERT_TRUE(this->bus_.SetAdmissionThresholds(60, 95, 99));  // MEDIUM: 16 * 95 % -> 16
-  producer.join();
-  EXPECT_EQ(status, PublishStatus::kAdmitted);
-  this->ExpectNoUnwokenPark();
-}
-
-TYPED_TEST(PublishBlockingTest, SwitchingToBareMetalWakesTheWaiter) {
-  this->FillTo(this->kLowLimit);
+// A mode or threshold change wakes no one by itself (the setters stay
+// wait-free and signal-safe); the consumer's next batch judges room by the
+// limits then in force. Queue at 12: LOW (limit 10) waits; one batch takes it
+// to 11, which admits LOW only under the new limit.
+TYPED_TEST(PublishBlockingTest, RaisedThresholdsApplyAtTheConsumersNextBatch) {
+  this->FillTo(12);
   PublishStatus status = PublishStatus::kTimedOut;
   std::thread producer = this->StartWaiter(MessagePriority::LOW, &status);
   this->AwaitWaiters(MessagePriority::LOW, 1);
-  this->bus_.SetPerformanceMode(sluice::PerformanceMode::BARE_METAL);  // every priority: full
+  ASSERT_TRUE(this->bus_.SetAdmissionThresholds(80, 80, 99));  // LOW: 16 * 80 % -> 13
+  EXPECT_EQ(this->bus_.ProcessBatch(1), 1u);
+  producer.join();
+  EXPECT_EQ(status, PublishStatus::kAdmitted);
+  EXPECT_EQ(this->bus_.QueueDepth(), 12u);
+  this->ExpectNoUnwokenPark();
+}
+
+TYPED_TEST(PublishBlockingTest, BareMetalModeAppliesAtTheConsumersNextBatch) {
+  this->FillTo(12);
+  PublishStatus status = PublishStatus::kTimedOut;
+  std::thread producer = this->StartWaiter(MessagePriority::LOW, &status);
+  this->AwaitWaiters(MessagePriority::LOW, 1);
+  this->bus_.SetPerformanceMode(sluice::PerformanceMode::BARE_METAL);  // every limit: 16
+  EXPECT_EQ(this->bus_.ProcessBatch(1), 1u);
   producer.join();
   EXPECT_EQ(status, PublishStatus::kAdmitted);
   this->ExpectNoUnwokenPark();

@@ -229,8 +229,8 @@ class AsyncBus {
   // waits up to `timeout` for room instead of being refused: it polls
   // Traits::kPollsBeforePark times, then sleeps on Traits::Parker until the
   // consumer has freed slots below the priority's threshold (the consumer
-  // wakes it at the end of such a batch; no polling while asleep), Close(),
-  // SetPerformanceMode or SetAdmissionThresholds. Admission is unchanged: a
+  // wakes it at the end of such a batch, judged by the mode and thresholds
+  // then in force; no polling while asleep) or Close(). Admission is unchanged: a
   // LOW publisher waits until the queue holds fewer messages than LOW's
   // threshold and never takes the room kept for MEDIUM and HIGH. Stamped
   // when admitted. Returns kAdmitted, kTimedOut, kClosed, kRejected (bad
@@ -440,11 +440,10 @@ class AsyncBus {
 
   // ---- Configuration and observation (any thread) --------------------------
 
-  // On a bus with a parker, producers waiting in PublishBlocking re-check.
-  void SetPerformanceMode(PerformanceMode mode) noexcept {
-    policy_.SetMode(mode);
-    if constexpr (kConsumerCanSleep) NotifyRoomWaiters(/*only_with_room=*/false);
-  }
+  // Producers waiting in PublishBlocking see a new mode at the consumer's
+  // next batch (waking them here would take the parker's lock, which a
+  // signal handler must not).
+  void SetPerformanceMode(PerformanceMode mode) noexcept { policy_.SetMode(mode); }
   PerformanceMode GetPerformanceMode() const noexcept { return policy_.Mode(); }
 
   // Percent fill at which LOW, MEDIUM and HIGH are refused. Returns false and
@@ -455,9 +454,8 @@ class AsyncBus {
     thresholds.low_percent = low_percent;
     thresholds.medium_percent = medium_percent;
     thresholds.high_percent = high_percent;
-    if (!policy_.SetThresholds(thresholds)) return false;
-    if constexpr (kConsumerCanSleep) NotifyRoomWaiters(/*only_with_room=*/false);
-    return true;
+    // Waiting producers see the new limits at the consumer's next batch.
+    return policy_.SetThresholds(thresholds);
   }
   AdmissionThresholds GetAdmissionThresholds() const noexcept { return policy_.Thresholds(); }
 
@@ -732,13 +730,12 @@ class AsyncBus {
   }
 #endif
 
-  // Wakes producers waiting in PublishBlocking: all of them, or (the
+  // Wakes producers waiting in PublishBlocking: all of them (Close), or (the
   // consumer, after a batch) those of each priority whose threshold the
   // queue is now below. SYNC POINT WRITE (R), notifying side: the fence
-  // orders the consumer's release of slots (PopFront's store), a mode or
-  // threshold store, or Close's store, before the loads of the waiter
-  // counts; a waiter's count increment, fence and re-check are the other
-  // half of the Dekker pair (detail/wake_signal.hpp).
+  // orders the consumer's release of slots (PopFront's store), or Close's
+  // store, before the loads of the waiter counts; a waiter's count increment, fence and re-check
+  // are the other half of the Dekker pair (detail/wake_signal.hpp).
   void NotifyRoomWaiters(bool only_with_room) noexcept {
 #if !SLUICE_FREESTANDING
     if (room_[0].Asymmetric() && room_[1].Asymmetric() && room_[2].Asymmetric()) {
