@@ -45,14 +45,16 @@ struct DefaultBusTraits {
 #else
   using Clock = CounterClock;
 #endif
-  // How the consumer sleeps in ProcessBatchWait (sluice/parker.hpp;
+  // How the consumer sleeps in ProcessBatchWait, and producers in
+  // PublishBlocking (sluice/parker.hpp;
   // SleepingConsumerTraits in sluice/extras/condition_variable_parker.hpp
   // picks the condition-variable parker). With
   // NoParker, ProcessBatchWait does not compile and publishing pays nothing
   // for it; with a parker, every publish adds a fence and a load.
   using Parker = NoParker;
-  // Empty polls ProcessBatchWait makes before it parks: a message that
-  // arrives meanwhile is taken without a sleep and a wake-up.
+  // Polls ProcessBatchWait (of an empty queue) and PublishBlocking (of a
+  // full one) make before they park: what changes meanwhile is taken without
+  // a sleep and a wake-up.
   static constexpr std::uint32_t kPollsBeforePark = 256;
 };
 

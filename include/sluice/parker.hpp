@@ -1,6 +1,8 @@
-// Parkers: how a bus's consumer sleeps while its queue is empty. A bus whose
-// traits name a parker (BusTraits::Parker) offers ProcessBatchWait; with
-// NoParker (the default) it does not, and its producers pay nothing for it.
+// Parkers: how a bus's consumer sleeps while its queue is empty, and how its
+// producers sleep in PublishBlocking while it is full. A bus whose traits
+// name a parker (BusTraits::Parker) offers ProcessBatchWait and
+// PublishBlocking; with NoParker (the default) it offers neither, and its
+// producers pay nothing for them.
 // Two come with Sluice as add-ons: ConditionVariableParker (standard library,
 // sluice/extras/condition_variable_parker.hpp, with SleepingConsumerTraits)
 // and FutexParker and MembarrierFutexParker (Linux,
@@ -19,14 +21,19 @@
 //     enough there; ProcessBatchWait alone has a single waiter).
 // Optionally, a parker may also offer
 //   bool EnableHeavyFence() noexcept;  // once, at the bus's construction
-//   bool HeavyFence() noexcept;        // consumer, on its way into sleep
+//   bool HeavyFence() noexcept;        // a waiter, on its way into sleep
 // where HeavyFence makes every running thread of the process execute a full
 // memory barrier before it returns (Linux membarrier). If EnableHeavyFence
-// returns true, producers skip their own fence (detail/wake_signal.hpp).
-// On one core without an operating system, Wait may loop on a wait-for-
-// interrupt instruction until `word` changes or time is up, and WakeAll may do
-// nothing (the interrupt that published already woke the core); under an
-// RTOS they take and give a semaphore.
+// returns true, notifiers (producers, and the consumer after a batch) skip
+// their own fence (detail/wake_signal.hpp).
+// On one core without an operating system (SLUICE_FREESTANDING, where there
+// is no PublishBlocking, so the consumer is the only waiter), Wait may loop
+// on a wait-for-interrupt instruction until `word` changes or time is up,
+// and WakeAll may do nothing (the interrupt that published already woke the
+// core); under an RTOS they take and give a semaphore.
+// Signal handlers and interrupts: a publish, a batch and Close call WakeAll
+// when someone sleeps, so they are as lock-free and signal-safe as WakeAll
+// is (ConditionVariableParker takes a mutex; the futex parkers do not).
 #pragma once
 
 #include <atomic>

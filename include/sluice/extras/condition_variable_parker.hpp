@@ -22,9 +22,13 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 
 // Portable parker from the standard library: a mutex and a condition
-// variable. A WakeAll takes the mutex only when the consumer announced that
-// it sleeps (WakeSignal checks first), so an awake consumer costs producers
-// no lock. Linux users may prefer FutexParker or MembarrierFutexParker
+// variable. A WakeAll takes the mutex only when someone announced that it
+// sleeps (WakeSignal checks first): the consumer, for a publish or Close;
+// producers in PublishBlocking, for the consumer's batch or Close. So an
+// awake bus costs no lock, but while someone sleeps, publishing, dispatching
+// and Close take this mutex: they are then neither lock-free nor safe in a
+// signal handler. The futex parkers keep both (a system call, no lock).
+// Linux users may prefer FutexParker or MembarrierFutexParker
 // (sluice/extras/futex_parker.hpp).
 class ConditionVariableParker {
  public:
