@@ -252,8 +252,8 @@ void RunBacklog(const Options& options, Report& report) {
       "dispatched only after the last LOW: its figure is about the drain time plus the "
       "empty-bus figure.");
   table.notes.push_back(
-      "A priority-ordered bus, which dispatches a queued HIGH before the LOW admitted ahead of "
-      "it, is being built to cut this wait; it will be a column of its own here.");
+      "Admission protects a HIGH message from loss, not from this wait: the bus dispatches in "
+      "admission order.");
   table.notes.push_back("Clock: " + FastClock::Description() + ".");
   table.notes.push_back(ClockStepNote());
   table.notes.push_back(

@@ -918,6 +918,8 @@ class AsyncBus {
                      NoRoomSignals>
       room_;
   std::atomic<std::thread::id> consumer_thread_{};
+  static_assert(!kConsumerCanSleep || std::atomic<std::thread::id>::is_always_lock_free,
+                "Sluice: PublishBlocking needs a lock-free std::atomic<std::thread::id>");
 #endif
   static constexpr std::uint32_t kOpen = 0;
   static constexpr std::uint32_t kClosing = 1;
