@@ -44,10 +44,11 @@ int main() {
     while (!stopped.load()) bus.ProcessBatch(64);
   });
   std::atomic<bool> flooding{true};
+  std::atomic<bool> log_refused{false};
   std::thread log_flood([&] {
     for (std::uint32_t n = 0; flooding.load(); ++n) {
       // Refusals are the point of the flood; the statistics count them.
-      (void)bus.PublishWithPriority(LogLine{n}, 1, MessagePriority::LOW);
+      if (!bus.PublishWithPriority(LogLine{n}, 1, MessagePriority::LOW)) log_refused.store(true);
     }
   });
   std::thread telemetry([&] {
@@ -56,8 +57,10 @@ int main() {
     }
   });
 
-  // The safety monitor waits until the queue is under pressure, then stops.
-  while (bus.GetBackpressureLevel() < sluice::BackpressureLevel::WARNING) {
+  // The safety monitor waits until the queue is under pressure and the flood
+  // has been turned away (on a busy machine the flood thread may start late),
+  // then stops.
+  while (bus.GetBackpressureLevel() < sluice::BackpressureLevel::WARNING || !log_refused.load()) {
     std::this_thread::yield();
   }
   const sluice::BackpressureLevel level = bus.GetBackpressureLevel();
