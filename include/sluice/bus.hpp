@@ -20,6 +20,7 @@
 #include "sluice/detail/dispatch_epoch.hpp"
 #include "sluice/detail/error_reporter.hpp"
 #include "sluice/detail/latency_recorder.hpp"
+#include "sluice/detail/message_queue.hpp"
 #include "sluice/detail/ring.hpp"
 #include "sluice/detail/statistics_counters.hpp"
 #include "sluice/detail/subscription_registry.hpp"
@@ -66,17 +67,27 @@ class AsyncBus {
   static_assert(kCapacity <= (std::size_t{1} << 31),
                 "Sluice: the capacity must be at most 2^31 slots (a batch counts in 32 bits)");
 
+  static_assert(Traits::kDeliveryOrder == DeliveryOrder::kFifo ||
+                    Traits::kDeliveryOrder == DeliveryOrder::kPriority,
+                "Sluice: kDeliveryOrder must be DeliveryOrder::kFifo or DeliveryOrder::kPriority");
+  using Queue = std::conditional_t<
+      Traits::kDeliveryOrder == DeliveryOrder::kPriority,
+      detail::PriorityQueue<MessageEnvelope<Payload>, kCapacity, kProducers, Traits::kSlotStorage,
+                            Traits::kPriorityCheckInterval, Traits::kStarvationLimit>,
+      detail::FifoQueue<MessageEnvelope<Payload>, kCapacity, kProducers, Traits::kSlotStorage>>;
+
  public:
   using Envelope = MessageEnvelope<Payload>;
-  // Memory of one slot (sequence number + envelope) and of the whole ring.
-  static constexpr std::size_t kBytesPerSlot =
-      sizeof(typename detail::Ring<Envelope, kCapacity, kProducers, Traits::kSlotStorage>::Slot);
-  static constexpr std::size_t kRingBytes = kBytesPerSlot * kCapacity;
+  // Memory of one slot (sequence number + envelope) and of all slots: one
+  // ring of kCapacity, or three with DeliveryOrder::kPriority.
+  static constexpr std::size_t kBytesPerSlot = Queue::kBytesPerSlot;
+  static constexpr std::size_t kRingBytes = kBytesPerSlot * kCapacity * Queue::kRingCount;
+  static constexpr DeliveryOrder kDeliveryOrder = Traits::kDeliveryOrder;
   static constexpr bool kKeepsLatencyHistograms = Traits::kLatencyHistograms;
 
-  AsyncBus() : ring_(0) {}
+  AsyncBus() : queue_(0) {}
   // For tests: counting starts at `first` (near the wrap), not at 0.
-  explicit AsyncBus(detail::FirstPosition first) : ring_(first.value) {}
+  explicit AsyncBus(detail::FirstPosition first) : queue_(first.value) {}
   AsyncBus(const AsyncBus&) = delete;
   AsyncBus& operator=(const AsyncBus&) = delete;
   // Destroys queued payloads and subscription callables. No thread may be
@@ -192,20 +203,20 @@ class AsyncBus {
         }
       }
       if (wanted != 0) {
-        Position position = 0;
-        const Position claimed =
-            ring_.TryClaimUpTo(policy_.LimitFor(mode, priority), wanted, &position);
+        Position run = 0;
+        const Position claimed = queue_.TryClaimRun(policy_.LimitFor(mode, priority), wanted, &run);
         // Counted before the messages become visible (see PublishImpl).
         if (counted && claimed != 0) statistics_.CountPublished(priority, claimed);
         for (Position i = 0; i < claimed; ++i, ++first) {
+          const typename Queue::Claim claim = queue_.ClaimInRun(priority, run, i);
           MessageHeader header;
-          header.msg_id = position + i;
+          header.msg_id = Queue::MessageId(claim);
           header.timestamp_us = timestamp_us;
           header.sender_id = sender_id;
           header.priority = priority;
           header.counted = counted;
-          new (ring_.Storage(position + i)) Envelope{header, MakePayload(*first)};
-          ring_.Publish(position + i);
+          new (queue_.Storage(claim)) Envelope{header, MakePayload(*first)};
+          queue_.Publish(claim);
         }
         if constexpr (kConsumerCanSleep) {
           if (claimed != 0) wake_.Notify();
@@ -296,7 +307,7 @@ class AsyncBus {
       while (close_state_.load(std::memory_order_acquire) != kClosed) detail::CpuRelax();
       return;
     }
-    closed_tail_ = ring_.Close();
+    closed_tail_ = queue_.Close();
     // Publishes closed_tail_ for Drain and IsDrained (acquire).
     close_state_.store(kClosed, std::memory_order_release);
     if constexpr (kConsumerCanSleep) {
@@ -315,7 +326,7 @@ class AsyncBus {
   bool IsDrained() const noexcept {
     if (close_state_.load(std::memory_order_acquire) != kClosed) return false;
     // Wrap-safe: the consumer never passes the closed tail.
-    return ring_.Released() == closed_tail_;
+    return queue_.Released() == closed_tail_;
   }
 
 #if !SLUICE_FREESTANDING
@@ -493,12 +504,12 @@ class AsyncBus {
 
   // Admitted messages not yet released by the consumer (an estimate while
   // the bus runs).
-  std::size_t QueueDepth() const noexcept { return static_cast<std::size_t>(ring_.Depth()); }
+  std::size_t QueueDepth() const noexcept { return static_cast<std::size_t>(queue_.Depth()); }
   double QueueUtilizationPercent() const noexcept {
-    return static_cast<double>(ring_.Depth()) * 100.0 / static_cast<double>(kCapacity);
+    return static_cast<double>(queue_.Depth()) * 100.0 / static_cast<double>(kCapacity);
   }
   BackpressureLevel GetBackpressureLevel() const noexcept {
-    return ClassifyBackpressure(ring_.Depth(), kCapacity);
+    return ClassifyBackpressure(queue_.Depth(), kCapacity);
   }
 
  private:
@@ -512,21 +523,21 @@ class AsyncBus {
   // `timeout` passed first. Polls, then parks (SYNC POINT W: the re-check
   // after PrepareWait is the slot's acquire load in TryFront).
   bool WaitForMessage(std::chrono::nanoseconds timeout) {
-    if (ring_.TryFront() != nullptr) return true;
+    if (queue_.TryFront() != nullptr) return true;
     for (std::uint32_t i = 0; i < Traits::kPollsBeforePark; ++i) {
       detail::CpuRelax();
-      if (ring_.TryFront() != nullptr) return true;
+      if (queue_.TryFront() != nullptr) return true;
     }
 #if SLUICE_FREESTANDING
     // No clock of Sluice's own: one park, bounded by the parker.
     std::uint32_t ticket = 0;
-    if (!wake_.PrepareWait(&ticket)) return ring_.TryFront() != nullptr;
-    if (ring_.TryFront() != nullptr) {
+    if (!wake_.PrepareWait(&ticket)) return queue_.TryFront() != nullptr;
+    if (queue_.TryFront() != nullptr) {
       wake_.CancelWait();
       return true;
     }
     wake_.Wait(ticket, timeout);
-    return ring_.TryFront() != nullptr;
+    return queue_.TryFront() != nullptr;
 #else
     using Clock = std::chrono::steady_clock;
     const Clock::time_point start = Clock::now();
@@ -537,12 +548,12 @@ class AsyncBus {
       std::uint32_t ticket = 0;
       if (!wake_.PrepareWait(&ticket)) {
         // Cannot announce a sleep: poll until a message or the deadline.
-        if (ring_.TryFront() != nullptr) return true;
+        if (queue_.TryFront() != nullptr) return true;
         if (Clock::now() >= deadline) return false;
         detail::CpuRelax();
         continue;
       }
-      if (ring_.TryFront() != nullptr) {
+      if (queue_.TryFront() != nullptr) {
         wake_.CancelWait();
         return true;
       }
@@ -562,7 +573,7 @@ class AsyncBus {
       // own clock.
       const std::chrono::nanoseconds left = deadline - now;
       wake_.Wait(ticket, left < std::chrono::hours(1) ? left : std::chrono::hours(1));
-      if (ring_.TryFront() != nullptr) return true;
+      if (queue_.TryFront() != nullptr) return true;
     }
 #endif
   }
@@ -646,8 +657,8 @@ class AsyncBus {
       // (which holds up the consumer) as short as possible.
       timestamp_us = mode == PerformanceMode::BARE_METAL ? 0 : Traits::Clock::NowMicros();
     }
-    Position position;
-    if (!ring_.TryClaim(policy_.LimitFor(mode, priority), &position)) return false;
+    typename Queue::Claim claim;
+    if (!queue_.TryClaim(policy_.LimitFor(mode, priority), priority, &claim)) return false;
     // Counted before the message becomes visible, so processed never runs
     // ahead of published; and before the envelope is written, because with
     // several producers the count is a locked instruction, which would
@@ -656,13 +667,13 @@ class AsyncBus {
     const bool counted = mode == PerformanceMode::FULL_FEATURED;
     if (counted) statistics_.CountPublished(priority);
     MessageHeader header;
-    header.msg_id = position;
+    header.msg_id = Queue::MessageId(claim);
     header.timestamp_us = timestamp_us;
     header.sender_id = sender_id;
     header.priority = priority;
     header.counted = counted;
-    new (ring_.Storage(position)) Envelope{header, make_payload()};
-    ring_.Publish(position);
+    new (queue_.Storage(claim)) Envelope{header, make_payload()};
+    queue_.Publish(claim);
     if constexpr (kConsumerCanSleep) wake_.Notify();
     return true;
   }
@@ -756,7 +767,7 @@ class AsyncBus {
         // Skipping a wake here is safe: the queue holds at least the limit,
         // and the batch that takes it below will look again.
         if (!have_depth) {
-          depth = ring_.Depth();
+          depth = queue_.Depth();
           have_depth = true;
         }
         if (depth >= policy_.LimitFor(mode, static_cast<MessagePriority>(p))) continue;
@@ -815,7 +826,7 @@ class AsyncBus {
   template <BatchKind kKind, typename DispatchOne>
   std::uint32_t RunBatch(std::uint32_t max_messages, DispatchOne&& dispatch_one) {
     if (dispatching_ || max_messages == 0) return 0;
-    Envelope* envelope = ring_.TryFront();
+    Envelope* envelope = queue_.TryFront();
     if (envelope == nullptr) return 0;
     dispatching_ = true;
 #if !SLUICE_FREESTANDING
@@ -858,9 +869,9 @@ class AsyncBus {
         latency.Add(envelope->header);
         counted += envelope->header.counted ? 1 : 0;
         dispatch_one(*envelope);
-        ring_.PopFront();
+        queue_.PopFront();
         ++count;
-      } while (count < max_messages && (envelope = ring_.TryFront()) != nullptr);
+      } while (count < max_messages && (envelope = queue_.TryFront()) != nullptr);
       latency.Finish();
       return count;
     };
@@ -906,7 +917,7 @@ class AsyncBus {
 
   friend struct detail::TestAccess;
 
-  detail::Ring<Envelope, kCapacity, kProducers, Traits::kSlotStorage> ring_;
+  Queue queue_;
   detail::AdmissionPolicy<kCapacity> policy_;
   WakeSignalType wake_;
 #if !SLUICE_FREESTANDING

@@ -26,6 +26,19 @@ enum class SlotStorage {
   kInline,
 };
 
+// The order in which the consumer takes admitted messages.
+enum class DeliveryOrder {
+  // Admission order, across priorities: one ring. A HIGH message admitted
+  // behind a backlog waits for the whole backlog.
+  kFifo,
+  // HIGH before MEDIUM before LOW, admission order within a priority: one
+  // ring per priority, each of the full capacity (three times the slot
+  // memory), and a second claim per publish. Admission, fill, statistics
+  // and Depth are still over the whole bus. See kPriorityCheckInterval and
+  // kStarvationLimit.
+  kPriority,
+};
+
 struct DefaultBusTraits {
   // Subscriptions per payload type; Subscribe past it returns an invalid handle.
   static constexpr std::size_t kMaxSubscribersPerType = 16;
@@ -56,6 +69,22 @@ struct DefaultBusTraits {
   // full one) make before they park: what changes meanwhile is taken without
   // a sleep and a wake-up.
   static constexpr std::uint32_t kPollsBeforePark = 256;
+  static constexpr DeliveryOrder kDeliveryOrder = DeliveryOrder::kFifo;
+  // DeliveryOrder::kPriority: the consumer looks for a message of a higher
+  // priority at least every this many messages (1: before each one). At
+  // least 1.
+  static constexpr std::uint32_t kPriorityCheckInterval = 1;
+  // DeliveryOrder::kPriority: 0 is strict priority (LOW can wait for ever
+  // under endless HIGH). N > 0: a lower priority whose front message has
+  // been passed over by N messages of higher priorities gets the next run
+  // (up to kPriorityCheckInterval messages), lowest priority first.
+  static constexpr std::uint32_t kStarvationLimit = 0;
+};
+
+// HIGH first: DeliveryOrder::kPriority with the default check interval and
+// strict priority.
+struct PriorityOrderTraits : DefaultBusTraits {
+  static constexpr DeliveryOrder kDeliveryOrder = DeliveryOrder::kPriority;
 };
 
 }  // namespace SLUICE_ABI_NAMESPACE

@@ -1,0 +1,257 @@
+// Claiming positions under a limit: a counter producers claim from (the
+// tail) and the consumer's released position. The fill of a queue is
+// tail - released; a claim is admitted only while the fill is below the
+// caller's limit. The ring (detail/ring.hpp) pairs one cursor with its
+// slots; the priority-ordered queue (detail/message_queue.hpp) uses one for
+// the fill of the whole bus and one per priority ring.
+//
+// Positions only grow, modulo 2^bits (Position: 64 bits, or 32 with
+// SLUICE_ATOMIC_BITS=32), and are compared only as differences, which stay
+// right across the wrap.
+//
+// Synchronisation, each release named with its acquire:
+//  (B) slot reuse, consumer -> producer: Release() stores `released` with
+//      release after the consumer destroyed what it releases, for every
+//      message, so a claim counts exactly the messages not yet destroyed;
+//      TryClaim() loads it with acquire before its caller constructs into a
+//      slot of the next lap. Producers read it only when their cached copy
+//      says the queue may be near their limit, so the consumer's line stays
+//      its own. The producers' shared cache of it (MPSC) is stored with
+//      release and loaded with acquire, so a producer that uses another
+//      producer's cached value still inherits (B) through that producer.
+//  The claim itself (`tail`) carries no data and is relaxed.
+//  (H) depth, for observers: every position below `released` was claimed
+//      (the claim is sequenced before the caller's publication, which the
+//      consumer acquired before releasing), so Depth() loads `released` with
+//      acquire and then `tail`, and never sees the tail behind it.
+//
+// With 32-bit positions one case is not covered: a producer preempted
+// between loading the tail (or `released`) and its claiming CAS (or its
+// refresh of the shared cache) while other producers claim exactly a
+// multiple of 2^32 positions can succeed on a recycled value (ABA) and admit
+// past the limit. That takes 4,294,967,296 publishes during one preemption
+// of one producer; 64-bit positions would need 2^64.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+
+#include "sluice/config.hpp"
+#include "sluice/producer_model.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
+
+template <std::size_t kCapacity, ProducerModel kModel>
+class ClaimCursor {
+ public:
+  static constexpr bool kMultiProducer = kModel == ProducerModel::kMulti;
+  // How far Close() moves the tail: half the position range, so every later
+  // claim computes a fill far beyond the capacity (and any limit) and is
+  // refused, while the true depth is still recoverable (Depth()).
+  static constexpr Position kClosedJump = Position{1} << (SLUICE_ATOMIC_BITS - 1);
+
+  explicit ClaimCursor(Position first_position = 0) noexcept {
+    producer_.tail.store(first_position, std::memory_order_relaxed);
+    producer_.consumer_position_cache.store(first_position, std::memory_order_relaxed);
+    consumer_.position = first_position;
+    consumer_.released.store(first_position, std::memory_order_relaxed);
+  }
+
+  ClaimCursor(const ClaimCursor&) = delete;
+  ClaimCursor& operator=(const ClaimCursor&) = delete;
+
+  // Producer. Claims the next position if fewer than `limit` positions are
+  // claimed and not released (limit <= capacity).
+  // MPSC: lock-free (a failed CAS means another producer claimed); the claim
+  // is taken at once. SPSC: wait-free (at most one re-read of the consumer
+  // position); the claim is taken by Commit().
+  bool TryClaim(Position limit, Position* claimed) noexcept {
+    if constexpr (kMultiProducer) {
+      return TryClaimShared(limit, claimed);
+    } else {
+      return TryClaimExclusive(limit, claimed);
+    }
+  }
+
+  // Producer: claims up to `wanted` consecutive positions with one claim (one
+  // CAS in MPSC), as many as fit below `limit`; returns how many (0 when the
+  // queue is at the limit) and the first in *first.
+  Position TryClaimUpTo(Position limit, Position wanted, Position* first) noexcept {
+    if (wanted == 0) return 0;
+    if constexpr (kMultiProducer) {
+      Position position = producer_.tail.load(std::memory_order_relaxed);
+      // SYNC POINT READ (B), through another producer's refresh.
+      Position released = producer_.consumer_position_cache.load(std::memory_order_acquire);
+      for (;;) {
+        Position fill = position - released;
+        if (fill >= limit || fill > kCapacity) {
+          // SYNC POINT READ (B): see Release().
+          released = consumer_.released.load(std::memory_order_acquire);
+          producer_.consumer_position_cache.store(released, std::memory_order_release);
+          fill = position - released;
+          if (fill > kCapacity || fill >= limit) {
+            // As TryClaimShared: refuse only if the tail held still.
+            const Position tail = producer_.tail.load(std::memory_order_relaxed);
+            if (tail == position) return 0;
+            position = tail;
+            continue;
+          }
+        }
+        const Position room = limit - fill;
+        const Position count = wanted < room ? wanted : room;
+        if (producer_.tail.compare_exchange_weak(
+                position, position + count, std::memory_order_relaxed, std::memory_order_relaxed)) {
+          *first = position;
+          return count;
+        }
+        // Another producer claimed; the CAS loaded the new tail.
+      }
+    } else {
+      const Position position = producer_.tail.load(std::memory_order_relaxed);
+      Position released = producer_.consumer_position_cache.load(std::memory_order_relaxed);
+      if (position - released + wanted > limit) {
+        // SYNC POINT READ (B): see Release().
+        released = consumer_.released.load(std::memory_order_acquire);
+        producer_.consumer_position_cache.store(released, std::memory_order_relaxed);
+      }
+      const Position fill = position - released;
+      if (fill >= limit) return 0;
+      const Position room = limit - fill;
+      *first = position;
+      return wanted < room ? wanted : room;
+    }
+  }
+
+  // Producer: takes the claim of `position` (SPSC; MPSC claims are taken by
+  // the CAS). Call before the claimed position's message becomes visible, so
+  // that observers (H) never see the tail behind `released`.
+  void Commit(Position position) noexcept {
+    if constexpr (!kMultiProducer) {
+      producer_.tail.store(position + 1, std::memory_order_relaxed);
+    } else {
+      (void)position;
+    }
+  }
+
+  // Consumer: the next position to release.
+  Position ConsumerPosition() const noexcept { return consumer_.position; }
+
+  // Consumer: hands the position at ConsumerPosition() back to the producers,
+  // after destroying what it held.
+  void Release() noexcept {
+    ++consumer_.position;
+    // SYNC POINT WRITE (B): what the caller destroyed before this store.
+    consumer_.released.store(consumer_.position, std::memory_order_release);
+  }
+
+  // Closes the cursor to new claims and returns the tail it closed at: every
+  // position below it was claimed before, none at or above it is ever
+  // claimed. MPSC: any thread, once (the caller makes sure): the jump is one
+  // RMW on the tail, so the claims' CAS total order puts each claim before
+  // it (below the returned tail) or after it (refused). SPSC: the producer
+  // thread, or while it does not publish (the producer stores the tail with
+  // plain stores).
+  Position Close() noexcept {
+    if constexpr (kMultiProducer) {
+      return producer_.tail.fetch_add(kClosedJump, std::memory_order_relaxed);
+    } else {
+      const Position tail = producer_.tail.load(std::memory_order_relaxed);
+      producer_.tail.store(tail + kClosedJump, std::memory_order_relaxed);
+      return tail;
+    }
+  }
+
+  // The consumer's position, for observers (Drain): every position below it
+  // has been released. SYNC POINT READ (B).
+  Position Released() const noexcept { return consumer_.released.load(std::memory_order_acquire); }
+
+  // Positions claimed and not yet released, exactly, at one instant during
+  // the call (the read of `released`): the tail is read on both sides of it
+  // and the pair is retried until the tail held still. Lock-free: a retry
+  // means a producer claimed meanwhile. Any thread or interrupt handler.
+  Position Depth() const noexcept {
+    Position tail = producer_.tail.load(std::memory_order_relaxed);
+    for (;;) {
+      // SYNC POINT READ (H): see the file comment.
+      const Position released = consumer_.released.load(std::memory_order_acquire);
+      const Position tail_after = producer_.tail.load(std::memory_order_relaxed);
+      // (H) gives tail_after >= released; equal tails bound the moment. A
+      // closed cursor's tail is kClosedJump ahead of its last claim.
+      if (tail_after == tail) {
+        const Position depth = tail - released;
+        return depth > kCapacity ? depth - kClosedJump : depth;
+      }
+      tail = tail_after;
+    }
+  }
+
+ private:
+  bool TryClaimShared(Position limit, Position* claimed) noexcept {
+    Position position = producer_.tail.load(std::memory_order_relaxed);
+    // SYNC POINT READ (B), through another producer's refresh.
+    Position released = producer_.consumer_position_cache.load(std::memory_order_acquire);
+    for (;;) {
+      // Unsigned: a stale `position` behind `released` yields a huge fill and
+      // takes the slow path, which re-reads the tail.
+      if (position - released >= limit) {
+        // The cache says the queue may be at the limit: ask the consumer.
+        // SYNC POINT READ (B): see Release().
+        released = consumer_.released.load(std::memory_order_acquire);
+        producer_.consumer_position_cache.store(released, std::memory_order_release);
+        if (position - released > kCapacity || position - released >= limit) {
+          // Refuse only if the tail has not moved since `released` was read:
+          // then the queue held position - released >= limit messages at
+          // that moment, so the refusal is real and not a lost race.
+          const Position tail = producer_.tail.load(std::memory_order_relaxed);
+          if (tail == position) return false;
+          position = tail;
+          continue;
+        }
+      }
+      if (producer_.tail.compare_exchange_weak(position, position + 1, std::memory_order_relaxed,
+                                               std::memory_order_relaxed)) {
+        *claimed = position;
+        return true;
+      }
+      // Another producer claimed `position`; the CAS loaded the new tail.
+    }
+  }
+
+  bool TryClaimExclusive(Position limit, Position* claimed) noexcept {
+    const Position position = producer_.tail.load(std::memory_order_relaxed);
+    Position released = producer_.consumer_position_cache.load(std::memory_order_relaxed);
+    if (position - released >= limit) {
+      // SYNC POINT READ (B): see Release().
+      released = consumer_.released.load(std::memory_order_acquire);
+      producer_.consumer_position_cache.store(released, std::memory_order_relaxed);
+      if (position - released >= limit) return false;
+    }
+    *claimed = position;
+    return true;
+  }
+
+  // Written by producers. The consumer never touches this line.
+  struct alignas(kCacheLineSize) ProducerCursor {
+    std::atomic<Position> tail{0};
+    // The last consumer position a producer read: lets admission skip the
+    // consumer's line until the queue may be near the caller's limit.
+    std::atomic<Position> consumer_position_cache{0};
+  };
+  // Written by the consumer; producers read `released` only on refresh.
+  struct alignas(kCacheLineSize) ConsumerCursor {
+    Position position = 0;  // consumer-private
+    std::atomic<Position> released{0};
+  };
+  static_assert(sizeof(ProducerCursor) == kCacheLineSize &&
+                    sizeof(ConsumerCursor) == kCacheLineSize,
+                "producer and consumer cursors must each fill one cache line");
+
+  ProducerCursor producer_;
+  ConsumerCursor consumer_;
+};
+
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

@@ -1,0 +1,217 @@
+// The queue behind a bus, in one of two delivery orders (DeliveryOrder in
+// sluice/bus_traits.hpp): FifoQueue, one ring taken in admission order, or
+// PriorityQueue, one ring per priority taken HIGH first. Both offer the bus
+// the same calls: claim under the fill limit, construct at Storage, Publish;
+// TryFront and PopFront for the consumer; Close, Released and Depth over the
+// whole queue.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "sluice/bus_traits.hpp"
+#include "sluice/config.hpp"
+#include "sluice/detail/claim_cursor.hpp"
+#include "sluice/detail/cpu_relax.hpp"
+#include "sluice/detail/ring.hpp"
+#include "sluice/message.hpp"
+#include "sluice/producer_model.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
+
+// Admission order: the ring itself. A claim is the message's position.
+template <typename Envelope, std::size_t kCapacity, ProducerModel kModel, SlotStorage kStorage>
+class FifoQueue {
+  using RingType = Ring<Envelope, kCapacity, kModel, kStorage>;
+
+ public:
+  using Claim = Position;
+  static constexpr std::size_t kRingCount = 1;
+  static constexpr std::size_t kBytesPerSlot = sizeof(typename RingType::Slot);
+
+  explicit FifoQueue(Position first_position) noexcept : ring_(first_position) {}
+
+  bool TryClaim(Position limit, MessagePriority /*priority*/, Claim* claim) noexcept {
+    return ring_.TryClaim(limit, claim);
+  }
+  // Up to `wanted` admissions with one claim; ClaimInRun(priority, first, i)
+  // then gives the i-th.
+  Position TryClaimRun(Position limit, Position wanted, Position* first) noexcept {
+    return ring_.TryClaimUpTo(limit, wanted, first);
+  }
+  Claim ClaimInRun(MessagePriority /*priority*/, Position first, Position i) noexcept {
+    return first + i;
+  }
+  static Position MessageId(Claim claim) noexcept { return claim; }
+  void* Storage(Claim claim) noexcept { return ring_.Storage(claim); }
+  void Publish(Claim claim) noexcept { ring_.Publish(claim); }
+
+  Envelope* TryFront() noexcept { return ring_.TryFront(); }
+  void PopFront() noexcept { ring_.PopFront(); }
+
+  Position Close() noexcept { return ring_.Close(); }
+  Position Released() const noexcept { return ring_.Released(); }
+  Position Depth() const noexcept { return ring_.Depth(); }
+
+ private:
+  RingType ring_;
+};
+
+// Priority order: one ring per priority, each of the full capacity, and one
+// claim cursor for the fill of the whole queue (admission, Depth, Close).
+//
+// Producer: a publish first claims a position of the whole queue under its
+// priority's limit (that position is the message id), then a slot in its
+// priority's ring. The second claim always finds room: positions claimed
+// from the ring and not released are a subset of those claimed from the
+// whole queue and not released (the consumer releases the ring's position
+// before the queue's), and those number at most the capacity, this
+// producer's own among them. A ring claim can thus be refused only by a
+// stale read of the ring's released position, a store the consumer has
+// already made; the producer re-reads until it sees it (no wait for any
+// thread to run). A stalled producer holds up only its own priority's ring.
+//
+// Consumer: takes the front of the highest priority ring that has a
+// published message, and checks the higher rings again after at most
+// kCheckInterval messages. With kStarvationLimit != 0, a lower priority
+// whose front message has been passed over by kStarvationLimit messages of
+// higher priorities gets the next run (lowest such priority first).
+//
+// Synchronisation: each ring keeps its own (A) and (B) (detail/ring.hpp);
+// the queue's cursor keeps (B) and (H) for the whole fill
+// (detail/claim_cursor.hpp). PopFront releases the ring's position (release
+// store) before the queue's (release store), so a producer whose admission
+// acquired the queue's released position also finds the ring's.
+template <typename Envelope, std::size_t kCapacity, ProducerModel kModel, SlotStorage kStorage,
+          std::uint32_t kCheckInterval, std::uint32_t kStarvationLimit>
+class PriorityQueue {
+  static_assert(kCheckInterval >= 1, "Sluice: kPriorityCheckInterval must be at least 1");
+  using RingType = Ring<Envelope, kCapacity, kModel, kStorage>;
+
+ public:
+  struct Claim {
+    Position id;
+    Position slot;
+    std::uint8_t ring;
+  };
+  static constexpr std::size_t kRingCount = kPriorityCount;
+  static constexpr std::size_t kBytesPerSlot = sizeof(typename RingType::Slot);
+
+  explicit PriorityQueue(Position first_position) noexcept
+      : fill_(first_position),
+        rings_{RingType(first_position), RingType(first_position), RingType(first_position)} {}
+
+  bool TryClaim(Position limit, MessagePriority priority, Claim* claim) noexcept {
+    Position id = 0;
+    if (!fill_.TryClaim(limit, &id)) return false;
+    *claim = ClaimInRun(priority, id, 0);
+    return true;
+  }
+
+  Position TryClaimRun(Position limit, Position wanted, Position* first) noexcept {
+    return fill_.TryClaimUpTo(limit, wanted, first);
+  }
+
+  // The ring slot for the i-th admission of a run (see the class comment for
+  // why the loop ends as soon as the consumer's release is visible).
+  Claim ClaimInRun(MessagePriority priority, Position first, Position i) noexcept {
+    const auto ring = static_cast<std::uint8_t>(priority);
+    Position slot = 0;
+    while (!rings_[ring].TryClaim(kCapacity, &slot)) CpuRelax();
+    return Claim{first + i, slot, ring};
+  }
+
+  static Position MessageId(const Claim& claim) noexcept { return claim.id; }
+  void* Storage(const Claim& claim) noexcept { return rings_[claim.ring].Storage(claim.slot); }
+  void Publish(const Claim& claim) noexcept {
+    // The queue's claim first, for observers (H).
+    fill_.Commit(claim.id);
+    rings_[claim.ring].Publish(claim.slot);
+  }
+
+  // Consumer: the message to dispatch next, or nullptr when no ring has a
+  // published front. Wait-free.
+  Envelope* TryFront() noexcept {
+    if (run_left_ != 0) {
+      if (Envelope* envelope = rings_[current_].TryFront()) return envelope;
+    }
+    return Select();
+  }
+
+  // Consumer: destroys the message TryFront returned and frees its slot.
+  void PopFront() noexcept {
+    // SYNC POINT WRITE (B) of the ring, then of the whole queue: the order
+    // the class comment's argument needs.
+    rings_[current_].PopFront();
+    fill_.Release();
+    --run_left_;
+    if constexpr (kStarvationLimit != 0) {
+      for (std::uint8_t p = 0; p < current_; ++p) {
+        if ((waiting_below_ & (1u << p)) != 0 && passed_over_[p] < kStarvationLimit) {
+          ++passed_over_[p];
+        }
+      }
+    }
+  }
+
+  Position Close() noexcept { return fill_.Close(); }
+  Position Released() const noexcept { return fill_.Released(); }
+  Position Depth() const noexcept { return fill_.Depth(); }
+
+ private:
+  Envelope* Select() noexcept {
+    Envelope* fronts[kPriorityCount] = {nullptr, nullptr, nullptr};
+    int chosen = -1;
+    if constexpr (kStarvationLimit == 0) {
+      for (int p = static_cast<int>(kPriorityCount) - 1; p >= 0; --p) {
+        // SYNC POINT READ (A) of ring p, in TryFront.
+        fronts[p] = rings_[p].TryFront();
+        if (fronts[p] != nullptr) {
+          chosen = p;
+          break;
+        }
+      }
+    } else {
+      for (std::size_t p = 0; p < kPriorityCount; ++p) fronts[p] = rings_[p].TryFront();
+      for (std::size_t p = 0; p + 1 < kPriorityCount && chosen < 0; ++p) {
+        if (fronts[p] != nullptr && passed_over_[p] >= kStarvationLimit) {
+          chosen = static_cast<int>(p);
+        }
+      }
+      for (int p = static_cast<int>(kPriorityCount) - 1; p >= 0 && chosen < 0; --p) {
+        if (fronts[p] != nullptr) chosen = p;
+      }
+      waiting_below_ = 0;
+      for (int p = 0; p < chosen; ++p) {
+        if (fronts[p] != nullptr) {
+          waiting_below_ |= 1u << p;
+        } else {
+          passed_over_[p] = 0;  // nothing waits there
+        }
+      }
+      if (chosen >= 0) passed_over_[chosen] = 0;
+    }
+    if (chosen < 0) {
+      run_left_ = 0;
+      return nullptr;
+    }
+    current_ = static_cast<std::uint8_t>(chosen);
+    run_left_ = kCheckInterval;
+    return fronts[chosen];
+  }
+
+  ClaimCursor<kCapacity, kModel> fill_;
+  RingType rings_[kPriorityCount];
+  // Consumer-private.
+  std::uint8_t current_ = 0;
+  std::uint32_t run_left_ = 0;
+  std::uint32_t waiting_below_ = 0;
+  std::uint32_t passed_over_[kPriorityCount] = {0, 0, 0};
+};
+
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
