@@ -19,6 +19,8 @@ constexpr std::uint64_t kMessages = 100000;
 using Payload = std::variant<Sample<24>>;
 using Mpsc = sluice::MpscBus<Payload, 131072>;
 using Spsc = sluice::SpscBus<Payload, 131072>;
+using MpscPriority = sluice::MpscBus<Payload, 131072, sluice::PriorityOrderTraits>;
+using SpscPriority = sluice::SpscBus<Payload, 131072, sluice::PriorityOrderTraits>;
 volatile std::uint64_t sink = 0;
 
 template <typename Bus>
@@ -91,12 +93,15 @@ sluice::PerformanceMode ParseMode(const char* text) {
 
 }  // namespace
 
-// Usage: sluice_instruction_breakdown mpsc|spsc publish|publish_fast|callbacks|visitor
-//        full|no_stats|bare
+// Usage: sluice_instruction_breakdown mpsc|spsc|mpsc_priority|spsc_priority
+//        publish|publish_fast|callbacks|visitor full|no_stats|bare
+// The _priority buses deliver HIGH first (PriorityOrderTraits); every message
+// here is MEDIUM, so each dispatch also looks at the empty HIGH ring.
 int main(int argc, char** argv) {
   if (argc != 4) {
     std::fprintf(stderr,
-                 "usage: %s mpsc|spsc publish|publish_fast|callbacks|visitor full|no_stats|bare\n",
+                 "usage: %s mpsc|spsc|mpsc_priority|spsc_priority "
+                 "publish|publish_fast|callbacks|visitor full|no_stats|bare\n",
                  argv[0]);
     return 2;
   }
@@ -106,8 +111,16 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   (void)sluice::CounterClock::NowMicros();
   const sluice::PerformanceMode mode = ParseMode(argv[3]);
-  const int status = std::strcmp(argv[1], "spsc") == 0 ? RunCase<Spsc>(argv[2], mode)
-                                                       : RunCase<Mpsc>(argv[2], mode);
+  int status = 2;
+  if (std::strcmp(argv[1], "mpsc") == 0) {
+    status = RunCase<Mpsc>(argv[2], mode);
+  } else if (std::strcmp(argv[1], "spsc") == 0) {
+    status = RunCase<Spsc>(argv[2], mode);
+  } else if (std::strcmp(argv[1], "mpsc_priority") == 0) {
+    status = RunCase<MpscPriority>(argv[2], mode);
+  } else if (std::strcmp(argv[1], "spsc_priority") == 0) {
+    status = RunCase<SpscPriority>(argv[2], mode);
+  }
   std::printf("%llu messages\n", static_cast<unsigned long long>(kMessages));
   return status;
 }

@@ -24,7 +24,7 @@ count() {
 }
 
 printf '| bus | step | instructions per message |\n|---|---|---|\n'
-for model in spsc mpsc; do
+for model in spsc mpsc spsc_priority mpsc_priority; do
   bare_fast=$(count "$model" publish_fast bare '*PublishLoop*')
   nostats_fast=$(count "$model" publish_fast no_stats '*PublishLoop*')
   full_fast=$(count "$model" publish_fast full '*PublishLoop*')

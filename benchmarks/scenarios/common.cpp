@@ -211,7 +211,9 @@ const std::vector<NamedScenario>& AllScenarios() {
       {"sleep", "the sleeping consumer: publish cost, idle CPU, wake-up latency, paced throughput",
        &RunSleep},
       {"pubbatch", "PublishBatch against single publishes", &RunPublishBatch},
-      {"backlog", "a HIGH message behind 100,000 queued LOW: publish to callback, FIFO bus",
+      {"backlog",
+       "a HIGH message behind 100,000 queued LOW: publish to callback, FIFO and priority-ordered "
+       "buses",
        &RunBacklog},
   };
   return scenarios;

@@ -32,8 +32,9 @@ constexpr const char* ToString(MessagePriority priority) noexcept {
 }
 
 struct MessageHeader {
-  // The ring position the message was admitted at: unique per bus and
-  // increasing in admission order.
+  // The position the message was admitted at: unique per bus and increasing
+  // in admission order (also on a priority-ordered bus, which dispatches in
+  // another order).
   std::uint64_t msg_id = 0;
   // Microseconds from the bus clock (Publish) or from the caller (PublishFast).
   std::uint64_t timestamp_us = 0;

@@ -90,6 +90,7 @@ template <typename Envelope, std::size_t kCapacity, ProducerModel kModel, SlotSt
 class PriorityQueue {
   static_assert(kCheckInterval >= 1, "Sluice: kPriorityCheckInterval must be at least 1");
   using RingType = Ring<Envelope, kCapacity, kModel, kStorage>;
+  static constexpr std::uint8_t kTop = kPriorityCount - 1;
 
  public:
   struct Claim {
@@ -135,8 +136,31 @@ class PriorityQueue {
   // Consumer: the message to dispatch next, or nullptr when no ring has a
   // published front. Wait-free.
   Envelope* TryFront() noexcept {
-    if (run_left_ != 0) {
+    if constexpr (kStarvationLimit == 0) {
+      if (run_left_ == 0) {
+        // Time to look above the current ring; the rings below wait anyway.
+        run_left_ = kCheckInterval;
+        // SYNC POINT READ (A) of each ring, in its TryFront. Unrolled for
+        // three priorities: HIGH, then MEDIUM when the current ring is LOW.
+        static_assert(kPriorityCount == 3, "the look above assumes three priorities");
+        if (current_ != kTop) {
+          if (Envelope* envelope = rings_[kTop].TryFront()) {
+            current_ = kTop;
+            return envelope;
+          }
+          if (current_ == 0) {
+            if (Envelope* envelope = rings_[1].TryFront()) {
+              current_ = 1;
+              return envelope;
+            }
+          }
+        }
+      }
       if (Envelope* envelope = rings_[current_].TryFront()) return envelope;
+    } else {
+      if (run_left_ != 0) {
+        if (Envelope* envelope = rings_[current_].TryFront()) return envelope;
+      }
     }
     return Select();
   }
