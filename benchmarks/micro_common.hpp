@@ -13,8 +13,9 @@ template <std::size_t kBytes>
 using Payload = bench::Sample<kBytes>;
 
 inline constexpr std::size_t kSlots = 131072;
-template <ProducerModel kModel, std::size_t kBytes = 24>
-using Bus = AsyncBus<std::variant<Payload<kBytes>>, kSlots, kModel>;
+// Traits = PriorityOrderTraits: the priority-ordered bus (three rings).
+template <ProducerModel kModel, std::size_t kBytes = 24, typename Traits = DefaultBusTraits>
+using Bus = AsyncBus<std::variant<Payload<kBytes>>, kSlots, kModel, Traits>;
 
 // Empties the bus without dispatching.
 template <typename B>

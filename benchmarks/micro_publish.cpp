@@ -9,9 +9,10 @@ namespace sluice::micro {
 namespace {
 
 // Publishes until the bus is half full, then drains it outside the timing.
-template <ProducerModel kModel, PerformanceMode kMode, std::size_t kBytes, bool kFast>
+template <ProducerModel kModel, PerformanceMode kMode, std::size_t kBytes, bool kFast,
+          typename Traits = DefaultBusTraits>
 void BM_Publish(benchmark::State& state) {
-  auto bus = std::make_unique<Bus<kModel, kBytes>>();
+  auto bus = std::make_unique<Bus<kModel, kBytes, Traits>>();
   bus->SetPerformanceMode(kMode);
   Payload<kBytes> value{};
   std::uint64_t in_bus = 0;
@@ -48,6 +49,10 @@ BENCHMARK_TEMPLATE(BM_Publish, kSpsc, kFull, 24, false)->Name("Publish/SPSC/FULL
 BENCHMARK_TEMPLATE(BM_Publish, kSpsc, kNoStats, 24, false)->Name("Publish/SPSC/NO_STATS");
 BENCHMARK_TEMPLATE(BM_Publish, kSpsc, kBare, 24, false)->Name("Publish/SPSC/BARE_METAL");
 BENCHMARK_TEMPLATE(BM_Publish, kSpsc, kFull, 24, true)->Name("PublishFast/SPSC/FULL_FEATURED");
+BENCHMARK_TEMPLATE(BM_Publish, kMpsc, kFull, 24, true, PriorityOrderTraits)
+    ->Name("PublishFast/MPSC/FULL_FEATURED/priority-ordered");
+BENCHMARK_TEMPLATE(BM_Publish, kSpsc, kFull, 24, true, PriorityOrderTraits)
+    ->Name("PublishFast/SPSC/FULL_FEATURED/priority-ordered");
 BENCHMARK_TEMPLATE(BM_Publish, kMpsc, kFull, 64, true)->Name("PublishFast/MPSC/64B");
 BENCHMARK_TEMPLATE(BM_Publish, kMpsc, kFull, 128, true)->Name("PublishFast/MPSC/128B");
 BENCHMARK_TEMPLATE(BM_Publish, kMpsc, kFull, 256, true)->Name("PublishFast/MPSC/256B");
