@@ -48,9 +48,10 @@ using Message = Sample<24>;
 enum class SluiceCall { kPublish, kPublishFast };
 enum class SluicePath { kCallbacks, kVisitor };
 
-// Sluice itself, in one configuration.
+// Sluice itself, in one configuration (Traits: PriorityOrderTraits for the
+// priority-ordered bus).
 template <ProducerModel kModel, PerformanceMode kMode, SluiceCall kCall, SluicePath kPath,
-          typename Probe>
+          typename Probe, typename Traits = DefaultBusTraits>
 class SluiceAdapter {
  public:
   explicit SluiceAdapter(Probe& probe) : probe_(probe), bus_(std::make_unique<Bus>()) {
@@ -82,7 +83,7 @@ class SluiceAdapter {
   }
 
  private:
-  using Bus = AsyncBus<std::variant<Message>, kPeerCapacity, kModel>;
+  using Bus = AsyncBus<std::variant<Message>, kPeerCapacity, kModel, Traits>;
   struct Stamp {
     std::uint64_t pushes = 0;
     std::uint64_t micros = 0;
@@ -91,6 +92,60 @@ class SluiceAdapter {
   std::unique_ptr<Bus> bus_;
   Isolated<Stamp> producer_;  // written by the producer for every push
 };
+
+// Counts what the consumer receives, and sums the sequence numbers so the
+// work cannot be optimised away.
+struct CountProbe {
+  std::uint64_t count = 0;
+  std::uint64_t sum = 0;
+  void operator()(const Message& m) {
+    ++count;
+    sum += m.seq;
+  }
+};
+
+// The Sluice configurations the peer tables measure.
+constexpr auto kSpsc = ProducerModel::kSingle;
+constexpr auto kMpsc = ProducerModel::kMulti;
+constexpr auto kFull = PerformanceMode::FULL_FEATURED;
+constexpr auto kNoStats = PerformanceMode::NO_STATS;
+constexpr auto kBare = PerformanceMode::BARE_METAL;
+constexpr auto kPublish = SluiceCall::kPublish;
+constexpr auto kFast = SluiceCall::kPublishFast;
+constexpr auto kCallbacks = SluicePath::kCallbacks;
+constexpr auto kVisitor = SluicePath::kVisitor;
+
+template <typename P>
+using SpscBareFastVisitor = SluiceAdapter<kSpsc, kBare, kFast, kVisitor, P>;
+template <typename P>
+using SpscFullCallbacks = SluiceAdapter<kSpsc, kFull, kPublish, kCallbacks, P>;
+template <typename P>
+using SpscFullFastCallbacks = SluiceAdapter<kSpsc, kFull, kFast, kCallbacks, P>;
+template <typename P>
+using SpscFullVisitor = SluiceAdapter<kSpsc, kFull, kPublish, kVisitor, P>;
+template <typename P>
+using SpscNoStatsCallbacks = SluiceAdapter<kSpsc, kNoStats, kPublish, kCallbacks, P>;
+template <typename P>
+using MpscBareFastVisitor = SluiceAdapter<kMpsc, kBare, kFast, kVisitor, P>;
+template <typename P>
+using MpscFullCallbacks = SluiceAdapter<kMpsc, kFull, kPublish, kCallbacks, P>;
+template <typename P>
+using MpscFullFastCallbacks = SluiceAdapter<kMpsc, kFull, kFast, kCallbacks, P>;
+template <typename P>
+using MpscFullVisitor = SluiceAdapter<kMpsc, kFull, kPublish, kVisitor, P>;
+template <typename P>
+using MpscNoStatsCallbacks = SluiceAdapter<kMpsc, kNoStats, kPublish, kCallbacks, P>;
+template <typename P>
+using SpscBareFastCallbacks = SluiceAdapter<kSpsc, kBare, kFast, kCallbacks, P>;
+template <typename P>
+using SpscOrderedFastCallbacks =
+    SluiceAdapter<kSpsc, kFull, kFast, kCallbacks, P, PriorityOrderTraits>;
+template <typename P>
+using MpscOrderedFastCallbacks =
+    SluiceAdapter<kMpsc, kFull, kFast, kCallbacks, P, PriorityOrderTraits>;
+template <typename P>
+using MpscOrderedBareFastVisitor =
+    SluiceAdapter<kMpsc, kBare, kFast, kVisitor, P, PriorityOrderTraits>;
 
 // std::mutex + std::deque: the consumer takes everything under one lock.
 template <typename Probe>

@@ -1,6 +1,7 @@
 #include "report/report.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -316,6 +317,19 @@ std::string Fixed(double value, int decimals) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), "%.*f", decimals, value);
   return buffer;
+}
+
+std::string MetricSlug(const std::string& name) {
+  std::string slug;
+  for (const char ch : name) {
+    if (std::isalnum(static_cast<unsigned char>(ch))) {
+      slug += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    } else if (!slug.empty() && slug.back() != '_') {
+      slug += '_';
+    }
+  }
+  while (!slug.empty() && slug.back() == '_') slug.pop_back();
+  return slug;
 }
 
 std::string WithThousands(std::uint64_t value) {

@@ -122,5 +122,8 @@ std::string RenderComparison(const Comparison& comparison, double band_percent);
 // Number formatting shared by the scenarios.
 std::string Fixed(double value, int decimals);
 std::string WithThousands(std::uint64_t value);
+// A metric key part from a display name: lower-case letters and digits, runs
+// of anything else as one '_'.
+std::string MetricSlug(const std::string& name);
 
 }  // namespace sluice::bench

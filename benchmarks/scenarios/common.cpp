@@ -215,6 +215,7 @@ const std::vector<NamedScenario>& AllScenarios() {
        "a HIGH message behind 100,000 queued LOW: publish to callback, FIFO and priority-ordered "
        "buses",
        &RunBacklog},
+      {"onecore", "one core: push 1,024 then pop 1,024, Sluice against bare queues", &RunOneCore},
   };
   return scenarios;
 }

@@ -139,6 +139,7 @@ void RunPeers(const Options&, Report&);
 void RunSleep(const Options&, Report&);
 void RunPublishBatch(const Options&, Report&);
 void RunBacklog(const Options&, Report&);
+void RunOneCore(const Options&, Report&);
 void RunSoak(const Options&, Report&);
 
 // Runs only in the soak suite (or when named with --only).

@@ -13,15 +13,6 @@
 namespace sluice::bench {
 namespace {
 
-struct CountProbe {
-  std::uint64_t count = 0;
-  std::uint64_t sum = 0;
-  void operator()(const Message& m) {
-    ++count;
-    sum += m.seq;
-  }
-};
-
 // One message in flight: the consumer timestamps it and acknowledges.
 struct LatencyProbe {
   CrossCoreSamples* one_way = nullptr;
@@ -125,37 +116,6 @@ Contender Make(std::string name, bool is_sluice) {
           &Latency<Adapter>};
 }
 
-constexpr auto kSpsc = ProducerModel::kSingle;
-constexpr auto kMpsc = ProducerModel::kMulti;
-constexpr auto kFull = PerformanceMode::FULL_FEATURED;
-constexpr auto kNoStats = PerformanceMode::NO_STATS;
-constexpr auto kBare = PerformanceMode::BARE_METAL;
-constexpr auto kPublish = SluiceCall::kPublish;
-constexpr auto kFast = SluiceCall::kPublishFast;
-constexpr auto kCallbacks = SluicePath::kCallbacks;
-constexpr auto kVisitor = SluicePath::kVisitor;
-
-template <typename P>
-using SpscBareFastVisitor = SluiceAdapter<kSpsc, kBare, kFast, kVisitor, P>;
-template <typename P>
-using SpscFullCallbacks = SluiceAdapter<kSpsc, kFull, kPublish, kCallbacks, P>;
-template <typename P>
-using SpscFullFastCallbacks = SluiceAdapter<kSpsc, kFull, kFast, kCallbacks, P>;
-template <typename P>
-using SpscFullVisitor = SluiceAdapter<kSpsc, kFull, kPublish, kVisitor, P>;
-template <typename P>
-using SpscNoStatsCallbacks = SluiceAdapter<kSpsc, kNoStats, kPublish, kCallbacks, P>;
-template <typename P>
-using MpscBareFastVisitor = SluiceAdapter<kMpsc, kBare, kFast, kVisitor, P>;
-template <typename P>
-using MpscFullCallbacks = SluiceAdapter<kMpsc, kFull, kPublish, kCallbacks, P>;
-template <typename P>
-using MpscFullFastCallbacks = SluiceAdapter<kMpsc, kFull, kFast, kCallbacks, P>;
-template <typename P>
-using MpscFullVisitor = SluiceAdapter<kMpsc, kFull, kPublish, kVisitor, P>;
-template <typename P>
-using MpscNoStatsCallbacks = SluiceAdapter<kMpsc, kNoStats, kPublish, kCallbacks, P>;
-
 std::vector<Contender> Contenders(std::vector<std::string>* missing) {
   (void)missing;  // used only when a peer is absent
   std::vector<Contender> c = {
@@ -194,19 +154,6 @@ std::vector<Contender> Contenders(std::vector<std::string>* missing) {
   missing->push_back("ZeroMQ (libzmq3-dev, cppzmq-dev)");
 #endif
   return c;
-}
-
-std::string Slug(const std::string& name) {
-  std::string slug;
-  for (char ch : name) {
-    if (std::isalnum(static_cast<unsigned char>(ch))) {
-      slug += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    } else if (!slug.empty() && slug.back() != '_') {
-      slug += '_';
-    }
-  }
-  while (!slug.empty() && slug.back() == '_') slug.pop_back();
-  return slug;
 }
 
 }  // namespace
@@ -267,7 +214,7 @@ void RunPeers(const Options& options, Report& report) {
                           Fixed(publish_only[i], 1), Fixed(l.one_way.p50, 0),
                           Fixed(l.one_way.p99, 0), Fixed(l.round_trip.p50, 0),
                           Fixed(l.round_trip.p99, 0), Fixed(rtt_ratio, 2)});
-    const std::string key = "peers." + Slug(contenders[i].name);
+    const std::string key = "peers." + MetricSlug(contenders[i].name);
     // Only Sluice's own figures are gated, and only the one measured over
     // rounds; the peers' figures are context.
     Metric& e2e = report.AddMetric(key + ".e2e_mps", rate, "M msg/s", Better::kHigher);

@@ -1,0 +1,184 @@
+// Per-message cost on one core: one thread pushes 1,024 messages, then pops
+// them, over and over, so the figure is the instructions and cache traffic of
+// a publish plus a dispatch with no second core to wait for. Sluice in the
+// configurations of the peer table and on the priority-ordered bus, against
+// the fastest bare queues, in one run, in blocks that rotate the order.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/stats.hpp"
+#include "peers/peer_adapters.hpp"
+#include "scenarios/common.hpp"
+
+namespace sluice::bench {
+namespace {
+
+constexpr std::uint64_t kBurst = 1024;
+constexpr std::size_t kBlocks = 5;
+
+// What one contender measured: ns per message of each recorded round.
+struct OneCoreSamples {
+  std::vector<double> nanos_per_message;
+  std::uint64_t lost = 0;  // rounds whose pops did not return every push
+};
+
+template <template <typename> class Adapter>
+void MeasureRounds(std::size_t rounds, OneCoreSamples& out) {
+  CountProbe probe;
+  auto queue = std::make_unique<Adapter<CountProbe>>(probe);
+  Adapter<CountProbe>* const target = queue.get();
+  std::uint64_t seq = 0;
+  // One unrecorded round: code and the first slots warm.
+  for (std::size_t round = 0; round <= rounds; ++round) {
+    const std::uint64_t before = probe.count;
+    const std::uint64_t start = FastClock::Ticks();
+    std::uint64_t pushed = 0;
+    for (std::uint64_t i = 0; i < kBurst; ++i) {
+      pushed += target->TryPush(Message{seq++, 1, 2, 3, 4}) ? 1 : 0;
+    }
+    // Each pop takes what is there (up to a batch); an empty pop ends it.
+    while (target->PopSome(probe) != 0) {
+    }
+    const std::uint64_t end = FastClock::Ticks();
+    if (probe.count - before != pushed || pushed != kBurst) ++out.lost;
+    if (round != 0) {
+      out.nanos_per_message.push_back(FastClock::TicksToNanos(end - start) /
+                                      static_cast<double>(kBurst));
+    }
+  }
+}
+
+struct OneCoreContender {
+  std::string name;
+  bool is_sluice;
+  void (*measure)(std::size_t, OneCoreSamples&);
+};
+
+template <template <typename> class Adapter>
+OneCoreContender Make(std::string name, bool is_sluice) {
+  return {std::move(name), is_sluice, &MeasureRounds<Adapter>};
+}
+
+std::vector<OneCoreContender> OneCoreContenders(std::vector<std::string>* missing) {
+  (void)missing;  // used only when a peer is absent
+  std::vector<OneCoreContender> c;
+#if SLUICE_PEER_BOOST_LOCKFREE
+  c.push_back(Make<BoostSpscAdapter>("boost::lockfree::spsc_queue, bulk pop", false));
+#else
+  missing->push_back("Boost.Lockfree (libboost-dev)");
+#endif
+#if SLUICE_PEER_ATOMIC_QUEUE
+  c.push_back(Make<AtomicQueueSpscAdapter>("atomic_queue AtomicQueueB2 SPSC", false));
+#else
+  missing->push_back("atomic_queue (libatomic-queue-dev)");
+#endif
+#if SLUICE_PEER_CONCURRENTQUEUE
+  c.push_back(Make<ConcurrentQueueAdapter>("moodycamel ConcurrentQueue, tokens, bulk", false));
+#else
+  missing->push_back("moodycamel ConcurrentQueue (libconcurrentqueue-dev)");
+#endif
+  c.push_back(Make<SpscBareFastVisitor>("Sluice SPSC BARE_METAL PublishFast visitor", true));
+  c.push_back(Make<SpscBareFastCallbacks>("Sluice SPSC BARE_METAL PublishFast callbacks", true));
+  c.push_back(Make<SpscFullFastCallbacks>("Sluice SPSC FULL_FEATURED PublishFast callbacks", true));
+  c.push_back(Make<SpscFullCallbacks>("Sluice SPSC FULL_FEATURED Publish callbacks", true));
+  c.push_back(Make<MpscFullFastCallbacks>("Sluice MPSC FULL_FEATURED PublishFast callbacks", true));
+  c.push_back(Make<MpscBareFastVisitor>("Sluice MPSC BARE_METAL PublishFast visitor", true));
+  c.push_back(Make<SpscOrderedFastCallbacks>(
+      "Sluice SPSC priority-ordered FULL_FEATURED PublishFast callbacks", true));
+  c.push_back(Make<MpscOrderedFastCallbacks>(
+      "Sluice MPSC priority-ordered FULL_FEATURED PublishFast callbacks", true));
+  c.push_back(Make<MpscOrderedBareFastVisitor>(
+      "Sluice MPSC priority-ordered BARE_METAL PublishFast visitor", true));
+  return c;
+}
+
+}  // namespace
+
+void RunOneCore(const Options& options, Report& report) {
+  Table table;
+  table.id = "onecore";
+  table.title = "14. One core: push " + WithThousands(kBurst) + " then pop " +
+                WithThousands(kBurst) + ", 24-byte payload, " + WithThousands(kPeerCapacity) +
+                " slots (ns per message, publish + dispatch)";
+  table.columns = {"queue", "P50 ns/msg", "P10-P90 ns/msg", "P50 over the fastest peer's"};
+  std::vector<std::string> missing;
+  const std::vector<OneCoreContender> contenders = OneCoreContenders(&missing);
+  const std::size_t rounds_per_block =
+      options.suite == "smoke" ? 20 : (options.suite == "standard" ? 4000 : 1000);
+  Progress("onecore: " + std::to_string(contenders.size()) + " queues, " +
+           std::to_string(rounds_per_block * kBlocks) + " rounds each in " +
+           std::to_string(kBlocks) + " blocks");
+  PinThisThread(options.ProducerCpu(0));
+  std::vector<OneCoreSamples> samples(contenders.size());
+  for (std::size_t block = 0; block < kBlocks; ++block) {
+    // Each block starts with another contender, so none is always first.
+    for (std::size_t k = 0; k < contenders.size(); ++k) {
+      const std::size_t i = (block + k) % contenders.size();
+      contenders[i].measure(rounds_per_block, samples[i]);
+    }
+  }
+  const GapProfile gaps = MeasureGaps(options.ProducerCpu(0), 200);
+
+  std::vector<Percentiles> summary;
+  std::vector<std::pair<double, double>> spread;  // P10, P90
+  double fastest_peer = 0;
+  for (std::size_t i = 0; i < contenders.size(); ++i) {
+    std::vector<double>& values = samples[i].nanos_per_message;
+    summary.push_back(ComputePercentiles(values));  // sorts `values`
+    spread.emplace_back(values.empty() ? 0 : values[values.size() / 10],
+                        values.empty() ? 0 : values[values.size() * 9 / 10]);
+    if (!contenders[i].is_sluice && summary.back().samples != 0 &&
+        (fastest_peer == 0 || summary.back().p50 < fastest_peer)) {
+      fastest_peer = summary.back().p50;
+    }
+  }
+  for (std::size_t i = 0; i < contenders.size(); ++i) {
+    const Percentiles& p = summary[i];
+    const double ratio = fastest_peer > 0 ? p.p50 / fastest_peer : 0;
+    table.rows.push_back({contenders[i].name, Fixed(p.p50, 2),
+                          Fixed(spread[i].first, 2) + "-" + Fixed(spread[i].second, 2),
+                          fastest_peer > 0 ? Fixed(ratio, 2) + "x" : "no peer"});
+    const std::string key = "onecore." + MetricSlug(contenders[i].name);
+    report.AddMetric(key + ".p50_ns", p.p50, "ns", Better::kLower).gated = false;
+    if (fastest_peer > 0) {
+      report.AddMetric(key + ".ratio_to_fastest_peer", ratio, "x", Better::kNeither);
+    }
+    if (samples[i].lost != 0) {
+      RecordFailure("onecore: " + contenders[i].name + " lost messages in " +
+                    WithThousands(samples[i].lost) + " rounds");
+    }
+    if (p.samples == 0) RecordFailure("onecore: " + contenders[i].name + " has no samples");
+  }
+  table.notes.push_back(
+      "One thread, pinned: each round pushes " + WithThousands(kBurst) +
+      " messages (TryPush; Sluice: Publish or PublishFast, MEDIUM) and then pops until a pop "
+      "returns none (Sluice: ProcessBatch or ProcessBatchWith, up to " +
+      WithThousands(kPeerBatch) +
+      " a call; the peers' bulk pops where they have them). The figure is the round's time "
+      "over " +
+      WithThousands(kBurst) + ", timed with " + FastClock::Description() + ". " +
+      WithThousands(rounds_per_block * kBlocks) + " rounds per queue in " +
+      std::to_string(kBlocks) +
+      " blocks; each block starts with the next queue, and each queue's block starts with "
+      "one unrecorded round.");
+  table.notes.push_back(
+      "PublishFast rows read the bus clock once per " + std::to_string(kStampEvery) +
+      " pushes, as a caller with its own timestamp would. The priority-ordered rows "
+      "(PriorityOrderTraits) publish MEDIUM, so before each message the consumer also looks "
+      "at the HIGH ring.");
+  if (!missing.empty()) {
+    std::string names;
+    for (const std::string& name : missing) names += (names.empty() ? "" : ", ") + name;
+    table.notes.push_back("Not installed, so not measured: " + names + ".");
+  }
+  table.notes.push_back("Machine noise: a pinned spinning thread lost " +
+                        Fixed(gaps.lost_percent, 2) + " % of " + Fixed(gaps.window_ms, 0) +
+                        " ms in gaps over 1 us; longest " + Fixed(gaps.max_gap_us, 1) + " us.");
+  report.tables.push_back(table);
+}
+
+}  // namespace sluice::bench
