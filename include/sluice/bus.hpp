@@ -203,12 +203,13 @@ class AsyncBus {
         }
       }
       if (wanted != 0) {
-        Position run = 0;
-        const Position claimed = queue_.TryClaimRun(policy_.LimitFor(mode, priority), wanted, &run);
+        typename Queue::Run run;
+        const Position claimed =
+            queue_.TryClaimRun(policy_.LimitFor(mode, priority), priority, wanted, &run);
         // Counted before the messages become visible (see PublishImpl).
         if (counted && claimed != 0) statistics_.CountPublished(priority, claimed);
         for (Position i = 0; i < claimed; ++i, ++first) {
-          const typename Queue::Claim claim = queue_.ClaimInRun(priority, run, i);
+          const typename Queue::Claim claim = Queue::InRun(run, i);
           MessageHeader header;
           header.msg_id = Queue::MessageId(claim);
           header.timestamp_us = timestamp_us;

@@ -69,9 +69,20 @@ class ClaimCursor {
   // position); the claim is taken by Commit().
   bool TryClaim(Position limit, Position* claimed) noexcept {
     if constexpr (kMultiProducer) {
-      return TryClaimShared(limit, claimed);
+      return TryClaimShared<true>(limit, 1, claimed);
     } else {
-      return TryClaimExclusive(limit, claimed);
+      return TryClaimExclusive<true>(limit, 1, claimed);
+    }
+  }
+
+  // Producer: claims `count` consecutive positions (1 <= count <= limit) if
+  // fewer than limit - count + 1 are claimed and not released, else none;
+  // the first in *first. As TryClaim otherwise.
+  bool TryClaimExactly(Position limit, Position count, Position* first) noexcept {
+    if constexpr (kMultiProducer) {
+      return TryClaimShared<false>(limit, count, first);
+    } else {
+      return TryClaimExclusive<false>(limit, count, first);
     }
   }
 
@@ -188,19 +199,32 @@ class ClaimCursor {
   }
 
  private:
-  bool TryClaimShared(Position limit, Position* claimed) noexcept {
+  // Whether `count` more positions would take the fill past `limit`:
+  // fill + count > limit, written fill > limit - count (count <= limit keeps
+  // the subtraction from wrapping); for one position (kOne), fill >= limit.
+  template <bool kOne>
+  static bool OverLimit(Position fill, Position limit, Position count) noexcept {
+    if constexpr (kOne) {
+      return fill >= limit;
+    } else {
+      return fill > limit - count;
+    }
+  }
+
+  template <bool kOne>
+  bool TryClaimShared(Position limit, Position count, Position* claimed) noexcept {
     Position position = producer_.tail.load(std::memory_order_relaxed);
     // SYNC POINT READ (B), through another producer's refresh.
     Position released = producer_.consumer_position_cache.load(std::memory_order_acquire);
     for (;;) {
       // Unsigned: a stale `position` behind `released` yields a huge fill and
       // takes the slow path, which re-reads the tail.
-      if (position - released >= limit) {
+      if (OverLimit<kOne>(position - released, limit, count)) {
         // The cache says the queue may be at the limit: ask the consumer.
         // SYNC POINT READ (B): see Release().
         released = consumer_.released.load(std::memory_order_acquire);
         producer_.consumer_position_cache.store(released, std::memory_order_release);
-        if (position - released > kCapacity || position - released >= limit) {
+        if (position - released > kCapacity || OverLimit<kOne>(position - released, limit, count)) {
           // Refuse only if the tail has not moved since `released` was read:
           // then the queue held position - released >= limit messages at
           // that moment, so the refusal is real and not a lost race.
@@ -210,8 +234,8 @@ class ClaimCursor {
           continue;
         }
       }
-      if (producer_.tail.compare_exchange_weak(position, position + 1, std::memory_order_relaxed,
-                                               std::memory_order_relaxed)) {
+      if (producer_.tail.compare_exchange_weak(
+              position, position + count, std::memory_order_relaxed, std::memory_order_relaxed)) {
         *claimed = position;
         return true;
       }
@@ -219,14 +243,15 @@ class ClaimCursor {
     }
   }
 
-  bool TryClaimExclusive(Position limit, Position* claimed) noexcept {
+  template <bool kOne>
+  bool TryClaimExclusive(Position limit, Position count, Position* claimed) noexcept {
     const Position position = producer_.tail.load(std::memory_order_relaxed);
     Position released = producer_.consumer_position_cache.load(std::memory_order_relaxed);
-    if (position - released >= limit) {
+    if (OverLimit<kOne>(position - released, limit, count)) {
       // SYNC POINT READ (B): see Release().
       released = consumer_.released.load(std::memory_order_acquire);
       producer_.consumer_position_cache.store(released, std::memory_order_relaxed);
-      if (position - released >= limit) return false;
+      if (OverLimit<kOne>(position - released, limit, count)) return false;
     }
     *claimed = position;
     return true;

@@ -34,17 +34,20 @@ class FifoQueue {
 
   explicit FifoQueue(Position first_position) noexcept : ring_(first_position) {}
 
+  // Consecutive claims of one producer: its first position.
+  using Run = Position;
+
   bool TryClaim(Position limit, MessagePriority /*priority*/, Claim* claim) noexcept {
     return ring_.TryClaim(limit, claim);
   }
-  // Up to `wanted` admissions with one claim; ClaimInRun(priority, first, i)
-  // then gives the i-th.
-  Position TryClaimRun(Position limit, Position wanted, Position* first) noexcept {
-    return ring_.TryClaimUpTo(limit, wanted, first);
+  // Up to `wanted` consecutive admissions with one claim: how many, and the
+  // run they form (InRun gives the i-th). No other producer's message falls
+  // between them.
+  Position TryClaimRun(Position limit, MessagePriority /*priority*/, Position wanted,
+                       Run* run) noexcept {
+    return ring_.TryClaimUpTo(limit, wanted, run);
   }
-  Claim ClaimInRun(MessagePriority /*priority*/, Position first, Position i) noexcept {
-    return first + i;
-  }
+  static Claim InRun(const Run& run, Position i) noexcept { return run + i; }
   static Position MessageId(Claim claim) noexcept { return claim; }
   void* Storage(Claim claim) noexcept { return ring_.Storage(claim); }
   void Publish(Claim claim) noexcept { ring_.Publish(claim); }
@@ -65,11 +68,12 @@ class FifoQueue {
 //
 // Producer: a publish first claims a position of the whole queue under its
 // priority's limit (that position is the message id), then a slot in its
-// priority's ring. The second claim always finds room: positions claimed
-// from the ring and not released are a subset of those claimed from the
-// whole queue and not released (the consumer releases the ring's position
-// before the queue's), and those number at most the capacity, this
-// producer's own among them. A ring claim can thus be refused only by a
+// priority's ring (a run of n publishes: n positions, then n consecutive
+// slots). The second claim always finds room: positions claimed from the
+// ring and not released are a subset of those claimed from the whole queue
+// and not released (the consumer releases the ring's position before the
+// queue's), and those number at most the capacity, this producer's own n
+// among them. A ring claim can thus be refused only by a
 // stale read of the ring's released position, a store the consumer has
 // already made; the producer re-reads until it sees it (no wait for any
 // thread to run). A stalled producer holds up only its own priority's ring.
@@ -105,24 +109,29 @@ class PriorityQueue {
       : fill_(first_position),
         rings_{RingType(first_position), RingType(first_position), RingType(first_position)} {}
 
+  using Run = Claim;  // the first of the run
+
   bool TryClaim(Position limit, MessagePriority priority, Claim* claim) noexcept {
     Position id = 0;
     if (!fill_.TryClaim(limit, &id)) return false;
-    *claim = ClaimInRun(priority, id, 0);
+    const auto ring = static_cast<std::uint8_t>(priority);
+    *claim = Claim{id, ClaimRingSlots(ring, 1), ring};
     return true;
   }
 
-  Position TryClaimRun(Position limit, Position wanted, Position* first) noexcept {
-    return fill_.TryClaimUpTo(limit, wanted, first);
-  }
-
-  // The ring slot for the i-th admission of a run (see the class comment for
-  // why the loop ends as soon as the consumer's release is visible).
-  Claim ClaimInRun(MessagePriority priority, Position first, Position i) noexcept {
+  Position TryClaimRun(Position limit, MessagePriority priority, Position wanted,
+                       Run* run) noexcept {
+    Position first = 0;
+    const Position count = fill_.TryClaimUpTo(limit, wanted, &first);
+    if (count == 0) return 0;
     const auto ring = static_cast<std::uint8_t>(priority);
-    Position slot = 0;
-    while (!rings_[ring].TryClaim(kCapacity, &slot)) CpuRelax();
-    return Claim{first + i, slot, ring};
+    // All of the run's slots with one claim, so that no other producer's
+    // message falls between them in their ring either.
+    *run = Claim{first, ClaimRingSlots(ring, count), ring};
+    return count;
+  }
+  static Claim InRun(const Run& run, Position i) noexcept {
+    return Claim{run.id + i, run.slot + i, run.ring};
   }
 
   static Position MessageId(const Claim& claim) noexcept { return claim.id; }
@@ -186,6 +195,15 @@ class PriorityQueue {
   Position Depth() const noexcept { return fill_.Depth(); }
 
  private:
+  // `count` consecutive slots of `ring` for admissions already claimed from
+  // fill_ (see the class comment for why the loop ends as soon as the
+  // consumer's release is visible).
+  Position ClaimRingSlots(std::uint8_t ring, Position count) noexcept {
+    Position slot = 0;
+    while (!rings_[ring].TryClaimExactly(kCapacity, count, &slot)) CpuRelax();
+    return slot;
+  }
+
   Envelope* Select() noexcept {
     Envelope* fronts[kPriorityCount] = {nullptr, nullptr, nullptr};
     int chosen = -1;

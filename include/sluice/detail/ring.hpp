@@ -96,6 +96,12 @@ class Ring {
     return cursor_.TryClaim(limit, claimed);
   }
 
+  // Producer: claims exactly `count` consecutive slots (1 <= count <= limit),
+  // or none; see ClaimCursor::TryClaimExactly.
+  bool TryClaimExactly(Position limit, Position count, Position* first) noexcept {
+    return cursor_.TryClaimExactly(limit, count, first);
+  }
+
   // Producer: claims up to `wanted` consecutive slots with one claim (one
   // CAS in MPSC), as many as fit below `limit`; returns how many (0 when the
   // queue is at the limit) and the first in *first. Each claimed slot must be
