@@ -31,9 +31,10 @@ enum class DeliveryOrder {
   // Admission order, across priorities: one ring. A HIGH message admitted
   // behind a backlog waits for the whole backlog.
   kFifo,
-  // HIGH before MEDIUM before LOW, admission order within a priority: one
-  // ring per priority, each of the full capacity (three times the slot
-  // memory), and a second claim per publish. Admission, fill, statistics
+  // HIGH before MEDIUM before LOW, and within a priority each producer's
+  // messages in the order it published them: one ring per priority, each of
+  // the full capacity (three times the slot memory), and a second claim per
+  // publish. Admission, fill, statistics
   // and Depth are still over the whole bus. See kPriorityCheckInterval and
   // kStarvationLimit.
   kPriority,
@@ -75,9 +76,12 @@ struct DefaultBusTraits {
   // least 1.
   static constexpr std::uint32_t kPriorityCheckInterval = 1;
   // DeliveryOrder::kPriority: 0 is strict priority (LOW can wait for ever
-  // under endless HIGH). N > 0: a lower priority whose front message has
-  // been passed over by N messages of higher priorities gets the next run
-  // (up to kPriorityCheckInterval messages), lowest priority first.
+  // under endless HIGH). K > 0: a lower priority whose front message the
+  // consumer has seen waiting and then passed over for K messages of higher
+  // priorities gets the next run (up to kPriorityCheckInterval messages),
+  // lowest priority first. From its publication, the front message then
+  // waits for at most K + 2 * kPriorityCheckInterval - 1 messages of higher
+  // priorities.
   static constexpr std::uint32_t kStarvationLimit = 0;
 };
 

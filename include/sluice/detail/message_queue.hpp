@@ -69,18 +69,20 @@ class FifoQueue {
 // Producer: a publish first claims a position of the whole queue under its
 // priority's limit (that position is the message id), then a slot in its
 // priority's ring (a run of n publishes: n positions, then n consecutive
-// slots). The second claim always finds room: positions claimed from the
-// ring and not released are a subset of those claimed from the whole queue
-// and not released (the consumer releases the ring's position before the
-// queue's), and those number at most the capacity, this producer's own n
-// among them. A ring claim can thus be refused only by a
+// slots). The second claim always finds room: the ring's positions claimed
+// and not released number no more than the whole queue's (the consumer
+// releases a ring position before it counts it released in the queue),
+// and those number at most the capacity, this producer's own n among them.
+// A ring claim can thus be refused only by a
 // stale read of the ring's released position, a store the consumer has
 // already made; the producer re-reads until it sees it (no wait for any
 // thread to run). A stalled producer holds up only its own priority's ring.
 //
 // Consumer: takes the front of the highest priority ring that has a
 // published message, and checks the higher rings again after at most
-// kCheckInterval messages. With kStarvationLimit != 0, a lower priority
+// kCheckInterval messages. Within a ring, messages go in the order of their
+// ring claims: one producer's in its publish order; two producers' need not
+// follow their ids (fill claims). With kStarvationLimit != 0, a lower priority
 // whose front message has been passed over by kStarvationLimit messages of
 // higher priorities gets the next run (lowest such priority first).
 //
