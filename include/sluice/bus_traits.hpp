@@ -78,10 +78,10 @@ struct DefaultBusTraits {
   // DeliveryOrder::kPriority: 0 is strict priority (LOW can wait for ever
   // under endless HIGH). K > 0: a lower priority whose front message the
   // consumer has seen waiting and then passed over for K messages of higher
-  // priorities gets the next run (up to kPriorityCheckInterval messages),
-  // lowest priority first. From its publication, the front message then
-  // waits for at most K + 2 * kPriorityCheckInterval - 1 messages of higher
-  // priorities.
+  // priorities gets the next run (up to kPriorityCheckInterval = N
+  // messages), lowest priority first. From its publication, a front message
+  // then waits for at most K + 2N - 1 higher messages (MEDIUM), K + 3N - 1
+  // (LOW); docs/api.md, "Delivery order".
   static constexpr std::uint32_t kStarvationLimit = 0;
 };
 

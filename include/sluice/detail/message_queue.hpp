@@ -144,26 +144,27 @@ class PriorityQueue {
     rings_[claim.ring].Publish(claim.slot);
   }
 
-  // Consumer: the message to dispatch next, or nullptr when no ring has a
-  // published front. Wait-free.
+  // Consumer: the message to dispatch next, or nullptr when there is none to
+  // take now: no ring has a published front, or a ring above the one that
+  // has is held by a claim not yet published (a higher message is on its
+  // way; taking a lower one meanwhile would break the order). Wait-free.
   Envelope* TryFront() noexcept {
     if constexpr (kStarvationLimit == 0) {
       if (run_left_ == 0) {
         // Time to look above the current ring; the rings below wait anyway.
         run_left_ = kCheckInterval;
-        // SYNC POINT READ (A) of each ring, in its TryFront. Unrolled for
-        // three priorities: HIGH, then MEDIUM when the current ring is LOW.
+        // Unrolled for three priorities: HIGH, then MEDIUM when the current
+        // ring is LOW.
         static_assert(kPriorityCount == 3, "the look above assumes three priorities");
         if (current_ != kTop) {
-          if (Envelope* envelope = rings_[kTop].TryFront()) {
-            current_ = kTop;
-            return envelope;
+          bool held = false;
+          if (Envelope* envelope = Look(kTop, &held)) return envelope;
+          if (!held && current_ == 0) {
+            if (Envelope* envelope = Look(1, &held)) return envelope;
           }
-          if (current_ == 0) {
-            if (Envelope* envelope = rings_[1].TryFront()) {
-              current_ = 1;
-              return envelope;
-            }
+          if (held) {
+            run_left_ = 0;
+            return nullptr;
           }
         }
       }
@@ -184,9 +185,13 @@ class PriorityQueue {
     fill_.Release();
     --run_left_;
     if constexpr (kStarvationLimit != 0) {
-      for (std::uint8_t p = 0; p < current_; ++p) {
-        if ((waiting_below_ & (1u << p)) != 0 && passed_over_[p] < kStarvationLimit) {
-          ++passed_over_[p];
+      // A run granted to a starved priority passes over no one: counting it
+      // would let two starved priorities take turns ahead of HIGH.
+      if (!starvation_run_) {
+        for (std::uint8_t p = 0; p < current_; ++p) {
+          if ((waiting_below_ & (1u << p)) != 0 && passed_over_[p] < kStarvationLimit) {
+            ++passed_over_[p];
+          }
         }
       }
     }
@@ -206,27 +211,53 @@ class PriorityQueue {
     return slot;
   }
 
+  // Ring p's front if published (and makes p the current ring with a new
+  // run); else nullptr, with *held set when a message is claimed there but
+  // not yet published. SYNC POINT READ (A) of ring p, in its TryFront; the
+  // tail read for `held` carries no data (relaxed).
+  Envelope* Look(std::uint8_t p, bool* held) noexcept {
+    if (Envelope* envelope = rings_[p].TryFront()) {
+      current_ = p;
+      run_left_ = kCheckInterval;
+      return envelope;
+    }
+    *held = rings_[p].HasUnpublishedClaim();
+    return nullptr;
+  }
+
+  // Every ring from HIGH down (and, with a starvation limit, the starved
+  // ones first): the first published front, or nullptr at the first held
+  // ring or when all are empty.
   Envelope* Select() noexcept {
-    Envelope* fronts[kPriorityCount] = {nullptr, nullptr, nullptr};
-    int chosen = -1;
+    run_left_ = 0;
     if constexpr (kStarvationLimit == 0) {
-      for (int p = static_cast<int>(kPriorityCount) - 1; p >= 0; --p) {
-        // SYNC POINT READ (A) of ring p, in TryFront.
-        fronts[p] = rings_[p].TryFront();
-        if (fronts[p] != nullptr) {
-          chosen = p;
-          break;
-        }
+      for (int p = static_cast<int>(kTop); p >= 0; --p) {
+        bool held = false;
+        if (Envelope* envelope = Look(static_cast<std::uint8_t>(p), &held)) return envelope;
+        if (held) return nullptr;
       }
+      return nullptr;
     } else {
-      for (std::size_t p = 0; p < kPriorityCount; ++p) fronts[p] = rings_[p].TryFront();
-      for (std::size_t p = 0; p + 1 < kPriorityCount && chosen < 0; ++p) {
+      Envelope* fronts[kPriorityCount] = {nullptr, nullptr, nullptr};
+      bool held[kPriorityCount] = {false, false, false};
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
+        fronts[p] = rings_[p].TryFront();
+        if (fronts[p] == nullptr) held[p] = rings_[p].HasUnpublishedClaim();
+      }
+      int chosen = -1;
+      starvation_run_ = false;
+      for (std::size_t p = 0; p < kTop && chosen < 0; ++p) {
         if (fronts[p] != nullptr && passed_over_[p] >= kStarvationLimit) {
           chosen = static_cast<int>(p);
+          starvation_run_ = true;
         }
       }
-      for (int p = static_cast<int>(kPriorityCount) - 1; p >= 0 && chosen < 0; --p) {
-        if (fronts[p] != nullptr) chosen = p;
+      for (int p = static_cast<int>(kTop); p >= 0 && chosen < 0; --p) {
+        if (fronts[p] != nullptr) {
+          chosen = p;
+        } else if (held[p]) {
+          break;  // a message above the rest is on its way: take nothing
+        }
       }
       waiting_below_ = 0;
       for (int p = 0; p < chosen; ++p) {
@@ -236,15 +267,12 @@ class PriorityQueue {
           passed_over_[p] = 0;  // nothing waits there
         }
       }
-      if (chosen >= 0) passed_over_[chosen] = 0;
+      if (chosen < 0) return nullptr;
+      passed_over_[chosen] = 0;
+      current_ = static_cast<std::uint8_t>(chosen);
+      run_left_ = kCheckInterval;
+      return fronts[chosen];
     }
-    if (chosen < 0) {
-      run_left_ = 0;
-      return nullptr;
-    }
-    current_ = static_cast<std::uint8_t>(chosen);
-    run_left_ = kCheckInterval;
-    return fronts[chosen];
   }
 
   ClaimCursor<kCapacity, kModel> fill_;
@@ -254,6 +282,7 @@ class PriorityQueue {
   std::uint32_t run_left_ = 0;
   std::uint32_t waiting_below_ = 0;
   std::uint32_t passed_over_[kPriorityCount] = {0, 0, 0};
+  bool starvation_run_ = false;  // the current run was granted to a starved priority
 };
 
 }  // namespace detail

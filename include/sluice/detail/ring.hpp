@@ -130,6 +130,13 @@ class Ring {
     return std::launder(reinterpret_cast<Envelope*>(slot.storage));
   }
 
+  // Consumer: whether a producer has claimed the position at the front and
+  // not yet published it (TryFront() returned nullptr with a claim taken).
+  // The claim carries no data: relaxed.
+  bool HasUnpublishedClaim() const noexcept {
+    return cursor_.ClaimedTail() != cursor_.ConsumerPosition();
+  }
+
   // Consumer: destroys the front envelope, moves past it and hands its slot
   // back to the producers (SYNC POINT WRITE (B), in the cursor).
   void PopFront() noexcept {
