@@ -1,7 +1,12 @@
 // Model-based fuzzing: bytes decode into a sequence of bus operations, each
 // run on a 16-slot bus and on a simple reference model. Every admission
 // decision, every delivery (which subscriber, which message, in what order),
-// Unsubscribe's answers, the queue depth and the statistics must agree.
+// Unsubscribe's answers, the queue depth and the statistics must agree. The
+// same sequence runs twice: on a bus in admission order (DeliveryOrder::kFifo)
+// against a model with one queue, and on a bus in priority order
+// (DeliveryOrder::kPriority, checked before every message, no starvation
+// limit) against a model with one queue per priority that takes the oldest
+// message of the highest priority that has one.
 // Payloads own heap memory, so a leaked or doubly destroyed one shows up under
 // AddressSanitizer. Built with libFuzzer under Clang; with other compilers a
 // small main replays corpus files (see tests/CMakeLists.txt).
@@ -32,10 +37,19 @@ using Payload = std::variant<Small, std::string, std::unique_ptr<std::uint32_t>>
 struct FuzzTraits : sluice::DefaultBusTraits {
   static constexpr std::size_t kMaxSubscribersPerType = kSlots;
 };
-using Bus = sluice::MpscBus<Payload, kCapacity, FuzzTraits>;
+using FifoBus = sluice::MpscBus<Payload, kCapacity, FuzzTraits>;
+struct PriorityFuzzTraits : FuzzTraits {
+  static constexpr sluice::DeliveryOrder kDeliveryOrder = sluice::DeliveryOrder::kPriority;
+  static constexpr std::uint32_t kPriorityCheckInterval = 1;
+  static constexpr std::uint32_t kStarvationLimit = 0;
+};
+using PriorityBus = sluice::MpscBus<Payload, kCapacity, PriorityFuzzTraits>;
+
+// The bus and model being compared, for the failure message.
+const char* g_order = "";
 
 [[noreturn]] void Fail(const char* what) {
-  std::fprintf(stderr, "model mismatch: %s\n", what);
+  std::fprintf(stderr, "model mismatch (%s order): %s\n", g_order, what);
   std::abort();
 }
 void Check(bool condition, const char* what) {
@@ -90,8 +104,41 @@ struct ModelSubscriber {
   int calls = 0;
   int unsubscribe_after = 0;  // 0: never
 };
+// The admitted messages in the order the consumer takes them: one queue
+// (admission order), or one per priority with the highest non-empty first.
+class ModelQueue {
+ public:
+  explicit ModelQueue(bool by_priority) : by_priority_(by_priority) {}
+  std::size_t size() const { return lanes_[0].size() + lanes_[1].size() + lanes_[2].size(); }
+  void push(const ModelMessage& message) {
+    lanes_[by_priority_ ? message.priority : 0].push_back(message);
+  }
+  // The next message to dispatch; the queue is not empty.
+  ModelMessage pop() {
+    for (std::size_t lane = lanes_.size(); lane-- > 0;) {
+      if (!lanes_[lane].empty()) {
+        const ModelMessage message = lanes_[lane].front();
+        lanes_[lane].pop_front();
+        return message;
+      }
+    }
+    Fail("the model's queue is empty");
+  }
+  template <typename Function>
+  void for_each(Function&& function) {
+    for (std::deque<ModelMessage>& lane : lanes_) {
+      for (ModelMessage& message : lane) function(message);
+    }
+  }
+
+ private:
+  bool by_priority_;
+  std::array<std::deque<ModelMessage>, 3> lanes_;  // indexed by priority
+};
+
 struct Model {
-  std::deque<ModelMessage> queue;
+  explicit Model(bool by_priority) : queue(by_priority) {}
+  ModelQueue queue;
   std::uint64_t next_id = 0;
   std::array<std::uint8_t, 3> percents = {60, 80, 99};  // LOW, MEDIUM, HIGH
   sluice::PerformanceMode mode = sluice::PerformanceMode::FULL_FEATURED;
@@ -103,11 +150,13 @@ struct Model {
   std::array<std::uint64_t, 3> latencies{};
 };
 
-// A batch of `count` messages from the model's queue was dispatched.
-void CountLatencies(Model& model, std::size_t count) {
-  if (model.mode != sluice::PerformanceMode::FULL_FEATURED) return;
-  for (std::size_t m = 0; m < count && m < model.queue.size(); ++m) {
-    if (model.queue[m].stamped) ++model.latencies[model.queue[m].priority];
+// The consumer took `message` from the model's queue in a batch: processed
+// if its publish was counted, and measured by the latency histograms if it
+// was stamped and the batch began in FULL_FEATURED.
+void CountDispatch(Model& model, const ModelMessage& message) {
+  if (message.counted) ++model.processed;
+  if (model.mode == sluice::PerformanceMode::FULL_FEATURED && message.stamped) {
+    ++model.latencies[message.priority];
   }
 }
 
@@ -136,6 +185,7 @@ class Reader {
   std::size_t position_ = 0;
 };
 
+template <typename Bus>
 void CompareStatistics(const Bus& bus, const Model& model) {
   const sluice::BusStatisticsSnapshot s = bus.GetStatistics();
   Check(s.low_priority_published == model.published[0], "LOW published");
@@ -158,9 +208,12 @@ void CompareStatistics(const Bus& bus, const Model& model) {
   }
 }
 
+template <typename Bus>
 void RunOne(const std::uint8_t* data, std::size_t size) {
+  constexpr bool kByPriority = Bus::kDeliveryOrder == sluice::DeliveryOrder::kPriority;
+  g_order = kByPriority ? "priority" : "admission";
   auto bus = std::make_unique<Bus>();
-  Model model;
+  Model model(kByPriority);
   Harness harness;
   Reader in(data, size);
 
@@ -186,9 +239,8 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
         Check(admitted == expected, "admission decision");
         const bool counting = model.mode == sluice::PerformanceMode::FULL_FEATURED;
         if (admitted) {
-          model.queue.push_back({type, model.next_id++, ValueOf(MakePayload(type, value)),
-                                 priority_byte, model.mode != sluice::PerformanceMode::BARE_METAL,
-                                 counting});
+          model.queue.push({type, model.next_id++, ValueOf(MakePayload(type, value)), priority_byte,
+                            model.mode != sluice::PerformanceMode::BARE_METAL, counting});
           if (counting) ++model.published[priority_byte];
         } else if (counting) {
           ++model.dropped[priority_byte];
@@ -200,12 +252,10 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
         const std::uint32_t count = bus->ProcessBatch(max);
         const std::size_t expected_count = std::min<std::size_t>(max, model.queue.size());
         Check(count == expected_count, "ProcessBatch count");
-        CountLatencies(model, expected_count);
         std::vector<Delivery> expected;
         for (std::size_t m = 0; m < expected_count; ++m) {
-          const ModelMessage message = model.queue.front();
-          model.queue.pop_front();
-          if (message.counted) ++model.processed;
+          const ModelMessage message = model.queue.pop();
+          CountDispatch(model, message);
           for (ModelSubscriber& s : model.subscribers[message.type]) {
             if (!s.active) continue;
             expected.push_back({s.id, message.msg_id, message.value});
@@ -218,17 +268,19 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
       }
       case 2: {  // dispatch to a visitor
         const std::uint32_t max = in.Next() % 20;
-        std::vector<std::uint32_t> seen;
+        std::vector<Delivery> seen;
         const std::uint32_t count = bus->ProcessBatchWith(
-            [&](const sluice::MessageEnvelope<Payload>& e) { seen.push_back(ValueOf(e.payload)); },
+            [&](const sluice::MessageEnvelope<Payload>& e) {
+              seen.push_back({-1, e.header.msg_id, ValueOf(e.payload)});
+            },
             max);
         const std::size_t expected_count = std::min<std::size_t>(max, model.queue.size());
         Check(count == expected_count, "ProcessBatchWith count");
-        CountLatencies(model, expected_count);
+        Check(seen.size() == expected_count, "visits");
         for (std::size_t m = 0; m < expected_count; ++m) {
-          Check(seen[m] == model.queue.front().value, "visited value");
-          if (model.queue.front().counted) ++model.processed;
-          model.queue.pop_front();
+          const ModelMessage message = model.queue.pop();
+          CountDispatch(model, message);
+          Check(seen[m] == Delivery{-1, message.msg_id, message.value}, "visited message");
         }
         break;
       }
@@ -248,13 +300,13 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
         sluice::SubscriptionHandle handle;
         switch (type) {
           case 0:
-            handle = bus->Subscribe<Small>(callback);
+            handle = bus->template Subscribe<Small>(callback);
             break;
           case 1:
-            handle = bus->Subscribe<std::string>(callback);
+            handle = bus->template Subscribe<std::string>(callback);
             break;
           default:
-            handle = bus->Subscribe<std::unique_ptr<std::uint32_t>>(callback);
+            handle = bus->template Subscribe<std::unique_ptr<std::uint32_t>>(callback);
         }
         harness.subscriptions.back() = {handle, type, unsubscribe_after, 0};
         ModelSubscriber* free_slot = nullptr;
@@ -307,7 +359,7 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
         model.processed = 0;
         model.latencies = {};
         // Counted before the reset: no part of the new counts.
-        for (ModelMessage& message : model.queue) message.counted = false;
+        model.queue.for_each([](ModelMessage& message) { message.counted = false; });
         break;
     }
     Check(bus->QueueDepth() == model.queue.size(), "queue depth");
@@ -319,7 +371,8 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  RunOne(data, size);
+  RunOne<FifoBus>(data, size);
+  RunOne<PriorityBus>(data, size);
   return 0;
 }
 
