@@ -863,12 +863,16 @@ class AsyncBus {
   // per message.
   template <typename DispatchOne>
   std::uint32_t Drain(Envelope* envelope, std::uint32_t max_messages, DispatchOne&& dispatch_one) {
-    Counter counted = 0;
+    // Counted per priority on the priority-ordered bus (see
+    // detail/statistics_counters.hpp), else in counted[0].
+    constexpr bool kByPriority = Traits::kDeliveryOrder == DeliveryOrder::kPriority;
+    Counter counted[kByPriority ? kPriorityCount : 1] = {};
     const auto drain = [&](auto& latency) {
       std::uint32_t count = 0;
       do {
         latency.Add(envelope->header);
-        counted += envelope->header.counted ? 1 : 0;
+        counted[kByPriority ? static_cast<std::size_t>(envelope->header.priority) : 0] +=
+            envelope->header.counted ? 1 : 0;
         dispatch_one(*envelope);
         queue_.PopFront();
         ++count;
@@ -884,7 +888,13 @@ class AsyncBus {
       detail::NoLatencyBatch none;
       count = drain(none);
     }
-    statistics_.CountProcessed(counted);
+    if constexpr (kByPriority) {
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
+        statistics_.CountProcessed(counted[p], static_cast<MessagePriority>(p));
+      }
+    } else {
+      statistics_.CountProcessed(counted[0]);
+    }
     return count;
   }
 
@@ -938,7 +948,9 @@ class AsyncBus {
   static constexpr std::uint32_t kClosed = 2;
   std::atomic<std::uint32_t> close_state_{kOpen};
   Position closed_tail_ = 0;  // written once, before close_state_ = kClosed
-  detail::StatisticsCounters<kProducers == ProducerModel::kSingle> statistics_;
+  detail::StatisticsCounters<kProducers == ProducerModel::kSingle,
+                             Traits::kDeliveryOrder == DeliveryOrder::kPriority>
+      statistics_;
   alignas(kCacheLineSize) detail::DispatchEpoch epoch_;
   detail::ErrorReporter error_reporter_;
   bool dispatching_ = false;  // consumer-private re-entrancy guard

@@ -31,11 +31,14 @@ namespace detail {
 // Processed counts only messages whose publish was counted
 // (MessageHeader::counted), whatever the mode at dispatch, and its baseline
 // is the published total at the reset: the messages still queued then were
-// counted before the reset, and FIFO dispatch takes them first. That
+// counted before the reset, and FIFO dispatch takes them first. A
+// priority-ordered bus (kProcessedByPriority) dispatches a later HIGH before
+// an earlier LOW, so it counts processed per priority, each against its
+// priority's published baseline (within a priority dispatch is FIFO). That
 // baseline is not stored: a snapshot adds up the published baselines it
 // read, so even baselines mixed from two overlapping resets (stores are one
 // field at a time) keep processed <= published and equal after a drain.
-template <bool kSingleProducer>
+template <bool kSingleProducer, bool kProcessedByPriority = false>
 class StatisticsCounters {
  public:
   void CountPublished(MessagePriority priority, Counter count = 1) noexcept {
@@ -50,13 +53,15 @@ class StatisticsCounters {
   void CountRejected() noexcept { Increment<false>(refused_.rejected); }
   // Any producer: refused because the bus is closed.
   void CountClosed(Counter count = 1) noexcept { Increment<false>(refused_.closed, count); }
-  // Consumer only: `count` dispatched messages whose publish was counted.
-  void CountProcessed(Counter count) noexcept {
+  // Consumer only: `count` dispatched messages whose publish was counted
+  // (of `priority` when kProcessedByPriority; ignored otherwise).
+  void CountProcessed(Counter count, MessagePriority priority = MessagePriority::LOW) noexcept {
     if (count == 0) return;
+    std::atomic<Counter>& processed =
+        consumer_.processed[kProcessedByPriority ? Index(priority) : 0];
     // SYNC POINT WRITE (F).
-    consumer_.processed.store(
-        static_cast<Counter>(consumer_.processed.load(std::memory_order_relaxed) + count),
-        std::memory_order_release);
+    processed.store(static_cast<Counter>(processed.load(std::memory_order_relaxed) + count),
+                    std::memory_order_release);
   }
   void CountError() noexcept { Increment<true>(consumer_.errors); }
 
@@ -68,17 +73,28 @@ class StatisticsCounters {
       // SYNC POINT READ (G): see Reset().
       base.values[i] = baseline_[i].load(std::memory_order_acquire);
     }
-    base.values[kProcessed] = static_cast<Counter>(
-        base.values[kPublished + 0] + base.values[kPublished + 1] + base.values[kPublished + 2]);
+    if constexpr (kProcessedByPriority) {
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
+        base.values[kProcessed + p] = base.values[kPublished + p];
+      }
+    } else {
+      base.values[kProcessed] = static_cast<Counter>(
+          base.values[kPublished + 0] + base.values[kPublished + 1] + base.values[kPublished + 2]);
+    }
     const Fields raw = Raw();
     Fields since;
     for (std::size_t i = 0; i < kFieldCount; ++i) {
       since.values[i] = static_cast<Counter>(raw.values[i] - base.values[i]);
     }
     // Messages counted before the reset and dispatched after it are no part
-    // of either count: processed is 0 until they are through.
+    // of either count: processed (of their priority) is 0 until they are
+    // through.
     using Signed = std::make_signed_t<Counter>;
-    if (static_cast<Signed>(since.values[kProcessed]) < 0) since.values[kProcessed] = 0;
+    Counter processed = 0;
+    for (std::size_t p = 0; p < kProcessedCounters; ++p) {
+      const Counter value = since.values[kProcessed + p];
+      if (static_cast<Signed>(value) > 0) processed = static_cast<Counter>(processed + value);
+    }
     BusStatisticsSnapshot s;
     s.low_priority_published = since.values[kPublished + 0];
     s.medium_priority_published = since.values[kPublished + 1];
@@ -90,7 +106,7 @@ class StatisticsCounters {
         s.low_priority_published + s.medium_priority_published + s.high_priority_published;
     s.messages_dropped =
         s.low_priority_dropped + s.medium_priority_dropped + s.high_priority_dropped;
-    s.messages_processed = since.values[kProcessed];
+    s.messages_processed = processed;
     s.processing_errors = since.values[kErrors];
     s.messages_rejected = since.values[kRejected];
     s.messages_refused_closed = since.values[kClosed];
@@ -103,7 +119,8 @@ class StatisticsCounters {
   void Reset() noexcept {
     const Fields raw = Raw();
     for (std::size_t i = 0; i < kFieldCount; ++i) {
-      if (i == kProcessed) continue;  // derived from the published baselines
+      // Processed is derived from the published baselines.
+      if (i >= kProcessed && i < kProcessed + kPriorityCount) continue;
       // SYNC POINT WRITE (G): the counter reads above.
       baseline_[i].store(raw.values[i], std::memory_order_release);
     }
@@ -117,11 +134,12 @@ class StatisticsCounters {
   // Raw counter values, indexed as below.
   static constexpr std::size_t kPublished = 0;  // + priority
   static constexpr std::size_t kDropped = 3;    // + priority
-  static constexpr std::size_t kProcessed = 6;
-  static constexpr std::size_t kErrors = 7;
-  static constexpr std::size_t kRejected = 8;
-  static constexpr std::size_t kClosed = 9;
-  static constexpr std::size_t kFieldCount = 10;
+  static constexpr std::size_t kProcessed = 6;  // + priority with kProcessedByPriority
+  static constexpr std::size_t kErrors = 9;
+  static constexpr std::size_t kRejected = 10;
+  static constexpr std::size_t kClosed = 11;
+  static constexpr std::size_t kFieldCount = 12;
+  static constexpr std::size_t kProcessedCounters = kProcessedByPriority ? kPriorityCount : 1;
   struct Fields {
     Counter values[kFieldCount] = {};
   };
@@ -129,8 +147,10 @@ class StatisticsCounters {
   // Processed first, with acquire: see (F).
   Fields Raw() const noexcept {
     Fields f;
-    // SYNC POINT READ (F): see CountProcessed().
-    f.values[kProcessed] = consumer_.processed.load(std::memory_order_acquire);
+    for (std::size_t p = 0; p < kProcessedCounters; ++p) {
+      // SYNC POINT READ (F): see CountProcessed().
+      f.values[kProcessed + p] = consumer_.processed[p].load(std::memory_order_acquire);
+    }
     f.values[kErrors] = Read(consumer_.errors);
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
       f.values[kPublished + p] = Read(published_.by_priority[p]);
@@ -154,7 +174,7 @@ class StatisticsCounters {
     std::atomic<Counter> closed{0};
   };
   struct alignas(kCacheLineSize) ConsumerCounters {
-    std::atomic<Counter> processed{0};
+    std::atomic<Counter> processed[kProcessedCounters] = {};
     std::atomic<Counter> errors{0};
   };
   static_assert(sizeof(PriorityCounters) == kCacheLineSize &&
