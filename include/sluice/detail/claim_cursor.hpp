@@ -146,8 +146,8 @@ class ClaimCursor {
     }
   }
 
-  // The tail: every position below it is claimed (SPSC: published). Relaxed:
-  // a claim carries no data.
+  // The tail: every position below it is claimed (SPSC: committed just
+  // before its publication). Relaxed: a claim carries no data.
   Position ClaimedTail() const noexcept { return producer_.tail.load(std::memory_order_relaxed); }
 
   // Consumer: the next position to release.

@@ -76,7 +76,9 @@ class FifoQueue {
 // A ring claim can thus be refused only by a
 // stale read of the ring's released position, a store the consumer has
 // already made; the producer re-reads until it sees it (no wait for any
-// thread to run). A stalled producer holds up only its own priority's ring.
+// thread to run). A producer stalled between its ring claim and its publish
+// holds up its own priority's ring and, by the hold below, every lower
+// priority; higher priorities go on.
 //
 // Consumer: takes the front of the highest priority ring that has a
 // published message, and checks the higher rings again after at most
