@@ -203,7 +203,7 @@ class AsyncBus {
         }
       }
       if (wanted != 0) {
-        typename Queue::Run run;
+        typename Queue::Run run{};
         const Position claimed =
             queue_.TryClaimRun(policy_.LimitFor(mode, priority), priority, wanted, &run);
         // Counted before the messages become visible (see PublishImpl).
