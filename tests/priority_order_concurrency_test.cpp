@@ -177,6 +177,7 @@ TYPED_TEST(PriorityOrderConcurrencyTest, ExactlyOnceInOrderPerProducerAndPriorit
   // message (seq_cst; no data hangs on it).
   std::atomic<bool> go{false};
   std::vector<std::thread> producers;
+  producers.reserve(kProducers);
   for (std::uint32_t producer = 0; producer < kProducers; ++producer) {
     producers.emplace_back([&, producer] {
       std::array<std::uint32_t, kPriorities> seq{};
@@ -429,6 +430,7 @@ void RunHigherPrioritiesFirst() {
   };
   std::atomic<std::uint32_t> producers_done{0};
   std::vector<std::thread> threads;
+  threads.reserve(2 + kLowProducers);
   threads.emplace_back([&] {
     paced_producer(high, kHighProducer, MessagePriority::HIGH);
     producers_done.fetch_add(1, std::memory_order_release);
@@ -572,6 +574,7 @@ TEST(PriorityConcurrencyTest, CloseDuringPublishingDrainsEverythingAdmittedOnce)
     std::atomic<std::uint64_t> total_admitted{0};
     std::atomic<std::uint32_t> producers_done{0};
     std::vector<std::thread> threads;
+    threads.reserve(kProducers + 1);
     for (std::uint32_t producer = 0; producer < kProducers; ++producer) {
       threads.emplace_back([&, producer] {
         for (std::uint32_t i = 0;; ++i) {
@@ -718,6 +721,7 @@ TYPED_TEST(PriorityPublishBlockingTest, EveryBlockingPublishIsAdmittedAndDispatc
   // message (seq_cst; no data hangs on it).
   std::atomic<bool> go{false};
   std::vector<std::thread> producers;
+  producers.reserve(kProducers);
   for (std::uint32_t producer = 0; producer < kProducers; ++producer) {
     producers.emplace_back([&, producer] {
       const auto priority = static_cast<MessagePriority>(producer % kPriorities);
