@@ -27,6 +27,7 @@
 
 #include "sluice/extras/condition_variable_parker.hpp"
 #include "sluice/sluice.hpp"
+#include "test_support.hpp"
 #include "typed_test_names.hpp"
 
 #if defined(__linux__)
@@ -64,24 +65,7 @@ struct PriorityTraits : Base {
   static constexpr std::uint32_t kStarvationLimit = kStarvation;
 };
 
-// The consumer's guard against waiting for ever: a producer stuck inside a
-// publish can be neither joined nor left running past the bus, so when the
-// consumer has made no progress for kPatience the test fails by ending the
-// process.
-class ProgressWatch {
- public:
-  void Progress() { last_ = Clock::now(); }
-  void Check(const char* what) const {
-    if (Clock::now() - last_ < kPatience) return;
-    std::fprintf(stderr, "no progress for %lld s: %s\n", static_cast<long long>(kPatience.count()),
-                 what);
-    std::abort();
-  }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point last_ = Clock::now();
-};
+using sluice_test::ProgressWatch;
 
 // Consumer-side bookkeeping: exactly once and in order per producer within
 // each priority, and every message id recorded by producer and index.
@@ -384,9 +368,37 @@ class HigherFirstCheck {
   std::uint64_t seen_medium_pending_ = 0;
 };
 
+// With producer lanes: every producer of the test publishes through a lane
+// of its own, so the consumer's merge must keep the order across lanes.
 template <std::uint32_t kInterval>
+struct LanedPriorityTraits : PriorityTraits<kInterval, 0> {
+  static constexpr std::size_t kMaxProducerLanes = 4;
+  static constexpr std::size_t kLaneCapacity = 128;
+};
+
+// Where one producer of the test publishes: the bus, or its own lane
+// (registered on the test's thread, used by the producer's thread alone).
+template <typename Bus, bool kLanes>
+struct PublishTarget {
+  explicit PublishTarget(Bus& b) : bus(&b) {
+    if constexpr (kLanes) producer = b.RegisterProducer();
+  }
+  bool Publish(const Tagged& message, std::uint32_t sender, MessagePriority priority) {
+    if constexpr (kLanes) {
+      return producer.PublishWithPriority(message, sender, priority);
+    } else {
+      return bus->PublishWithPriority(message, sender, priority);
+    }
+  }
+  Bus* bus;
+  typename Bus::Producer producer;
+};
+
+template <std::uint32_t kInterval, bool kLanes = false>
 void RunHigherPrioritiesFirst() {
-  using Bus = sluice::MpscBus<Payload, 256, PriorityTraits<kInterval, 0>>;
+  using Bus = sluice::MpscBus<
+      Payload, 256,
+      std::conditional_t<kLanes, LanedPriorityTraits<kInterval>, PriorityTraits<kInterval, 0>>>;
   constexpr std::uint32_t kHighProducer = 0, kMediumProducer = 1, kLowProducers = 2;
   const std::uint32_t paced_count = 1000 * kScale;  // each of HIGH and MEDIUM
   const std::uint32_t low_count = 3000 * kScale;    // each LOW producer
@@ -401,10 +413,17 @@ void RunHigherPrioritiesFirst() {
                      })
                   .IsValid());
 
+  std::vector<PublishTarget<Bus, kLanes>> targets;
+  targets.reserve(2 + kLowProducers);
+  for (std::uint32_t i = 0; i < 2 + kLowProducers; ++i) targets.emplace_back(*bus);
+  if constexpr (kLanes) {
+    for (auto& target : targets) ASSERT_TRUE(target.producer.IsValid());
+  }
+
   // A LOW backlog before anyone starts.
   std::uint32_t low_prefilled = 0;
-  while (low_prefilled < 100 && bus->PublishWithPriority(Tagged{2, low_prefilled, low_prefilled}, 2,
-                                                         MessagePriority::LOW)) {
+  while (low_prefilled < 100 &&
+         targets[2].Publish(Tagged{2, low_prefilled, low_prefilled}, 2, MessagePriority::LOW)) {
     ++low_prefilled;
   }
   ASSERT_EQ(low_prefilled, 100u);
@@ -419,7 +438,7 @@ void RunHigherPrioritiesFirst() {
       }
       // Only a request seen before this publish is answered by it.
       const bool requested = pacer.request.load(std::memory_order_acquire);
-      while (!bus->PublishWithPriority(Tagged{producer, i, i}, producer, priority)) {
+      while (!targets[producer].Publish(Tagged{producer, i, i}, producer, priority)) {
         std::this_thread::yield();
       }
       // SYNC POINT WRITE: after the publish returned true (see above).
@@ -443,7 +462,7 @@ void RunHigherPrioritiesFirst() {
     threads.emplace_back([&, l] {
       const std::uint32_t producer = 2 + l;
       for (std::uint32_t i = l == 0 ? low_prefilled : 0; i < low_count; ++i) {
-        while (!bus->PublishWithPriority(Tagged{producer, i, i}, producer, MessagePriority::LOW)) {
+        while (!targets[producer].Publish(Tagged{producer, i, i}, producer, MessagePriority::LOW)) {
           std::this_thread::yield();
         }
       }
@@ -482,6 +501,16 @@ TEST(PriorityConcurrencyTest, PublishedHighAndMediumComeBeforeTheNextLow) {
 
 TEST(PriorityConcurrencyTest, PublishedHighAndMediumComeWithinTheCheckInterval) {
   RunHigherPrioritiesFirst<4>();
+}
+
+// The same bounds when every producer has a lane of its own: the consumer's
+// merge looks across all lanes (detail/producer_lanes.hpp).
+TEST(PriorityConcurrencyTest, AcrossLanesPublishedHighAndMediumComeBeforeTheNextLow) {
+  RunHigherPrioritiesFirst<1, true>();
+}
+
+TEST(PriorityConcurrencyTest, AcrossLanesPublishedHighAndMediumComeWithinTheCheckInterval) {
+  RunHigherPrioritiesFirst<4, true>();
 }
 
 // ---- A stalled producer ---------------------------------------------------------

@@ -2,7 +2,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <variant>
@@ -52,5 +55,27 @@ struct LifetimeCounter {
 };
 
 using OwningPayload = std::variant<LifetimeCounter, std::string, std::unique_ptr<int>, Sequenced>;
+
+// A threaded test's guard against waiting for ever: a producer stuck inside
+// a publish can be neither joined nor left running past the bus, so when
+// the consumer has made no progress for `patience` the test fails by ending
+// the process. Long enough never to fire while the machine is merely slow.
+class ProgressWatch {
+ public:
+  explicit ProgressWatch(std::chrono::seconds patience = std::chrono::seconds(60))
+      : patience_(patience) {}
+  void Progress() { last_ = Clock::now(); }
+  void Check(const char* what) const {
+    if (Clock::now() - last_ < patience_) return;
+    std::fprintf(stderr, "no progress for %lld s: %s\n", static_cast<long long>(patience_.count()),
+                 what);
+    std::abort();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::chrono::seconds patience_;
+  Clock::time_point last_ = Clock::now();
+};
 
 }  // namespace sluice_test

@@ -1,6 +1,6 @@
 // Everything Sluice offers: the core (sluice/sluice.hpp) and every add-on in
 // sluice/extras/ that the target supports (the condition-variable parker
-// needs threads, the futex parker Linux). Embedded builds include
+// needs threads, the futex parker and the membarrier fence Linux). Embedded builds include
 // sluice/sluice.hpp and the add-ons they use, one by one.
 #pragma once
 
@@ -17,4 +17,5 @@
 #endif
 #if defined(__linux__)
 #include "sluice/extras/futex_parker.hpp"
+#include "sluice/extras/membarrier_fence.hpp"
 #endif

@@ -21,6 +21,7 @@
 #include "sluice/detail/error_reporter.hpp"
 #include "sluice/detail/latency_recorder.hpp"
 #include "sluice/detail/message_queue.hpp"
+#include "sluice/detail/producer_lanes.hpp"
 #include "sluice/detail/ring.hpp"
 #include "sluice/detail/statistics_counters.hpp"
 #include "sluice/detail/subscription_registry.hpp"
@@ -70,11 +71,30 @@ class AsyncBus {
   static_assert(Traits::kDeliveryOrder == DeliveryOrder::kFifo ||
                     Traits::kDeliveryOrder == DeliveryOrder::kPriority,
                 "Sluice: kDeliveryOrder must be DeliveryOrder::kFifo or DeliveryOrder::kPriority");
-  using Queue = std::conditional_t<
+  // The queue of one source: the shared queue (every unregistered producer)
+  // or a producer lane.
+  template <std::size_t kSlots, ProducerModel kModel>
+  using SourceQueue = std::conditional_t<
       Traits::kDeliveryOrder == DeliveryOrder::kPriority,
-      detail::PriorityQueue<MessageEnvelope<Payload>, kCapacity, kProducers, Traits::kSlotStorage,
+      detail::PriorityQueue<MessageEnvelope<Payload>, kSlots, kModel, Traits::kSlotStorage,
                             Traits::kPriorityCheckInterval, Traits::kStarvationLimit>,
-      detail::FifoQueue<MessageEnvelope<Payload>, kCapacity, kProducers, Traits::kSlotStorage>>;
+      detail::FifoQueue<MessageEnvelope<Payload>, kSlots, kModel, Traits::kSlotStorage>>;
+  static constexpr bool kHasLanes = Traits::kMaxProducerLanes > 0;
+  static_assert(!kHasLanes || (Traits::kLaneCapacity >= 2 &&
+                               (Traits::kLaneCapacity & (Traits::kLaneCapacity - 1)) == 0),
+                "Sluice: kLaneCapacity must be a power of two and at least 2");
+  static_assert(!kHasLanes || Traits::kStarvationLimit == 0,
+                "Sluice: producer lanes need strict priority order (kStarvationLimit = 0)");
+  using LaneStatistics =
+      detail::StatisticsCounters<true, Traits::kDeliveryOrder == DeliveryOrder::kPriority, true>;
+  using Queue = std::conditional_t<
+      kHasLanes,
+      detail::LanedQueue<MessageEnvelope<Payload>, SourceQueue<kCapacity, kProducers>,
+                         SourceQueue<Traits::kLaneCapacity, ProducerModel::kSingle>,
+                         Traits::kMaxProducerLanes, Traits::kDeliveryOrder, Traits::kLaneBurst,
+                         Traits::kPriorityCheckInterval, typename Traits::HeavyFence,
+                         LaneStatistics>,
+      SourceQueue<kCapacity, kProducers>>;
 
  public:
   using Envelope = MessageEnvelope<Payload>;
@@ -83,6 +103,7 @@ class AsyncBus {
   static constexpr std::size_t kBytesPerSlot = Queue::kBytesPerSlot;
   static constexpr std::size_t kRingBytes = kBytesPerSlot * kCapacity * Queue::kRingCount;
   static constexpr DeliveryOrder kDeliveryOrder = Traits::kDeliveryOrder;
+  static constexpr ProducerModel kProducerModel = kProducers;
   static constexpr bool kKeepsLatencyHistograms = Traits::kLatencyHistograms;
 
   AsyncBus() : queue_(0) {}
@@ -131,26 +152,15 @@ class AsyncBus {
   // BARE_METAL). As PublishWithPriority otherwise.
   template <typename T, typename... Args>
   [[nodiscard]] bool Emplace(std::uint32_t sender_id, MessagePriority priority, Args&&... args) {
-    static_assert(detail::kIsAlternative<T, Payload>,
-                  "Sluice: Emplace<T> needs T to be exactly one alternative of the bus payload "
-                  "variant");
-    constexpr bool kParens = std::is_constructible_v<T, Args&&...>;
-    static_assert(kParens || detail::kBraceConstructible<T, Args&&...>,
-                  "Sluice: Emplace<T> cannot construct T from these arguments");
+    CheckEmplace<T, Args...>();
     if (!IsValidPriority(priority)) {
       statistics_.CountRejected();
       return false;
     }
-    if constexpr (kParens && std::is_nothrow_constructible_v<T, Args&&...>) {
-      return Admit<true>(sender_id, priority, 0, [&] {
-        return Payload(std::in_place_type<T>, std::forward<Args>(args)...);
-      });
-    } else if constexpr (kParens) {
-      return PublishImpl<true>(T(std::forward<Args>(args)...), sender_id, priority, 0);
-    } else {
-      // An aggregate (no constructor to call in place): built, then moved in.
-      return PublishImpl<true>(T{std::forward<Args>(args)...}, sender_id, priority, 0);
-    }
+    return EmplaceVia<T>(
+        [&](auto&& make_payload) { return Admit<true>(sender_id, priority, 0, make_payload); },
+        [&](T&& built) { return PublishImpl<true>(std::move(built), sender_id, priority, 0); },
+        std::forward<Args>(args)...);
   }
 
   // Publishes the messages of [first, last) in order with one claim (one CAS
@@ -289,6 +299,154 @@ class AsyncBus {
   }
 #endif
 
+  // ---- Producer lanes ----------------------------------------------------------
+
+  // A registered producer: publishes into a lane of its own, wait-free and
+  // with no locked instruction (see RegisterProducer). Move-only; destroying
+  // it, or Unregister(), hands the lane back. Its calls are those of the bus
+  // with the same names and results; admission applies the bus's thresholds
+  // to the lane's fill (Traits::kLaneCapacity). One thread (or interrupt
+  // handler) at a time may use a Producer, and it must not outlive its bus.
+  // An invalid Producer (default-constructed, moved from, unregistered, or
+  // returned when every lane was taken) refuses every publish and counts
+  // nothing.
+  class Producer {
+   public:
+    Producer() noexcept = default;
+    Producer(Producer&& other) noexcept
+        : bus_(std::exchange(other.bus_, nullptr)), lane_(other.lane_) {}
+    Producer& operator=(Producer&& other) noexcept {
+      if (this != &other) {
+        Unregister();
+        bus_ = std::exchange(other.bus_, nullptr);
+        lane_ = other.lane_;
+      }
+      return *this;
+    }
+    Producer(const Producer&) = delete;
+    Producer& operator=(const Producer&) = delete;
+    ~Producer() { Unregister(); }
+
+    bool IsValid() const noexcept { return bus_ != nullptr; }
+    explicit operator bool() const noexcept { return IsValid(); }
+    // The lane's number in MessageHeader::lane (1 to kMaxProducerLanes); 0
+    // when invalid.
+    std::uint16_t Lane() const noexcept {
+      return bus_ == nullptr ? 0 : static_cast<std::uint16_t>(lane_ + 1);
+    }
+
+    // Hands the lane back (messages still in it are dispatched as usual);
+    // the Producer becomes invalid. Not while a publish of it runs.
+    void Unregister() noexcept {
+      if constexpr (kHasLanes) {
+        if (bus_ != nullptr) bus_->queue_.Unregister(lane_);
+      }
+      bus_ = nullptr;
+    }
+
+    template <typename Message>
+    [[nodiscard]] bool Publish(Message&& message, std::uint32_t sender_id = 0) {
+      return PublishImpl<true>(std::forward<Message>(message), sender_id, MessagePriority::MEDIUM,
+                               0);
+    }
+    template <typename Message>
+    [[nodiscard]] bool PublishWithPriority(Message&& message, std::uint32_t sender_id,
+                                           MessagePriority priority) {
+      return PublishImpl<true>(std::forward<Message>(message), sender_id, priority, 0);
+    }
+    template <typename Message>
+    [[nodiscard]] bool PublishFast(Message&& message, std::uint32_t sender_id,
+                                   std::uint64_t timestamp_us,
+                                   MessagePriority priority = MessagePriority::MEDIUM) {
+      return PublishImpl<false>(std::forward<Message>(message), sender_id, priority, timestamp_us);
+    }
+    template <typename T, typename... Args>
+    [[nodiscard]] bool Emplace(std::uint32_t sender_id, MessagePriority priority, Args&&... args) {
+      CheckEmplace<T, Args...>();
+      if (bus_ == nullptr) return false;
+      if (!IsValidPriority(priority)) {
+        Statistics().CountRejected();
+        return false;
+      }
+      return EmplaceVia<T>(
+          [&](auto&& make_payload) {
+            return bus_->template LaneAdmit<true>(lane_, sender_id, priority, 0, make_payload);
+          },
+          [&](T&& built) { return PublishImpl<true>(std::move(built), sender_id, priority, 0); },
+          std::forward<Args>(args)...);
+    }
+
+    // This producer's lane: its counters (the bus's GetStatistics adds every
+    // lane's in), its fill and its backpressure level (of kLaneCapacity).
+    // Counters stay with the lane: a later owner's are added to them.
+    BusStatisticsSnapshot GetStatistics() const noexcept {
+      return bus_ == nullptr ? BusStatisticsSnapshot{} : Statistics().Snapshot();
+    }
+    std::size_t QueueDepth() const noexcept {
+      return bus_ == nullptr ? 0 : static_cast<std::size_t>(LaneRef().queue.Depth());
+    }
+    BackpressureLevel GetBackpressureLevel() const noexcept {
+      return ClassifyBackpressure(QueueDepth(), Traits::kLaneCapacity);
+    }
+
+   private:
+    friend class AsyncBus;
+    Producer(AsyncBus* bus, std::uint32_t lane) noexcept : bus_(bus), lane_(lane) {}
+
+    auto& LaneRef() const noexcept { return bus_->queue_.LaneAt(lane_); }
+    LaneStatistics& Statistics() const noexcept { return LaneRef().statistics; }
+
+    template <bool kReadClock, typename Message>
+    bool PublishImpl(Message&& message, std::uint32_t sender_id, MessagePriority priority,
+                     std::uint64_t timestamp_us) {
+      using Value = std::decay_t<Message>;
+      static_assert(kPublishable<Message>,
+                    "Sluice: a published message must be exactly one alternative of the "
+                    "bus payload variant, or the variant itself");
+      if (bus_ == nullptr) return false;
+      bool bad = !IsValidPriority(priority);
+      if constexpr (std::is_same_v<Value, Payload>) bad = bad || message.valueless_by_exception();
+      if (bad) {
+        Statistics().CountRejected();
+        return false;
+      }
+      if constexpr (!std::is_nothrow_constructible_v<Value, Message&&>) {
+        Value copy(std::forward<Message>(message));
+        return PublishImpl<kReadClock>(std::move(copy), sender_id, priority, timestamp_us);
+      } else {
+        return bus_->template LaneAdmit<kReadClock>(lane_, sender_id, priority, timestamp_us, [&] {
+          return MakePayload(std::forward<Message>(message));
+        });
+      }
+    }
+
+    AsyncBus* bus_ = nullptr;
+    std::uint32_t lane_ = 0;
+  };
+
+  // Takes a free lane for the calling producer: a valid Producer, or an
+  // invalid one when all Traits::kMaxProducerLanes lanes are taken.
+  // Lock-free; any thread. A compile error when the traits allow no lanes.
+  [[nodiscard]] Producer RegisterProducer() noexcept {
+    static_assert(kHasLanes,
+                  "Sluice: RegisterProducer needs producer lanes: set kMaxProducerLanes (and "
+                  "kLaneCapacity) in the bus traits");
+    if constexpr (kHasLanes) {
+      const int lane = queue_.Register();
+      if (lane >= 0) return Producer(this, static_cast<std::uint32_t>(lane));
+    }
+    return Producer();
+  }
+
+  // How many lanes are taken now (a snapshot).
+  std::size_t RegisteredProducers() const noexcept {
+    if constexpr (kHasLanes) {
+      return queue_.LanesTaken();
+    } else {
+      return 0;
+    }
+  }
+
   // ---- Shutdown ---------------------------------------------------------------
 
   // Closes the bus for good: every publish that starts after Close returns
@@ -327,7 +485,12 @@ class AsyncBus {
   bool IsDrained() const noexcept {
     if (close_state_.load(std::memory_order_acquire) != kClosed) return false;
     // Wrap-safe: the consumer never passes the closed tail.
-    return queue_.Released() == closed_tail_;
+    if (queue_.Released() != closed_tail_) return false;
+    if constexpr (kHasLanes) {
+      return queue_.LanesDrained();
+    } else {
+      return true;
+    }
   }
 
 #if !SLUICE_FREESTANDING
@@ -488,7 +651,16 @@ class AsyncBus {
 
   // Counters since construction or the last reset. Publish, drop and
   // processed counts advance only in FULL_FEATURED; errors are always counted.
-  BusStatisticsSnapshot GetStatistics() const noexcept { return statistics_.Snapshot(); }
+  // With producer lanes: every lane's counters added in.
+  BusStatisticsSnapshot GetStatistics() const noexcept {
+    BusStatisticsSnapshot snapshot = statistics_.Snapshot();
+    if constexpr (kHasLanes) {
+      for (std::uint32_t i = 0; i < Traits::kMaxProducerLanes; ++i) {
+        detail::AddStatistics(&snapshot, queue_.LaneAt(i).statistics.Snapshot());
+      }
+    }
+    return snapshot;
+  }
 
   // Publish-to-dispatch latency per priority since construction or the last
   // reset, kept by the consumer in FULL_FEATURED mode: it reads the bus clock
@@ -500,17 +672,24 @@ class AsyncBus {
   // Resets the counters and the latency histograms.
   void ResetStatistics() noexcept {
     statistics_.Reset();
+    if constexpr (kHasLanes) {
+      for (std::uint32_t i = 0; i < Traits::kMaxProducerLanes; ++i) {
+        queue_.LaneAt(i).statistics.Reset();
+      }
+    }
     latency_.Reset();
   }
 
   // Admitted messages not yet released by the consumer (an estimate while
   // the bus runs).
+  // With producer lanes: in the shared queue and every lane.
   std::size_t QueueDepth() const noexcept { return static_cast<std::size_t>(queue_.Depth()); }
+  // Fill of the shared queue (with lanes, each Producer reports its own).
   double QueueUtilizationPercent() const noexcept {
-    return static_cast<double>(queue_.Depth()) * 100.0 / static_cast<double>(kCapacity);
+    return static_cast<double>(SharedDepth()) * 100.0 / static_cast<double>(kCapacity);
   }
   BackpressureLevel GetBackpressureLevel() const noexcept {
-    return ClassifyBackpressure(queue_.Depth(), kCapacity);
+    return ClassifyBackpressure(SharedDepth(), kCapacity);
   }
 
  private:
@@ -577,6 +756,31 @@ class AsyncBus {
       if (queue_.TryFront() != nullptr) return true;
     }
 #endif
+  }
+
+  template <typename T, typename... Args>
+  static constexpr void CheckEmplace() {
+    static_assert(detail::kIsAlternative<T, Payload>,
+                  "Sluice: Emplace<T> needs T to be exactly one alternative of the bus payload "
+                  "variant");
+    static_assert(
+        std::is_constructible_v<T, Args&&...> || detail::kBraceConstructible<T, Args&&...>,
+        "Sluice: Emplace<T> cannot construct T from these arguments");
+  }
+
+  // Emplace's three ways: in the slot, through `admit(make_payload)`, when T
+  // has a constructor from `args` that cannot throw; else T is built first
+  // (a constructor that may throw, or an aggregate with braces) and handed
+  // to `publish`, which moves it in.
+  template <typename T, typename AdmitFn, typename PublishFn, typename... Args>
+  static bool EmplaceVia(AdmitFn&& admit, PublishFn&& publish, Args&&... args) {
+    if constexpr (std::is_nothrow_constructible_v<T, Args&&...>) {
+      return admit([&] { return Payload(std::in_place_type<T>, std::forward<Args>(args)...); });
+    } else if constexpr (std::is_constructible_v<T, Args&&...>) {
+      return publish(T(std::forward<Args>(args)...));
+    } else {
+      return publish(T{std::forward<Args>(args)...});
+    }
   }
 
   template <typename Message>
@@ -679,6 +883,52 @@ class AsyncBus {
     return true;
   }
 
+  // A lane publish (Producer): as Admit, into lane `lane` under its limit,
+  // between Begin/EndLanePublish (SYNC POINT (L), detail/producer_lanes.hpp).
+  // Wait-free: no loop, no CAS; the lane's counters are single-writer.
+  template <bool kReadClock, typename MakePayloadFn>
+  bool LaneAdmit(std::uint32_t lane_index, std::uint32_t sender_id, MessagePriority priority,
+                 std::uint64_t timestamp_us, MakePayloadFn&& make_payload) {
+    auto& lane = queue_.LaneAt(lane_index);
+    const PerformanceMode mode = policy_.Mode();
+    if constexpr (kReadClock) {
+      timestamp_us = mode == PerformanceMode::BARE_METAL ? 0 : Traits::Clock::NowMicros();
+    }
+    if (!queue_.BeginLanePublish(lane)) {
+      lane.statistics.CountClosed(1);
+      return false;
+    }
+    typename decltype(lane.queue)::Claim claim;
+    if (!lane.queue.TryClaim(policy_.LaneLimitFor(mode, priority), priority, &claim)) {
+      Queue::EndLanePublish(lane);
+      if (mode == PerformanceMode::FULL_FEATURED) lane.statistics.CountDropped(priority, 1);
+      return false;
+    }
+    // Counted before the message becomes visible (see TryAdmit).
+    const bool counted = mode == PerformanceMode::FULL_FEATURED;
+    if (counted) lane.statistics.CountPublished(priority);
+    MessageHeader header;
+    header.msg_id = decltype(lane.queue)::MessageId(claim);
+    header.timestamp_us = timestamp_us;
+    header.sender_id = sender_id;
+    header.priority = priority;
+    header.counted = counted;
+    header.lane = static_cast<std::uint16_t>(lane_index + 1);
+    new (lane.queue.Storage(claim)) Envelope{header, make_payload()};
+    lane.queue.Publish(claim);
+    Queue::EndLanePublish(lane);
+    if constexpr (kConsumerCanSleep) wake_.Notify();
+    return true;
+  }
+
+  Position SharedDepth() const noexcept {
+    if constexpr (kHasLanes) {
+      return queue_.SharedDepth();
+    } else {
+      return queue_.Depth();
+    }
+  }
+
 #if !SLUICE_FREESTANDING
   // PublishBlocking's wait (SYNC POINT R, docs/design.md "Producers that
   // wait for room"): polls, then announces itself on its priority's room
@@ -768,7 +1018,7 @@ class AsyncBus {
         // Skipping a wake here is safe: the queue holds at least the limit,
         // and the batch that takes it below will look again.
         if (!have_depth) {
-          depth = queue_.Depth();
+          depth = SharedDepth();
           have_depth = true;
         }
         if (depth >= policy_.LimitFor(mode, static_cast<MessagePriority>(p))) continue;
@@ -866,13 +1116,17 @@ class AsyncBus {
     // Counted per priority on the priority-ordered bus (see
     // detail/statistics_counters.hpp), else in counted[0].
     constexpr bool kByPriority = Traits::kDeliveryOrder == DeliveryOrder::kPriority;
-    Counter counted[kByPriority ? kPriorityCount : 1] = {};
+    [[maybe_unused]] Counter counted[kByPriority ? kPriorityCount : 1] = {};
     const auto drain = [&](auto& latency) {
       std::uint32_t count = 0;
       do {
         latency.Add(envelope->header);
-        counted[kByPriority ? static_cast<std::size_t>(envelope->header.priority) : 0] +=
-            envelope->header.counted ? 1 : 0;
+        if constexpr (kHasLanes) {
+          queue_.TallyProcessed(envelope->header);
+        } else {
+          counted[kByPriority ? static_cast<std::size_t>(envelope->header.priority) : 0] +=
+              envelope->header.counted ? 1 : 0;
+        }
         dispatch_one(*envelope);
         queue_.PopFront();
         ++count;
@@ -888,7 +1142,9 @@ class AsyncBus {
       detail::NoLatencyBatch none;
       count = drain(none);
     }
-    if constexpr (kByPriority) {
+    if constexpr (kHasLanes) {
+      queue_.FlushProcessed(statistics_);
+    } else if constexpr (kByPriority) {
       for (std::size_t p = 0; p < kPriorityCount; ++p) {
         statistics_.CountProcessed(counted[p], static_cast<MessagePriority>(p));
       }
@@ -929,7 +1185,7 @@ class AsyncBus {
   friend struct detail::TestAccess;
 
   Queue queue_;
-  detail::AdmissionPolicy<kCapacity> policy_;
+  detail::AdmissionPolicy<kCapacity, kHasLanes ? Traits::kLaneCapacity : 0> policy_;
   WakeSignalType wake_;
 #if !SLUICE_FREESTANDING
   // PublishBlocking: one room signal per priority (waiters of a priority are

@@ -12,6 +12,7 @@
 
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
+#include "sluice/heavy_fence.hpp"
 #include "sluice/parker.hpp"
 
 namespace sluice {
@@ -83,6 +84,23 @@ struct DefaultBusTraits {
   // then waits for at most K + 2N - 1 higher messages (MEDIUM), K + 3N - 1
   // (LOW); docs/api.md, "Delivery order".
   static constexpr std::uint32_t kStarvationLimit = 0;
+  // Producer lanes (AsyncBus::RegisterProducer; docs/api.md, "Producer
+  // lanes"): at most this many registered producers at once, each with a
+  // lane of its own, allocated with the bus. 0: no lanes, and
+  // RegisterProducer does not compile.
+  static constexpr std::size_t kMaxProducerLanes = 0;
+  // Slots per lane (a power of two, at least 2; three rings of it per lane
+  // with DeliveryOrder::kPriority). Admission applies the thresholds to the
+  // lane's own fill.
+  static constexpr std::size_t kLaneCapacity = 1024;
+  // DeliveryOrder::kFifo with lanes: messages the consumer takes from one
+  // source (the shared ring or a lane) before it turns to the next source
+  // that has messages. At least 1.
+  static constexpr std::uint32_t kLaneBurst = 64;
+  // How Close() bounds lane publishes in flight (sluice/heavy_fence.hpp):
+  // with NoHeavyFence each lane publish executes a full fence; with
+  // MembarrierHeavyFence (Linux) it executes none.
+  using HeavyFence = NoHeavyFence;
 };
 
 // HIGH first: DeliveryOrder::kPriority with the default check interval and

@@ -32,9 +32,9 @@ constexpr const char* ToString(MessagePriority priority) noexcept {
 }
 
 struct MessageHeader {
-  // The position the message was admitted at: unique per bus and increasing
-  // in admission order (also on a priority-ordered bus, which dispatches in
-  // another order).
+  // The position the message was admitted at: unique per source (the shared
+  // queue, or one lane: see `lane`) and increasing in admission order there
+  // (also on a priority-ordered bus, which dispatches in another order).
   std::uint64_t msg_id = 0;
   // Microseconds from the bus clock (Publish) or from the caller (PublishFast).
   std::uint64_t timestamp_us = 0;
@@ -43,6 +43,10 @@ struct MessageHeader {
   // Whether the publish was counted in the statistics (FULL_FEATURED then);
   // the consumer counts it as processed only if so. Fills header padding.
   bool counted = false;
+  // 0: published into the shared queue; k: by the registered producer that
+  // held lane k (AsyncBus::RegisterProducer), whose msg_ids count on their
+  // own: (lane, msg_id) is unique per bus. Fills header padding.
+  std::uint16_t lane = 0;
 };
 
 // An aggregate, so a payload prvalue is constructed straight into the slot.

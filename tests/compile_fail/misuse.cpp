@@ -115,6 +115,30 @@ int main() {
 #elif CASE == 28  // nor can its producers wait for room
   sluice::MpscBus<Payload, 8> bus;
   (void)bus.PublishBlocking(A{1}, 0, sluice::MessagePriority::HIGH, std::chrono::seconds(1));
+#elif CASE == 29  // a bus without lanes has no registered producers
+  sluice::MpscBus<Payload, 8> bus;
+  auto producer = bus.RegisterProducer();
+#elif CASE == 30  // a lane capacity that is not a power of two
+  struct Traits : sluice::DefaultBusTraits {
+    static constexpr std::size_t kMaxProducerLanes = 2;
+    static constexpr std::size_t kLaneCapacity = 100;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
+#elif CASE == 31  // lanes with a starvation limit
+  struct Traits : sluice::PriorityOrderTraits {
+    static constexpr std::size_t kMaxProducerLanes = 2;
+    static constexpr std::uint32_t kStarvationLimit = 4;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
+#elif CASE == 32  // a lane publish of a type that is not in the variant
+  struct Traits : sluice::DefaultBusTraits {
+    static constexpr std::size_t kMaxProducerLanes = 2;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  auto producer = bus.RegisterProducer();
+  (void)producer.Publish(1.0);
 #endif
   return 0;
 }

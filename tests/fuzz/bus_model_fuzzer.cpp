@@ -6,10 +6,16 @@
 // against a model with one queue, and on a bus in priority order
 // (DeliveryOrder::kPriority, checked before every message, no starvation
 // limit) against a model with one queue per priority that takes the oldest
-// message of the highest priority that has one.
+// message of the highest priority that has one. Then twice more, on buses
+// with producer lanes (three lanes of four slots) in both orders: the model
+// keeps one such queue per source (the shared queue, each lane), admits by
+// each source's own fill, and merges them as the bus promises (FIFO: turns
+// of kLaneBurst messages over the sources that have some; priority: the
+// highest front over all sources, ties in turn).
 // Payloads own heap memory, so a leaked or doubly destroyed one shows up under
 // AddressSanitizer. Built with libFuzzer under Clang; with other compilers a
 // small main replays corpus files (see tests/CMakeLists.txt).
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +24,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -44,6 +51,17 @@ struct PriorityFuzzTraits : FuzzTraits {
   static constexpr std::uint32_t kStarvationLimit = 0;
 };
 using PriorityBus = sluice::MpscBus<Payload, kCapacity, PriorityFuzzTraits>;
+constexpr std::size_t kLanes = 3;
+constexpr std::size_t kLaneSlots = 4;
+constexpr std::uint32_t kBurst = 2;
+template <typename Base>
+struct LaneFuzzTraits : Base {
+  static constexpr std::size_t kMaxProducerLanes = kLanes;
+  static constexpr std::size_t kLaneCapacity = kLaneSlots;
+  static constexpr std::uint32_t kLaneBurst = kBurst;
+};
+using FifoLaneBus = sluice::MpscBus<Payload, kCapacity, LaneFuzzTraits<FuzzTraits>>;
+using PriorityLaneBus = sluice::MpscBus<Payload, kCapacity, LaneFuzzTraits<PriorityFuzzTraits>>;
 
 // The bus and model being compared, for the failure message.
 const char* g_order = "";
@@ -124,6 +142,13 @@ class ModelQueue {
     }
     Fail("the model's queue is empty");
   }
+  // The priority of the message pop() would return; -1 when empty.
+  int front_priority() const {
+    for (std::size_t lane = lanes_.size(); lane-- > 0;) {
+      if (!lanes_[lane].empty()) return static_cast<int>(lane);
+    }
+    return -1;
+  }
   template <typename Function>
   void for_each(Function&& function) {
     for (std::deque<ModelMessage>& lane : lanes_) {
@@ -136,10 +161,85 @@ class ModelQueue {
   std::array<std::deque<ModelMessage>, 3> lanes_;  // indexed by priority
 };
 
+// Every source's queue (0: the shared one, k: lane k) and the consumer's
+// merge of them.
+class ModelSources {
+ public:
+  ModelSources(bool by_priority, std::size_t lanes)
+      : by_priority_(by_priority), sources_(1 + lanes, ModelQueue(by_priority)) {}
+  ModelQueue& source(std::size_t s) { return sources_[s]; }
+  std::size_t size() const {
+    std::size_t total = 0;
+    for (const ModelQueue& q : sources_) total += q.size();
+    return total;
+  }
+  void lane_taken(std::size_t lane) {
+    if (lane > lanes_in_use_) lanes_in_use_ = lane;
+  }
+  // The consumer's look for its next message (the bus's TryFront): the
+  // source to take it from, or -1 when none has one.
+  int look() {
+    if (sources_.size() == 1) return sources_[0].size() != 0 ? 0 : -1;
+    const std::size_t n = 1 + lanes_in_use_;
+    if (!by_priority_ && run_left_ != 0 && sources_[current_].size() != 0) {
+      return static_cast<int>(current_);
+    }
+    run_left_ = 0;
+    int best = -1;
+    std::size_t best_source = 0;
+    for (std::size_t k = 1; k <= n; ++k) {
+      const std::size_t s = (current_ + k) % n;
+      if (!by_priority_) {
+        if (sources_[s].size() != 0) {
+          current_ = s;
+          run_left_ = kBurst;
+          return static_cast<int>(s);
+        }
+      } else if (sources_[s].front_priority() > best) {
+        best = sources_[s].front_priority();
+        best_source = s;
+      }
+    }
+    if (best < 0) return -1;
+    current_ = best_source;
+    run_left_ = 1;
+    return static_cast<int>(best_source);
+  }
+  ModelMessage pop(std::size_t s) {
+    if (run_left_ != 0) --run_left_;
+    return sources_[s].pop();
+  }
+  // A batch of up to `max`: the messages in the order the bus takes them,
+  // with its looks (one more after the last when the batch ends short).
+  std::vector<ModelMessage> batch(std::uint32_t max) {
+    std::vector<ModelMessage> taken;
+    if (max == 0) return taken;
+    for (int s = look(); s >= 0; s = look()) {
+      taken.push_back(pop(static_cast<std::size_t>(s)));
+      if (taken.size() == max) break;
+    }
+    return taken;
+  }
+  template <typename Function>
+  void for_each(Function&& function) {
+    for (ModelQueue& q : sources_) q.for_each(function);
+  }
+
+ private:
+  bool by_priority_;
+  std::vector<ModelQueue> sources_;
+  std::size_t lanes_in_use_ = 0;
+  std::size_t current_ = 0;
+  std::uint32_t run_left_ = 0;
+};
+
 struct Model {
-  explicit Model(bool by_priority) : queue(by_priority) {}
-  ModelQueue queue;
-  std::uint64_t next_id = 0;
+  Model(bool by_priority, std::size_t lanes)
+      : queue(by_priority, lanes), next_id(1 + lanes, 0), held(kLanes, -1) {}
+  ModelSources queue;
+  std::vector<std::uint64_t> next_id;  // per source
+  // The lane each of the harness's producer handles holds, or -1.
+  std::vector<int> held;
   std::array<std::uint8_t, 3> percents = {60, 80, 99};  // LOW, MEDIUM, HIGH
   sluice::PerformanceMode mode = sluice::PerformanceMode::FULL_FEATURED;
   std::array<std::array<ModelSubscriber, kSlots>, kTypes> subscribers{};
@@ -208,17 +308,48 @@ void CompareStatistics(const Bus& bus, const Model& model) {
   }
 }
 
+// A message's id as the harness records it: the source's id with the lane
+// above it, so that ids of different sources never compare equal.
+std::uint64_t TaggedId(const sluice::MessageHeader& header) {
+  return header.msg_id | std::uint64_t{header.lane} << 48;
+}
+
+// The model's side of one publish into `source` (of `slots` slots): the
+// admission decision by the rule itself, not the bus's arithmetic (admit
+// while the source's fill is below the priority's percentage of its
+// slots), then the queue and the counts.
+bool ModelPublish(Model& model, std::size_t source, std::size_t slots, std::size_t type,
+                  std::uint32_t value, std::uint8_t priority_byte) {
+  const std::size_t fill = model.queue.source(source).size();
+  const bool admitted = model.mode == sluice::PerformanceMode::BARE_METAL
+                            ? fill < slots
+                            : fill * 100 < std::size_t{model.percents[priority_byte]} * slots;
+  const bool counting = model.mode == sluice::PerformanceMode::FULL_FEATURED;
+  if (admitted) {
+    const std::uint64_t id = model.next_id[source]++ | std::uint64_t{source} << 48;
+    model.queue.source(source).push({type, id, ValueOf(MakePayload(type, value)), priority_byte,
+                                     model.mode != sluice::PerformanceMode::BARE_METAL, counting});
+    if (counting) ++model.published[priority_byte];
+  } else if (counting) {
+    ++model.dropped[priority_byte];
+  }
+  return admitted;
+}
+
 template <typename Bus>
 void RunOne(const std::uint8_t* data, std::size_t size) {
   constexpr bool kByPriority = Bus::kDeliveryOrder == sluice::DeliveryOrder::kPriority;
-  g_order = kByPriority ? "priority" : "admission";
+  constexpr bool kWithLanes = !std::is_same_v<Bus, FifoBus> && !std::is_same_v<Bus, PriorityBus>;
+  g_order = kWithLanes ? (kByPriority ? "priority, lanes" : "admission, lanes")
+                       : (kByPriority ? "priority" : "admission");
   auto bus = std::make_unique<Bus>();
-  Model model(kByPriority);
+  Model model(kByPriority, kWithLanes ? kLanes : 0);
   Harness harness;
+  std::vector<typename Bus::Producer> producers(kLanes);
   Reader in(data, size);
 
   while (!in.empty()) {
-    switch (in.Next() % 9) {
+    switch (in.Next() % 12) {
       case 0: {  // publish
         const std::size_t type = in.Next() % kTypes;
         const std::uint8_t priority_byte = in.Next() % 4;  // 3 is out of range
@@ -229,32 +360,19 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
           Check(!admitted, "out-of-range priority refused");
           break;
         }
-        // The rule itself, not the bus's arithmetic: admit while the fill is
-        // below the priority's percentage of the capacity.
-        const std::size_t fill = model.queue.size();
-        const bool expected =
-            model.mode == sluice::PerformanceMode::BARE_METAL
-                ? fill < kCapacity
-                : fill * 100 < std::size_t{model.percents[priority_byte]} * kCapacity;
-        Check(admitted == expected, "admission decision");
-        const bool counting = model.mode == sluice::PerformanceMode::FULL_FEATURED;
-        if (admitted) {
-          model.queue.push({type, model.next_id++, ValueOf(MakePayload(type, value)), priority_byte,
-                            model.mode != sluice::PerformanceMode::BARE_METAL, counting});
-          if (counting) ++model.published[priority_byte];
-        } else if (counting) {
-          ++model.dropped[priority_byte];
-        }
+        Check(admitted == ModelPublish(model, 0, kCapacity, type, value, priority_byte),
+              "admission decision");
         break;
       }
       case 1: {  // dispatch to subscribers
         const std::uint32_t max = in.Next() % 20;
         const std::uint32_t count = bus->ProcessBatch(max);
-        const std::size_t expected_count = std::min<std::size_t>(max, model.queue.size());
+        const std::vector<ModelMessage> taken = model.queue.batch(max);
+        const std::size_t expected_count = taken.size();
         Check(count == expected_count, "ProcessBatch count");
         std::vector<Delivery> expected;
         for (std::size_t m = 0; m < expected_count; ++m) {
-          const ModelMessage message = model.queue.pop();
+          const ModelMessage& message = taken[m];
           CountDispatch(model, message);
           for (ModelSubscriber& s : model.subscribers[message.type]) {
             if (!s.active) continue;
@@ -271,14 +389,15 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
         std::vector<Delivery> seen;
         const std::uint32_t count = bus->ProcessBatchWith(
             [&](const sluice::MessageEnvelope<Payload>& e) {
-              seen.push_back({-1, e.header.msg_id, ValueOf(e.payload)});
+              seen.push_back({-1, TaggedId(e.header), ValueOf(e.payload)});
             },
             max);
-        const std::size_t expected_count = std::min<std::size_t>(max, model.queue.size());
+        const std::vector<ModelMessage> taken = model.queue.batch(max);
+        const std::size_t expected_count = taken.size();
         Check(count == expected_count, "ProcessBatchWith count");
         Check(seen.size() == expected_count, "visits");
         for (std::size_t m = 0; m < expected_count; ++m) {
-          const ModelMessage message = model.queue.pop();
+          const ModelMessage& message = taken[m];
           CountDispatch(model, message);
           Check(seen[m] == Delivery{-1, message.msg_id, message.value}, "visited message");
         }
@@ -292,7 +411,7 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
         Bus* raw = bus.get();
         auto callback = [&harness, raw, id](const sluice::MessageEnvelope<Payload>& e) {
           Harness::Subscription& me = harness.subscriptions[static_cast<std::size_t>(id)];
-          harness.deliveries.push_back({id, e.header.msg_id, ValueOf(e.payload)});
+          harness.deliveries.push_back({id, TaggedId(e.header), ValueOf(e.payload)});
           if (me.unsubscribe_after != 0 && ++me.calls == me.unsubscribe_after) {
             Check(raw->Unsubscribe(me.handle).Removed(), "self-unsubscribe inside a callback");
           }
@@ -361,6 +480,58 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
         // Counted before the reset: no part of the new counts.
         model.queue.for_each([](ModelMessage& message) { message.counted = false; });
         break;
+      case 9: {  // register a producer in handle slot k (handing back what it held)
+        const std::size_t k = in.Next() % kLanes;
+        if constexpr (kWithLanes) {
+          // Registers first, then the assignment hands slot k's old lane
+          // back: the new lane is the lowest one no slot holds, k included.
+          producers[k] = bus->RegisterProducer();
+          int lane = -1;
+          for (std::size_t l = 1; l <= kLanes && lane < 0; ++l) {
+            bool taken = false;
+            for (int h : model.held) taken = taken || h == static_cast<int>(l);
+            if (!taken) lane = static_cast<int>(l);
+          }
+          model.held[k] = lane;
+          if (lane > 0) model.queue.lane_taken(static_cast<std::size_t>(lane));
+          Check(producers[k].IsValid() == (lane > 0), "registration while lanes are free");
+          Check(producers[k].Lane() == (lane > 0 ? lane : 0),
+                "registration takes the lowest free lane");
+          Check(bus->RegisteredProducers() ==
+                    static_cast<std::size_t>(std::count_if(model.held.begin(), model.held.end(),
+                                                           [](int h) { return h > 0; })),
+                "registered producers");
+        }
+        break;
+      }
+      case 10: {  // unregister handle slot k
+        const std::size_t k = in.Next() % kLanes;
+        if constexpr (kWithLanes) {
+          producers[k].Unregister();
+          model.held[k] = -1;
+          Check(!producers[k].IsValid(), "unregistered");
+        }
+        break;
+      }
+      case 11: {  // publish through handle slot k
+        const std::size_t k = in.Next() % kLanes;
+        const std::size_t type = in.Next() % kTypes;
+        const std::uint8_t priority_byte = in.Next() % 4;
+        const std::uint32_t value = in.Next();
+        if constexpr (kWithLanes) {
+          const auto priority = static_cast<sluice::MessagePriority>(priority_byte);
+          const bool admitted =
+              producers[k].PublishWithPriority(MakePayload(type, value), 9, priority);
+          if (priority_byte == 3 || model.held[k] < 0) {
+            Check(!admitted, "a bad priority, or no lane: refused");
+            break;
+          }
+          Check(admitted == ModelPublish(model, static_cast<std::size_t>(model.held[k]), kLaneSlots,
+                                         type, value, priority_byte),
+                "lane admission decision");
+        }
+        break;
+      }
     }
     Check(bus->QueueDepth() == model.queue.size(), "queue depth");
   }
@@ -373,6 +544,8 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   RunOne<FifoBus>(data, size);
   RunOne<PriorityBus>(data, size);
+  RunOne<FifoLaneBus>(data, size);
+  RunOne<PriorityLaneBus>(data, size);
   return 0;
 }
 

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "sluice/admission.hpp"
 #include "sluice/config.hpp"
@@ -14,7 +15,9 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace detail {
 
-template <Position kCapacity>
+// kLaneCapacity != 0: also the limits of a producer lane of that capacity
+// (the same thresholds applied to the lane's fill).
+template <Position kCapacity, Position kLaneCapacity = 0>
 class alignas(kCacheLineSize) AdmissionPolicy {
  public:
   AdmissionPolicy() noexcept { StoreLimits(AdmissionThresholds{}); }
@@ -28,6 +31,12 @@ class alignas(kCacheLineSize) AdmissionPolicy {
   Position LimitFor(PerformanceMode mode, MessagePriority priority) const noexcept {
     if (mode == PerformanceMode::BARE_METAL) return kCapacity;
     return limits_[static_cast<std::size_t>(priority)].load(std::memory_order_relaxed);
+  }
+  // As LimitFor, for a producer lane.
+  Position LaneLimitFor(PerformanceMode mode, MessagePriority priority) const noexcept {
+    static_assert(kLaneCapacity != 0, "no lanes");
+    if (mode == PerformanceMode::BARE_METAL) return kLaneCapacity;
+    return lane_limits_[static_cast<std::size_t>(priority)].load(std::memory_order_relaxed);
   }
 
   // Any thread or interrupt handler. False, keeping the old thresholds,
@@ -75,12 +84,18 @@ class alignas(kCacheLineSize) AdmissionPolicy {
     const std::uint8_t percents[kPriorityCount] = {t.low_percent, t.medium_percent, t.high_percent};
     for (std::size_t i = 0; i < kPriorityCount; ++i) {
       limits_[i].store(FillLimit(percents[i], kCapacity), std::memory_order_seq_cst);
+      if constexpr (kLaneCapacity != 0) {
+        lane_limits_[i].store(FillLimit(percents[i], kLaneCapacity), std::memory_order_seq_cst);
+      }
     }
   }
 
   std::atomic<PerformanceMode> mode_{PerformanceMode::FULL_FEATURED};
   std::atomic<Position> limits_[kPriorityCount] = {};  // indexed by MessagePriority
   std::atomic<std::uint32_t> packed_{Pack(AdmissionThresholds{})};
+  struct NoLaneLimits {};
+  std::conditional_t<kLaneCapacity != 0, std::atomic<Position>[kPriorityCount], NoLaneLimits>
+      lane_limits_ = {};
 };
 
 }  // namespace detail

@@ -203,6 +203,23 @@ class PriorityQueue {
   Position Released() const noexcept { return fill_.Released(); }
   Position Depth() const noexcept { return fill_.Depth(); }
 
+  // Consumer, for a merge of several queues (detail/producer_lanes.hpp): the
+  // highest priority with a published front, or -1; *held is the highest
+  // priority above it whose ring is held by a claim not yet published, or
+  // -1. SYNC POINT READ (A) of each ring looked at, as in TryFront.
+  // Consumer, for such a merge: the next TryFront looks above its current
+  // ring first, as at the end of a run.
+  void EndRun() noexcept { run_left_ = 0; }
+
+  int ReadyPriority(int* held) noexcept {
+    *held = -1;
+    for (int p = static_cast<int>(kTop); p >= 0; --p) {
+      if (rings_[p].TryFront() != nullptr) return p;
+      if (*held < 0 && rings_[p].HasUnpublishedClaim()) *held = p;
+    }
+    return -1;
+  }
+
  private:
   // `count` consecutive slots of `ring` for admissions already claimed from
   // fill_ (see the class comment for why the loop ends as soon as the

@@ -38,7 +38,27 @@ namespace detail {
 // baseline is not stored: a snapshot adds up the published baselines it
 // read, so even baselines mixed from two overlapping resets (stores are one
 // field at a time) keep processed <= published and equal after a drain.
-template <bool kSingleProducer, bool kProcessedByPriority = false>
+// Adds `more` into `*sum`, field by field (a bus with producer lanes sums
+// the lanes' counters into the shared queue's).
+inline void AddStatistics(BusStatisticsSnapshot* sum, const BusStatisticsSnapshot& more) noexcept {
+  sum->messages_published += more.messages_published;
+  sum->messages_dropped += more.messages_dropped;
+  sum->messages_processed += more.messages_processed;
+  sum->processing_errors += more.processing_errors;
+  sum->messages_rejected += more.messages_rejected;
+  sum->messages_refused_closed += more.messages_refused_closed;
+  sum->high_priority_published += more.high_priority_published;
+  sum->medium_priority_published += more.medium_priority_published;
+  sum->low_priority_published += more.low_priority_published;
+  sum->high_priority_dropped += more.high_priority_dropped;
+  sum->medium_priority_dropped += more.medium_priority_dropped;
+  sum->low_priority_dropped += more.low_priority_dropped;
+}
+
+// kSingleWriterRefusals: refusals too have one writer (a producer lane's
+// counters), so no count takes a locked instruction.
+template <bool kSingleProducer, bool kProcessedByPriority = false,
+          bool kSingleWriterRefusals = false>
 class StatisticsCounters {
  public:
   void CountPublished(MessagePriority priority, Counter count = 1) noexcept {
@@ -47,12 +67,14 @@ class StatisticsCounters {
   void CountDropped(MessagePriority priority, Counter count = 1) noexcept {
     // Any producer, including with kSingleProducer when several threads
     // publish under an external lock: refusals are rare, so always atomic.
-    Increment<false>(refused_.by_priority[Index(priority)], count);
+    Increment<kSingleWriterRefusals>(refused_.by_priority[Index(priority)], count);
   }
   // Any producer: bad input (a valueless payload, an unknown priority).
-  void CountRejected() noexcept { Increment<false>(refused_.rejected); }
+  void CountRejected() noexcept { Increment<kSingleWriterRefusals>(refused_.rejected); }
   // Any producer: refused because the bus is closed.
-  void CountClosed(Counter count = 1) noexcept { Increment<false>(refused_.closed, count); }
+  void CountClosed(Counter count = 1) noexcept {
+    Increment<kSingleWriterRefusals>(refused_.closed, count);
+  }
   // Consumer only: `count` dispatched messages whose publish was counted
   // (of `priority` when kProcessedByPriority; ignored otherwise).
   void CountProcessed(Counter count, MessagePriority priority = MessagePriority::LOW) noexcept {

@@ -41,6 +41,12 @@ struct TestAccess {
     return bus.room_[priority].Waiters();
   }
 
+  // How many consumers have announced that they sleep (0 or 1).
+  template <typename Bus>
+  static std::uint32_t ConsumerWaiters(const Bus& bus) {
+    return bus.wake_.Waiters();
+  }
+
   template <typename Bus>
   static constexpr Position LastSubscriptionGeneration() {
     return decltype(std::declval<Bus&>().registry_)::kLastGeneration;

@@ -1,0 +1,276 @@
+// Producer lanes with threads (run under ThreadSanitizer in CI): exactly once
+// and per-producer order with lane and shared producers together while lanes
+// are registered and handed back; Close while lane producers publish (the
+// asymmetric handshake, detail/producer_lanes.hpp SYNC POINT (L)) with and
+// without a heavy fence; registration races. HIGH-first across lanes is in
+// priority_order_concurrency_test.cpp.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "sluice/extras/membarrier_fence.hpp"
+#include "sluice/sluice.hpp"
+#include "test_support.hpp"
+#include "typed_test_names.hpp"
+
+namespace {
+
+using sluice::MessagePriority;
+
+#if defined(__SANITIZE_THREAD__)
+constexpr std::uint32_t kScale = 1;
+#else
+constexpr std::uint32_t kScale = 10;
+#endif
+
+struct Tagged {
+  std::uint32_t producer = 0;
+  std::uint32_t epoch = 0;  // the producer's registration (lanes) or 0
+  std::uint32_t seq = 0;    // per producer and epoch
+};
+using Payload = std::variant<Tagged>;
+
+struct FifoLanes : sluice::DefaultBusTraits {
+  static constexpr std::size_t kMaxProducerLanes = 3;
+  static constexpr std::size_t kLaneCapacity = 32;
+  static constexpr std::uint32_t kLaneBurst = 4;
+};
+struct OrderedLanes : FifoLanes {
+  static constexpr sluice::DeliveryOrder kDeliveryOrder = sluice::DeliveryOrder::kPriority;
+};
+struct MembarrierLanes : FifoLanes {
+  using HeavyFence = sluice::MembarrierHeavyFence;
+};
+struct OrderedMembarrierLanes : OrderedLanes {
+  using HeavyFence = sluice::MembarrierHeavyFence;
+};
+
+using sluice_test::ProgressWatch;
+
+template <typename Bus>
+class ProducerLaneConcurrencyTest : public ::testing::Test {};
+using Buses = ::testing::Types<sluice::MpscBus<Payload, 64, FifoLanes>,
+                               sluice::MpscBus<Payload, 64, OrderedLanes>,
+                               sluice::MpscBus<Payload, 64, MembarrierLanes>,
+                               sluice::SpscBus<Payload, 64, OrderedMembarrierLanes>>;
+TYPED_TEST_SUITE(ProducerLaneConcurrencyTest, Buses, sluice_test::IndexNames);
+
+template <typename Bus>
+constexpr std::uint32_t kSharedProducers =
+    Bus::kProducerModel == sluice::ProducerModel::kMulti ? 2 : 1;
+
+// Lane producers register, publish a stretch, hand the lane back and
+// register again (perhaps another lane), while shared producers publish
+// beside them. Every admitted message is dispatched exactly once, and each
+// producer's messages of one registration (or all of a shared producer's)
+// arrive in publish order. Priorities vary, so on the priority-ordered bus
+// the order is checked per priority.
+TYPED_TEST(ProducerLaneConcurrencyTest, ExactlyOnceAndInOrderPerProducerWhileLanesChangeHands) {
+  using Bus = TypeParam;
+  constexpr std::uint32_t kLaneProducers = 4;  // one more than the lanes
+  const std::uint32_t shared_producers = kSharedProducers<Bus>;
+  const std::uint32_t per_producer = 2000 * kScale;
+  constexpr std::uint32_t kStretch = 97;  // messages per registration
+  auto bus = std::make_unique<Bus>();
+  const std::uint32_t producers = kLaneProducers + shared_producers;
+  std::atomic<std::uint32_t> done{0};
+  std::vector<std::thread> threads;
+  threads.reserve(producers);
+  const auto priority_of = [](std::uint32_t i) { return static_cast<MessagePriority>(i % 3); };
+  for (std::uint32_t p = 0; p < kLaneProducers; ++p) {
+    threads.emplace_back([&, p] {
+      std::uint32_t sent = 0;
+      std::uint32_t epoch = 0;
+      while (sent < per_producer) {
+        typename Bus::Producer lane = bus->RegisterProducer();
+        if (!lane) {  // every lane taken: try again
+          std::this_thread::yield();
+          continue;
+        }
+        ++epoch;
+        std::uint32_t seq[sluice::kPriorityCount] = {0, 0, 0};
+        for (std::uint32_t i = 0; i < kStretch && sent < per_producer; ++i, ++sent) {
+          const MessagePriority priority = priority_of(sent);
+          const auto index = static_cast<std::size_t>(priority);
+          while (!lane.PublishWithPriority(Tagged{p, epoch, seq[index]}, p, priority)) {
+            std::this_thread::yield();
+          }
+          ++seq[index];
+        }
+      }
+      done.fetch_add(1, std::memory_order_release);
+    });
+  }
+  for (std::uint32_t s = 0; s < shared_producers; ++s) {
+    threads.emplace_back([&, s] {
+      const std::uint32_t p = kLaneProducers + s;
+      std::uint32_t seq[sluice::kPriorityCount] = {0, 0, 0};
+      for (std::uint32_t sent = 0; sent < per_producer; ++sent) {
+        const MessagePriority priority = priority_of(sent);
+        const auto index = static_cast<std::size_t>(priority);
+        while (!bus->PublishWithPriority(Tagged{p, 0, seq[index]}, p, priority)) {
+          std::this_thread::yield();
+        }
+        ++seq[index];
+      }
+      done.fetch_add(1, std::memory_order_release);
+    });
+  }
+  const std::uint64_t total = std::uint64_t{producers} * per_producer;
+  // Messages of one lane producer's two registrations can interleave (the
+  // old lane may still hold some when the new one is taken), so order is
+  // checked within each registration (epoch) and priority.
+  std::uint64_t received = 0;
+  std::uint64_t violations = 0;
+  std::vector<std::vector<std::array<std::uint32_t, sluice::kPriorityCount>>> next(producers);
+  const auto on_message = [&](const Tagged& message, const sluice::MessageHeader& header) {
+    auto& epochs = next.at(message.producer);
+    if (message.epoch >= epochs.size()) epochs.resize(message.epoch + std::size_t{1}, {0, 0, 0});
+    std::uint32_t& expected = epochs[message.epoch][static_cast<std::size_t>(header.priority)];
+    if (message.seq != expected) ++violations;
+    expected = message.seq + 1;
+    // A lane message names its lane; a shared one names none.
+    if ((header.lane == 0) != (message.producer >= kLaneProducers)) ++violations;
+    ++received;
+  };
+  ProgressWatch watch;
+  while (received < total) {
+    if (bus->ProcessBatchWith(on_message) != 0) {
+      watch.Progress();
+      continue;
+    }
+    // Acquire pairs with each producer's release: their publishes are done.
+    if (done.load(std::memory_order_acquire) == producers && bus->QueueDepth() == 0 &&
+        bus->ProcessBatchWith(on_message) == 0) {
+      break;
+    }
+    watch.Check("a message never became visible");
+    std::this_thread::yield();
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(received, total);
+  EXPECT_EQ(violations, 0u);
+  EXPECT_EQ(bus->QueueDepth(), 0u);
+  const sluice::BusStatisticsSnapshot stats = bus->GetStatistics();
+  EXPECT_EQ(stats.messages_published, total);
+  EXPECT_EQ(stats.messages_processed, total);
+  EXPECT_EQ(bus->RegisteredProducers(), 0u);
+}
+
+// Close while lane producers publish as fast as they can. The consumer
+// dispatches until IsDrained() says true and then stops; every publish that
+// returned true must have been dispatched by then (a lane publish admitted
+// after the drained verdict would be lost), and nothing comes after it.
+// Repeated, so that Close lands at many points of the publishes.
+TYPED_TEST(ProducerLaneConcurrencyTest,
+           WhenIsDrainedSaysTrueEveryAdmittedLanePublishWasDispatched) {
+  using Bus = TypeParam;
+  constexpr std::uint32_t kProducers = 3;
+  const std::uint32_t rounds = 10 * kScale;
+  for (std::uint32_t round = 0; round < rounds; ++round) {
+    auto bus = std::make_unique<Bus>();
+    std::vector<typename Bus::Producer> lanes;
+    lanes.reserve(kProducers);
+    for (std::uint32_t p = 0; p < kProducers; ++p) lanes.push_back(bus->RegisterProducer());
+    std::atomic<std::uint64_t> admitted{0};
+    std::atomic<std::uint32_t> started{0};
+    std::vector<std::thread> threads;
+    threads.reserve(kProducers);
+    for (std::uint32_t p = 0; p < kProducers; ++p) {
+      threads.emplace_back([&, p] {
+        started.fetch_add(1, std::memory_order_relaxed);
+        std::uint64_t mine = 0;
+        for (std::uint32_t seq = 0;; ++seq) {
+          if (lanes[p].Publish(Tagged{p, 0, seq}, p)) {
+            ++mine;
+          } else if (bus->IsClosed()) {
+            break;
+          } else {
+            std::this_thread::yield();  // the lane is full
+          }
+        }
+        admitted.fetch_add(mine, std::memory_order_relaxed);
+      });
+    }
+    std::uint64_t dispatched = 0;
+    // Some publishes first, then Close from another thread mid-stream.
+    while (started.load(std::memory_order_relaxed) < kProducers) std::this_thread::yield();
+    std::thread closer([&] {
+      for (std::uint32_t i = 0; i < round % 7; ++i) std::this_thread::yield();
+      bus->Close();
+    });
+    ProgressWatch watch;
+    while (!bus->IsDrained()) {
+      if (bus->ProcessBatchWith([&](const Tagged&) { ++dispatched; }) != 0) watch.Progress();
+      watch.Check("the bus never drained");
+    }
+    const std::uint64_t at_verdict = dispatched;
+    closer.join();
+    for (std::thread& thread : threads) thread.join();
+    // Nothing admitted after the verdict: no message left to dispatch.
+    EXPECT_EQ(bus->ProcessBatchWith([&](const Tagged&) { ++dispatched; }), 0u) << "round " << round;
+    ASSERT_EQ(at_verdict, admitted.load(std::memory_order_relaxed)) << "round " << round;
+    EXPECT_EQ(bus->GetStatistics().messages_published, at_verdict);
+  }
+}
+
+// Threads race to register and unregister; a lane is never held by two at
+// once (each holder marks it and checks that no one else had), and the
+// messages published meanwhile all arrive.
+TYPED_TEST(ProducerLaneConcurrencyTest, ALaneIsNeverHeldByTwoProducers) {
+  using Bus = TypeParam;
+  constexpr std::uint32_t kThreads = 5;
+  const std::uint32_t per_thread = 3000 * kScale / 10 + 100;
+  auto bus = std::make_unique<Bus>();
+  std::atomic<std::uint32_t> holder[FifoLanes::kMaxProducerLanes + 1] = {};
+  std::atomic<std::uint64_t> doubles{0};
+  std::atomic<std::uint64_t> sent{0};
+  std::atomic<std::uint32_t> done{0};
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  for (std::uint32_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::uint32_t i = 0; i < per_thread; ++i) {
+        typename Bus::Producer lane = bus->RegisterProducer();
+        if (!lane) continue;
+        if (holder[lane.Lane()].exchange(t + 1, std::memory_order_relaxed) != 0) {
+          doubles.fetch_add(1, std::memory_order_relaxed);
+        }
+        if (lane.Publish(Tagged{t, 0, i}, t)) sent.fetch_add(1, std::memory_order_relaxed);
+        holder[lane.Lane()].store(0, std::memory_order_relaxed);
+      }
+      done.fetch_add(1, std::memory_order_release);
+    });
+  }
+  std::uint64_t received = 0;
+  ProgressWatch watch;
+  for (;;) {
+    if (bus->ProcessBatchWith([&](const Tagged&) { ++received; }) != 0) {
+      watch.Progress();
+      continue;
+    }
+    if (done.load(std::memory_order_acquire) == kThreads && bus->QueueDepth() == 0 &&
+        bus->ProcessBatchWith([&](const Tagged&) { ++received; }) == 0) {
+      break;
+    }
+    watch.Check("a message never became visible");
+    std::this_thread::yield();
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(doubles.load(), 0u);
+  EXPECT_EQ(received, sent.load());
+  EXPECT_GT(received, 0u);
+  EXPECT_EQ(bus->RegisteredProducers(), 0u);
+}
+
+}  // namespace
