@@ -25,6 +25,7 @@ add_executable(sluice_bench
   scenarios/latency_scenario.cpp
   scenarios/memory_scenario.cpp
   scenarios/one_core_scenario.cpp
+  scenarios/scaling_scenario.cpp
   scenarios/publish_scenarios.cpp
   scenarios/throughput_scenarios.cpp
   scenarios/peer_scenario.cpp

@@ -216,6 +216,10 @@ const std::vector<NamedScenario>& AllScenarios() {
        "buses",
        &RunBacklog},
       {"onecore", "one core: push 1,024 then pop 1,024, Sluice against bare queues", &RunOneCore},
+      {"scaling",
+       "MPSC scaling: 1, 2, 4, 8 producers, shared queue and lanes against moodycamel with "
+       "tokens",
+       &RunScaling},
   };
   return scenarios;
 }

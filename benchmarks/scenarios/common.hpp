@@ -140,6 +140,7 @@ void RunSleep(const Options&, Report&);
 void RunPublishBatch(const Options&, Report&);
 void RunBacklog(const Options&, Report&);
 void RunOneCore(const Options&, Report&);
+void RunScaling(const Options&, Report&);
 void RunSoak(const Options&, Report&);
 
 // Runs only in the soak suite (or when named with --only).
