@@ -201,26 +201,6 @@ double PlacementProbeNanos(int cpu_a, int cpu_b) {
   return samples[kRoundTrips / 2];
 }
 
-Placement ClassifyPlacement(double probe_nanos) {
-  // The boundaries lie between the states' ranges, about where their
-  // ratios meet: 110 ns between 80 and 150, 250 ns between 150 and 380.
-  if (probe_nanos < 110) return Placement::kSharedCore;
-  if (probe_nanos < 250) return Placement::kNear;
-  return Placement::kFar;
-}
-
-const char* PlacementName(Placement placement) {
-  switch (placement) {
-    case Placement::kSharedCore:
-      return "shared-core";
-    case Placement::kNear:
-      return "near";
-    case Placement::kFar:
-      return "far";
-  }
-  return "far";
-}
-
 GapProfile MeasureGaps(int cpu, double window_ms) {
   GapProfile profile;
   profile.window_ms = window_ms;
