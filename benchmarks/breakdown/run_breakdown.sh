@@ -17,8 +17,12 @@ trap 'rm -rf "$work"' EXIT
 count() {
   local pattern=${*: -1}
   local args=("${@:1:$#-1}")
-  valgrind --tool=callgrind --callgrind-out-file="$work/out" --toggle-collect="$pattern" \
-    "$binary" "${args[@]}" </dev/null >"$work/stdout" 2>/dev/null
+  # The program's status: a row that lost a message fails the script.
+  if ! valgrind --tool=callgrind --callgrind-out-file="$work/out" --toggle-collect="$pattern" \
+    "$binary" "${args[@]}" </dev/null >"$work/stdout" 2>/dev/null; then
+    echo "sluice_instruction_breakdown ${args[*]} failed" >&2
+    exit 1
+  fi
   local total messages
   total=$(callgrind_annotate "$work/out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
   messages=$(awk '/ messages$/ {print $1}' "$work/stdout")
