@@ -1,10 +1,16 @@
 // The benchmark report's machine-readable paths: JSON, compare, HTML, Markdown.
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <deque>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "harness/platform.hpp"
 #include "harness/stats.hpp"
+#include "peers/one_core_rows.hpp"
 #include "peers/peer_adapters.hpp"
 #include "report/report.hpp"
 
@@ -266,6 +272,102 @@ TEST(BenchReportTest, PeerPublishFastRowsStampRealTimestamps) {
   const LatencySnapshot latency = adapter.bus().GetLatencyHistograms();
   for (const LatencyHistogram& histogram : latency.by_priority) recorded += histogram.count;
   EXPECT_EQ(recorded, 1000u);
+}
+
+// The peers table reports each placement state apart, by the probe's round
+// trip: shared core (60-80 ns), near (about 150 ns), far (380-550 ns).
+TEST(BenchReportTest, PlacementProbeClassifiesTheThreeStates) {
+  EXPECT_EQ(ClassifyPlacement(70), Placement::kSharedCore);
+  EXPECT_EQ(ClassifyPlacement(109.9), Placement::kSharedCore);
+  EXPECT_EQ(ClassifyPlacement(110), Placement::kNear);
+  EXPECT_EQ(ClassifyPlacement(150), Placement::kNear);
+  EXPECT_EQ(ClassifyPlacement(249.9), Placement::kNear);
+  EXPECT_EQ(ClassifyPlacement(250), Placement::kFar);
+  EXPECT_EQ(ClassifyPlacement(431), Placement::kFar);
+  EXPECT_STREQ(PlacementName(Placement::kSharedCore), "shared-core");
+  EXPECT_STREQ(PlacementName(Placement::kNear), "near");
+  EXPECT_STREQ(PlacementName(Placement::kFar), "far");
+}
+
+// Rounds of one state pool their latency samples, negative ones counted.
+TEST(BenchReportTest, CrossCoreSamplesPoolAcrossRuns) {
+  CrossCoreSamples pooled(0, 1.0);
+  CrossCoreSamples first(2, 1.0);
+  first.Add(100, 110);
+  first.Add(100, 90);
+  CrossCoreSamples second(2, 1.0);
+  second.Add(100, 130);
+  second.Add(100, 150);
+  pooled.Append(first);
+  pooled.Append(second);
+  EXPECT_EQ(pooled.size(), 4u);
+  const Percentiles p = pooled.Summarize();
+  EXPECT_EQ(p.samples, 3u);
+  EXPECT_EQ(p.negative, 1u);
+  EXPECT_DOUBLE_EQ(p.p50, 30.0);
+  EXPECT_DOUBLE_EQ(p.max, 50.0);
+}
+
+// A peer of the waiting shape (atomic_queue's blocking push and pop): a
+// deque standing in, which records each Pop's count and fails the test on a
+// pop of a message that is not there, where the real queue would wait
+// forever.
+template <typename Probe>
+class WaitingQueue {
+ public:
+  static constexpr bool kBlocking = true;
+  explicit WaitingQueue(Probe&) {}
+  void Push(const Message& m) { queue_.push_back(m); }
+  void Pop(Probe& probe, std::size_t count) {
+    counts.push_back(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (queue_.empty()) {
+        ADD_FAILURE() << "a waiting pop asked for a message that never comes";
+        return;
+      }
+      probe(queue_.front());
+      queue_.pop_front();
+    }
+  }
+  std::vector<std::size_t> counts;
+
+ private:
+  std::deque<Message> queue_;
+};
+
+TEST(BenchReportTest, WaitingPeersPopOnlyWhatIsStillToCome) {
+  static_assert(IsBlocking<WaitingQueue<CountProbe>>::value, "declares kBlocking");
+  static_assert(!IsBlocking<MutexDequeAdapter<CountProbe>>::value, "tries, never waits");
+  CountProbe probe;
+  WaitingQueue<CountProbe> queue(probe);
+  for (std::uint64_t i = 0; i < kPeerBatch + 10; ++i) {
+    ASSERT_TRUE(PushOne(queue, Message{i, 0, 0, 0, 0}));
+  }
+  EXPECT_EQ(PopExpected(queue, probe, kPeerBatch + 10), kPeerBatch);
+  EXPECT_EQ(PopExpected(queue, probe, 10), 10u);
+  EXPECT_EQ(PopExpected(queue, probe, 0), 0u);
+  EXPECT_EQ(probe.count, kPeerBatch + 10);
+  EXPECT_EQ(queue.counts, (std::vector<std::size_t>{kPeerBatch, 10, 0}));
+}
+
+// A one-core round gets back every message it pushed, from a waiting peer
+// (which must not be asked for more) and from Sluice alike.
+TEST(BenchReportTest, OneCoreRoundReturnsEveryPush) {
+  CountProbe probe;
+  WaitingQueue<CountProbe> waiting(probe);
+  std::uint64_t seq = 0;
+  std::uint64_t pushed = 0;
+  EXPECT_EQ(OneCoreRound(waiting, probe, seq, pushed), kOneCoreBurst);
+  EXPECT_EQ(pushed, kOneCoreBurst);
+  EXPECT_EQ(probe.count, kOneCoreBurst);
+  CountProbe bus_probe;
+  SpscFullFastCallbacks<CountProbe> bus(bus_probe);
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(OneCoreRound(bus, bus_probe, seq, pushed), kOneCoreBurst);
+    EXPECT_EQ(pushed, kOneCoreBurst);
+  }
+  EXPECT_EQ(bus_probe.count, 3 * kOneCoreBurst);
+  EXPECT_EQ(seq, 4 * kOneCoreBurst);
 }
 
 TEST(BenchReportTest, TooFewRoundsForASpreadAreNotGated) {

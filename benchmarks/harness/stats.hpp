@@ -100,6 +100,11 @@ class CrossCoreSamples {
     }
     nanos_.push_back(static_cast<double>(received - sent) * nanos_per_tick_);
   }
+  // Adds another run's differences and its count of negative ones.
+  void Append(const CrossCoreSamples& other) {
+    nanos_.insert(nanos_.end(), other.nanos_.begin(), other.nanos_.end());
+    negative_ += other.negative_;
+  }
   std::uint64_t negative() const { return negative_; }
   std::size_t size() const { return nanos_.size() + negative_; }
   // Percentiles of the non-negative differences; `negative` says how many

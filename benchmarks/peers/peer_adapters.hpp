@@ -6,6 +6,16 @@
 //                                              there (up to a batch), calling
 //                                              probe(sample) for each
 //
+// A peer whose fastest documented usage waits (atomic_queue's push and pop,
+// which spin until they can complete) declares kBlocking = true and offers
+// instead
+//
+//   void Push(const Sample<24>&)               producer: waits for room
+//   void Pop(Probe&, std::size_t count)        consumer: waits for `count`
+//
+// The scenarios drive both shapes through PushOne and PopExpected below,
+// with the message counts they know.
+//
 // Peers compile in when CMake found them (SLUICE_PEER_* definitions). What
 // an adapter's producer or consumer side writes lives in Isolated storage
 // (harness/isolated.hpp), so no peer pays for false sharing in its adapter.
@@ -13,11 +23,13 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <sluice/sluice.hpp>
 #include <string>
+#include <type_traits>
 #include <variant>
 
 #include "bench_payload.hpp"
@@ -176,9 +188,75 @@ class MutexDequeAdapter {
   Isolated<std::deque<Message>> taken_;  // the consumer's alone
 };
 
+// True for an adapter of the waiting shape (kBlocking = true).
+template <typename Adapter, typename = void>
+struct IsBlocking : std::false_type {};
+template <typename Adapter>
+struct IsBlocking<Adapter, std::void_t<decltype(Adapter::kBlocking)>>
+    : std::bool_constant<Adapter::kBlocking> {};
+
+// Producer side, one message: a waiting adapter pushes (and returns true once
+// it is in); the others try once, false when the queue is full.
+template <typename Adapter>
+inline bool PushOne(Adapter& queue, const Message& m) {
+  if constexpr (IsBlocking<Adapter>::value) {
+    queue.Push(m);
+    return true;
+  } else {
+    return queue.TryPush(m);
+  }
+}
+
+// Consumer side, when at most `expected` messages are still to come (and at
+// least one is, for a waiting adapter): a waiting adapter pops exactly
+// min(expected, kPeerBatch), waiting for each; the others pop what is there,
+// up to a batch. Returns how many it popped.
+template <typename Adapter, typename Probe>
+inline std::size_t PopExpected(Adapter& queue, Probe& probe, std::uint64_t expected) {
+  if constexpr (IsBlocking<Adapter>::value) {
+    const std::size_t count =
+        expected < kPeerBatch ? static_cast<std::size_t>(expected) : kPeerBatch;
+    queue.Pop(probe, count);
+    return count;
+  } else {
+    return queue.PopSome(probe);
+  }
+}
+
 #if SLUICE_PEER_ATOMIC_QUEUE
-// atomic_queue's AtomicQueueB2: SPSC, or MPMC (a shared claim like Sluice's
-// MPSC bus).
+// atomic_queue's AtomicQueueB2 through its blocking push and pop: each claims
+// its slot at once and spins until the slot is free (push) or written (pop),
+// the usage atomic_queue's own throughput benchmarks measure. kSpsc: the SPSC
+// queue with MAXIMIZE_THROUGHPUT off (a bare spin, their SPSC setting);
+// otherwise MPMC (a shared claim like Sluice's MPSC bus) with it on (a pause
+// in each spin, their MPMC setting).
+template <typename Probe, bool kSpsc>
+class AtomicQueueBlockingAdapter {
+ public:
+  static constexpr bool kBlocking = true;
+  explicit AtomicQueueBlockingAdapter(Probe&) : queue_(kPeerCapacity) {}
+  // The ordering is atomic_queue's: push's release store of the slot's
+  // state pairs with pop's acquire load of it, so the consumer reads the
+  // whole message; pop's release store of EMPTY pairs with push's acquire
+  // load before it overwrites the slot.
+  void Push(const Message& m) { queue_.push(m); }
+  void Pop(Probe& probe, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) probe(queue_.pop());
+  }
+
+ private:
+  atomic_queue::AtomicQueueB2<Message, std::allocator<Message>, /*MAXIMIZE_THROUGHPUT=*/!kSpsc,
+                              /*TOTAL_ORDER=*/false, kSpsc>
+      queue_;
+};
+template <typename Probe>
+using AtomicQueueSpscBlockingAdapter = AtomicQueueBlockingAdapter<Probe, true>;
+template <typename Probe>
+using AtomicQueueMpmcBlockingAdapter = AtomicQueueBlockingAdapter<Probe, false>;
+
+// atomic_queue's AtomicQueueB2 SPSC through try_push and try_pop, which
+// check for room or a message first and never wait: the shape of the other
+// queues' calls.
 template <typename Probe, bool kSpsc>
 class AtomicQueueAdapter {
  public:
@@ -199,20 +277,30 @@ class AtomicQueueAdapter {
 };
 template <typename Probe>
 using AtomicQueueSpscAdapter = AtomicQueueAdapter<Probe, true>;
-template <typename Probe>
-using AtomicQueueMpmcAdapter = AtomicQueueAdapter<Probe, false>;
 #endif
 
 #if SLUICE_PEER_CONCURRENTQUEUE
-// moodycamel::ConcurrentQueue with tokens and bulk dequeue.
-template <typename Probe>
+// moodycamel::ConcurrentQueue with a producer token and a consumer token,
+// draining with try_dequeue_bulk, the usage its documentation calls the
+// fastest. kMayAllocate: the producer calls enqueue, which takes a new block
+// from the heap when the preallocated ones are all in use, so the queue is
+// not bounded at kPeerCapacity and its producer never waits for room; else
+// try_enqueue, which fails instead, a bound like the other queues'. The two
+// run the same code while a preallocated block has room.
+template <typename Probe, bool kMayAllocate>
 class ConcurrentQueueAdapter {
  public:
   explicit ConcurrentQueueAdapter(Probe&)
       : queue_(kPeerCapacity),
         producer_token_{moodycamel::ProducerToken(queue_)},
         consumer_token_{moodycamel::ConsumerToken(queue_)} {}
-  bool TryPush(const Message& m) { return queue_.try_enqueue(producer_token_.value, m); }
+  bool TryPush(const Message& m) {
+    if constexpr (kMayAllocate) {
+      return queue_.enqueue(producer_token_.value, m);
+    } else {
+      return queue_.try_enqueue(producer_token_.value, m);
+    }
+  }
   std::size_t PopSome(Probe& probe) {
     Message* const buffer = buffer_.value.data();
     const std::size_t count = queue_.try_dequeue_bulk(consumer_token_.value, buffer, kPeerBatch);
@@ -228,10 +316,15 @@ class ConcurrentQueueAdapter {
   Isolated<moodycamel::ConsumerToken> consumer_token_;
   Isolated<std::array<Message, kPeerBatch>> buffer_;
 };
+template <typename Probe>
+using ConcurrentQueueEnqueueAdapter = ConcurrentQueueAdapter<Probe, true>;
+template <typename Probe>
+using ConcurrentQueueTryEnqueueAdapter = ConcurrentQueueAdapter<Probe, false>;
 #endif
 
 #if SLUICE_PEER_BOOST_LOCKFREE
-// boost::lockfree::spsc_queue with bulk pop.
+// boost::lockfree::spsc_queue: push one at a time, pop in bulk into an array
+// (pop(T*, size)), its fastest way out.
 template <typename Probe>
 class BoostSpscAdapter {
  public:
@@ -250,7 +343,8 @@ class BoostSpscAdapter {
   Isolated<std::array<Message, kPeerBatch>> buffer_;  // the consumer writes it
 };
 
-// boost::lockfree::queue (MPMC, fixed capacity).
+// boost::lockfree::queue (MPMC, fixed capacity): bounded_push, and pop one at
+// a time (it has no bulk pop).
 template <typename Probe>
 class BoostQueueAdapter {
  public:

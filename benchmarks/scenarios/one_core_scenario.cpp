@@ -2,7 +2,9 @@
 // them, over and over, so the figure is the instructions and cache traffic of
 // a publish plus a dispatch with no second core to wait for. Sluice in the
 // configurations of the peer table and on the priority-ordered bus, against
-// the fastest bare queues, in one run, in blocks that rotate the order.
+// the fastest bare queues, in one run, in blocks that rotate the order. The
+// rows and the round live in peers/one_core_rows.hpp, shared with the
+// instruction breakdown.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -11,13 +13,13 @@
 #include <vector>
 
 #include "harness/stats.hpp"
+#include "peers/one_core_rows.hpp"
 #include "peers/peer_adapters.hpp"
 #include "scenarios/common.hpp"
 
 namespace sluice::bench {
 namespace {
 
-constexpr std::uint64_t kBurst = 1024;
 constexpr std::size_t kBlocks = 5;
 
 // What one contender measured: ns per message of each recorded round.
@@ -34,20 +36,14 @@ void MeasureRounds(std::size_t rounds, OneCoreSamples& out) {
   std::uint64_t seq = 0;
   // One unrecorded round: code and the first slots warm.
   for (std::size_t round = 0; round <= rounds; ++round) {
-    const std::uint64_t before = probe.count;
-    const std::uint64_t start = FastClock::Ticks();
     std::uint64_t pushed = 0;
-    for (std::uint64_t i = 0; i < kBurst; ++i) {
-      pushed += target->TryPush(Message{seq++, 1, 2, 3, 4}) ? 1 : 0;
-    }
-    // Each pop takes what is there (up to a batch); an empty pop ends it.
-    while (target->PopSome(probe) != 0) {
-    }
+    const std::uint64_t start = FastClock::Ticks();
+    const std::uint64_t popped = OneCoreRound(*target, probe, seq, pushed);
     const std::uint64_t end = FastClock::Ticks();
-    if (probe.count - before != pushed || pushed != kBurst) ++out.lost;
+    if (popped != pushed || pushed != kOneCoreBurst) ++out.lost;
     if (round != 0) {
       out.nanos_per_message.push_back(FastClock::TicksToNanos(end - start) /
-                                      static_cast<double>(kBurst));
+                                      static_cast<double>(kOneCoreBurst));
     }
   }
 }
@@ -58,41 +54,14 @@ struct OneCoreContender {
   void (*measure)(std::size_t, OneCoreSamples&);
 };
 
-template <template <typename> class Adapter>
-OneCoreContender Make(std::string name, bool is_sluice) {
-  return {std::move(name), is_sluice, &MeasureRounds<Adapter>};
-}
-
 std::vector<OneCoreContender> OneCoreContenders(std::vector<std::string>* missing) {
-  (void)missing;  // used only when a peer is absent
   std::vector<OneCoreContender> c;
-#if SLUICE_PEER_BOOST_LOCKFREE
-  c.push_back(Make<BoostSpscAdapter>("boost::lockfree::spsc_queue, bulk pop", false));
-#else
-  missing->push_back("Boost.Lockfree (libboost-dev)");
-#endif
-#if SLUICE_PEER_ATOMIC_QUEUE
-  c.push_back(Make<AtomicQueueSpscAdapter>("atomic_queue AtomicQueueB2 SPSC", false));
-#else
-  missing->push_back("atomic_queue (libatomic-queue-dev)");
-#endif
-#if SLUICE_PEER_CONCURRENTQUEUE
-  c.push_back(Make<ConcurrentQueueAdapter>("moodycamel ConcurrentQueue, tokens, bulk", false));
-#else
-  missing->push_back("moodycamel ConcurrentQueue (libconcurrentqueue-dev)");
-#endif
-  c.push_back(Make<SpscBareFastVisitor>("Sluice SPSC BARE_METAL PublishFast visitor", true));
-  c.push_back(Make<SpscBareFastCallbacks>("Sluice SPSC BARE_METAL PublishFast callbacks", true));
-  c.push_back(Make<SpscFullFastCallbacks>("Sluice SPSC FULL_FEATURED PublishFast callbacks", true));
-  c.push_back(Make<SpscFullCallbacks>("Sluice SPSC FULL_FEATURED Publish callbacks", true));
-  c.push_back(Make<MpscFullFastCallbacks>("Sluice MPSC FULL_FEATURED PublishFast callbacks", true));
-  c.push_back(Make<MpscBareFastVisitor>("Sluice MPSC BARE_METAL PublishFast visitor", true));
-  c.push_back(Make<SpscOrderedFastCallbacks>(
-      "Sluice SPSC priority-ordered FULL_FEATURED PublishFast callbacks", true));
-  c.push_back(Make<MpscOrderedFastCallbacks>(
-      "Sluice MPSC priority-ordered FULL_FEATURED PublishFast callbacks", true));
-  c.push_back(Make<MpscOrderedBareFastVisitor>(
-      "Sluice MPSC priority-ordered BARE_METAL PublishFast visitor", true));
+  ForEachOneCoreRow(
+      [&c](const char* name, bool is_sluice, auto tag) {
+        using Tag = decltype(tag);
+        c.push_back({name, is_sluice, &MeasureRounds<Tag::template Type>});
+      },
+      missing);
   return c;
 }
 
@@ -101,9 +70,9 @@ std::vector<OneCoreContender> OneCoreContenders(std::vector<std::string>* missin
 void RunOneCore(const Options& options, Report& report) {
   Table table;
   table.id = "onecore";
-  table.title = "14. One core: push " + WithThousands(kBurst) + " then pop " +
-                WithThousands(kBurst) + ", 24-byte payload, " + WithThousands(kPeerCapacity) +
-                " slots (ns per message, publish + dispatch)";
+  table.title = "14. One core: push " + WithThousands(kOneCoreBurst) + " then pop " +
+                WithThousands(kOneCoreBurst) + ", 24-byte payload, " +
+                WithThousands(kPeerCapacity) + " slots (ns per message, publish + dispatch)";
   table.columns = {"queue", "P50 ns/msg", "P10-P90 ns/msg", "P50 over the fastest peer's"};
   std::vector<std::string> missing;
   const std::vector<OneCoreContender> contenders = OneCoreContenders(&missing);
@@ -154,13 +123,14 @@ void RunOneCore(const Options& options, Report& report) {
     if (p.samples == 0) RecordFailure("onecore: " + contenders[i].name + " has no samples");
   }
   table.notes.push_back(
-      "One thread, pinned: each round pushes " + WithThousands(kBurst) +
-      " messages (TryPush; Sluice: Publish or PublishFast, MEDIUM) and then pops until a pop "
-      "returns none (Sluice: ProcessBatch or ProcessBatchWith, up to " +
+      "One thread, pinned: each round pushes " + WithThousands(kOneCoreBurst) +
+      " messages with the calls its name gives (Sluice: Publish or PublishFast, MEDIUM) and "
+      "then pops until all are back (Sluice: ProcessBatch or ProcessBatchWith, up to " +
       WithThousands(kPeerBatch) +
-      " a call; the peers' bulk pops where they have them). The figure is the round's time "
-      "over " +
-      WithThousands(kBurst) + ", timed with " + FastClock::Description() + ". " +
+      " a call; boost and moodycamel pop in bulk, up to as many a call; atomic_queue's blocking "
+      "pop takes one message a call and never waits here, the messages being there). The "
+      "figure is the round's time over " +
+      WithThousands(kOneCoreBurst) + ", timed with " + FastClock::Description() + ". " +
       WithThousands(rounds_per_block * kBlocks) + " rounds per queue in " +
       std::to_string(kBlocks) +
       " blocks; each block starts with the next queue, and each queue's block starts with "
