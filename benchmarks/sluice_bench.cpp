@@ -182,9 +182,13 @@ int main(int argc, char** argv) {
     return app.exit(error) == 0 ? 0 : 2;
   }
 
-  // Every table; the soak runs only when its suite or --only asks for it.
+  // Every table; the soak runs only when its suite or --only asks for it,
+  // the NATS table (when built) only with --only.
   std::vector<bench::NamedScenario> scenarios = bench::AllScenarios();
   scenarios.push_back(bench::SoakScenario());
+#if SLUICE_BENCH_NATS
+  scenarios.push_back(bench::NatsScenario());
+#endif
   if (list) {
     for (const auto& s : scenarios) std::cout << s.id << "\t" << s.summary << "\n";
     return 0;

@@ -146,4 +146,10 @@ void RunSoak(const Options&, Report&);
 // Runs only in the soak suite (or when named with --only).
 const NamedScenario& SoakScenario();
 
+#if SLUICE_BENCH_NATS
+// The NATS bridge's table (benchmarks/scenarios/nats_scenario.cpp): built
+// with the bridge, run only when named.
+const NamedScenario& NatsScenario();
+#endif
+
 }  // namespace sluice::bench

@@ -1,0 +1,181 @@
+// The NATS bridge's counters and their Prometheus text, beside the bus's own
+// (sluice/extras/prometheus.hpp). Standard library only: a snapshot can be
+// written without the NATS client's headers.
+//
+//   std::string text;
+//   sluice::nats::WritePrometheus(text, "plant", bus, bridge);  // bus, then bridge
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "sluice/config.hpp"
+#include "sluice/extras/prometheus.hpp"
+#include "sluice/message.hpp"
+#include "sluice/nats/frame.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace nats {
+
+using PriorityCounts = std::array<std::uint64_t, kPriorityCount>;
+
+// A bridge's counters since it was built, read one by one (consistent per
+// field). Indexed by MessagePriority where they are per priority.
+struct BridgeStatisticsSnapshot {
+  // Outbound: local messages of a forwarded type.
+  PriorityCounts frames_sent{};  // handed to the NATS client
+  // The client refused them: its reconnect buffer was full
+  // (reconnect_buffer_overflows), or the connection was closed or failed.
+  PriorityCounts send_dropped{};
+  std::uint64_t reconnect_buffer_overflows = 0;
+  std::uint64_t encode_failed = 0;    // the codec refused, or the payload exceeded the bound
+  std::uint64_t loop_suppressed = 0;  // inbound messages not sent back out
+  // Inbound.
+  std::uint64_t frames_received = 0;  // every message on a subscribed subject
+  PriorityCounts delivered{};         // admitted into the local bus
+  // Refused by the local bus: admission (backpressure) or a closed bus.
+  PriorityCounts bus_dropped{};
+  // Dropped by the NATS client before the bridge saw them: the
+  // subscription's pending limit was reached (a slow consumer). Per
+  // priority: each priority has a subscription of its own.
+  PriorityCounts slow_consumer_dropped{};
+  std::uint64_t echo_suppressed = 0;                       // frames this bridge sent itself
+  std::array<std::uint64_t, kFrameErrorCount> rejected{};  // by FrameError
+  // Connection.
+  std::uint64_t disconnects = 0;
+  std::uint64_t reconnects = 0;
+  bool connected = false;
+
+  // Every message of `priority` lost on this bridge's side, whatever the
+  // cause: refused by the client, by the bus, or dropped as a slow consumer.
+  std::uint64_t Dropped(MessagePriority priority) const noexcept {
+    const auto p = static_cast<std::size_t>(priority);
+    return send_dropped[p] + bus_dropped[p] + slow_consumer_dropped[p];
+  }
+  std::uint64_t Rejected() const noexcept {
+    std::uint64_t total = 0;
+    for (std::uint64_t count : rejected) total += count;
+    return total;
+  }
+};
+
+// What the Prometheus writer reports of one bridge.
+struct BridgeMetrics {
+  std::string_view name;  // the `bus` label, as for the bus it bridges
+  BridgeStatisticsSnapshot statistics;
+};
+
+// Any thread. `name` must outlive the result. `Bridge` has GetStatistics().
+template <typename Bridge>
+BridgeMetrics CaptureBridgeMetrics(std::string_view name, const Bridge& bridge) {
+  BridgeMetrics metrics;
+  metrics.name = name;
+  metrics.statistics = bridge.GetStatistics();
+  return metrics;
+}
+
+namespace detail {
+
+// name{bus="...",priority="...",reason="..."} value
+template <typename Sink>
+void EmitDropSample(Sink& sink, std::string_view bus, std::size_t priority, std::string_view reason,
+                    std::uint64_t value) {
+  sluice::detail::EmitSampleStart(sink, "sluice_nats_messages_dropped_total", bus, "priority",
+                                  sluice::detail::kPriorityLabels[priority]);
+  sluice::detail::Emit(sink, ",reason=\"");
+  sluice::detail::Emit(sink, reason);
+  sluice::detail::Emit(sink, "\"} ");
+  sluice::detail::EmitNumber(sink, value);
+  sluice::detail::Emit(sink, "\n");
+}
+
+}  // namespace detail
+
+// Writes the bridges' families (sluice_nats_*), each once. `sink` as for
+// sluice::WritePrometheus.
+template <typename Sink>
+void WriteBridgePrometheus(Sink&& sink, const BridgeMetrics* bridges, std::size_t count) {
+  using sluice::detail::EmitFamily;
+  using sluice::detail::EmitSample;
+  using sluice::detail::kPriorityLabels;
+  const BridgeMetrics* const end = bridges + count;
+  const auto per_priority = [&](std::string_view name, std::string_view help, auto values_of) {
+    EmitFamily(sink, name, "counter", help);
+    for (const BridgeMetrics* b = bridges; b != end; ++b) {
+      const PriorityCounts values = values_of(b->statistics);
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
+        EmitSample(sink, name, b->name, values[p], "priority", kPriorityLabels[p]);
+      }
+    }
+  };
+  const auto per_bridge = [&](std::string_view name, std::string_view type, std::string_view help,
+                              auto value_of) {
+    EmitFamily(sink, name, type, help);
+    for (const BridgeMetrics* b = bridges; b != end; ++b) {
+      EmitSample(sink, name, b->name, value_of(b->statistics));
+    }
+  };
+  using Snapshot = BridgeStatisticsSnapshot;
+  per_priority("sluice_nats_frames_sent_total", "Frames handed to the NATS client, by priority.",
+               [](const Snapshot& s) { return s.frames_sent; });
+  per_priority("sluice_nats_messages_delivered_total",
+               "Messages received from NATS and admitted into the local bus, by priority.",
+               [](const Snapshot& s) { return s.delivered; });
+  EmitFamily(sink, "sluice_nats_messages_dropped_total", "counter",
+             "Messages lost at the bridge, by priority and reason: send (the client refused, "
+             "reconnect buffer full or connection closed), bus (the local bus refused), "
+             "slow_consumer (the client's pending limit).");
+  for (const BridgeMetrics* b = bridges; b != end; ++b) {
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      detail::EmitDropSample(sink, b->name, p, "send", b->statistics.send_dropped[p]);
+      detail::EmitDropSample(sink, b->name, p, "bus", b->statistics.bus_dropped[p]);
+      detail::EmitDropSample(sink, b->name, p, "slow_consumer",
+                             b->statistics.slow_consumer_dropped[p]);
+    }
+  }
+  per_bridge("sluice_nats_reconnect_buffer_overflows_total", "counter",
+             "Publishes refused because the client's reconnect buffer was full.",
+             [](const Snapshot& s) { return s.reconnect_buffer_overflows; });
+  per_bridge("sluice_nats_encode_failed_total", "counter",
+             "Local messages not sent: the codec refused, or the payload exceeded the bound.",
+             [](const Snapshot& s) { return s.encode_failed; });
+  per_bridge("sluice_nats_frames_received_total", "counter",
+             "Messages received on subscribed subjects.",
+             [](const Snapshot& s) { return s.frames_received; });
+  EmitFamily(sink, "sluice_nats_frames_rejected_total", "counter",
+             "Received frames refused as bad input, by reason.");
+  for (const BridgeMetrics* b = bridges; b != end; ++b) {
+    for (std::size_t e = 1; e < kFrameErrorCount; ++e) {
+      EmitSample(sink, "sluice_nats_frames_rejected_total", b->name, b->statistics.rejected[e],
+                 "reason", ToString(static_cast<FrameError>(e)));
+    }
+  }
+  per_bridge("sluice_nats_echo_suppressed_total", "counter",
+             "Frames received that this bridge had sent (not published again).",
+             [](const Snapshot& s) { return s.echo_suppressed; });
+  per_bridge("sluice_nats_loop_suppressed_total", "counter",
+             "Messages received from NATS that were not forwarded back out.",
+             [](const Snapshot& s) { return s.loop_suppressed; });
+  per_bridge("sluice_nats_disconnects_total", "counter", "Connections to the server lost.",
+             [](const Snapshot& s) { return s.disconnects; });
+  per_bridge("sluice_nats_reconnects_total", "counter", "Connections to the server restored.",
+             [](const Snapshot& s) { return s.reconnects; });
+  per_bridge("sluice_nats_connected", "gauge", "1 while connected to a server, else 0.",
+             [](const Snapshot& s) { return std::uint64_t{s.connected ? 1u : 0u}; });
+}
+
+// A bus and its bridge under one name: the bus's families, then the
+// bridge's. Any thread.
+template <typename Sink, typename Bus, typename Bridge>
+void WritePrometheus(Sink&& sink, std::string_view name, const Bus& bus, const Bridge& bridge) {
+  sluice::WritePrometheus(sink, name, bus);
+  const BridgeMetrics metrics = CaptureBridgeMetrics(name, bridge);
+  WriteBridgePrometheus(sink, &metrics, 1);
+}
+
+}  // namespace nats
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

@@ -1,0 +1,253 @@
+// Child processes for the bridge's tests and benchmark table: a nats-server
+// on a free loopback port (started, killed, restarted on the same port), and
+// a helper binary whose standard output is read line by line. POSIX only.
+// Every wait has a deadline, as a guard against hangs only.
+#pragma once
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sluice_nats_test {
+
+// The path of `name` on PATH, or "" when it is not there.
+inline std::string FindOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return "";
+  std::string dirs(path);
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    const std::size_t end = dirs.find(':', start);
+    const std::string dir =
+        dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return "";
+}
+
+// A TCP port on 127.0.0.1 that nothing listened on a moment ago.
+inline int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof address;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+inline bool AcceptsConnections(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  close(fd);
+  return ok;
+}
+
+// A child process; its standard output is a pipe read with ReadLine.
+class ChildProcess {
+ public:
+  ChildProcess() = default;
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  ~ChildProcess() { Kill(SIGKILL); }
+
+  // Starts argv[0] with `argv`; stdout is piped when `capture`, else
+  // discarded. False when fork or pipe failed.
+  bool Start(const std::vector<std::string>& argv, bool capture) {
+    std::vector<char*> args;
+    args.reserve(argv.size() + 1);
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    int fds[2] = {-1, -1};
+    if (capture && pipe(fds) != 0) return false;
+    const pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+      // The child: only async-signal-safe calls until exec.
+      const int null = open("/dev/null", O_RDWR);
+      if (capture) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+      } else if (null >= 0) {
+        dup2(null, STDOUT_FILENO);
+      }
+      if (null >= 0) dup2(null, STDERR_FILENO);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    pid_ = pid;
+    if (capture) {
+      close(fds[1]);
+      out_ = fds[0];
+    }
+    return true;
+  }
+
+  // The next line of output (without the newline), or false at the
+  // deadline or end of output.
+  bool ReadLine(std::string* line, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const std::size_t newline = buffer_.find('\n');
+      if (newline != std::string::npos) {
+        *line = buffer_.substr(0, newline);
+        buffer_.erase(0, newline + 1);
+        return true;
+      }
+      if (out_ < 0) return false;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd readable{out_, POLLIN, 0};
+      if (poll(&readable, 1, static_cast<int>(left.count())) <= 0) continue;
+      char chunk[512];
+      const ssize_t got = read(out_, chunk, sizeof chunk);
+      if (got <= 0) {
+        close(out_);
+        out_ = -1;
+        continue;
+      }
+      buffer_.append(chunk, static_cast<std::size_t>(got));
+    }
+  }
+
+  // Reads lines until one starts with `prefix`; returns it.
+  bool WaitForLine(const std::string& prefix, std::string* line,
+                   std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !ReadLine(line, left)) return false;
+      if (line->compare(0, prefix.size(), prefix) == 0) return true;
+    }
+  }
+
+  void Signal(int signal) {
+    if (pid_ > 0) kill(pid_, signal);
+  }
+
+  // Waits for the exit; its status (as waitpid gives it), or -1 at the
+  // deadline.
+  int Wait(std::chrono::milliseconds timeout) {
+    if (pid_ <= 0) return status_;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        status_ = status;
+        return status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return -1;
+  }
+
+  void Kill(int signal) {
+    if (pid_ <= 0) return;
+    kill(pid_, signal);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    status_ = status;
+    if (out_ >= 0) {
+      close(out_);
+      out_ = -1;
+    }
+  }
+
+  bool Running() const { return pid_ > 0; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int status_ = -1;
+  std::string buffer_;
+};
+
+// `nats-server -a 127.0.0.1 -p <port>`, on a port found free at Start and
+// kept across Kill and Restart.
+class NatsServer {
+ public:
+  // On PATH, else where CMake found it (Debian installs it in /usr/sbin,
+  // which is not on every user's PATH), else "".
+  static std::string Binary() {
+    std::string found = FindOnPath("nats-server");
+#ifdef SLUICE_NATS_SERVER_FOUND
+    if (found.empty() && access(SLUICE_NATS_SERVER_FOUND, X_OK) == 0) {
+      found = SLUICE_NATS_SERVER_FOUND;
+    }
+#endif
+    return found;
+  }
+
+  bool Start() {
+    if (port_ == 0) port_ = FreeLoopbackPort();
+    return Launch();
+  }
+  // SIGKILL: no goodbye to the clients, as a crash.
+  void Kill() { process_.Kill(SIGKILL); }
+  bool Restart() {
+    Kill();
+    return Launch();
+  }
+  void Stop() { process_.Kill(SIGTERM); }
+
+  int Port() const { return port_; }
+  std::string Url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  bool Launch() {
+    const std::string binary = Binary();
+    if (binary.empty() || port_ == 0) return false;
+    // The port may still be held for a moment by the killed server.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!process_.Start({binary, "-a", "127.0.0.1", "-p", std::to_string(port_)}, false)) {
+        return false;
+      }
+      while (std::chrono::steady_clock::now() < deadline) {
+        if (AcceptsConnections(port_)) return true;
+        if (process_.Wait(std::chrono::milliseconds(20)) != -1) break;  // exited: retry
+      }
+    }
+    return false;
+  }
+
+  int port_ = 0;
+  ChildProcess process_;
+};
+
+}  // namespace sluice_nats_test
