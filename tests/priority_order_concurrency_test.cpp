@@ -373,7 +373,7 @@ class HigherFirstCheck {
 template <std::uint32_t kInterval>
 struct LanedPriorityTraits : PriorityTraits<kInterval, 0> {
   static constexpr std::size_t kMaxProducerLanes = 4;
-  static constexpr std::size_t kLaneCapacity = 128;
+  static constexpr std::size_t kLaneCapacity = 256;  // LOW below 154: room for the prefill
 };
 
 // Where one producer of the test publishes: the bus, or its own lane

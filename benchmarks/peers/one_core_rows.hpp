@@ -77,6 +77,10 @@ void ForEachOneCoreRow(Visit&& visit, std::vector<std::string>* missing) {
   visit("Sluice MPSC FULL_FEATURED PublishFast callbacks", true,
         AdapterTag<MpscFullFastCallbacks>{});
   visit("Sluice MPSC BARE_METAL PublishFast visitor", true, AdapterTag<MpscBareFastVisitor>{});
+  visit("Sluice MPSC registered producer (lane) FULL_FEATURED PublishFast callbacks", true,
+        AdapterTag<LaneFullFastCallbacks>{});
+  visit("Sluice MPSC registered producer (lane) BARE_METAL PublishFast visitor", true,
+        AdapterTag<LaneBareFastVisitor>{});
   visit("Sluice SPSC priority-ordered FULL_FEATURED PublishFast callbacks", true,
         AdapterTag<SpscOrderedFastCallbacks>{});
   visit("Sluice MPSC priority-ordered FULL_FEATURED PublishFast callbacks", true,

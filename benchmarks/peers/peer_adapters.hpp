@@ -35,6 +35,10 @@
 #include "bench_payload.hpp"
 #include "harness/isolated.hpp"
 
+#if defined(__linux__)
+#include <sluice/extras/membarrier_fence.hpp>
+#endif
+
 #if SLUICE_PEER_ATOMIC_QUEUE
 #include <atomic_queue/atomic_queue.h>
 #endif
@@ -61,28 +65,27 @@ enum class SluiceCall { kPublish, kPublishFast };
 enum class SluicePath { kCallbacks, kVisitor };
 
 // Sluice itself, in one configuration (Traits: PriorityOrderTraits for the
-// priority-ordered bus).
+// priority-ordered bus; traits with producer lanes: the producer registers
+// and publishes through its lane).
 template <ProducerModel kModel, PerformanceMode kMode, SluiceCall kCall, SluicePath kPath,
           typename Probe, typename Traits = DefaultBusTraits>
 class SluiceAdapter {
+  static constexpr bool kLane = Traits::kMaxProducerLanes > 0;
+
  public:
   explicit SluiceAdapter(Probe& probe) : probe_(probe), bus_(std::make_unique<Bus>()) {
     bus_->SetPerformanceMode(kMode);
+    if constexpr (kLane) lane_ = bus_->RegisterProducer();
     if constexpr (kPath == SluicePath::kCallbacks) {
       // A fresh bus has room for this subscription.
       (void)bus_->template Subscribe<Message>([this](const Message& m) { probe_(m); });
     }
   }
   bool TryPush(const Message& m) {
-    if constexpr (kCall == SluiceCall::kPublish) {
-      return bus_->Publish(m, 1);
+    if constexpr (kLane) {
+      return Push(lane_, m);
     } else {
-      // A caller with its own timestamp: the bus clock read every
-      // kStampEvery pushes. A timestamp of 0 would make the consumer skip
-      // the latency histograms, which is not the configuration named.
-      Stamp& stamp = producer_.value;
-      if (stamp.pushes++ % kStampEvery == 0) stamp.micros = DefaultBusTraits::Clock::NowMicros();
-      return bus_->PublishFast(m, 1, stamp.micros);
+      return Push(*bus_, m);
     }
   }
   const auto& bus() const { return *bus_; }
@@ -100,9 +103,23 @@ class SluiceAdapter {
     std::uint64_t pushes = 0;
     std::uint64_t micros = 0;
   };
+  template <typename Target>
+  bool Push(Target& target, const Message& m) {
+    if constexpr (kCall == SluiceCall::kPublish) {
+      return target.Publish(m, 1);
+    } else {
+      // A caller with its own timestamp: the bus clock read every
+      // kStampEvery pushes. A timestamp of 0 would make the consumer skip
+      // the latency histograms, which is not the configuration named.
+      Stamp& stamp = producer_.value;
+      if (stamp.pushes++ % kStampEvery == 0) stamp.micros = DefaultBusTraits::Clock::NowMicros();
+      return target.PublishFast(m, 1, stamp.micros);
+    }
+  }
   Probe& probe_;  // read by the consumer's callback for every message
   std::unique_ptr<Bus> bus_;
-  Isolated<Stamp> producer_;  // written by the producer for every push
+  typename Bus::Producer lane_;  // read by the producer for every push (lanes)
+  Isolated<Stamp> producer_;     // written by the producer for every push
 };
 
 // Counts what the consumer receives, and sums the sequence numbers so the
@@ -158,6 +175,20 @@ using MpscOrderedFastCallbacks =
 template <typename P>
 using MpscOrderedBareFastVisitor =
     SluiceAdapter<kMpsc, kBare, kFast, kVisitor, P, PriorityOrderTraits>;
+
+// A registered producer: one lane as large as the bus, and the heavy fence
+// where there is one (Linux), so a lane publish fences nothing.
+struct OneLaneTraits : DefaultBusTraits {
+  static constexpr std::size_t kMaxProducerLanes = 1;
+  static constexpr std::size_t kLaneCapacity = kPeerCapacity;
+#if defined(__linux__)
+  using HeavyFence = MembarrierHeavyFence;
+#endif
+};
+template <typename P>
+using LaneFullFastCallbacks = SluiceAdapter<kMpsc, kFull, kFast, kCallbacks, P, OneLaneTraits>;
+template <typename P>
+using LaneBareFastVisitor = SluiceAdapter<kMpsc, kBare, kFast, kVisitor, P, OneLaneTraits>;
 
 // std::mutex + std::deque: the consumer takes everything under one lock.
 template <typename Probe>
