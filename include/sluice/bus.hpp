@@ -513,8 +513,15 @@ class AsyncBus {
   double QueueUtilizationPercent() const noexcept {
     return static_cast<double>(queue_.Depth()) * 100.0 / static_cast<double>(kCapacity);
   }
+  // The level of QueueDepth(): by default WARNING from the fill at which LOW
+  // is refused, CRITICAL from MEDIUM's (following SetAdmissionThresholds);
+  // Traits::kBackpressureLevels = BackpressureLevels::kFixed: 75 % and 90 %.
   BackpressureLevel GetBackpressureLevel() const noexcept {
-    return ClassifyBackpressure(queue_.Depth(), kCapacity);
+    if constexpr (Traits::kBackpressureLevels == BackpressureLevels::kFixed) {
+      return ClassifyBackpressure(queue_.Depth(), kCapacity);
+    } else {
+      return policy_.LevelAt(queue_.Depth());
+    }
   }
 
  private:

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "sluice/admission.hpp"
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
 #include "sluice/parker.hpp"
@@ -93,6 +94,10 @@ struct DefaultBusTraits {
   // and the error stays within 15 messages' dispatch; 1 measures each message
   // to its own dispatch at a read per message.
   static constexpr std::uint32_t kLatencyClockInterval = 16;
+  // Where GetBackpressureLevel()'s levels start: kFollowAdmission (WARNING
+  // where LOW is refused, CRITICAL where MEDIUM is; they move with
+  // SetAdmissionThresholds) or kFixed (75 % and 90 %); sluice/admission.hpp.
+  static constexpr BackpressureLevels kBackpressureLevels = BackpressureLevels::kFollowAdmission;
 };
 
 // HIGH first: DeliveryOrder::kPriority with the default check interval and

@@ -202,7 +202,8 @@ void WritePrometheus(Sink&& sink, const BusMetrics* buses, std::size_t count) {
   per_bus("sluice_queue_capacity", "gauge", "Slots in the ring.",
           [](const BusMetrics& m) { return m.capacity; });
   per_bus("sluice_backpressure_level", "gauge",
-          "0 NORMAL (below 75 % full), 1 WARNING, 2 CRITICAL (90 %), 3 FULL.",
+          "0 NORMAL, 1 WARNING (LOW refused), 2 CRITICAL (MEDIUM refused), 3 FULL; with "
+          "BackpressureLevels::kFixed traits WARNING from 75 % and CRITICAL from 90 % full.",
           [](const BusMetrics& m) { return static_cast<std::uint64_t>(m.backpressure); });
   EmitFamily(sink, "sluice_performance_mode", "gauge", "1 for the mode the bus is in, else 0.");
   for (const BusMetrics* bus = buses; bus != end; ++bus) {
