@@ -24,7 +24,8 @@ int main() {
   if (!telemetry.Subscribe<Sample>([&sum](const Sample& s) { sum += s.value; }).IsValid()) return 1;
 
   // Telemetry: 100 MEDIUM samples and 2 HIGH alarms, dispatched; then LOW
-  // samples until admission refuses them (60 % of 256 slots), left queued.
+  // samples until admission refuses them (60 % of 256 slots), left queued:
+  // sluice_backpressure_level then reads 1, WARNING, where LOW is refused.
   int refused = 0;  // none expected here: 102 messages fit below every threshold
   for (int i = 0; i < 100; ++i) refused += telemetry.Publish(Sample{i}) ? 0 : 1;
   for (int i = 0; i < 2; ++i) {

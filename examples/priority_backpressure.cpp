@@ -1,7 +1,10 @@
 // Priority admission under overload: a LOW-priority log flood and a MEDIUM
 // telemetry stream swamp a slow consumer, and an emergency stop published at
 // HIGH still gets through. LOW is refused once the queue is 60 % full, MEDIUM
-// at 80 %; HIGH keeps the room above. Producers watch the backpressure level.
+// at 80 %; HIGH keeps the room above. Producers watch the backpressure level:
+// it turns WARNING exactly where LOW starts being refused (and CRITICAL where
+// MEDIUM is), so a producer that slows down at WARNING does so no later than
+// its first refusal.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -57,9 +60,9 @@ int main() {
     }
   });
 
-  // The safety monitor waits until the queue is under pressure and the flood
-  // has been turned away (on a busy machine the flood thread may start late),
-  // then stops.
+  // The safety monitor waits until the queue is under pressure (WARNING: LOW
+  // is being refused) and the flood has been turned away (on a busy machine
+  // the flood thread may start late), then stops.
   while (bus.GetBackpressureLevel() < sluice::BackpressureLevel::WARNING || !log_refused.load()) {
     std::this_thread::yield();
   }

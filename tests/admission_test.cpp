@@ -116,8 +116,15 @@ TEST(AdmissionTest, ModeSwitchTakesEffectOnTheNextPublish) {
   EXPECT_EQ(bus.GetPerformanceMode(), PerformanceMode::FULL_FEATURED);
 }
 
+// The reference's fixed levels (the default levels follow admission:
+// backpressure_levels_test).
+struct FixedLevelsTraits : sluice::DefaultBusTraits {
+  static constexpr sluice::BackpressureLevels kBackpressureLevels =
+      sluice::BackpressureLevels::kFixed;
+};
+
 TEST(AdmissionTest, BackpressureLevelsFollowFill) {
-  sluice::MpscBus<BasicPayload, 128> bus;
+  sluice::MpscBus<BasicPayload, 128, FixedLevelsTraits> bus;
   bus.SetPerformanceMode(PerformanceMode::BARE_METAL);
   EXPECT_EQ(bus.GetBackpressureLevel(), BackpressureLevel::NORMAL);
   FillTo(bus, 95);  // 74.2 %

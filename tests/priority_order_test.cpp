@@ -353,8 +353,15 @@ TYPED_TEST(PriorityOrderTest, BareMetalModeAdmitsEveryPriorityUpToTheCapacity) {
   EXPECT_EQ(Take(bus, 2), Labels("H99 L1"));
 }
 
+// The reference's fixed levels, whose 75 % and 90 % fall between messages of
+// a 16-slot bus (the default levels follow admission: backpressure_levels_test).
+struct FixedLevelsTraits : sluice::DefaultBusTraits {
+  static constexpr sluice::BackpressureLevels kBackpressureLevels =
+      sluice::BackpressureLevels::kFixed;
+};
+
 TYPED_TEST(PriorityOrderTest, DepthUtilizationAndBackpressureAreOverTheWholeBus) {
-  typename TypeParam::template Bus<> bus;
+  typename TypeParam::template Bus<1, 0, FixedLevelsTraits> bus;
   PublishAll(bus, "L0 M0 H0 L1 M1 H1 L2 M2 H2 L3 M3 H3");
   EXPECT_EQ(bus.QueueDepth(), 12u);
   EXPECT_DOUBLE_EQ(bus.QueueUtilizationPercent(), 75.0);

@@ -201,10 +201,16 @@ TYPED_TEST(ProducerLaneTest, AdmissionAppliesTheThresholdsToTheLanesOwnFill) {
   // 16 slots, thresholds 60/80/99 %: LOW below 10, MEDIUM below 13, HIGH
   // below 16 queued messages.
   std::uint32_t seq = 0;
-  while (producer.PublishWithPriority(Item{seq}, 0, MessagePriority::LOW)) ++seq;
+  // The lane's level follows its admission: LOW is never refused at NORMAL.
+  while (producer.GetBackpressureLevel() == sluice::BackpressureLevel::NORMAL) {
+    ASSERT_TRUE(producer.PublishWithPriority(Item{seq++}, 0, MessagePriority::LOW));
+  }
   EXPECT_EQ(seq, 10u);
+  EXPECT_FALSE(producer.PublishWithPriority(Item{seq}, 0, MessagePriority::LOW));
+  EXPECT_EQ(producer.GetBackpressureLevel(), sluice::BackpressureLevel::WARNING);
   while (producer.PublishWithPriority(Item{seq}, 0, MessagePriority::MEDIUM)) ++seq;
   EXPECT_EQ(seq, 13u);
+  EXPECT_EQ(producer.GetBackpressureLevel(), sluice::BackpressureLevel::CRITICAL);
   while (producer.PublishWithPriority(Item{seq}, 0, MessagePriority::HIGH)) ++seq;
   EXPECT_EQ(seq, 16u);
   EXPECT_EQ(producer.QueueDepth(), 16u);

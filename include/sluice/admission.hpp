@@ -33,18 +33,45 @@ constexpr Position FillLimit(std::uint32_t percent, Position capacity) noexcept 
   return static_cast<Position>(hundreds * percent + (rest * percent + 99) / 100);
 }
 
+// How full the queue is, as GetBackpressureLevel() reports it. By default
+// (BackpressureLevels::kFollowAdmission) the levels start where admission
+// refuses: WARNING where LOW is refused, CRITICAL where MEDIUM is. With
+// BackpressureLevels::kFixed they are the fixed fills in the comments.
 enum class BackpressureLevel : std::uint8_t {
-  NORMAL = 0,    // below 75 % fill
-  WARNING = 1,   // 75 % up to 90 %
-  CRITICAL = 2,  // 90 % up to 100 %
+  NORMAL = 0,    // every priority admitted (fixed: below 75 % fill)
+  WARNING = 1,   // LOW refused (fixed: 75 % up to 90 %)
+  CRITICAL = 2,  // MEDIUM refused too (fixed: 90 % up to 100 %)
   FULL = 3,      // every slot taken
 };
 
+// Where the levels start: BusTraits::kBackpressureLevels.
+enum class BackpressureLevels : std::uint8_t {
+  // WARNING from the fill at which LOW is refused, CRITICAL from MEDIUM's,
+  // both following SetAdmissionThresholds: a producer is refused LOW only
+  // while the level is WARNING or above.
+  kFollowAdmission,
+  // WARNING from 75 %, CRITICAL from 90 %, whatever the thresholds. With the
+  // default thresholds LOW is refused from 60 %, still NORMAL.
+  kFixed,
+};
+
+// The fixed levels (BackpressureLevels::kFixed).
 constexpr BackpressureLevel ClassifyBackpressure(Position depth, Position capacity) noexcept {
   if (depth >= capacity) return BackpressureLevel::FULL;
   const std::uint64_t percent_scaled = std::uint64_t{depth} * 100;
   if (percent_scaled >= std::uint64_t{capacity} * 90) return BackpressureLevel::CRITICAL;
   if (percent_scaled >= std::uint64_t{capacity} * 75) return BackpressureLevel::WARNING;
+  return BackpressureLevel::NORMAL;
+}
+
+// The levels that follow admission (BackpressureLevels::kFollowAdmission):
+// WARNING from FillLimit(low_percent), the depth at which LOW is refused,
+// CRITICAL from FillLimit(medium_percent), FULL at `capacity`.
+constexpr BackpressureLevel ClassifyBackpressure(Position depth, Position capacity,
+                                                 const AdmissionThresholds& thresholds) noexcept {
+  if (depth >= capacity) return BackpressureLevel::FULL;
+  if (depth >= FillLimit(thresholds.medium_percent, capacity)) return BackpressureLevel::CRITICAL;
+  if (depth >= FillLimit(thresholds.low_percent, capacity)) return BackpressureLevel::WARNING;
   return BackpressureLevel::NORMAL;
 }
 

@@ -386,7 +386,12 @@ class AsyncBus {
       return bus_ == nullptr ? 0 : static_cast<std::size_t>(LaneRef().queue.Depth());
     }
     BackpressureLevel GetBackpressureLevel() const noexcept {
-      return ClassifyBackpressure(QueueDepth(), Traits::kLaneCapacity);
+      if (bus_ == nullptr) return BackpressureLevel::NORMAL;
+      if constexpr (Traits::kBackpressureLevels == BackpressureLevels::kFixed) {
+        return ClassifyBackpressure(QueueDepth(), Traits::kLaneCapacity);
+      } else {
+        return bus_->policy_.LaneLevelAt(QueueDepth());
+      }
     }
 
    private:
@@ -664,9 +669,13 @@ class AsyncBus {
 
   // Publish-to-dispatch latency per priority since construction or the last
   // reset, kept by the consumer in FULL_FEATURED mode: it reads the bus clock
-  // once per batch and measures each message from its timestamp_us to the
-  // start of the batch that dispatches it. Messages with timestamp_us 0 are
-  // not counted. Empty when Traits::kLatencyHistograms is false.
+  // at the start of each batch and again every Traits::kLatencyClockInterval
+  // (N) messages, and measures each message from its timestamp_us to the
+  // latest reading before the consumer took it up: never more than the true
+  // latency to that moment, and short of it by at most the time the consumer
+  // spent on the at most N - 1 messages it took before it in the batch
+  // (docs/api.md). Messages with timestamp_us 0 are not counted.
+  // Empty when Traits::kLatencyHistograms is false.
   LatencySnapshot GetLatencyHistograms() const noexcept { return latency_.Snapshot(); }
 
   // Resets the counters and the latency histograms.
@@ -688,8 +697,15 @@ class AsyncBus {
   double QueueUtilizationPercent() const noexcept {
     return static_cast<double>(SharedDepth()) * 100.0 / static_cast<double>(kCapacity);
   }
+  // The level of QueueDepth(): by default WARNING from the fill at which LOW
+  // is refused, CRITICAL from MEDIUM's (following SetAdmissionThresholds);
+  // Traits::kBackpressureLevels = BackpressureLevels::kFixed: 75 % and 90 %.
   BackpressureLevel GetBackpressureLevel() const noexcept {
-    return ClassifyBackpressure(SharedDepth(), kCapacity);
+    if constexpr (Traits::kBackpressureLevels == BackpressureLevels::kFixed) {
+      return ClassifyBackpressure(SharedDepth(), kCapacity);
+    } else {
+      return policy_.LevelAt(SharedDepth());
+    }
   }
 
  private:
@@ -1136,7 +1152,12 @@ class AsyncBus {
     };
     std::uint32_t count;
     if (const std::uint64_t now = LatencyClockForBatch(); now != 0) {
-      auto latency = latency_.BeginBatch(now);
+      // Re-reads the clock every kLatencyClockInterval messages (see
+      // detail::LatencyRecorder::Batch for the bound this gives).
+      static_assert(Traits::kLatencyClockInterval >= 1,
+                    "Sluice: kLatencyClockInterval must be at least 1");
+      auto latency =
+          latency_.template BeginBatch<typename Traits::Clock, Traits::kLatencyClockInterval>(now);
       count = drain(latency);
     } else {
       detail::NoLatencyBatch none;
@@ -1154,8 +1175,9 @@ class AsyncBus {
     return count;
   }
 
-  // The batch's one clock reading for the latency histograms, or 0 when they
-  // are off (traits, mode, or a clock that reads 0).
+  // The batch's first clock reading for the latency histograms, or 0 when
+  // they are off (traits, mode, or a clock that reads 0): then the batch
+  // reads no clock at all.
   std::uint64_t LatencyClockForBatch() const noexcept {
     if constexpr (!decltype(latency_)::kRecords) {
       return 0;

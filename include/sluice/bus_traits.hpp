@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "sluice/admission.hpp"
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
 #include "sluice/heavy_fence.hpp"
@@ -101,6 +102,20 @@ struct DefaultBusTraits {
   // with NoHeavyFence each lane publish executes a full fence; with
   // MembarrierHeavyFence (Linux) it executes none.
   using HeavyFence = NoHeavyFence;
+  // Latency histograms: the consumer re-reads Clock every this many messages
+  // of a batch (N, at least 1), so a message is measured to a reading taken
+  // before it was taken up and after all but at most N - 1 of the messages
+  // before it: never more than its true latency, short by at most the time
+  // those N - 1 took (docs/api.md). 16: a read of the default clock costs
+  // more than the histogram's whole per-message work (44 instructions against
+  // 28, docs/performance.md), so at 16 it adds under 2 instructions a message
+  // and the error stays within 15 messages' dispatch; 1 measures each message
+  // to its own dispatch at a read per message.
+  static constexpr std::uint32_t kLatencyClockInterval = 16;
+  // Where GetBackpressureLevel()'s levels start: kFollowAdmission (WARNING
+  // where LOW is refused, CRITICAL where MEDIUM is; they move with
+  // SetAdmissionThresholds) or kFixed (75 % and 90 %); sluice/admission.hpp.
+  static constexpr BackpressureLevels kBackpressureLevels = BackpressureLevels::kFollowAdmission;
 };
 
 // HIGH first: DeliveryOrder::kPriority with the default check interval and

@@ -67,6 +67,31 @@ class alignas(kCacheLineSize) AdmissionPolicy {
     return Unpack(packed_.load(std::memory_order_relaxed));
   }
 
+  // The level of `depth` under BackpressureLevels::kFollowAdmission:
+  // ClassifyBackpressure(depth, kCapacity, Thresholds()) while no setter
+  // runs, read from the very limits publishers compare against (whatever
+  // the mode; BARE_METAL admits up to the capacity, so it warns early).
+  // Relaxed, as the publishers' reads: during a change the two limits may
+  // come from either side of it, one at a time.
+  BackpressureLevel LevelAt(Position depth) const noexcept {
+    const Position low = limits_[kLow].load(std::memory_order_relaxed);
+    const Position medium = limits_[kMedium].load(std::memory_order_relaxed);
+    if (depth >= kCapacity) return BackpressureLevel::FULL;
+    if (depth >= medium) return BackpressureLevel::CRITICAL;
+    if (depth >= low) return BackpressureLevel::WARNING;
+    return BackpressureLevel::NORMAL;
+  }
+  // As LevelAt, for a producer lane's depth against its own limits.
+  BackpressureLevel LaneLevelAt(Position depth) const noexcept {
+    static_assert(kLaneCapacity != 0, "no lanes");
+    const Position low = lane_limits_[kLow].load(std::memory_order_relaxed);
+    const Position medium = lane_limits_[kMedium].load(std::memory_order_relaxed);
+    if (depth >= kLaneCapacity) return BackpressureLevel::FULL;
+    if (depth >= medium) return BackpressureLevel::CRITICAL;
+    if (depth >= low) return BackpressureLevel::WARNING;
+    return BackpressureLevel::NORMAL;
+  }
+
  private:
   static constexpr std::uint32_t Pack(const AdmissionThresholds& t) noexcept {
     return std::uint32_t{t.low_percent} | std::uint32_t{t.medium_percent} << 8 |
@@ -89,6 +114,9 @@ class alignas(kCacheLineSize) AdmissionPolicy {
       }
     }
   }
+
+  static constexpr std::size_t kLow = static_cast<std::size_t>(MessagePriority::LOW);
+  static constexpr std::size_t kMedium = static_cast<std::size_t>(MessagePriority::MEDIUM);
 
   std::atomic<PerformanceMode> mode_{PerformanceMode::FULL_FEATURED};
   std::atomic<Position> limits_[kPriorityCount] = {};  // indexed by MessagePriority

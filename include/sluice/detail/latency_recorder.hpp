@@ -109,13 +109,34 @@ class LatencyRecorder {
   // as a run and added to the shared counters when the run or the batch ends,
   // not once per message (a per-message increment would chain every message
   // through one memory location).
+  //
+  // The clock: `now_micros`, read just before the batch's first message,
+  // serves messages 0 to kClockInterval - 1; Add() re-reads Clock before
+  // messages kClockInterval, 2 * kClockInterval, ..., so message k is
+  // measured to a reading taken before the consumer took it up (Add comes
+  // before its dispatch) and after it had taken up all but the last
+  // k mod kClockInterval <= kClockInterval - 1 messages before it. With a
+  // clock that never goes back on the consumer's thread, the recorded
+  // latency is at most the true one (publish to being taken up) and short of
+  // it by at most the time the consumer spent on those messages (their
+  // dispatch and the bus's own work). Per message: a decrement and a branch.
+  // kClockInterval 0: `now_micros` serves the whole batch (the recorder's own
+  // tests; the bus always passes at least 1).
+  template <typename Clock = void, std::uint32_t kClockInterval = 0>
   class Batch {
    public:
-    // `now_micros` (not 0) was read once for the whole batch.
+    // `now_micros` (not 0) was read just before the batch's first message.
     Batch(LatencyRecorder* recorder, std::uint64_t now_micros) noexcept
         : recorder_(recorder), now_(now_micros) {}
 
     void Add(const MessageHeader& header) noexcept {
+      if constexpr (kClockInterval != 0) {
+        // Counts every message, stamped or not: the bound is in dispatches.
+        if (--until_read_ == 0) {
+          until_read_ = kClockInterval;
+          now_ = Clock::NowMicros();
+        }
+      }
       // 0: published without a clock (BARE_METAL Publish, NullClock).
       if (header.timestamp_us == 0) return;
       const std::uint64_t latency = now_ > header.timestamp_us ? now_ - header.timestamp_us : 0;
@@ -140,12 +161,19 @@ class LatencyRecorder {
    private:
     LatencyRecorder* recorder_;
     std::uint64_t now_;
+    // Messages until the next reading, counting this one: the batch's own
+    // reading serves the first kClockInterval.
+    std::uint32_t until_read_ = kClockInterval + 1;
     std::size_t run_key_ = 0;
     Counter run_count_ = 0;
     std::uint64_t run_sum_ = 0;
   };
 
-  Batch BeginBatch(std::uint64_t now_micros) noexcept { return Batch(this, now_micros); }
+  // `now_micros`: Clock read just before the batch's first message.
+  template <typename Clock = void, std::uint32_t kClockInterval = 0>
+  Batch<Clock, kClockInterval> BeginBatch(std::uint64_t now_micros) noexcept {
+    return Batch<Clock, kClockInterval>(this, now_micros);
+  }
 
   // Any thread. Counts are read one by one; `count` is the sum of the
   // buckets as read, so a snapshot is always self-consistent.
@@ -219,8 +247,10 @@ template <>
 class LatencyRecorder<false> {
  public:
   static constexpr bool kRecords = false;
-  using Batch = NoLatencyBatch;
-  Batch BeginBatch(std::uint64_t) noexcept { return {}; }
+  template <typename Clock = void, std::uint32_t kClockInterval = 0>
+  NoLatencyBatch BeginBatch(std::uint64_t) noexcept {
+    return {};
+  }
   LatencySnapshot Snapshot() const noexcept { return {}; }
   void Reset() noexcept {}
 };

@@ -202,7 +202,8 @@ void WritePrometheus(Sink&& sink, const BusMetrics* buses, std::size_t count) {
   per_bus("sluice_queue_capacity", "gauge", "Slots in the ring.",
           [](const BusMetrics& m) { return m.capacity; });
   per_bus("sluice_backpressure_level", "gauge",
-          "0 NORMAL (below 75 % full), 1 WARNING, 2 CRITICAL (90 %), 3 FULL.",
+          "0 NORMAL, 1 WARNING (LOW refused), 2 CRITICAL (MEDIUM refused), 3 FULL; with "
+          "BackpressureLevels::kFixed traits WARNING from 75 % and CRITICAL from 90 % full.",
           [](const BusMetrics& m) { return static_cast<std::uint64_t>(m.backpressure); });
   EmitFamily(sink, "sluice_performance_mode", "gauge", "1 for the mode the bus is in, else 0.");
   for (const BusMetrics* bus = buses; bus != end; ++bus) {
@@ -213,7 +214,9 @@ void WritePrometheus(Sink&& sink, const BusMetrics* buses, std::size_t count) {
     }
   }
   EmitFamily(sink, "sluice_dispatch_latency_seconds", "histogram",
-             "Publish to dispatch, by priority (FULL_FEATURED mode; 1 us resolution).");
+             "Publish to dispatch, by priority (FULL_FEATURED mode; 1 us resolution). Never "
+             "above the true latency; below it by at most the time the consumer spent on the "
+             "kLatencyClockInterval - 1 (default 15) messages before it in its batch.");
   for (const BusMetrics* bus = buses; bus != end; ++bus) {
     if (!bus->has_latency) continue;
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
