@@ -10,7 +10,7 @@ struct Ping {
 int main() {
   sluice::SpscBus<std::variant<Ping>, 8> bus;
   int received = 0;
-  bus.Subscribe<Ping>([&](const Ping& ping) { received = ping.value; });
+  (void)bus.Subscribe<Ping>([&](const Ping& ping) { received = ping.value; });
   if (!bus.Publish(Ping{7}) || bus.ProcessBatch() != 1 || received != 7) return 1;
   std::printf("sluice %s consumer: ok\n", sluice::kVersion);
   return 0;
