@@ -39,10 +39,11 @@ struct ProducerState {
 
 // One run of `producers` threads, each publishing `per_producer` messages;
 // returns million messages per second, consumer finish to start signal.
-template <typename Traits, bool kLanes>
+template <typename Traits, bool kLanes, PerformanceMode kMode = PerformanceMode::FULL_FEATURED>
 double SluiceMps(const Options& options, int producers, std::uint64_t per_producer) {
   using Bus = AsyncBus<std::variant<Message>, kPeerCapacity, ProducerModel::kMulti, Traits>;
   auto bus = std::make_unique<Bus>();
+  bus->SetPerformanceMode(kMode);
   Isolated<CountProbe> probe;
   std::vector<Isolated<ProducerState>> states(static_cast<std::size_t>(producers));
   const std::uint64_t total = per_producer * static_cast<std::uint64_t>(producers);
@@ -124,6 +125,8 @@ void RunScaling(const Options& options, Report& report) {
        &SluiceMps<LaneTraits, true>, false},
       {"Sluice lanes without a heavy fence (a fence per publish)",
        &SluiceMps<LaneFenceTraits, true>, false},
+      {"Sluice lanes, BARE_METAL (no statistics, histograms or clock)",
+       &SluiceMps<LaneTraits, true, PerformanceMode::BARE_METAL>, false},
   };
 #if SLUICE_PEER_CONCURRENTQUEUE
   contenders.push_back(
@@ -193,8 +196,8 @@ void RunScaling(const Options& options, Report& report) {
   table.notes.push_back(
       WithThousands(total) +
       " messages a run, split evenly over the producers; each producer publishes as fast as "
-      "it can, retrying when refused (Sluice: PublishFast, MEDIUM, FULL_FEATURED, the bus "
-      "clock read once per " +
+      "it can, retrying when refused (Sluice: PublishFast, MEDIUM, FULL_FEATURED unless the "
+      "row says otherwise, the bus clock read once per " +
       std::to_string(kStampEvery) +
       " pushes; moodycamel: try_enqueue with its token, never allocating), and one consumer "
       "takes up to " +
