@@ -443,6 +443,25 @@ TEST(ProducerLaneMergeTest, OrderedLooksAcrossLanesBeforeEveryMessage) {
   EXPECT_EQ(Join(order), "L1 H2 L1 L1 L1");
 }
 
+// A lane producer interrupted at its last store (its HIGH's claim committed,
+// the slot not yet published) holds up no one: not the other lanes, not its
+// own lower priorities. One producer publishes in claim order, so no publish
+// that has returned can be behind that claim.
+TEST(ProducerLaneMergeTest, ALaneProducerInterruptedMidPublishHoldsNoOne) {
+  OrderedBus bus;
+  auto x = bus.RegisterProducer();
+  auto y = bus.RegisterProducer();
+  ASSERT_TRUE(x.PublishWithPriority(Item{1}, 0, MessagePriority::LOW));
+  ASSERT_TRUE(x.PublishWithPriority(Item{2}, 0, MessagePriority::MEDIUM));
+  ASSERT_TRUE(sluice::detail::TestAccess::StartLanePublish(bus, x.Lane() - 1u,
+                                                           MessagePriority::HIGH, Item{3}));
+  ASSERT_TRUE(y.PublishWithPriority(Item{4}, 0, MessagePriority::LOW));
+  EXPECT_EQ(Join(Dispatch(bus)), "M1:2 L2:4 L1:1");
+  sluice::detail::TestAccess::FinishLanePublish(bus, x.Lane() - 1u);
+  EXPECT_EQ(Join(Dispatch(bus)), "H1:3");
+  EXPECT_EQ(bus.QueueDepth(), 0u);
+}
+
 // ---- Other traits ------------------------------------------------------------------
 
 struct SleepingLaneTraits : sluice::SleepingConsumerTraits {

@@ -363,6 +363,9 @@ class AsyncBus {
     template <typename T, typename... Args>
     [[nodiscard]] bool Emplace(std::uint32_t sender_id, MessagePriority priority, Args&&... args) {
       CheckEmplace<T, Args...>();
+      static_assert(kHasLanes,
+                    "Sluice: a Producer publishes into a producer lane: set kMaxProducerLanes "
+                    "in the bus traits");
       if (bus_ == nullptr) return false;
       if (!IsValidPriority(priority)) {
         Statistics().CountRejected();
@@ -380,9 +383,15 @@ class AsyncBus {
     // lane's in), its fill and its backpressure level (of kLaneCapacity).
     // Counters stay with the lane: a later owner's are added to them.
     BusStatisticsSnapshot GetStatistics() const noexcept {
+      static_assert(kHasLanes,
+                    "Sluice: a Producer publishes into a producer lane: set kMaxProducerLanes "
+                    "in the bus traits");
       return bus_ == nullptr ? BusStatisticsSnapshot{} : Statistics().Snapshot();
     }
     std::size_t QueueDepth() const noexcept {
+      static_assert(kHasLanes,
+                    "Sluice: a Producer publishes into a producer lane: set kMaxProducerLanes "
+                    "in the bus traits");
       return bus_ == nullptr ? 0 : static_cast<std::size_t>(LaneRef().queue.Depth());
     }
     BackpressureLevel GetBackpressureLevel() const noexcept {
@@ -408,6 +417,9 @@ class AsyncBus {
       static_assert(kPublishable<Message>,
                     "Sluice: a published message must be exactly one alternative of the "
                     "bus payload variant, or the variant itself");
+      static_assert(kHasLanes,
+                    "Sluice: a Producer publishes into a producer lane: set kMaxProducerLanes "
+                    "in the bus traits");
       if (bus_ == nullptr) return false;
       bool bad = !IsValidPriority(priority);
       if constexpr (std::is_same_v<Value, Payload>) bad = bad || message.valueless_by_exception();

@@ -139,6 +139,9 @@ int main() {
   sluice::MpscBus<Payload, 8, Traits> bus;
   auto producer = bus.RegisterProducer();
   (void)producer.Publish(1.0);
+#elif CASE == 33  // a Producer of a bus without lanes
+  sluice::MpscBus<Payload, 8>::Producer producer;
+  (void)producer.Publish(A{1});
 #endif
   return 0;
 }

@@ -215,12 +215,13 @@ class PriorityQueue {
     *held = -1;
     for (int p = static_cast<int>(kTop); p >= 0; --p) {
       if (rings_[p].TryFront() != nullptr) return p;
-      if (*held < 0 && rings_[p].HasUnpublishedClaim()) *held = p;
+      if (*held < 0 && Held(static_cast<std::uint8_t>(p))) *held = p;
     }
     return -1;
   }
 
  private:
+  friend struct TestAccess;
   // `count` consecutive slots of `ring` for admissions already claimed from
   // fill_ (see the class comment for why the loop ends as soon as the
   // consumer's release is visible).
@@ -228,6 +229,20 @@ class PriorityQueue {
     Position slot = 0;
     while (!rings_[ring].TryClaimExactly(kCapacity, count, &slot)) CpuRelax();
     return slot;
+  }
+
+  // Whether ring p holds the rings below it: a claim there not yet
+  // published. Only with several producers: one producer (SPSC, or a
+  // producer lane) publishes in claim order, so its unpublished claim never
+  // hides a publish that has returned, and holding would only delay the
+  // lower rings while that producer is preempted.
+  bool Held(std::uint8_t p) const noexcept {
+    if constexpr (kModel == ProducerModel::kMulti) {
+      return rings_[p].HasUnpublishedClaim();
+    } else {
+      (void)p;
+      return false;
+    }
   }
 
   // Ring p's front if published (and makes p the current ring with a new
@@ -240,7 +255,7 @@ class PriorityQueue {
       run_left_ = kCheckInterval;
       return envelope;
     }
-    *held = rings_[p].HasUnpublishedClaim();
+    *held = Held(p);
     return nullptr;
   }
 
@@ -261,7 +276,7 @@ class PriorityQueue {
       bool held[kPriorityCount] = {false, false, false};
       for (std::size_t p = 0; p < kPriorityCount; ++p) {
         fronts[p] = rings_[p].TryFront();
-        if (fronts[p] == nullptr) held[p] = rings_[p].HasUnpublishedClaim();
+        if (fronts[p] == nullptr) held[p] = Held(static_cast<std::uint8_t>(p));
       }
       int chosen = -1;
       starvation_run_ = false;

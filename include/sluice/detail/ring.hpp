@@ -156,6 +156,7 @@ class Ring {
   Position Depth() const noexcept { return cursor_.Depth(); }
 
  private:
+  friend struct TestAccess;
   ClaimCursor<kCapacity, kModel> cursor_;
   SlotArray<Slot, kCapacity, kStorage> slots_;
 };

@@ -5,16 +5,29 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <new>
+#include <type_traits>
 #include <utility>
 
 #include "sluice/config.hpp"
 #include "sluice/error.hpp"
+#include "sluice/message.hpp"
+#include "sluice/performance_mode.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace detail {
 
 struct TestAccess {
+ private:
+  // The claim of the one StartLanePublish in progress, per queue type.
+  template <typename QueueRef>
+  static auto& PendingClaim() {
+    static typename std::remove_reference_t<QueueRef>::Claim claim{};
+    return claim;
+  }
+
+ public:
   // Makes subscription slot `slot` of payload alternative `type` free with
   // generation `generation`, as if it had been reused that many times.
   template <typename Bus>
@@ -45,6 +58,33 @@ struct TestAccess {
   template <typename Bus>
   static std::uint32_t ConsumerWaiters(const Bus& bus) {
     return bus.wake_.Waiters();
+  }
+
+  // A publish into producer lane `lane` (index from 0) of a priority-ordered
+  // bus, stopped before its last store (the slot's sequence): the claims are
+  // taken and committed and the envelope is built, as for a producer
+  // interrupted at that instruction. Returns false when refused.
+  // FinishLanePublish makes the store.
+  template <typename Bus, typename Message>
+  static bool StartLanePublish(Bus& bus, std::uint32_t lane, MessagePriority priority,
+                               Message message) {
+    auto& queue = bus.queue_.LaneAt(lane).queue;
+    auto& claim = PendingClaim<decltype(queue)>();
+    const Position limit = bus.policy_.LaneLimitFor(PerformanceMode::BARE_METAL, priority);
+    if (!queue.TryClaim(limit, priority, &claim)) return false;
+    MessageHeader header;
+    header.msg_id = claim.id;
+    header.priority = priority;
+    header.lane = static_cast<std::uint16_t>(lane + 1);
+    new (queue.Storage(claim)) typename Bus::Envelope{header, message};
+    queue.fill_.Commit(claim.id);
+    queue.rings_[claim.ring].cursor_.Commit(claim.slot);
+    return true;
+  }
+  template <typename Bus>
+  static void FinishLanePublish(Bus& bus, std::uint32_t lane) {
+    auto& queue = bus.queue_.LaneAt(lane).queue;
+    queue.Publish(PendingClaim<decltype(queue)>());
   }
 
   template <typename Bus>

@@ -147,7 +147,7 @@ class Bridge {
   // Sends local messages of type T to NATS under `type_id` (not 0). False
   // after Start, for type id 0, or when T is already forwarded.
   template <typename T, typename Codec = DefaultCodec<T>>
-  [[nodiscard]] bool Forward(std::string subject, std::uint16_t type_id) {
+  [[nodiscard]] bool Forward(const std::string& subject, std::uint16_t type_id) {
     static_assert(sluice::detail::kIsAlternative<T, Payload>,
                   "Sluice: Forward<T> needs T to be exactly one alternative of the bus payload");
     CheckCodec<Codec, T>();

@@ -1,8 +1,7 @@
 // Builds a bridge against the installed headers and the NATS C client, and
 // round-trips one frame through the codec, with no server.
-#include <sluice/nats/bridge.hpp>
-
 #include <cstdio>
+#include <sluice/nats/bridge.hpp>
 #include <variant>
 
 struct Reading {
