@@ -101,6 +101,12 @@ struct DefaultBusTraits {
   // with NoHeavyFence each lane publish executes a full fence; with
   // MembarrierHeavyFence (Linux) it executes none.
   using HeavyFence = NoHeavyFence;
+  // True: every payload alternative must be trivially copyable (a compile
+  // error names the knob otherwise), so no payload allocates when it is
+  // copied in or frees when it is destroyed after dispatch. False: any
+  // nothrow-movable alternative, std::vector included (docs/api.md,
+  // "Payloads that allocate").
+  static constexpr bool kRequireTriviallyCopyablePayloads = false;
 };
 
 // HIGH first: DeliveryOrder::kPriority with the default check interval and
