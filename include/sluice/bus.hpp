@@ -65,6 +65,11 @@ class AsyncBus {
   static_assert(std::is_nothrow_move_constructible_v<Payload>,
                 "Sluice: every payload alternative must be nothrow move constructible, "
                 "so that a claimed slot is always filled");
+  static_assert(!Traits::kRequireTriviallyCopyablePayloads ||
+                    detail::TriviallyCopyableAlternatives<Payload>::value,
+                "Sluice: kRequireTriviallyCopyablePayloads is set, so every payload alternative "
+                "must be trivially copyable (no std::vector, std::string or other type that "
+                "owns memory)");
   static_assert(kCapacity <= (std::size_t{1} << 31),
                 "Sluice: the capacity must be at most 2^31 slots (a batch counts in 32 bits)");
 

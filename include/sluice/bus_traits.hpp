@@ -116,6 +116,12 @@ struct DefaultBusTraits {
   // where LOW is refused, CRITICAL where MEDIUM is; they move with
   // SetAdmissionThresholds) or kFixed (75 % and 90 %); sluice/admission.hpp.
   static constexpr BackpressureLevels kBackpressureLevels = BackpressureLevels::kFollowAdmission;
+  // True: every payload alternative must be trivially copyable (a compile
+  // error names the knob otherwise), so no payload allocates when it is
+  // copied in or frees when it is destroyed after dispatch. False: any
+  // nothrow-movable alternative, std::vector included (docs/api.md,
+  // "Payloads that allocate").
+  static constexpr bool kRequireTriviallyCopyablePayloads = false;
 };
 
 // HIGH first: DeliveryOrder::kPriority with the default check interval and

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 #include <variant>
+#include <vector>
 
 #include "sluice/all.hpp"
 
@@ -13,6 +14,13 @@ struct B {
   int value;
 };
 using Payload = std::variant<A, B>;
+
+#if CASE == 41
+// At namespace scope: a local class may not have static data members.
+struct TriviallyCopyableTraits : sluice::DefaultBusTraits {
+  static constexpr bool kRequireTriviallyCopyablePayloads = true;
+};
+#endif
 
 int main() {
 #if CASE == 1  // subscribing to a type that is not in the variant
@@ -142,6 +150,9 @@ int main() {
 #elif CASE == 33  // a Producer of a bus without lanes
   sluice::MpscBus<Payload, 8>::Producer producer;
   (void)producer.Publish(A{1});
+#elif CASE == 41  // an allocating payload on a bus that requires trivially copyable ones
+  sluice::MpscBus<std::variant<A, std::vector<int> >, 8, TriviallyCopyableTraits> bus;
+  (void)bus.Publish(A{1});
 #endif
   return 0;
 }

@@ -44,6 +44,14 @@ struct NothrowAlternatives<std::variant<Alternatives...>, kMove>
     : std::bool_constant<((kMove ? std::is_nothrow_move_constructible_v<Alternatives>
                                  : std::is_nothrow_copy_constructible_v<Alternatives>)&&...)> {};
 
+// True when every alternative of Variant is trivially copyable (true for a
+// type that is not a variant: the bus reports that on its own).
+template <typename Variant>
+struct TriviallyCopyableAlternatives : std::true_type {};
+template <typename... Alternatives>
+struct TriviallyCopyableAlternatives<std::variant<Alternatives...>>
+    : std::bool_constant<(std::is_trivially_copyable_v<Alternatives> && ...)> {};
+
 // True when `T{args...}` is well-formed (aggregates in C++17).
 template <typename T, typename Void, typename... Args>
 struct BraceConstructible : std::false_type {};
