@@ -55,25 +55,25 @@ std::uint64_t Touch(const Blob<kBytes>& blob) {
   return sum;
 }
 
-// Seconds for `messages` copied payloads, end to end.
 template <std::size_t kBytes>
-double RunCopied(const Options& options, CopiedBus<kBytes>& bus, std::uint64_t messages) {
+std::uint64_t Touch(const Loan<Blob<kBytes>>& loan) {
+  return Touch(*loan);
+}
+
+// Seconds for `messages` messages of type Message end to end: `produce(i)`
+// publishes message i on the producer thread (retrying until admitted); one
+// subscriber touches each message on the consumer thread.
+template <typename Message, typename Bus, typename Produce>
+double EndToEnd(const Options& options, Bus& bus, std::uint64_t messages, Produce&& produce) {
   Isolated<std::uint64_t> consumed;
   Isolated<std::uint64_t> sink;
-  const auto handle = bus.template Subscribe<Blob<kBytes>>(
-      [&sink](const Blob<kBytes>& b) { sink.value += Touch(b); });
-  if (!handle.IsValid()) RecordFailure("loan: could not subscribe (copied)");
+  const auto handle =
+      bus.template Subscribe<Message>([&sink](const Message& m) { sink.value += Touch(m); });
+  if (!handle.IsValid()) RecordFailure("loan: could not subscribe");
   const double seconds = RunProducersAndConsumer(
       options, 1,
       [&](int) {
-        auto* const target = &bus;
-        // Built on the producer's stack, then copied into the slot.
-        auto blob = std::make_unique<Blob<kBytes>>();
-        for (std::uint64_t i = 0; i < messages; ++i) {
-          Fill(*blob, i);
-          while (!target->PublishWithPriority(*blob, 1, MessagePriority::HIGH)) {
-          }
-        }
+        for (std::uint64_t i = 0; i < messages; ++i) produce(i);
       },
       [&] {
         const std::uint32_t n = bus.ProcessBatch();
@@ -86,43 +86,34 @@ double RunCopied(const Options& options, CopiedBus<kBytes>& bus, std::uint64_t m
   return seconds;
 }
 
-// Seconds for `messages` loaned payloads, end to end; `empty` counts
-// acquires that found the pool exhausted (retried).
+// Copied: built in the producer's own buffer, then copied into the slot.
+template <std::size_t kBytes>
+double RunCopied(const Options& options, CopiedBus<kBytes>& bus, std::uint64_t messages) {
+  auto blob = std::make_unique<Blob<kBytes>>();
+  return EndToEnd<Blob<kBytes>>(options, bus, messages, [&bus, &blob](std::uint64_t i) {
+    Fill(*blob, i);
+    while (!bus.PublishWithPriority(*blob, 1, MessagePriority::HIGH)) {
+    }
+  });
+}
+
+// Loaned: filled in place in a pool block; `empty` counts acquires that
+// found the pool exhausted (retried).
 template <std::size_t kBytes>
 double RunLoaned(const Options& options, LoanedBus<kBytes>& bus, BlobPool<kBytes>& pool,
                  std::uint64_t messages, std::uint64_t* empty) {
-  Isolated<std::uint64_t> consumed;
-  Isolated<std::uint64_t> sink;
-  Isolated<std::uint64_t> exhausted;
-  const auto handle = bus.template Subscribe<Loan<Blob<kBytes>>>(
-      [&sink](const Loan<Blob<kBytes>>& b) { sink.value += Touch(*b); });
-  if (!handle.IsValid()) RecordFailure("loan: could not subscribe (loaned)");
-  const double seconds = RunProducersAndConsumer(
-      options, 1,
-      [&](int) {
-        auto* const target = &bus;
-        auto* const blocks = &pool;
-        std::uint64_t none = 0;
-        for (std::uint64_t i = 0; i < messages; ++i) {
-          Loan<Blob<kBytes>> blob = blocks->Acquire();
-          while (!blob) {
-            ++none;
-            blob = blocks->Acquire();
-          }
-          Fill(*blob, i);  // in place, in the pool's block
-          while (!target->PublishLoan(std::move(blob), 1, MessagePriority::HIGH)) {
-          }
+  Isolated<std::uint64_t> exhausted;  // the producer's count
+  const double seconds = EndToEnd<Loan<Blob<kBytes>>>(
+      options, bus, messages, [&bus, &pool, &exhausted](std::uint64_t i) {
+        Loan<Blob<kBytes>> blob = pool.Acquire();
+        while (!blob) {
+          ++exhausted.value;
+          blob = pool.Acquire();
         }
-        exhausted.value = none;
-      },
-      [&] {
-        const std::uint32_t n = bus.ProcessBatch();
-        consumed.value += n;
-        return n;
-      },
-      [&] { return consumed.value >= messages; });
-  (void)bus.Unsubscribe(handle);
-  KeepAlive(sink.value);
+        Fill(*blob, i);
+        while (!bus.PublishLoan(std::move(blob), 1, MessagePriority::HIGH)) {
+        }
+      });
   *empty += exhausted.value;
   return seconds;
 }

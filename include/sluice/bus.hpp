@@ -173,9 +173,7 @@ class AsyncBus {
   template <typename T>
   [[nodiscard]] bool PublishLoan(Loan<T>&& loan, std::uint32_t sender_id,
                                  MessagePriority priority) {
-    static_assert(detail::kIsAlternative<Loan<T>, Payload>,
-                  "Sluice: PublishLoan needs Loan<T> to be exactly one alternative of the bus "
-                  "payload variant");
+    CheckLoan<T>();
     if (RejectBadInput(loan, priority)) return false;
     if (!loan) {
       CountRefusal(policy_.Mode(), priority, 1);
@@ -403,9 +401,7 @@ class AsyncBus {
     template <typename T>
     [[nodiscard]] bool PublishLoan(Loan<T>&& loan, std::uint32_t sender_id,
                                    MessagePriority priority) {
-      static_assert(detail::kIsAlternative<Loan<T>, Payload>,
-                    "Sluice: PublishLoan needs Loan<T> to be exactly one alternative of the bus "
-                    "payload variant");
+      CheckLoan<T>();
       if (bus_ == nullptr) return false;
       if (!loan && IsValidPriority(priority)) {
         if (bus_->IsClosed()) {
@@ -808,6 +804,13 @@ class AsyncBus {
     static_assert(
         std::is_constructible_v<T, Args&&...> || detail::kBraceConstructible<T, Args&&...>,
         "Sluice: Emplace<T> cannot construct T from these arguments");
+  }
+
+  template <typename T>
+  static constexpr void CheckLoan() {
+    static_assert(detail::kIsAlternative<Loan<T>, Payload>,
+                  "Sluice: PublishLoan needs Loan<T> to be exactly one alternative of the bus "
+                  "payload variant");
   }
 
   // Emplace's three ways: in the slot, through `admit(make_payload)`, when T
