@@ -23,6 +23,7 @@ add_executable(sluice_bench
   scenarios/admission_scenarios.cpp
   scenarios/backlog_scenario.cpp
   scenarios/latency_scenario.cpp
+  scenarios/loan_scenario.cpp
   scenarios/memory_scenario.cpp
   scenarios/one_core_scenario.cpp
   scenarios/scaling_scenario.cpp

@@ -220,6 +220,8 @@ const std::vector<NamedScenario>& AllScenarios() {
        "MPSC scaling: 1, 2, 4, 8 producers, shared queue and lanes against moodycamel with "
        "tokens",
        &RunScaling},
+      {"loan", "large payloads (4 KB, 64 KB) end to end: loaned from a LoanPool against copied",
+       &RunLoans},
   };
   return scenarios;
 }

@@ -141,6 +141,7 @@ void RunPublishBatch(const Options&, Report&);
 void RunBacklog(const Options&, Report&);
 void RunOneCore(const Options&, Report&);
 void RunScaling(const Options&, Report&);
+void RunLoans(const Options&, Report&);
 void RunSoak(const Options&, Report&);
 
 // Runs only in the soak suite (or when named with --only).

@@ -29,6 +29,7 @@
 #include "sluice/detail/wake_signal.hpp"
 #include "sluice/error.hpp"
 #include "sluice/latency_histogram.hpp"
+#include "sluice/loan_pool.hpp"
 #include "sluice/message.hpp"
 #include "sluice/performance_mode.hpp"
 #include "sluice/producer_model.hpp"
@@ -166,6 +167,24 @@ class AsyncBus {
         [&](auto&& make_payload) { return Admit<true>(sender_id, priority, 0, make_payload); },
         [&](T&& built) { return PublishImpl<true>(std::move(built), sender_id, priority, 0); },
         std::forward<Args>(args)...);
+  }
+
+  // Publishes a loaned block (sluice/loan_pool.hpp; Loan<T> must be an
+  // alternative of the payload): as PublishWithPriority, and an empty Loan
+  // (the pool was exhausted) is a refusal like a full queue's, counted in
+  // messages_dropped under `priority` (FULL_FEATURED), or in
+  // messages_refused_closed once the bus is closed. A refused Loan stays
+  // with the caller, who drops it to hand the block back.
+  template <typename T>
+  [[nodiscard]] bool PublishLoan(Loan<T>&& loan, std::uint32_t sender_id,
+                                 MessagePriority priority) {
+    CheckLoan<T>();
+    if (RejectBadInput(loan, priority)) return false;
+    if (!loan) {
+      CountRefusal(policy_.Mode(), priority, 1);
+      return false;
+    }
+    return PublishImpl<true>(std::move(loan), sender_id, priority, 0);
   }
 
   // Publishes the messages of [first, last) in order with one claim (one CAS
@@ -382,6 +401,25 @@ class AsyncBus {
           },
           [&](T&& built) { return PublishImpl<true>(std::move(built), sender_id, priority, 0); },
           std::forward<Args>(args)...);
+    }
+
+    // As the bus's PublishLoan, into this lane: an empty Loan is counted in
+    // the lane's messages_dropped under `priority` (FULL_FEATURED), or in
+    // its messages_refused_closed once the bus is closed.
+    template <typename T>
+    [[nodiscard]] bool PublishLoan(Loan<T>&& loan, std::uint32_t sender_id,
+                                   MessagePriority priority) {
+      CheckLoan<T>();
+      if (bus_ == nullptr) return false;
+      if (!loan && IsValidPriority(priority)) {
+        if (bus_->IsClosed()) {
+          Statistics().CountClosed(1);
+        } else if (bus_->policy_.Mode() == PerformanceMode::FULL_FEATURED) {
+          Statistics().CountDropped(priority, 1);
+        }
+        return false;
+      }
+      return PublishImpl<true>(std::move(loan), sender_id, priority, 0);
     }
 
     // This producer's lane: its counters (the bus's GetStatistics adds every
@@ -799,6 +837,13 @@ class AsyncBus {
     static_assert(
         std::is_constructible_v<T, Args&&...> || detail::kBraceConstructible<T, Args&&...>,
         "Sluice: Emplace<T> cannot construct T from these arguments");
+  }
+
+  template <typename T>
+  static constexpr void CheckLoan() {
+    static_assert(detail::kIsAlternative<Loan<T>, Payload>,
+                  "Sluice: PublishLoan needs Loan<T> to be exactly one alternative of the bus "
+                  "payload variant");
   }
 
   // Emplace's three ways: in the slot, through `admit(make_payload)`, when T

@@ -87,6 +87,12 @@ struct TestAccess {
     queue.Publish(PendingClaim<decltype(queue)>());
   }
 
+  // The free-list tag of a LoanPool (advanced by every acquire and release).
+  template <typename Pool>
+  static Position LoanPoolTag(const Pool& pool) {
+    return pool.core_.Tag();
+  }
+
   template <typename Bus>
   static constexpr Position LastSubscriptionGeneration() {
     return decltype(std::declval<Bus&>().registry_)::kLastGeneration;
