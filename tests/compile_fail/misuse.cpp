@@ -153,6 +153,10 @@ int main() {
 #elif CASE == 41  // an allocating payload on a bus that requires trivially copyable ones
   sluice::MpscBus<std::variant<A, std::vector<int> >, 8, TriviallyCopyableTraits> bus;
   (void)bus.Publish(A{1});
+#elif CASE == 34  // a loan of a type the variant does not hold as a Loan
+  sluice::MpscBus<Payload, 8> bus;
+  sluice::LoanPool<B, 2> pool;
+  (void)bus.PublishLoan(pool.Acquire(), 0, sluice::MessagePriority::LOW);
 #endif
   return 0;
 }
