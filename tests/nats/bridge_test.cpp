@@ -14,6 +14,7 @@
 #include <set>
 #include <sluice/nats/bridge.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,6 +95,29 @@ std::vector<std::uint64_t> Field(const std::string& line, const std::string& key
     while (std::getline(list, item, ',')) values.push_back(std::stoull(item));
   }
   return values;
+}
+
+// A frame as a sender would write it, with `payload` after the header.
+std::string EncodedFrame(sluice::nats::FrameHeader header, const std::string& payload) {
+  header.payload_size = static_cast<std::uint32_t>(payload.size());
+  std::string bytes(sluice::nats::kFrameHeaderSize, '\0');
+  sluice::nats::EncodeFrameHeader(header, reinterpret_cast<std::uint8_t*>(bytes.data()));
+  return bytes + payload;
+}
+
+// Publishes raw bytes from a connection of its own, then waits until the
+// server has them.
+void PublishRaw(const std::string& url,
+                const std::vector<std::pair<std::string, std::string>>& messages) {
+  natsConnection* raw = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&raw, url.c_str()), NATS_OK);
+  for (const auto& [subject, data] : messages) {
+    ASSERT_EQ(
+        natsConnection_Publish(raw, subject.c_str(), data.data(), static_cast<int>(data.size())),
+        NATS_OK);
+  }
+  ASSERT_EQ(natsConnection_FlushTimeout(raw, 10000), NATS_OK);
+  natsConnection_Destroy(raw);
 }
 
 sluice::nats::BridgeOptions OptionsFor(const std::string& url) {
@@ -416,12 +440,7 @@ TEST_F(NatsBridgeTest, RejectsCountsAndReportsBadFrames) {
   ASSERT_EQ(bridge.Start(), NATS_OK);
   Consumer<Bus> consumer(bus);
 
-  const auto frame = [](sluice::nats::FrameHeader header, const std::string& payload) {
-    header.payload_size = static_cast<std::uint32_t>(payload.size());
-    std::string bytes(sluice::nats::kFrameHeaderSize, '\0');
-    sluice::nats::EncodeFrameHeader(header, reinterpret_cast<std::uint8_t*>(bytes.data()));
-    return bytes + payload;
-  };
+  const auto& frame = EncodedFrame;
   sluice::nats::FrameHeader sensor;
   sensor.type_id = kSensorType;
   const std::string reading(sizeof(SensorReading), '\0');
@@ -564,6 +583,373 @@ TEST_F(NatsBridgeTest, PrometheusTextHasTheBusAndTheBridge) {
             std::string::npos);
   EXPECT_NE(text.find("sluice_nats_connected{bus=\"plant\"} 1\n"), std::string::npos);
   (void)bridge.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
+}
+
+// ---- Configuration, without a server ---------------------------------------
+
+// Another codec for SensorReading (the same bytes): a distinct codec type.
+struct OtherSensorCodec : sluice::nats::TriviallyCopyableCodec<SensorReading> {};
+
+TEST(NatsBridgeConfigTest, RoutesRefuseSubjectsNatsCannotCarryAndWildcards) {
+  const std::vector<std::string> refused = {
+      "",  "has space", "tab\there", "new\nline", "x..y", ".x",  "x.",
+      ".", "tail.>",    "wild.*",    "a.*.b",     ">",    "a*b", "del\x7f"};
+  for (const std::string& subject : refused) {
+    EXPECT_FALSE(sluice::nats::IsLiteralSubject(subject)) << subject;
+    Bus bus;
+    Bridge bridge(bus);
+    EXPECT_FALSE(bridge.Forward<SensorReading>(subject, kSensorType)) << subject;
+    EXPECT_FALSE(bridge.Receive<SensorReading>(subject, kSensorType)) << subject;
+  }
+  for (const std::string subject : {"a", "plant.sensor", "x-1_y.Z9.$sys"}) {
+    EXPECT_TRUE(sluice::nats::IsLiteralSubject(subject)) << subject;
+    Bus bus;
+    Bridge bridge(bus);
+    EXPECT_TRUE(bridge.Forward<SensorReading>(subject, kSensorType)) << subject;
+    EXPECT_TRUE(bridge.Receive<SensorReading>(subject, kSensorType)) << subject;
+  }
+}
+
+TEST(NatsBridgeConfigTest, ReceiveRefusesASecondCodecOrTypeForATypeId) {
+  Bus bus;
+  Bridge bridge(bus);
+  ASSERT_TRUE(bridge.Receive<SensorReading>("t.a", kSensorType));
+  EXPECT_FALSE((bridge.Receive<SensorReading, OtherSensorCodec>("t.b", kSensorType)));
+  EXPECT_FALSE(bridge.Receive<EmergencyStop>("t.b", kSensorType));
+  EXPECT_TRUE(bridge.Receive<SensorReading>("t.b", kSensorType));  // same codec: another subject
+  EXPECT_TRUE((bridge.Receive<SensorReading, OtherSensorCodec>("t.b", 7)));  // another id
+}
+
+// ---- Against a server ---------------------------------------------------------
+
+// The connection closes by itself (its reconnection attempts are spent): the
+// slow-consumer count, a Prometheus counter, does not go back down.
+TEST_F(NatsBridgeTest, SlowConsumerDropsAreKeptWhenTheConnectionClosesByItself) {
+  constexpr std::uint64_t kCount = 300;
+  using SmallBus = sluice::MpscBus<Payload, 64>;
+  SmallBus bus;  // no consumer: the bridge's LOW thread waits for room
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  options.pending_messages_limit = 8;
+  options.max_reconnect = 1;
+  options.reconnect_wait = 20ms;
+  options.admission_wait = {20ms, 20ms, 20ms};
+  sluice::nats::Bridge<SmallBus> bridge(bus, options);
+  ASSERT_TRUE(bridge.Receive<SensorReading>("t.slow", kSensorType));
+  ASSERT_TRUE(bridge.Forward<EmergencyStop>("t.probe", kStopType));
+  ASSERT_EQ(bridge.Start(), NATS_OK);
+  sluice::nats::FrameHeader header;
+  header.priority = MessagePriority::LOW;
+  header.type_id = kSensorType;
+  header.origin_id = 42;
+  const std::string frame = EncodedFrame(header, std::string(sizeof(SensorReading), '\0'));
+  PublishRaw(server_.Url(), std::vector<std::pair<std::string, std::string>>(
+                                kCount, std::make_pair(std::string("t.slow.low"), frame)));
+  ASSERT_TRUE(Eventually([&] {
+    const auto s = bridge.GetStatistics();
+    return s.delivered[0] + s.bus_dropped[0] + s.slow_consumer_dropped[0] == kCount;
+  }));
+  const std::uint64_t before = bridge.GetStatistics().slow_consumer_dropped[0];
+  ASSERT_GT(before, 0u) << "the client was expected to drop";
+
+  server_.Kill();
+  // Once closed, the client refuses a publish (send_dropped) instead of
+  // buffering it for a reconnection (frames_sent).
+  ASSERT_TRUE(Eventually([&] {
+    while (bus.ProcessBatch() > 0) {
+    }
+    (void)bus.PublishWithPriority(EmergencyStop{1, 0, 0}, kTestSender, MessagePriority::HIGH);
+    while (bus.ProcessBatch() > 0) {
+    }
+    return bridge.GetStatistics().send_dropped[2] > 0;
+  })) << "the connection did not close";
+  EXPECT_GE(bridge.GetStatistics().slow_consumer_dropped[0], before);
+  std::string text;
+  sluice::nats::WritePrometheus(text, "x", bus, bridge);
+  EXPECT_NE(text.find("sluice_nats_messages_dropped_total{bus=\"x\",priority=\"low\",reason=\"slow_"
+                      "consumer\"} " +
+                      std::to_string(before) + "\n"),
+            std::string::npos)
+      << text;
+  (void)bridge.Shutdown(1s, sluice::nats::ShutdownDrain::kDispatchHere);
+  EXPECT_GE(bridge.GetStatistics().slow_consumer_dropped[0], before);
+}
+
+// The destructor waits for a user callback running on a client thread, how
+// ever long it runs, and frees the bridge only after it has returned.
+TEST_F(NatsBridgeTest, TheDestructorWaitsForACallbackStillRunning) {
+  Bus bus;
+  std::atomic<bool> in_callback{false};
+  std::atomic<bool> release{false};
+  std::atomic<bool> destroyed{false};
+  std::atomic<bool> destroyed_before_return{false};
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  // seq_cst throughout: a handful of flags between three threads.
+  options.on_reject = [&](FrameError, std::string_view) {
+    in_callback.store(true);
+    while (!release.load()) std::this_thread::sleep_for(1ms);
+    destroyed_before_return.store(destroyed.load());
+  };
+  auto bridge = std::make_unique<Bridge>(bus, options);
+  ASSERT_TRUE(bridge->Receive<SensorReading>("t.wait", kSensorType));
+  ASSERT_EQ(bridge->Start(), NATS_OK);
+  PublishRaw(server_.Url(), {{"t.wait.low", "abc"}});
+  ASSERT_TRUE(Eventually([&] { return in_callback.load(); }));
+  std::thread destroyer([&] {
+    bridge.reset();
+    destroyed.store(true);
+  });
+  // Room for a destructor that does not wait to return (not a bound: one
+  // that waits passes however long this takes).
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(destroyed.load()) << "the destructor returned while on_reject ran";
+  release.store(true);
+  destroyer.join();
+  EXPECT_TRUE(destroyed.load());
+  EXPECT_FALSE(destroyed_before_return.load());
+}
+
+#if SLUICE_HAS_EXCEPTIONS
+// Encode: reason 1 refuses, reason 2 throws. Decode: reason 3 throws.
+struct ThrowingStopCodec {
+  static bool Encode(const EmergencyStop& stop, std::string& out) {
+    if (stop.reason == 1) return false;
+    if (stop.reason == 2) throw std::runtime_error("encode throws");
+    return sluice::nats::TriviallyCopyableCodec<EmergencyStop>::Encode(stop, out);
+  }
+  static std::optional<EmergencyStop> Decode(const std::uint8_t* data, std::size_t size) {
+    std::optional<EmergencyStop> stop =
+        sluice::nats::TriviallyCopyableCodec<EmergencyStop>::Decode(data, size);
+    if (stop && stop->reason == 3) throw std::runtime_error("decode throws");
+    return stop;
+  }
+};
+
+// A codec or on_reject that throws does not take the process down (the
+// exception would leave the client's thread): counted, and reported.
+TEST_F(NatsBridgeTest, ThrowingCodecsAndOnRejectAreCaughtAndCounted) {
+  Bus sending_bus;
+  Bridge sender(sending_bus, OptionsFor(server_.Url()));
+  ASSERT_TRUE((sender.Forward<EmergencyStop, ThrowingStopCodec>("t.throw", kStopType)));
+  Bus receiving_bus;
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  std::mutex mutex;
+  std::vector<FrameError> reported;  // guarded by mutex
+  options.on_reject = [&](FrameError error, std::string_view) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      reported.push_back(error);
+    }
+    throw std::runtime_error("on_reject throws");
+  };
+  Bridge receiver(receiving_bus, options);
+  ASSERT_TRUE((receiver.Receive<EmergencyStop, ThrowingStopCodec>("t.throw", kStopType)));
+  std::atomic<int> delivered{0};
+  auto s = receiving_bus.Subscribe<EmergencyStop>(
+      [&](const EmergencyStop&) { delivered.fetch_add(1, std::memory_order_relaxed); });
+  ASSERT_TRUE(s.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  ASSERT_EQ(sender.Start(), NATS_OK);
+
+  sluice::nats::FrameHeader header;
+  header.type_id = kStopType;
+  header.origin_id = 42;
+  const EmergencyStop throws_in_decode{1, 3, 0};
+  PublishRaw(server_.Url(),
+             {{"t.throw.medium",
+               EncodedFrame(header, std::string(reinterpret_cast<const char*>(&throws_in_decode),
+                                                sizeof throws_in_decode))}});
+  for (std::uint32_t reason : {1u, 2u, 0u}) {
+    ASSERT_TRUE(sending_bus.Publish(EmergencyStop{1, reason, reason}, kTestSender));
+  }
+  while (sending_bus.ProcessBatch() > 0) {
+  }
+  const auto sent = sender.GetStatistics();
+  EXPECT_EQ(sent.encode_failed, 2u);
+  EXPECT_EQ(sent.frames_sent[1], 1u);
+  EXPECT_EQ(sending_bus.GetStatistics().processing_errors, 1u) << "the bus no longer saw it";
+
+  ASSERT_TRUE(Eventually([&] {
+    (void)receiving_bus.ProcessBatch();
+    return receiver.GetStatistics().frames_received == 2 &&
+           delivered.load(std::memory_order_relaxed) == 1;
+  }));
+  const auto received = receiver.GetStatistics();
+  EXPECT_EQ(received.rejected[static_cast<std::size_t>(FrameError::kDecodeThrew)], 1u);
+  EXPECT_EQ(received.Rejected(), 1u);
+  EXPECT_EQ(received.on_reject_threw, 1u);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    EXPECT_EQ(reported, std::vector<FrameError>{FrameError::kDecodeThrew});
+  }
+  std::string text;
+  sluice::nats::WritePrometheus(text, "r", receiving_bus, receiver);
+  EXPECT_NE(text.find("sluice_nats_frames_rejected_total{bus=\"r\",reason=\"decode_threw\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("sluice_nats_on_reject_exceptions_total{bus=\"r\"} 1\n"), std::string::npos)
+      << text;
+  (void)sender.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
+  (void)receiver.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
+}
+#endif  // SLUICE_HAS_EXCEPTIONS
+
+// Note's text as the whole payload, of any length.
+struct RawNoteCodec {
+  static bool Encode(const Note& note, std::string& out) {
+    out.append(note.text);
+    return true;
+  }
+  static std::optional<Note> Decode(const std::uint8_t* data, std::size_t size) {
+    return Note{0, std::string(reinterpret_cast<const char*>(data), size)};
+  }
+};
+
+// A frame must fit, header included, in the server's max_payload: one that
+// does not is a failed encode ("exceeded the bound"), not a send drop.
+TEST_F(NatsBridgeTest, AFrameOverTheServersMaxPayloadIsAnEncodeFailure) {
+  natsConnection* raw = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&raw, server_.Url().c_str()), NATS_OK);
+  const std::int64_t server_max = natsConnection_GetMaxPayload(raw);
+  natsConnection_Destroy(raw);
+  ASSERT_GT(server_max, static_cast<std::int64_t>(sluice::nats::kFrameHeaderSize));
+  const auto fits = static_cast<std::size_t>(server_max) - sluice::nats::kFrameHeaderSize;
+
+  Bus receiving_bus;
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  options.max_payload = static_cast<std::uint32_t>(server_max);  // the server's bound decides
+  Bridge receiver(receiving_bus, options);
+  ASSERT_TRUE((receiver.Receive<Note, RawNoteCodec>("t.large", kNoteType)));
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  Bus bus;
+  Bridge sender(bus, options);
+  ASSERT_TRUE((sender.Forward<Note, RawNoteCodec>("t.large", kNoteType)));
+  ASSERT_EQ(sender.Start(), NATS_OK);
+
+  ASSERT_TRUE(bus.Publish(Note{0, std::string(fits + 1, 'x')}, kTestSender));
+  ASSERT_TRUE(bus.Publish(Note{0, std::string(fits, 'x')}, kTestSender));
+  while (bus.ProcessBatch() > 0) {
+  }
+  const auto s = sender.GetStatistics();
+  EXPECT_EQ(s.encode_failed, 1u);
+  EXPECT_EQ(s.send_dropped[1], 0u);
+  EXPECT_EQ(s.frames_sent[1], 1u);
+  EXPECT_TRUE(Eventually([&] { return receiver.GetStatistics().delivered[1] == 1; }));
+  (void)sender.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
+  (void)receiver.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
+}
+
+// A frame whose priority is not its subject's suffix, or whose type id was
+// not given for its subject, is refused and never reaches the bus.
+TEST_F(NatsBridgeTest, FramesOffTheirSubjectsPriorityOrTypeAreRejected) {
+  Bus bus;
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  std::mutex mutex;
+  std::multiset<std::pair<FrameError, std::string>> reported;  // guarded by mutex
+  options.on_reject = [&](FrameError error, std::string_view subject) {
+    std::lock_guard<std::mutex> lock(mutex);
+    reported.emplace(error, std::string(subject));
+  };
+  Bridge bridge(bus, options);
+  ASSERT_TRUE(bridge.Receive<SensorReading>("t.p", kSensorType));
+  ASSERT_TRUE(bridge.Receive<EmergencyStop>("t.q", kStopType));
+  std::mutex seen_mutex;
+  std::vector<MessagePriority> seen;  // guarded by seen_mutex
+  auto r = bus.Subscribe<SensorReading>([&](const SensorReading&, const sluice::MessageHeader& h) {
+    std::lock_guard<std::mutex> lock(seen_mutex);
+    seen.push_back(h.priority);
+  });
+  auto e = bus.Subscribe<EmergencyStop>([&](const EmergencyStop&, const sluice::MessageHeader& h) {
+    std::lock_guard<std::mutex> lock(seen_mutex);
+    seen.push_back(h.priority);
+  });
+  ASSERT_TRUE(r.IsValid() && e.IsValid());
+  ASSERT_EQ(bridge.Start(), NATS_OK);
+  Consumer<Bus> consumer(bus);
+
+  sluice::nats::FrameHeader sensor;
+  sensor.type_id = kSensorType;
+  sensor.origin_id = 42;
+  sluice::nats::FrameHeader stop = sensor;
+  stop.type_id = kStopType;
+  const std::string reading(sizeof(SensorReading), '\0');
+  const std::string stop_bytes(sizeof(EmergencyStop), '\0');
+  sluice::nats::FrameHeader high_sensor = sensor;
+  high_sensor.priority = MessagePriority::HIGH;
+  sluice::nats::FrameHeader high_stop = stop;
+  high_stop.priority = MessagePriority::HIGH;
+  PublishRaw(server_.Url(), {
+                                {"t.p.low", EncodedFrame(high_sensor, reading)},  // says HIGH
+                                {"t.p.medium", EncodedFrame(stop, stop_bytes)},   // not t.p's
+                                {"t.p.medium", EncodedFrame(sensor, reading)},
+                                {"t.q.high", EncodedFrame(high_stop, stop_bytes)},
+                            });
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<std::mutex> lock(seen_mutex);
+    return bridge.GetStatistics().frames_received == 4 && seen.size() == 2;
+  }));
+  (void)bridge.Shutdown(10s);
+  consumer.Stop();
+  const auto stats = bridge.GetStatistics();
+  EXPECT_EQ(stats.rejected[static_cast<std::size_t>(FrameError::kPriorityMismatch)], 1u);
+  EXPECT_EQ(stats.rejected[static_cast<std::size_t>(FrameError::kUnknownType)], 1u);
+  EXPECT_EQ(stats.Rejected(), 2u);
+  EXPECT_EQ(stats.delivered[0], 0u);
+  EXPECT_EQ(stats.delivered[1], 1u);
+  EXPECT_EQ(stats.delivered[2], 1u);
+  std::lock_guard<std::mutex> lock(mutex);
+  const std::multiset<std::pair<FrameError, std::string>> expected = {
+      {FrameError::kPriorityMismatch, "t.p.low"}, {FrameError::kUnknownType, "t.p.medium"}};
+  EXPECT_EQ(reported, expected);
+  std::lock_guard<std::mutex> seen_lock(seen_mutex);
+  EXPECT_EQ(seen.size(), 2u);
+}
+
+// The bridge's own close is not a disconnect; Shutdown again, or with no
+// time to wait, reports the connection closed.
+TEST_F(NatsBridgeTest, OwnCloseIsNotADisconnectAndShutdownReportsClosed) {
+  Bus bus;
+  Bridge bridge(bus, OptionsFor(server_.Url()));
+  ASSERT_TRUE(bridge.Receive<SensorReading>("t.own", kSensorType));
+  ASSERT_EQ(bridge.Start(), NATS_OK);
+  const sluice::nats::ShutdownResult first = bridge.Shutdown(10s);
+  EXPECT_TRUE(first.closed);
+  EXPECT_EQ(first.flush, NATS_OK);
+  const sluice::nats::ShutdownResult again = bridge.Shutdown(10s);
+  EXPECT_TRUE(again.closed);
+  EXPECT_EQ(bridge.GetStatistics().disconnects, 0u);
+  EXPECT_FALSE(bridge.GetStatistics().connected);
+
+  Bus other_bus;
+  Bridge other(other_bus, OptionsFor(server_.Url()));
+  ASSERT_TRUE(other.Receive<SensorReading>("t.own", kSensorType));
+  ASSERT_EQ(other.Start(), NATS_OK);
+  const sluice::nats::ShutdownResult at_once = other.Shutdown(0ms);
+  EXPECT_EQ(at_once.flush, NATS_TIMEOUT);
+  EXPECT_EQ(at_once.drain, NATS_TIMEOUT);
+  EXPECT_TRUE(at_once.closed);
+  EXPECT_EQ(other.GetStatistics().disconnects, 0u);
+}
+
+// A Start that failed (no server) leaves the bridge ready for another.
+TEST_F(NatsBridgeTest, StartCanBeRetriedAfterItFailed) {
+  Bus bus;
+  Bridge bridge(bus, OptionsFor(server_.Url()));
+  ASSERT_TRUE(bridge.Receive<SensorReading>("t.retry", kSensorType));
+  server_.Kill();
+  EXPECT_NE(bridge.Start(), NATS_OK);
+  EXPECT_FALSE(bridge.GetStatistics().connected);
+  ASSERT_TRUE(server_.Restart());
+  ASSERT_EQ(bridge.Start(), NATS_OK);
+  EXPECT_EQ(bridge.Start(), NATS_ILLEGAL_STATE) << "a started bridge starts once";
+  Consumer<Bus> consumer(bus);
+  sluice::nats::FrameHeader header;
+  header.type_id = kSensorType;
+  header.origin_id = 42;
+  PublishRaw(server_.Url(),
+             {{"t.retry.medium", EncodedFrame(header, std::string(sizeof(SensorReading), '\0'))}});
+  EXPECT_TRUE(Eventually([&] { return bridge.GetStatistics().delivered[1] == 1; }));
+  (void)bridge.Shutdown(10s);
+  consumer.Stop();
 }
 
 }  // namespace

@@ -105,6 +105,11 @@ TEST(NatsFrame, EveryErrorHasAName) {
   for (std::size_t e = 0; e < sluice::nats::kFrameErrorCount; ++e) {
     EXPECT_STRNE(sluice::nats::ToString(static_cast<FrameError>(e)), "invalid") << e;
   }
+  // The Prometheus reasons of the bridge's own checks.
+  EXPECT_STREQ(sluice::nats::ToString(FrameError::kPriorityMismatch), "priority_mismatch");
+  EXPECT_STREQ(sluice::nats::ToString(FrameError::kDecodeThrew), "decode_threw");
+  EXPECT_STREQ(sluice::nats::ToString(static_cast<FrameError>(sluice::nats::kFrameErrorCount)),
+               "invalid");
 }
 
 TEST(NatsCodec, TriviallyCopyableRoundTripsAndRefusesOtherSizes) {

@@ -1,6 +1,7 @@
 // A bridge between one Sluice bus and a NATS server, through the NATS C
-// client (nats.c, CMake target cnats::nats; link sluice::nats). The core
-// headers do not include this one and stay free of dependencies.
+// client (nats.c, found through pkg-config's libnats; link the CMake target
+// sluice::nats, not the client's own cnats::nats: docs/nats.md, Building).
+// The core headers do not include this one and stay free of dependencies.
 //
 //   sluice::MpscBus<Payload, 4096> bus;
 //   sluice::nats::Bridge<decltype(bus)> bridge(bus, options);
@@ -20,6 +21,7 @@
 
 #include <nats/nats.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -39,6 +41,7 @@
 
 #include "sluice/admission.hpp"
 #include "sluice/bus.hpp"
+#include "sluice/config.hpp"
 #include "sluice/detail/variant_index.hpp"
 #include "sluice/nats/codec.hpp"
 #include "sluice/nats/frame.hpp"
@@ -54,7 +57,10 @@ struct BridgeOptions {
   // Written into every frame sent; frames carrying it are never published
   // into the bus again. 0: a random id, drawn at construction.
   std::uint64_t origin_id = 0;
-  // Payload bytes a frame may carry, both ways.
+  // Payload bytes a frame may carry, both ways. A frame sent must also fit,
+  // with its 40-byte header, in the server's max_payload (1 MiB unless the
+  // server is configured otherwise); one that does not is not sent and is
+  // counted in encode_failed.
   std::uint32_t max_payload = kDefaultMaxFramePayload;
   // Reconnection: attempts (-1: for ever), the wait between them, and the
   // client's buffer for publishes made while disconnected (the client's
@@ -62,7 +68,9 @@ struct BridgeOptions {
   int max_reconnect = -1;
   std::chrono::milliseconds reconnect_wait{100};
   int reconnect_buffer_bytes = 8 * 1024 * 1024;
-  // Keep retrying the first connection instead of failing Start().
+  // Keep retrying the first connection instead of failing Start(): Start
+  // then blocks until a server answers or max_reconnect attempts are spent
+  // (with max_reconnect = -1, until a server answers).
   bool retry_on_failed_connect = false;
   std::chrono::milliseconds connect_timeout{2000};
   // Messages and bytes the client holds per inbound subscription (one per
@@ -79,6 +87,7 @@ struct BridgeOptions {
   // forwarded. Local publishers of forwarded types use ids without it.
   std::uint32_t remote_sender_flag = 0x8000'0000u;
   // Called on a client thread for each refused frame (after it is counted).
+  // An exception it throws is caught and counted (on_reject_threw).
   std::function<void(FrameError, std::string_view subject)> on_reject;
 };
 
@@ -92,7 +101,9 @@ struct ShutdownResult {
   bool bus_drained = false;  // every message admitted before Close dispatched
   natsStatus flush = NATS_OK;
   natsStatus drain = NATS_OK;  // natsConnection_DrainTimeout
-  bool closed = false;         // the connection reported closed in time
+  // The connection reported closed in time, or none was open (never
+  // started, or closed by an earlier Shutdown).
+  bool closed = false;
 };
 
 namespace detail {
@@ -119,6 +130,27 @@ inline std::uint64_t RandomOriginId() {
 // Subject suffixes, by priority.
 inline constexpr std::string_view kPrioritySubjects[kPriorityCount] = {"low", "medium", "high"};
 
+// Whether the bridge accepts `subject` for Forward and Receive: a literal
+// NATS subject, tokens of one or more characters separated by '.', without
+// whitespace, control characters or the wildcard characters '*' and '>'. A
+// wildcard could overlap another inbound subject of the same bridge, and the
+// client would then hand one frame to two subscriptions: twice into the bus.
+inline bool IsLiteralSubject(std::string_view subject) noexcept {
+  bool token_empty = true;
+  for (const char c : subject) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '.') {
+      if (token_empty) return false;
+      token_empty = true;
+    } else if (byte <= 0x20 || byte == 0x7F || c == '*' || c == '>') {
+      return false;
+    } else {
+      token_empty = false;
+    }
+  }
+  return !token_empty;  // also false for an empty subject
+}
+
 // "<subject>.<low|medium|high>": where a message of `priority` travels.
 inline std::string SubjectFor(std::string_view subject, MessagePriority priority) {
   std::string result(subject);
@@ -139,20 +171,25 @@ class Bridge {
   Bridge(const Bridge&) = delete;
   Bridge& operator=(const Bridge&) = delete;
   // Without Shutdown: stops forwarding, closes the connection (what the
-  // client still buffers is lost) and waits for the client's callbacks.
-  ~Bridge() { Release(/*orderly=*/false); }
+  // client still buffers is lost) and waits, without a bound, until the
+  // client's callbacks can no longer run: a user callback running on a
+  // client thread (on_reject, a codec's Decode, an admission_wait) is
+  // waited for until it returns.
+  ~Bridge() { Release(); }
 
   // ---- Configuration (before Start) -----------------------------------------
 
   // Sends local messages of type T to NATS under `type_id` (not 0). False
-  // after Start, for type id 0, or when T is already forwarded.
+  // after Start, for type id 0, a subject that is not IsLiteralSubject
+  // (empty, wildcards, whitespace, empty tokens), or when T is already
+  // forwarded.
   template <typename T, typename Codec = DefaultCodec<T>>
   [[nodiscard]] bool Forward(const std::string& subject, std::uint16_t type_id) {
     static_assert(sluice::detail::kIsAlternative<T, Payload>,
                   "Sluice: Forward<T> needs T to be exactly one alternative of the bus payload");
     CheckCodec<Codec, T>();
     constexpr std::size_t kIndex = sluice::detail::VariantIndex<T, Payload>::kValue;
-    if (started_ || type_id == 0 || subject.empty()) return false;
+    if (started_ || type_id == 0 || !IsLiteralSubject(subject)) return false;
     for (const auto& route : outbound_) {
       if (route->variant_index == kIndex) return false;
     }
@@ -169,8 +206,11 @@ class Bridge {
 
   // Publishes frames of `type_id` received on `subject` into the bus as T.
   // Needs a multi-producer bus (the client's threads publish). False after
-  // Start, for type id 0, or when `type_id` is already received as another
-  // type. Several types may share a subject; a type may come on several.
+  // Start, for type id 0, a subject that is not IsLiteralSubject (empty,
+  // wildcards, whitespace, empty tokens), or when `type_id` is already
+  // received as another type or with another codec. Several types may share
+  // a subject; a type may come on several. A frame whose type id was not
+  // given for the subject it came on is refused (kUnknownType).
   template <typename T, typename Codec = DefaultCodec<T>>
   [[nodiscard]] bool Receive(std::string subject, std::uint16_t type_id) {
     static_assert(sluice::detail::kIsAlternative<T, Payload>,
@@ -180,27 +220,36 @@ class Bridge {
                   "threads publish into it");
     CheckCodec<Codec, T>();
     constexpr std::size_t kIndex = sluice::detail::VariantIndex<T, Payload>::kValue;
-    if (started_ || type_id == 0 || subject.empty()) return false;
+    if (started_ || type_id == 0 || !IsLiteralSubject(subject)) return false;
+    const DeliverFunction deliver = &Deliver<T, Codec>;
     bool known_type = false;
     for (const InboundType& type : inbound_types_) {
-      if (type.type_id == type_id && type.variant_index != kIndex) return false;
-      known_type = known_type || type.type_id == type_id;
+      if (type.type_id != type_id) continue;
+      // One type and one codec per id: a second codec would never be used.
+      if (type.variant_index != kIndex || type.deliver != deliver) return false;
+      known_type = true;
     }
-    if (!known_type) inbound_types_.push_back({type_id, kIndex, &Deliver<T, Codec>});
-    for (const std::string& known : inbound_subjects_) {
-      if (known == subject) return true;
+    if (!known_type) inbound_types_.push_back({type_id, kIndex, deliver});
+    for (InboundSubject& known : inbound_subjects_) {
+      if (known.subject != subject) continue;
+      if (std::find(known.type_ids.begin(), known.type_ids.end(), type_id) ==
+          known.type_ids.end()) {
+        known.type_ids.push_back(type_id);
+      }
+      return true;
     }
-    inbound_subjects_.push_back(std::move(subject));
+    inbound_subjects_.push_back({std::move(subject), {type_id}});
     return true;
   }
 
   // ---- Lifecycle --------------------------------------------------------------
 
   // Connects, subscribes to the inbound subjects (and waits until the
-  // server has them), then starts forwarding. Once only; any thread.
+  // server has them), then starts forwarding. Any thread; once it has
+  // succeeded, later calls return NATS_ILLEGAL_STATE. A failed Start leaves
+  // no connection behind and may be called again.
   [[nodiscard]] natsStatus Start() {
     if (started_) return NATS_ILLEGAL_STATE;
-    started_ = true;
     natsOptions* opts = nullptr;
     natsStatus status = natsOptions_Create(&opts);
     const auto set = [&status](natsStatus next) {
@@ -235,26 +284,33 @@ class Bridge {
     }
     // Relaxed: a flag for the statistics, ordered with nothing else.
     connected_.store(true, std::memory_order_relaxed);
-    for (const std::string& subject : inbound_subjects_) {
+    // Relaxed: an independent bound; see FitsServer.
+    server_max_payload_.store(natsConnection_GetMaxPayload(connection_), std::memory_order_relaxed);
+    for (const InboundSubject& inbound : inbound_subjects_) {
       for (std::size_t p = 0; p < kPriorityCount && status == NATS_OK; ++p) {
-        status = SubscribeInbound(subject, static_cast<MessagePriority>(p));
+        status = SubscribeInbound(inbound, static_cast<MessagePriority>(p));
       }
     }
     // The server has the subscriptions once it answers the flush's PING.
     if (status == NATS_OK && !inbound_subjects_.empty()) {
       status = natsConnection_FlushTimeout(connection_, options_.connect_timeout.count());
     }
+    for (std::size_t r = 0; r < outbound_.size() && status == NATS_OK; ++r) {
+      outbound_[r]->handle = outbound_[r]->subscribe(*this, *outbound_[r]);
+      // The bus's subscription table for T is full.
+      if (!outbound_[r]->handle.IsValid()) status = NATS_NO_MEMORY;
+    }
     if (status != NATS_OK) {
-      Release(/*orderly=*/false);
+      Release();
+      // Ready for another Start: Release has waited for the closed callback
+      // and every subscription's completion, so no client thread writes
+      // these any more.
+      std::lock_guard<std::mutex> lock(mutex_);
+      closed_ = false;
+      closing_.store(false, std::memory_order_relaxed);
       return status;
     }
-    for (const auto& route : outbound_) {
-      route->handle = route->subscribe(*this, *route);
-      if (!route->handle.IsValid()) {
-        Release(/*orderly=*/false);
-        return NATS_NO_MEMORY;  // the bus's subscription table for T is full
-      }
-    }
+    started_ = true;
     return NATS_OK;
   }
 
@@ -262,9 +318,15 @@ class Bridge {
   // holds of forwarded types is sent), stops forwarding, flushes the
   // connection, then drains it (inbound messages the client holds are
   // offered to the closed bus and counted as refused) and waits for it to
-  // close. Each wait is bounded by `timeout`. Not from a bus callback.
+  // close. Each of those waits is bounded by `timeout`; a timeout of 0 (or
+  // less) waits for none of them: no flush and no drain (both report
+  // NATS_TIMEOUT), the connection is closed at once and what the client
+  // still buffers is lost. Then, as the destructor, it waits without a
+  // bound for user callbacks still running on client threads to return.
+  // Not from a bus callback. Again after the first: closed is true.
   ShutdownResult Shutdown(std::chrono::milliseconds timeout,
                           ShutdownDrain drain = ShutdownDrain::kWaitForConsumer) {
+    timeout = std::max(timeout, std::chrono::milliseconds(0));
     ShutdownResult result;
     bus_.Close();
     if (drain == ShutdownDrain::kDispatchHere) {
@@ -276,14 +338,28 @@ class Bridge {
     } else {
       result.bus_drained = bus_.Drain(timeout);
     }
-    if (connection_ == nullptr) return result;
+    if (connection_ == nullptr) {
+      result.closed = true;  // none open: never started, or closed already
+      return result;
+    }
     UnsubscribeOutbound();
-    result.flush = natsConnection_FlushTimeout(connection_, timeout.count());
-    KeepSlowConsumerDrops();
-    result.drain = natsConnection_DrainTimeout(connection_, timeout.count());
-    if (result.drain != NATS_OK) natsConnection_Close(connection_);
+    if (timeout.count() == 0) {
+      // The client refuses a zero timeout for the flush; closing without
+      // either is what "no wait" means.
+      result.flush = NATS_TIMEOUT;
+      result.drain = NATS_TIMEOUT;
+      KeepSlowConsumerDrops();
+      BeginOwnClose();
+      natsConnection_Close(connection_);
+    } else {
+      result.flush = natsConnection_FlushTimeout(connection_, timeout.count());
+      KeepSlowConsumerDrops();
+      BeginOwnClose();
+      result.drain = natsConnection_DrainTimeout(connection_, timeout.count());
+      if (result.drain != NATS_OK) natsConnection_Close(connection_);
+    }
     result.closed = WaitClosed(timeout + std::chrono::seconds(1));
-    Release(/*orderly=*/true);
+    Release();
     return result;
   }
 
@@ -310,6 +386,7 @@ class Bridge {
     for (std::size_t e = 0; e < kFrameErrorCount; ++e) s.rejected[e] = load(counters_.rejected[e]);
     s.disconnects = load(counters_.disconnects);
     s.reconnects = load(counters_.reconnects);
+    s.on_reject_threw = load(counters_.on_reject_threw);
     s.connected = connected_.load(std::memory_order_relaxed);
     s.slow_consumer_dropped = SlowConsumerDropped();
     return s;
@@ -327,10 +404,18 @@ class Bridge {
     SubscriptionHandle (*subscribe)(Bridge&, OutboundRoute&) = nullptr;
   };
 
+  using DeliverFunction = FrameError (*)(Bridge&, const FrameView&);
+
   struct InboundType {
     std::uint16_t type_id;
     std::size_t variant_index;
-    FrameError (*deliver)(Bridge&, const FrameView&);
+    DeliverFunction deliver;  // Deliver<T, Codec>: one codec per id
+  };
+
+  // An inbound subject and the type ids given for it.
+  struct InboundSubject {
+    std::string subject;
+    std::vector<std::uint16_t> type_ids;
   };
 
   // One per inbound subject and priority; its address is the client's
@@ -338,8 +423,12 @@ class Bridge {
   struct InboundSubscription {
     Bridge* bridge = nullptr;
     MessagePriority priority = MessagePriority::MEDIUM;
-    std::string subject;  // with the priority suffix
+    std::string subject;                  // with the priority suffix
+    std::vector<std::uint16_t> type_ids;  // those the subject carries
     natsSubscription* subscription = nullptr;
+    // The highest slow-consumer count the client reported for it; guarded
+    // by mutex_.
+    std::uint64_t dropped_seen = 0;
   };
 
   // Monotonic tallies, written with relaxed fetch_add from the consumer
@@ -356,6 +445,7 @@ class Bridge {
     std::atomic<std::uint64_t> frames_received{0};
     std::atomic<std::uint64_t> echo_suppressed{0};
     std::array<std::atomic<std::uint64_t>, kFrameErrorCount> rejected{};
+    std::atomic<std::uint64_t> on_reject_threw{0};
     std::atomic<std::uint64_t> disconnects{0};
     std::atomic<std::uint64_t> reconnects{0};
   };
@@ -386,7 +476,7 @@ class Bridge {
     }
     std::string& frame = route.buffer;
     frame.assign(kFrameHeaderSize, '\0');
-    if (!Codec::Encode(message, frame) || frame.size() - kFrameHeaderSize > options_.max_payload) {
+    if (!Encode<T, Codec>(message, frame) || !FitsBound(frame.size())) {
       Count(counters_.encode_failed);
       return;
     }
@@ -403,10 +493,42 @@ class Bridge {
                                                      frame.data(), static_cast<int>(frame.size()));
     if (status == NATS_OK) {
       Count(counters_.frames_sent[p]);
+    } else if (status == NATS_MAX_PAYLOAD) {
+      // The server's bound shrank (a reconnection to another server) before
+      // OnReconnected refreshed ours: the frame exceeded the bound.
+      Count(counters_.encode_failed);
     } else {
       if (status == NATS_INSUFFICIENT_BUFFER) Count(counters_.reconnect_buffer_overflows);
       Count(counters_.send_dropped[p]);
     }
+  }
+
+  // The codec's Encode. An exception is counted as a failed encode, then
+  // rethrown: the bus counts it in processing_errors and reports it as it
+  // does for any subscriber that throws.
+  template <typename T, typename Codec>
+  bool Encode(const T& message, std::string& frame) {
+#if SLUICE_HAS_EXCEPTIONS
+    try {
+      return Codec::Encode(message, frame);
+    } catch (...) {
+      Count(counters_.encode_failed);
+      throw;
+    }
+#else
+    return Codec::Encode(message, frame);
+#endif
+  }
+
+  // The whole frame against both bounds: its payload against max_payload
+  // (what the receiving decoder checks), and header and payload together
+  // against the server's max_payload (what the server accepts).
+  bool FitsBound(std::size_t frame_size) const noexcept {
+    if (frame_size - kFrameHeaderSize > options_.max_payload) return false;
+    // Relaxed: an independent value, read at connection and reconnection;
+    // a publish the server's newer bound refuses is caught in Send.
+    const std::int64_t server = server_max_payload_.load(std::memory_order_relaxed);
+    return server <= 0 || frame_size <= static_cast<std::uint64_t>(server);
   }
 
   void UnsubscribeOutbound() noexcept {
@@ -419,32 +541,33 @@ class Bridge {
 
   // ---- Inbound (the client's threads) -------------------------------------------
 
-  natsStatus SubscribeInbound(const std::string& subject, MessagePriority priority) {
+  natsStatus SubscribeInbound(const InboundSubject& subject, MessagePriority priority) {
     auto inbound = std::make_unique<InboundSubscription>();
     inbound->bridge = this;
     inbound->priority = priority;
-    inbound->subject = SubjectFor(subject, priority);
-    // The tables the handler reads (inbound_types_, options_) are complete:
-    // they are not written after Start, and the client starts the
-    // subscription's thread inside this call (thread creation orders them
-    // before everything the thread does).
+    inbound->subject = SubjectFor(subject.subject, priority);
+    inbound->type_ids = subject.type_ids;
+    // The tables the handler reads (inbound_types_, the subscription's
+    // type_ids, options_) are complete: they are not written after Start,
+    // and the client starts the subscription's thread inside this call
+    // (thread creation orders them before everything the thread does).
     natsStatus status = natsConnection_Subscribe(
         &inbound->subscription, connection_, inbound->subject.c_str(), &OnMessage, inbound.get());
     if (status != NATS_OK) return status;
+    InboundSubscription* added = inbound.get();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ++live_subscriptions_;
       inbound_.push_back(std::move(inbound));
     }
-    InboundSubscription& added = *inbound_.back();
-    status = natsSubscription_SetOnCompleteCB(added.subscription, &OnSubscriptionComplete, this);
+    status = natsSubscription_SetOnCompleteCB(added->subscription, &OnSubscriptionComplete, this);
     if (status != NATS_OK) {
       // No completion will be reported for it: not counted as live.
       std::lock_guard<std::mutex> lock(mutex_);
       --live_subscriptions_;
     } else {
       status = natsSubscription_SetPendingLimits(
-          added.subscription, options_.pending_messages_limit, options_.pending_bytes_limit);
+          added->subscription, options_.pending_messages_limit, options_.pending_bytes_limit);
     }
     return status;
   }
@@ -458,7 +581,10 @@ class Bridge {
     natsMsg_Destroy(message);
   }
 
-  void HandleFrame(const InboundSubscription& inbound, const std::uint8_t* data, std::size_t size) {
+  // Never throws: user code it calls (a codec, on_reject) is caught here,
+  // since an exception must not leave the client's thread.
+  void HandleFrame(const InboundSubscription& inbound, const std::uint8_t* data,
+                   std::size_t size) noexcept {
     Count(counters_.frames_received);
     FrameView view;
     FrameError error = DecodeFrame(data, size, &view, options_.max_payload);
@@ -467,17 +593,48 @@ class Bridge {
         Count(counters_.echo_suppressed);
         return;
       }
-      error = FrameError::kUnknownType;
-      for (const InboundType& type : inbound_types_) {
-        if (type.type_id == view.header.type_id) {
-          error = type.deliver(*this, view);
-          break;
-        }
-      }
+      error = Route(inbound, view);
     }
     if (error == FrameError::kNone) return;
     Count(counters_.rejected[static_cast<std::size_t>(error)]);
-    if (options_.on_reject) options_.on_reject(error, inbound.subject);
+    Report(error, inbound.subject);
+  }
+
+  // A decoded frame to its type's Deliver, if the subscription carries it.
+  FrameError Route(const InboundSubscription& inbound, const FrameView& view) noexcept {
+    // Each priority has its own subscription, queue and thread: a frame on
+    // another priority's subject would take the wrong one.
+    if (view.header.priority != inbound.priority) return FrameError::kPriorityMismatch;
+    const std::uint16_t id = view.header.type_id;
+    if (std::find(inbound.type_ids.begin(), inbound.type_ids.end(), id) == inbound.type_ids.end()) {
+      return FrameError::kUnknownType;  // not given for this subject
+    }
+    for (const InboundType& type : inbound_types_) {
+      if (type.type_id != id) continue;
+#if SLUICE_HAS_EXCEPTIONS
+      try {
+        return type.deliver(*this, view);
+      } catch (...) {
+        return FrameError::kDecodeThrew;
+      }
+#else
+      return type.deliver(*this, view);
+#endif
+    }
+    return FrameError::kUnknownType;
+  }
+
+  void Report(FrameError error, std::string_view subject) noexcept {
+    if (!options_.on_reject) return;
+#if SLUICE_HAS_EXCEPTIONS
+    try {
+      options_.on_reject(error, subject);
+    } catch (...) {
+      Count(counters_.on_reject_threw);
+    }
+#else
+    options_.on_reject(error, subject);
+#endif
   }
 
   template <typename T, typename Codec>
@@ -531,15 +688,29 @@ class Bridge {
     // setting a handler keeps the client from printing them.
   }
 
+  // The client calls it when the connection is lost, and also when it is
+  // closed (natsConnection_Close and the end of a drain call it too).
   static void OnDisconnected(natsConnection*, void* closure) {
     auto* self = static_cast<Bridge*>(closure);
-    Count(self->counters_.disconnects);
+    // A lost connection keeps its subscriptions (the client re-sends them
+    // on reconnection), and no message arrives until it is back: their
+    // drops are read now, in case the client gives up and closes it (it
+    // then no longer answers for them).
+    self->KeepSlowConsumerDrops();
+    // Acquire: pairs with the release in BeginOwnClose, stored before the
+    // bridge closes or drains the connection itself (the client also
+    // orders the two through its callback queue's lock).
+    if (!self->closing_.load(std::memory_order_acquire)) Count(self->counters_.disconnects);
     self->connected_.store(false, std::memory_order_relaxed);
   }
 
-  static void OnReconnected(natsConnection*, void* closure) {
+  static void OnReconnected(natsConnection* connection, void* closure) {
     auto* self = static_cast<Bridge*>(closure);
     Count(self->counters_.reconnects);
+    // Relaxed: an independent bound; see FitsBound. The server may be
+    // another one, with another max_payload.
+    self->server_max_payload_.store(natsConnection_GetMaxPayload(connection),
+                                    std::memory_order_relaxed);
     self->connected_.store(true, std::memory_order_relaxed);
   }
 
@@ -562,6 +733,10 @@ class Bridge {
     self->changed_.notify_all();
   }
 
+  // Before the bridge closes or drains the connection itself: the
+  // disconnection the client then reports is not counted.
+  void BeginOwnClose() noexcept { closing_.store(true, std::memory_order_release); }
+
   bool WaitClosed(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mutex_);
     return changed_.wait_for(lock, timeout, [this] { return closed_; });
@@ -569,49 +744,55 @@ class Bridge {
 
   PriorityCounts SlowConsumerDropped() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return drops_kept_ ? slow_consumer_final_ : ReadSlowConsumerDrops();
+    return ReadSlowConsumerDrops();
   }
 
-  // The client answers for open subscriptions only: the counts are kept
-  // before the connection is drained or closed (drops during the drain
-  // itself are not counted).
+  // Reads the counts while the subscriptions are open (before the bridge
+  // closes the connection, and when it is lost).
   void KeepSlowConsumerDrops() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (drops_kept_) return;
-    slow_consumer_final_ = ReadSlowConsumerDrops();
-    drops_kept_ = true;
+    (void)ReadSlowConsumerDrops();
   }
 
-  // Holding mutex_.
+  // Holding mutex_. The client answers for open subscriptions only (a
+  // closed one is an error), so each subscription keeps the highest count
+  // it reported, and released subscriptions leave theirs in
+  // slow_consumer_released_: the sum never goes down. Drops after the last
+  // read before a close are not counted (no message arrives while the
+  // connection is down, and the bridge reads just before closing it).
   PriorityCounts ReadSlowConsumerDrops() const {
-    PriorityCounts dropped{};
+    PriorityCounts dropped = slow_consumer_released_;
     for (const auto& inbound : inbound_) {
       std::int64_t count = 0;
       if (natsSubscription_GetDropped(inbound->subscription, &count) == NATS_OK && count > 0) {
-        dropped[static_cast<std::size_t>(inbound->priority)] += static_cast<std::uint64_t>(count);
+        inbound->dropped_seen = std::max(inbound->dropped_seen, static_cast<std::uint64_t>(count));
       }
+      dropped[static_cast<std::size_t>(inbound->priority)] += inbound->dropped_seen;
     }
     return dropped;
   }
 
-  // Frees the client's objects once none of its callbacks can run: after
-  // the connection has closed (its last callback) and every subscription's
-  // handler has returned for the last time.
-  void Release(bool orderly) {
+  // Stops forwarding, closes the connection (at once, or nothing when a
+  // drain has closed it already), and frees the client's objects once none
+  // of its callbacks can run: after the connection has closed (its last
+  // callback) and every subscription's handler has returned for the last
+  // time. Neither wait has a bound: a user callback on a client thread (a
+  // codec's Decode, on_reject, an admission_wait) is waited for, however
+  // long it takes, since the bridge it uses is freed after this.
+  void Release() {
     if (connection_ == nullptr) return;
-    if (!orderly) {
-      UnsubscribeOutbound();
-      KeepSlowConsumerDrops();
-      natsConnection_Close(connection_);
-      (void)WaitClosed(std::chrono::seconds(30));
-    }
+    UnsubscribeOutbound();
+    KeepSlowConsumerDrops();
+    BeginOwnClose();
+    natsConnection_Close(connection_);
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      // A hang guard: the client reports every subscription complete when
-      // the connection closes.
-      (void)changed_.wait_for(lock, std::chrono::seconds(30),
-                              [this] { return live_subscriptions_ == 0; });
-      for (const auto& inbound : inbound_) natsSubscription_Destroy(inbound->subscription);
+      changed_.wait(lock, [this] { return closed_ && live_subscriptions_ == 0; });
+      for (const auto& inbound : inbound_) {
+        slow_consumer_released_[static_cast<std::size_t>(inbound->priority)] +=
+            inbound->dropped_seen;
+        natsSubscription_Destroy(inbound->subscription);
+      }
       inbound_.clear();
     }
     natsConnection_Destroy(connection_);
@@ -625,15 +806,18 @@ class Bridge {
   natsConnection* connection_ = nullptr;
   std::vector<std::unique_ptr<OutboundRoute>> outbound_;
   std::vector<InboundType> inbound_types_;
-  std::vector<std::string> inbound_subjects_;
+  std::vector<InboundSubject> inbound_subjects_;
   Counters counters_;
   std::atomic<bool> connected_{false};
-  // Guards inbound_ against GetStatistics, and the two fields below.
+  std::atomic<bool> closing_{false};  // the bridge is closing the connection
+  // The server's max_payload (0: not connected yet).
+  std::atomic<std::int64_t> server_max_payload_{0};
+  // Guards inbound_ (and each one's dropped_seen) against GetStatistics,
+  // and the fields below.
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<std::unique_ptr<InboundSubscription>> inbound_;
-  PriorityCounts slow_consumer_final_{};
-  bool drops_kept_ = false;
+  PriorityCounts slow_consumer_released_{};
   bool closed_ = false;
   int live_subscriptions_ = 0;
 };

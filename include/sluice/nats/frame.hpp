@@ -34,10 +34,13 @@ enum class FrameError : std::uint8_t {
   kBadPriority,     // not LOW, MEDIUM or HIGH
   kOversized,       // payload length above the receiver's bound
   kLengthMismatch,  // payload length field differs from the bytes present
-  kUnknownType,     // no inbound route for the type id (the bridge's check)
+  kUnknownType,     // no inbound route for the type id on this subject (the bridge's check)
   kBadPayload,      // the type's codec refused the payload bytes
+  // The bridge's checks, after the ones above:
+  kPriorityMismatch,  // the frame's priority is not its subject's priority suffix
+  kDecodeThrew,       // the type's codec threw (or making the message did)
 };
-inline constexpr std::size_t kFrameErrorCount = 9;
+inline constexpr std::size_t kFrameErrorCount = 11;
 
 constexpr const char* ToString(FrameError error) noexcept {
   switch (error) {
@@ -59,6 +62,10 @@ constexpr const char* ToString(FrameError error) noexcept {
       return "unknown_type";
     case FrameError::kBadPayload:
       return "bad_payload";
+    case FrameError::kPriorityMismatch:
+      return "priority_mismatch";
+    case FrameError::kDecodeThrew:
+      return "decode_threw";
   }
   return "invalid";
 }

@@ -31,11 +31,16 @@ struct BridgeStatisticsSnapshot {
   // (reconnect_buffer_overflows), or the connection was closed or failed.
   PriorityCounts send_dropped{};
   std::uint64_t reconnect_buffer_overflows = 0;
-  std::uint64_t encode_failed = 0;    // the codec refused, or the payload exceeded the bound
+  // Not sent: the codec refused or threw, or the frame exceeded the bound
+  // (payload above BridgeOptions::max_payload, or header and payload above
+  // the server's max_payload).
+  std::uint64_t encode_failed = 0;
   std::uint64_t loop_suppressed = 0;  // inbound messages not sent back out
   // Inbound.
-  std::uint64_t frames_received = 0;  // every message on a subscribed subject
-  PriorityCounts delivered{};         // admitted into the local bus
+  // Every message the bridge's subscriptions handed it (the client's
+  // slow-consumer drops never reach it: they are not included).
+  std::uint64_t frames_received = 0;
+  PriorityCounts delivered{};  // admitted into the local bus
   // Refused by the local bus: admission (backpressure) or a closed bus.
   PriorityCounts bus_dropped{};
   // Dropped by the NATS client before the bridge saw them: the
@@ -44,7 +49,9 @@ struct BridgeStatisticsSnapshot {
   PriorityCounts slow_consumer_dropped{};
   std::uint64_t echo_suppressed = 0;                       // frames this bridge sent itself
   std::array<std::uint64_t, kFrameErrorCount> rejected{};  // by FrameError
-  // Connection.
+  std::uint64_t on_reject_threw = 0;  // BridgeOptions::on_reject threw (caught)
+  // Connection. Disconnects the bridge's own close (Shutdown, destructor)
+  // caused are not counted.
   std::uint64_t disconnects = 0;
   std::uint64_t reconnects = 0;
   bool connected = false;
@@ -140,26 +147,32 @@ void WriteBridgePrometheus(Sink&& sink, const BridgeMetrics* bridges, std::size_
              "Publishes refused because the client's reconnect buffer was full.",
              [](const Snapshot& s) { return s.reconnect_buffer_overflows; });
   per_bridge("sluice_nats_encode_failed_total", "counter",
-             "Local messages not sent: the codec refused, or the payload exceeded the bound.",
+             "Local messages not sent: the codec refused or threw, or the frame exceeded the "
+             "bound (max_payload, or the server's max_payload with the header).",
              [](const Snapshot& s) { return s.encode_failed; });
   per_bridge("sluice_nats_frames_received_total", "counter",
              "Messages received on subscribed subjects.",
              [](const Snapshot& s) { return s.frames_received; });
   EmitFamily(sink, "sluice_nats_frames_rejected_total", "counter",
-             "Received frames refused as bad input, by reason.");
+             "Received frames refused, by reason (bad input, a priority or type the "
+             "subject does not carry, a codec that threw).");
   for (const BridgeMetrics* b = bridges; b != end; ++b) {
     for (std::size_t e = 1; e < kFrameErrorCount; ++e) {
       EmitSample(sink, "sluice_nats_frames_rejected_total", b->name, b->statistics.rejected[e],
                  "reason", ToString(static_cast<FrameError>(e)));
     }
   }
+  per_bridge("sluice_nats_on_reject_exceptions_total", "counter",
+             "Exceptions thrown by the on_reject callback (caught on the client's thread).",
+             [](const Snapshot& s) { return s.on_reject_threw; });
   per_bridge("sluice_nats_echo_suppressed_total", "counter",
              "Frames received that this bridge had sent (not published again).",
              [](const Snapshot& s) { return s.echo_suppressed; });
   per_bridge("sluice_nats_loop_suppressed_total", "counter",
              "Messages received from NATS that were not forwarded back out.",
              [](const Snapshot& s) { return s.loop_suppressed; });
-  per_bridge("sluice_nats_disconnects_total", "counter", "Connections to the server lost.",
+  per_bridge("sluice_nats_disconnects_total", "counter",
+             "Connections to the server lost (not counting the bridge's own close).",
              [](const Snapshot& s) { return s.disconnects; });
   per_bridge("sluice_nats_reconnects_total", "counter", "Connections to the server restored.",
              [](const Snapshot& s) { return s.reconnects; });
