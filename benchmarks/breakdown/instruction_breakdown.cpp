@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bench_payload.hpp"
-#include "peers/one_core_rows.hpp"
+#include "breakdown/one_core_breakdown.hpp"
 
 namespace {
 
@@ -92,62 +92,6 @@ int RunCase(const char* what, sluice::PerformanceMode mode) {
   return 0;
 }
 
-// The one-core rows: each round pushes kOneCoreBurst messages and pops them.
-constexpr std::uint64_t kOneCoreRounds = 100;
-
-template <typename Adapter>
-__attribute__((noinline)) std::uint64_t OneCoreRounds(Adapter& queue,
-                                                      sluice::bench::CountProbe& probe,
-                                                      std::uint64_t& seq) {
-  std::uint64_t lost = 0;
-  for (std::uint64_t round = 0; round < kOneCoreRounds; ++round) {
-    std::uint64_t pushed = 0;
-    const std::uint64_t popped = sluice::bench::OneCoreRound(queue, probe, seq, pushed);
-    lost += (popped != pushed || pushed != sluice::bench::kOneCoreBurst) ? 1 : 0;
-  }
-  return lost;
-}
-
-template <template <typename> class Adapter>
-int RunOneCoreRow() {
-  sluice::bench::CountProbe probe;
-  auto queue = std::make_unique<Adapter<sluice::bench::CountProbe>>(probe);
-  std::uint64_t seq = 0;
-  std::uint64_t pushed = 0;
-  // One round outside the count, as sluice_bench leaves one unrecorded.
-  (void)sluice::bench::OneCoreRound(*queue, probe, seq, pushed);
-  const std::uint64_t lost = OneCoreRounds(*queue, probe, seq);
-  sink = sink + probe.sum;
-  std::printf("%llu messages\n",
-              static_cast<unsigned long long>(kOneCoreRounds * sluice::bench::kOneCoreBurst));
-  return lost == 0 ? 0 : 1;
-}
-
-// `which`: "list" prints each row's index and name; an index runs that row.
-int RunOneCore(const char* which) {
-  const bool list = std::strcmp(which, "list") == 0;
-  char* end = nullptr;
-  const long wanted = list ? -1 : std::strtol(which, &end, 10);
-  if (!list && (end == which || *end != '\0')) return 2;
-  std::vector<std::string> missing;
-  long index = 0;
-  int status = 2;
-  sluice::bench::ForEachOneCoreRow(
-      [&](const char* name, bool, auto tag) {
-        using Tag = decltype(tag);
-        if (list) {
-          std::printf("%ld\t%s\n", index, name);
-          status = 0;
-        } else if (index == wanted) {
-          status = RunOneCoreRow<Tag::template Type>();
-        }
-        ++index;
-      },
-      &missing);
-  for (const std::string& peer : missing) std::fprintf(stderr, "not built: %s\n", peer.c_str());
-  return status;
-}
-
 sluice::PerformanceMode ParseMode(const char* text) {
   if (std::strcmp(text, "bare") == 0) return sluice::PerformanceMode::BARE_METAL;
   if (std::strcmp(text, "no_stats") == 0) return sluice::PerformanceMode::NO_STATS;
@@ -176,7 +120,7 @@ int main(int argc, char** argv) {
   (void)sluice::CounterClock::NowMicros();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   (void)sluice::CounterClock::NowMicros();
-  if (one_core) return RunOneCore(argv[2]);
+  if (one_core) return sluice::bench::RunOneCoreBreakdown(argv[2]);
   const sluice::PerformanceMode mode = ParseMode(argv[3]);
   int status = 2;
   if (std::strcmp(argv[1], "mpsc") == 0) {

@@ -178,7 +178,7 @@ PathResult RunRaw(const std::string& url, std::uint64_t count, std::chrono::micr
 void RunNats(const Options& options, Report& report) {
   Table table;
   table.id = "nats";
-  table.title = "NATS bridge: bus to bus across a local nats-server, beside the raw C client";
+  table.title = "17. NATS bridge: bus to bus across a local nats-server, beside the raw C client";
   table.columns = {"figure", "Sluice bridge", "raw nats.c, same bytes"};
   sluice_nats_test::NatsServer server;
   if (sluice_nats_test::NatsServer::Binary().empty() || !server.Start()) {

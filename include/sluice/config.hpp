@@ -18,17 +18,6 @@
 #define SLUICE_CACHE_LINE_SIZE 64
 #endif
 
-// The per-message steps of the ring (claim, publish, front, pop): inlined
-// whatever the size of the translation unit, so their cost does not depend
-// on how much else the caller's file instantiates (in a large file GCC stops
-// inlining at its growth limits and calls them, about 10 instructions a
-// message more).
-#if defined(__GNUC__) || defined(__clang__)
-#define SLUICE_ALWAYS_INLINE __attribute__((always_inline)) inline
-#else
-#define SLUICE_ALWAYS_INLINE inline
-#endif
-
 // Freestanding configuration: one core, no operating-system threads
 // (a microcontroller, bare metal or under an RTOS with one core). Sluice then
 // uses no thread_local, no std::thread and no clock of its own, and a writer

@@ -67,7 +67,7 @@ class ClaimCursor {
   // MPSC: lock-free (a failed CAS means another producer claimed); the claim
   // is taken at once. SPSC: wait-free (at most one re-read of the consumer
   // position); the claim is taken by Commit().
-  SLUICE_ALWAYS_INLINE bool TryClaim(Position limit, Position* claimed) noexcept {
+  bool TryClaim(Position limit, Position* claimed) noexcept {
     if constexpr (kMultiProducer) {
       return TryClaimShared<true>(limit, 1, claimed);
     } else {
@@ -138,7 +138,7 @@ class ClaimCursor {
   // Producer: takes the claim of `position` (SPSC; MPSC claims are taken by
   // the CAS). Call before the claimed position's message becomes visible, so
   // that observers (H) never see the tail behind `released`.
-  SLUICE_ALWAYS_INLINE void Commit(Position position) noexcept {
+  void Commit(Position position) noexcept {
     if constexpr (!kMultiProducer) {
       producer_.tail.store(position + 1, std::memory_order_relaxed);
     } else {
@@ -155,7 +155,7 @@ class ClaimCursor {
 
   // Consumer: hands the position at ConsumerPosition() back to the producers,
   // after destroying what it held.
-  SLUICE_ALWAYS_INLINE void Release() noexcept {
+  void Release() noexcept {
     ++consumer_.position;
     // SYNC POINT WRITE (B): what the caller destroyed before this store.
     consumer_.released.store(consumer_.position, std::memory_order_release);

@@ -37,8 +37,7 @@ class FifoQueue {
   // Consecutive claims of one producer: its first position.
   using Run = Position;
 
-  SLUICE_ALWAYS_INLINE bool TryClaim(Position limit, MessagePriority /*priority*/,
-                                     Claim* claim) noexcept {
+  bool TryClaim(Position limit, MessagePriority /*priority*/, Claim* claim) noexcept {
     return ring_.TryClaim(limit, claim);
   }
   // Up to `wanted` consecutive admissions with one claim: how many, and the
@@ -50,11 +49,11 @@ class FifoQueue {
   }
   static Claim InRun(const Run& run, Position i) noexcept { return run + i; }
   static Position MessageId(Claim claim) noexcept { return claim; }
-  SLUICE_ALWAYS_INLINE void* Storage(Claim claim) noexcept { return ring_.Storage(claim); }
-  SLUICE_ALWAYS_INLINE void Publish(Claim claim) noexcept { ring_.Publish(claim); }
+  void* Storage(Claim claim) noexcept { return ring_.Storage(claim); }
+  void Publish(Claim claim) noexcept { ring_.Publish(claim); }
 
-  SLUICE_ALWAYS_INLINE Envelope* TryFront() noexcept { return ring_.TryFront(); }
-  SLUICE_ALWAYS_INLINE void PopFront() noexcept { ring_.PopFront(); }
+  Envelope* TryFront() noexcept { return ring_.TryFront(); }
+  void PopFront() noexcept { ring_.PopFront(); }
 
   Position Close() noexcept { return ring_.Close(); }
   Position Released() const noexcept { return ring_.Released(); }

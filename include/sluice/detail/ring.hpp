@@ -92,7 +92,7 @@ class Ring {
   // envelope at Storage(*claimed) and then call Publish(*claimed).
   // MPSC: lock-free (a failed CAS means another producer claimed).
   // SPSC: wait-free (at most one re-read of the consumer position).
-  SLUICE_ALWAYS_INLINE bool TryClaim(Position limit, Position* claimed) noexcept {
+  bool TryClaim(Position limit, Position* claimed) noexcept {
     return cursor_.TryClaim(limit, claimed);
   }
 
@@ -110,12 +110,10 @@ class Ring {
     return cursor_.TryClaimUpTo(limit, wanted, first);
   }
 
-  SLUICE_ALWAYS_INLINE void* Storage(Position position) noexcept {
-    return slots_[position & kIndexMask].storage;
-  }
+  void* Storage(Position position) noexcept { return slots_[position & kIndexMask].storage; }
 
   // Producer: makes the envelope at `position` visible to the consumer.
-  SLUICE_ALWAYS_INLINE void Publish(Position position) noexcept {
+  void Publish(Position position) noexcept {
     // The claim, for observers (H): before the slot, like a shared claim.
     cursor_.Commit(position);
     // SYNC POINT WRITE (A): the envelope constructed before this store.
@@ -124,7 +122,7 @@ class Ring {
 
   // Consumer. The next envelope in position order, or nullptr when the
   // producer that claimed it has not published it yet. Wait-free.
-  SLUICE_ALWAYS_INLINE Envelope* TryFront() noexcept {
+  Envelope* TryFront() noexcept {
     const Position position = cursor_.ConsumerPosition();
     Slot& slot = slots_[position & kIndexMask];
     // SYNC POINT READ (A): see Publish().
@@ -141,7 +139,7 @@ class Ring {
 
   // Consumer: destroys the front envelope, moves past it and hands its slot
   // back to the producers (SYNC POINT WRITE (B), in the cursor).
-  SLUICE_ALWAYS_INLINE void PopFront() noexcept {
+  void PopFront() noexcept {
     Slot& slot = slots_[cursor_.ConsumerPosition() & kIndexMask];
     std::launder(reinterpret_cast<Envelope*>(slot.storage))->~Envelope();
     cursor_.Release();
