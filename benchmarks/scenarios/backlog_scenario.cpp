@@ -376,8 +376,9 @@ void RunBacklog(const Options& options, Report& report) {
       " messages of a batch). 'Below the application's timing' compares it with this table's "
       "own figure for the same message; the bound (docs/api.md, \"Latency histograms\") is the "
       "time the consumer spent on the messages since its last reading, plus the microsecond "
-      "rounding and the two clocks' different start points (the producer reads its clock just "
-      "before the publish, the bus just inside it).");
+      "rounding, the two readings' different moments (the producer reads its clock just "
+      "before the publish, the bus just inside it) and the two clocks' separate calibrations "
+      "(a rate difference of a fraction of a percent shows over milliseconds).");
   table.notes.push_back("Clock: " + FastClock::Description() + ".");
   table.notes.push_back(ClockStepNote());
   if (options.separate_cores) {
