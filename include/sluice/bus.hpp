@@ -752,7 +752,8 @@ class AsyncBus {
   double QueueUtilizationPercent() const noexcept {
     return static_cast<double>(SharedDepth()) * 100.0 / static_cast<double>(kCapacity);
   }
-  // The level of QueueDepth(): by default WARNING from the fill at which LOW
+  // The level of the shared queue's depth (with producer lanes, each
+  // Producer reports its lane's): by default WARNING from the fill at which LOW
   // is refused, CRITICAL from MEDIUM's (following SetAdmissionThresholds);
   // Traits::kBackpressureLevels = BackpressureLevels::kFixed: 75 % and 90 %.
   BackpressureLevel GetBackpressureLevel() const noexcept {

@@ -214,8 +214,9 @@ void WritePrometheus(Sink&& sink, const BusMetrics* buses, std::size_t count) {
     }
   }
   EmitFamily(sink, "sluice_dispatch_latency_seconds", "histogram",
-             "Publish to dispatch, by priority (FULL_FEATURED mode; 1 us resolution). Never "
-             "above the true latency; below it by at most the time the consumer spent on the "
+             "Publish to dispatch, by priority (FULL_FEATURED mode; 1 us resolution). With a "
+             "clock that never goes back, never above the true latency but for that "
+             "resolution; below it by at most the time the consumer spent on the "
              "kLatencyClockInterval - 1 (default 15) messages before it in its batch.");
   for (const BusMetrics* bus = buses; bus != end; ++bus) {
     if (!bus->has_latency) continue;
