@@ -2,6 +2,7 @@
 // measured on this machine; optionally writes JSON, Markdown and HTML, and
 // compares against a baseline JSON.
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -139,6 +140,7 @@ int main(int argc, char** argv) {
   int idle_pauses = 0;
   std::string json_path, compare_path, html_path, markdown_path;
   double noise_band = 5.0;
+  double row_deadline = 0;
   bool list = false;
   std::string from_json;
   app.add_option(
@@ -164,6 +166,11 @@ int main(int argc, char** argv) {
   app.add_option("--idle-pause", idle_pauses,
                  "pause instructions every consumer loop spends after an empty poll (default 0)")
       ->check(CLI::Range(0, 100000));
+  app.add_option("--row-deadline", row_deadline,
+                 "cap every row's deadline at this many seconds (0.1 to 86400; by default a row "
+                 "gets 5 s plus 1 s per 100,000 messages, or three times its length): a row that "
+                 "does not finish in time is reported as not finished")
+      ->check(FiniteIn(0.1, 86400));
   app.add_option("--json", json_path, "write every figure to this JSON file");
   app.add_option("--compare", compare_path, "compare with a baseline JSON; exit 1 on a regression");
   app.add_option("--noise-band", noise_band,
@@ -189,6 +196,7 @@ int main(int argc, char** argv) {
 #if SLUICE_BENCH_NATS
   scenarios.push_back(bench::NatsScenario());
 #endif
+  for (const auto& s : bench::SelfTestScenarios()) scenarios.push_back(s);
   if (list) {
     for (const auto& s : scenarios) std::cout << s.id << "\t" << s.summary << "\n";
     return 0;
@@ -203,6 +211,7 @@ int main(int argc, char** argv) {
   }
   if (producers > 0) options.producers = producers;
   options.consumer_work_ns = consumer_work_ns;
+  options.row_deadline_cap = row_deadline;
   options.idle_pauses = idle_pauses;
   bench::SelectCpus(&options);
 
@@ -239,6 +248,9 @@ int main(int argc, char** argv) {
                         noise_band);
   }
 
+  const auto run_start = std::chrono::steady_clock::now();
+  // No run can hang: a row past its deadline by far ends the process.
+  bench::StartWatchdog();
   // The bus clock calibrates itself about 10 ms after its first reading: take
   // that reading now, so the 20 ms calibration below covers the wait and no
   // table measures the uncalibrated start.
@@ -257,7 +269,8 @@ int main(int argc, char** argv) {
 
   std::cout << "Sluice " << sluice::kVersion << " benchmark report, suite '" << suite << "'\n"
             << bench::RenderContextLine(report.context) << "\n"
-            << report.context.pinning << "\n";
+            << report.context.pinning << "\n"
+            << std::flush;
 
   if (selected.empty()) {
     if (suite == "soak") {
@@ -289,6 +302,11 @@ int main(int argc, char** argv) {
   }
   const int status =
       WriteOutputs(report, json_path, html_path, markdown_path, compare_path, baseline, noise_band);
+  const double run_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+  std::cout << "\nRun time: " << bench::Fixed(run_seconds, 1) << " s for " << index
+            << (index == 1 ? " table" : " tables") << " (suite '" << suite << "')\n"
+            << std::flush;
   for (const std::string& failure : bench::Failures()) {
     std::cerr << "measurement failed: " << failure << "\n";
   }

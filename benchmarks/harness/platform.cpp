@@ -9,6 +9,7 @@
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -175,13 +176,21 @@ std::string FastClock::Description() {
 
 double PlacementProbeNanos(int cpu_a, int cpu_b) {
   constexpr int kRoundTrips = 2000;
+  // A probe takes about a millisecond; one whose partner does not answer
+  // within this (a CPU taken away) ends with the round trips it has.
+  constexpr double kLimitNanos = 2e9;
   // The one line the probe measures; nothing else rides with it.
   Isolated<std::atomic<int>> ball;
-  std::thread partner([&ball, cpu_b] {
+  Isolated<std::atomic<bool>> abandon;
+  const std::uint64_t limit_ticks = static_cast<std::uint64_t>(kLimitNanos / nanos_per_tick);
+  const std::uint64_t begin = FastClock::Ticks();
+  const auto too_long = [&] { return FastClock::Ticks() - begin > limit_ticks; };
+  std::thread partner([&ball, &abandon, cpu_b] {
     std::atomic<int>& mine = ball.value;
     PinThisThread(cpu_b);
     for (int i = 0; i < kRoundTrips; ++i) {
       while (mine.load(std::memory_order_acquire) != 2 * i + 1) {
+        if (abandon.value.load(std::memory_order_relaxed)) return;
       }
       mine.store(2 * i + 2, std::memory_order_release);
     }
@@ -189,16 +198,24 @@ double PlacementProbeNanos(int cpu_a, int cpu_b) {
   PinThisThread(cpu_a);
   std::vector<double> samples;
   samples.reserve(kRoundTrips);
-  for (int i = 0; i < kRoundTrips; ++i) {
+  for (int i = 0; i < kRoundTrips && !abandon.value.load(std::memory_order_relaxed); ++i) {
     const std::uint64_t start = FastClock::Ticks();
     ball.value.store(2 * i + 1, std::memory_order_release);
-    while (ball.value.load(std::memory_order_acquire) != 2 * i + 2) {
+    for (std::uint32_t spins = 1; ball.value.load(std::memory_order_acquire) != 2 * i + 2;
+         ++spins) {
+      if (spins % 1024 == 0 && too_long()) {
+        abandon.value.store(true, std::memory_order_relaxed);
+        break;
+      }
     }
-    samples.push_back(FastClock::TicksToNanos(FastClock::Ticks() - start));
+    if (!abandon.value.load(std::memory_order_relaxed)) {
+      samples.push_back(FastClock::TicksToNanos(FastClock::Ticks() - start));
+    }
   }
   partner.join();
-  std::nth_element(samples.begin(), samples.begin() + kRoundTrips / 2, samples.end());
-  return samples[kRoundTrips / 2];
+  if (samples.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
 }
 
 GapProfile MeasureGaps(int cpu, double window_ms) {

@@ -41,6 +41,8 @@ class FastClock {
 
 // Median round trip of a cache line bounced between two pinned threads, ns.
 // Tells which placement state the two CPUs are in while a table is measured.
+// Bounded at 2 s; NaN when no round trip completed in that time (classified
+// as far, printed as "nan").
 double PlacementProbeNanos(int cpu_a, int cpu_b);
 
 // The placement states a probe tells apart on the 2-vCPU development VMs: the

@@ -99,6 +99,7 @@ struct SustainedResult {
   // one, and the consumer's longest pause between two batches.
   std::size_t min_depth_after_high_refusal = 0;
   double longest_consumer_pause_ms = 0;
+  std::string not_finished;  // why, when the run did not finish
 };
 
 template <ProducerModel kModel>
@@ -124,8 +125,9 @@ SustainedResult Sustain(const Options& options, double work_ns) {
   Isolated<std::atomic<int>> producers_done;
   std::thread timer;
   SustainedResult result;
+  RowDeadline deadline("sustained", TimedRowSeconds(options, options.sustained_seconds));
   result.seconds = RunProducersAndConsumer(
-      options, producers,
+      options, deadline, producers,
       [&](int p) {
         auto* const target = bus.get();
         const std::atomic<bool>& stopping = stop.value;
@@ -133,6 +135,10 @@ SustainedResult Sustain(const Options& options, double work_ns) {
         std::size_t& lowest = min_depth[static_cast<std::size_t>(p)].value;
         PriorityMix mix;
         for (std::uint64_t i = 0; !stopping.load(std::memory_order_relaxed); ++i) {
+          if (deadline.ExpiredAt(i)) {
+            (void)deadline.TimedOut("a producer was still publishing (the timer did not stop it)");
+            break;
+          }
           const MessagePriority priority = mix.Next();
           const auto index = static_cast<std::size_t>(priority);
           ++mine.sent[index];
@@ -163,6 +169,7 @@ SustainedResult Sustain(const Options& options, double work_ns) {
         });
       });
   timer.join();
+  if (!deadline.Finished()) result.not_finished = deadline.Why();
   result.min_depth_after_high_refusal = SIZE_MAX;
   for (const Isolated<std::size_t>& lowest : min_depth) {
     result.min_depth_after_high_refusal =
@@ -185,6 +192,14 @@ void SustainedFor(const Options& options, Report& report, Table& table) {
   for (const bool overloaded : {true, false}) {
     const double work_ns = overloaded ? options.consumer_work_ns : 0;
     const SustainedResult r = Sustain<kModel>(options, work_ns);
+    const std::string run =
+        overloaded ? "consumer +" + Fixed(work_ns, 0) + " ns/msg" : "free-running";
+    if (!r.not_finished.empty()) {
+      table.rows.push_back({ModelName(kModel), run, "not finished", "-", "-", "-", "-", "-", "-"});
+      ReportNotFinished("sustained", std::string(ModelName(kModel)) + ", " + run, true,
+                        r.not_finished, &table);
+      continue;
+    }
     const auto& c = r.counts;
     auto dropped = [&](MessagePriority p) {
       const auto i = static_cast<std::size_t>(p);
@@ -192,8 +207,6 @@ void SustainedFor(const Options& options, Report& report, Table& table) {
     };
     const double sent_rate = static_cast<double>(c.Sent()) / r.seconds / 1e6;
     const double processed_rate = static_cast<double>(r.processed) / r.seconds / 1e6;
-    const std::string run =
-        overloaded ? "consumer +" + Fixed(work_ns, 0) + " ns/msg" : "free-running";
     table.rows.push_back({ModelName(kModel), run, WithThousands(c.Sent()),
                           WithThousands(r.processed), WithThousands(dropped(MessagePriority::HIGH)),
                           WithThousands(dropped(MessagePriority::MEDIUM)),

@@ -62,6 +62,7 @@ struct BacklogResult {
   std::vector<double> histogram_behind_us;
   double histogram_short_us_max = 0;
   double histogram_over_us_max = 0;
+  std::string not_finished;  // why, when a block did not finish
 };
 
 // Writes every slot of every ring once (the priority-ordered bus has one per
@@ -113,6 +114,10 @@ struct BacklogRig {
 template <typename Bus>
 void MeasureBlock(const Options& options, BacklogRig<Bus>& rig, std::size_t rounds, bool warm,
                   BacklogResult& result) {
+  // The producer waits for the consumer after each sample; the consumer
+  // waits for the producer's release, which a producer that gives up ends
+  // with kStop.
+  RowDeadline deadline("backlog", CountedRowSeconds(options, (rounds + 1) * 2 * kBacklogMessages));
   // The producer's release and the consumer's acknowledgement, each alone on
   // its line. Release: the producer's release store comes after every publish
   // of the sample, so the consumer's acquire load that sees it also sees
@@ -150,7 +155,8 @@ void MeasureBlock(const Options& options, BacklogRig<Bus>& rig, std::size_t roun
   PinThisThread(options.ProducerCpu(0));
   Bus* const target = rig.bus.get();
   std::uint64_t generation = 0;
-  for (std::size_t round = warm ? 0 : 1; round <= rounds; ++round) {
+  bool given_up = false;
+  for (std::size_t round = warm ? 0 : 1; round <= rounds && !given_up; ++round) {
     const bool recorded = round != 0;
     for (const std::uint64_t backlog : {std::uint64_t{0}, kBacklogMessages}) {
       // The histograms then hold this sample's HIGH alone (the consumer is
@@ -165,9 +171,16 @@ void MeasureBlock(const Options& options, BacklogRig<Bus>& rig, std::size_t roun
       const bool high_admitted =
           target->PublishWithPriority(Sample<24>{sent, 0, 0, 0, 0}, 1, MessagePriority::HIGH);
       release.value.store(++generation, std::memory_order_release);
-      while (done.value.load(std::memory_order_acquire) != generation) {
+      for (std::uint32_t polls = 1; done.value.load(std::memory_order_acquire) != generation;
+           ++polls) {
         if (shared_cpu) std::this_thread::yield();
+        if (polls % kDeadlinePollEvery == 0 && deadline.Expired()) {
+          given_up =
+              !deadline.TimedOut("the producer waited for the consumer to dispatch a sample");
+          break;
+        }
       }
+      if (given_up) break;
       const ConsumerSample s = seen;
       result.low_refused += low_refused;
       result.high_refused += high_admitted ? 0 : 1;
@@ -199,6 +212,7 @@ void MeasureBlock(const Options& options, BacklogRig<Bus>& rig, std::size_t roun
   }
   release.value.store(kStop, std::memory_order_release);
   consumer.join();
+  if (!deadline.Finished() && result.not_finished.empty()) result.not_finished = deadline.Why();
 }
 
 // Adds one bus's rows' cells and metrics; returns its P99 ratio.
@@ -285,6 +299,19 @@ void RunBacklog(const Options& options, Report& report) {
   for (std::size_t block = 0; block < kBlocks; ++block) {
     MeasureBlock(options, fifo, per_block, /*warm=*/true, fifo_result);
     MeasureBlock(options, ordered, per_block, /*warm=*/true, ordered_result);
+    if (!fifo_result.not_finished.empty() || !ordered_result.not_finished.empty()) break;
+  }
+  if (!fifo_result.not_finished.empty() || !ordered_result.not_finished.empty()) {
+    const std::pair<const char*, const std::string*> buses[] = {
+        {"FIFO bus", &fifo_result.not_finished},
+        {"priority-ordered bus", &ordered_result.not_finished}};
+    for (const auto& [bus, why] : buses) {
+      if (!why->empty()) ReportNotFinished("backlog", bus, true, *why, &table);
+    }
+    table.rows.push_back({"not finished", fifo_result.not_finished.empty() ? "-" : "not finished",
+                          ordered_result.not_finished.empty() ? "-" : "not finished"});
+    report.tables.push_back(table);
+    return;
   }
   const double probe_after =
       options.separate_cores ? PlacementProbeNanos(options.ProducerCpu(0), options.ConsumerCpu())

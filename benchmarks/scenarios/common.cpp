@@ -91,7 +91,11 @@ std::string ModeKey(PerformanceMode mode) {
 }
 
 void Progress(const std::string& message) {
-  std::cerr << "[sluice_bench] " << message << std::endl;
+  // Seconds since the first progress line: where a long run spends its time.
+  static const auto start = std::chrono::steady_clock::now();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cerr << "[sluice_bench " << Fixed(seconds, 1) << " s] " << message << std::endl;
 }
 
 double TimeNanos(const std::function<void()>& body) {
@@ -102,7 +106,17 @@ double TimeNanos(const std::function<void()>& body) {
           .count());
 }
 
-double RunProducersAndConsumer(const Options& options, int producer_count,
+double CountedRowSeconds(const Options& options, std::uint64_t messages) {
+  const double seconds = kLeastRowSeconds + static_cast<double>(messages) / kSlowestRowRate;
+  return options.row_deadline_cap > 0 ? std::min(seconds, options.row_deadline_cap) : seconds;
+}
+
+double TimedRowSeconds(const Options& options, double seconds) {
+  const double limit = kLeastRowSeconds + 3 * seconds;
+  return options.row_deadline_cap > 0 ? std::min(limit, options.row_deadline_cap) : limit;
+}
+
+double RunProducersAndConsumer(const Options& options, RowDeadline& deadline, int producer_count,
                                const std::function<void(int)>& producer,
                                const std::function<std::uint32_t()>& consume,
                                const std::function<bool()>& finished, double* cpu_seconds,
@@ -124,14 +138,18 @@ double RunProducersAndConsumer(const Options& options, int producer_count,
     while (!go.load(std::memory_order_acquire)) {
     }
     const double cpu_at_go = ThreadCpuSeconds();
+    std::uint64_t empty_polls = 0;
     for (;;) {
       if (consume() != 0) continue;
       for (int i = 0; i < options.idle_pauses; ++i) detail::CpuRelax();
-      if (finished()) {
-        while (consume() != 0) {
-        }
-        break;
+      const bool done = finished();
+      if (!done && !deadline.ExpiredAt(++empty_polls)) continue;
+      if (!done) (void)deadline.TimedOut("the consumer waited for the rest of the messages");
+      // Whatever is still queued, then out (each batch is bounded, and
+      // producers that gave up publish no more).
+      for (std::uint32_t batches = 0; consume() != 0 && batches < (1u << 24); ++batches) {
       }
+      break;
     }
     finish.value = std::chrono::steady_clock::now();
     add_cpu(ThreadCpuSeconds() - cpu_at_go);
@@ -149,7 +167,9 @@ double RunProducersAndConsumer(const Options& options, int producer_count,
       add_cpu(ThreadCpuSeconds() - cpu_at_go);
     });
   }
-  while (ready.load() < producer_count + 1) std::this_thread::yield();
+  // Every thread starts in the end; should the system take past the
+  // deadline, the threads find it expired and return at once.
+  while (ready.load() < producer_count + 1 && !deadline.Expired()) std::this_thread::yield();
   if (on_start) on_start();
   start = std::chrono::steady_clock::now();
   go.store(true, std::memory_order_release);
@@ -187,6 +207,20 @@ std::string ClockStepNote() {
 }
 
 void RecordFailure(const std::string& what) { MutableFailures().push_back(what); }
+
+void ReportNotFinished(const std::string& table_id, const std::string& row, bool is_sluice,
+                       const std::string& why, Table* table) {
+  const std::string note = "Not finished: " + row + ": " + why + ".";
+  if (is_sluice) {
+    table->notes.push_back(note + " A Sluice row that does not finish fails the run.");
+    RecordFailure(table_id + ": " + row + " did not finish: " + why);
+  } else {
+    table->notes.push_back(note +
+                           " A peer's row that does not finish is reported here and does not "
+                           "fail the run; the rest of the table is measured as usual.");
+  }
+  Progress(table_id + ": not finished: " + row + ": " + why);
+}
 const std::vector<std::string>& Failures() { return MutableFailures(); }
 
 const NamedScenario& SoakScenario() {
@@ -194,6 +228,21 @@ const NamedScenario& SoakScenario() {
       "soak", "long run: every admitted message exactly once, in order; drift per interval",
       &RunSoak};
   return soak;
+}
+
+const std::vector<NamedScenario>& SelfTestScenarios() {
+  static const std::vector<NamedScenario> scenarios = {
+      {"selftest-peer",
+       "self-test: a peer row that cannot make progress is reported as not finished",
+       &RunStuckPeer},
+      {"selftest-sluice",
+       "self-test: a Sluice row that cannot make progress is not finished and fails the run",
+       &RunStuckSluice},
+      {"selftest-blocking",
+       "self-test: a row stuck in a call that cannot poll its deadline ends the run (watchdog)",
+       &RunLosingBlockingPeer},
+  };
+  return scenarios;
 }
 
 const std::vector<NamedScenario>& AllScenarios() {

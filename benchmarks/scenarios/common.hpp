@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench_payload.hpp"
+#include "harness/deadline.hpp"
 #include "harness/isolated.hpp"
 #include "harness/platform.hpp"
 #include "report/report.hpp"
@@ -34,6 +35,8 @@ struct Options {
   // Pause instructions a consumer loop spends after an empty poll, for every
   // queue alike: it stops re-reading the line a producer is about to write.
   int idle_pauses = 0;
+  // When above 0, no row's deadline is longer (--row-deadline).
+  double row_deadline_cap = 0;
   // Placement, filled in by SelectCpus().
   std::vector<int> cpus;
   bool separate_cores = true;
@@ -64,6 +67,16 @@ double ClockStepNanos();
 // The note every table with latencies carries about that step.
 std::string ClockStepNote();
 
+// Row deadlines (harness/deadline.hpp). A counted row of `messages` gets
+// messages / kSlowestRowRate seconds, a timed row of `seconds` three times
+// its length, each plus kLeastRowSeconds (start-up, warm-up, a preempted
+// thread); Options::row_deadline_cap caps both. A queue slower than
+// kSlowestRowRate end to end is reported as not finished, not measured.
+inline constexpr double kSlowestRowRate = 100000;  // messages per second
+inline constexpr double kLeastRowSeconds = 5;
+double CountedRowSeconds(const Options& options, std::uint64_t messages);
+double TimedRowSeconds(const Options& options, double seconds);
+
 // Progress for long suites goes to stderr, the report to stdout.
 void Progress(const std::string& message);
 
@@ -85,6 +98,9 @@ void Drain(Bus& bus) {
 // how many messages it dispatched) on a consumer thread. The consumer asks
 // `finished()` only when a batch comes back empty, then drains once more, so
 // the check never touches the producers' cache lines while messages flow.
+// Bounded by `deadline`: the consumer also stops once it has expired (polled
+// every kDeadlinePollEvery empty batches), and the producers must poll it in
+// every wait of theirs (RetryUntil) and return when it has expired.
 // `on_start`, when given, runs on the calling thread just before the start
 // signal, once every thread is ready (a timer for a timed run starts there).
 // Returns seconds from the start signal until the consumer finished; when
@@ -93,7 +109,7 @@ void Drain(Bus& bus) {
 // wait for the signal; the calling thread sleeps in join()). The callers
 // follow the rule in harness/isolated.hpp: what the threads write while they
 // run lives in Isolated storage.
-double RunProducersAndConsumer(const Options& options, int producer_count,
+double RunProducersAndConsumer(const Options& options, RowDeadline& deadline, int producer_count,
                                const std::function<void(int)>& producer,
                                const std::function<std::uint32_t()>& consume,
                                const std::function<bool()>& finished, double* cpu_seconds = nullptr,
@@ -103,6 +119,12 @@ double RunProducersAndConsumer(const Options& options, int producer_count,
 // nothing): sluice_bench prints each and exits 3 after writing its outputs.
 void RecordFailure(const std::string& what);
 const std::vector<std::string>& Failures();
+
+// A row that did not finish by its deadline: a note under the table names
+// it and says why. A Sluice row's is also a failure of the run (exit status
+// 3, RecordFailure); a peer's is the note alone, which says so.
+void ReportNotFinished(const std::string& table_id, const std::string& row, bool is_sluice,
+                       const std::string& why, Table* table);
 
 // Tells the compiler that `value` is used, so work feeding it is not removed.
 template <typename T>
@@ -146,6 +168,14 @@ void RunSoak(const Options&, Report&);
 
 // Runs only in the soak suite (or when named with --only).
 const NamedScenario& SoakScenario();
+
+// Self-tests of the row deadlines, run only when named with --only: a peer
+// row and a Sluice row that cannot make progress, and a waiting peer whose
+// pop never returns (the watchdog's case).
+void RunStuckPeer(const Options&, Report&);
+void RunLosingBlockingPeer(const Options&, Report&);
+void RunStuckSluice(const Options&, Report&);
+const std::vector<NamedScenario>& SelfTestScenarios();
 
 #if SLUICE_BENCH_NATS
 // The NATS bridge's table (benchmarks/scenarios/nats_scenario.cpp): built

@@ -9,6 +9,7 @@ namespace {
 struct LatencyResult {
   Percentiles one_way;
   Percentiles round_trip;
+  std::string not_finished;  // why, when the run did not finish
 };
 
 template <ProducerModel kModel, bool kVisitor>
@@ -48,23 +49,36 @@ LatencyResult Measure(const Options& options) {
   PinThisThread(options.ProducerCpu(0));
   auto* const target = bus.get();
   std::atomic<std::uint64_t>& acknowledged = received.value;
+  RowDeadline deadline("latency", CountedRowSeconds(options, samples));
   for (std::size_t i = 0; i < samples; ++i) {
     const std::uint64_t start = FastClock::Ticks();
-    while (!target->Publish(Sample<24>{start, 0, 0, 0, 0}, 1)) {
-    }
-    while (acknowledged.load(std::memory_order_acquire) != i + 1) {
+    if (!RetryUntil(deadline, "the producer retried a refused publish",
+                    [&] {
+                      return target->Publish(Sample<24>{start, 0, 0, 0, 0}, 1);
+                    }) ||
+        !WaitUntil(deadline, "the producer waited for the consumer's acknowledgement",
+                   [&] { return acknowledged.load(std::memory_order_acquire) == i + 1; })) {
+      break;
     }
     round_trip[i] = FastClock::TicksToNanos(FastClock::Ticks() - start);
   }
   stop.value.store(true);
   consumer.join();
-  return {one_way.value.Summarize(), ComputePercentiles(round_trip)};
+  if (!deadline.Finished()) return {{}, {}, deadline.Why()};
+  return {one_way.value.Summarize(), ComputePercentiles(round_trip), {}};
 }
 
 template <ProducerModel kModel, bool kVisitor>
 void Row(const Options& options, Report& report, Table& table) {
   const LatencyResult r = Measure<kModel, kVisitor>(options);
   const char* path = kVisitor ? "visitor" : "callback";
+  if (!r.not_finished.empty()) {
+    table.rows.push_back(
+        {ModelName(kModel), path, "not finished", "-", "-", "-", "-", "-", "-", "-", "-", "-"});
+    ReportNotFinished("latency", std::string(ModelName(kModel)) + " " + path, true, r.not_finished,
+                      &table);
+    return;
+  }
   const Percentiles& p = r.one_way;
   table.rows.push_back({ModelName(kModel), path, WithThousands(p.samples),
                         WithThousands(p.negative), Fixed(p.mean, 0), Fixed(p.p50, 0),

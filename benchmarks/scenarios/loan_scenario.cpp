@@ -60,20 +60,25 @@ std::uint64_t Touch(const Loan<Blob<kBytes>>& loan) {
   return Touch(*loan);
 }
 
-// Seconds for `messages` messages of type Message end to end: `produce(i)`
-// publishes message i on the producer thread (retrying until admitted); one
-// subscriber touches each message on the consumer thread.
+// Seconds for `messages` messages of type Message end to end: `produce(i,
+// deadline)` publishes message i on the producer thread (retrying until
+// admitted; false once the deadline has expired); one subscriber touches
+// each message on the consumer thread. A run that does not finish gives the
+// row up: `deadline` says why.
 template <typename Message, typename Bus, typename Produce>
-double EndToEnd(const Options& options, Bus& bus, std::uint64_t messages, Produce&& produce) {
+double EndToEnd(const Options& options, RowDeadline& deadline, Bus& bus, std::uint64_t messages,
+                Produce&& produce) {
   Isolated<std::uint64_t> consumed;
   Isolated<std::uint64_t> sink;
   const auto handle =
       bus.template Subscribe<Message>([&sink](const Message& m) { sink.value += Touch(m); });
   if (!handle.IsValid()) RecordFailure("loan: could not subscribe");
   const double seconds = RunProducersAndConsumer(
-      options, 1,
+      options, deadline, 1,
       [&](int) {
-        for (std::uint64_t i = 0; i < messages; ++i) produce(i);
+        for (std::uint64_t i = 0; i < messages; ++i) {
+          if (!produce(i, deadline)) return;
+        }
       },
       [&] {
         const std::uint32_t n = bus.ProcessBatch();
@@ -88,31 +93,40 @@ double EndToEnd(const Options& options, Bus& bus, std::uint64_t messages, Produc
 
 // Copied: built in the producer's own buffer, then copied into the slot.
 template <std::size_t kBytes>
-double RunCopied(const Options& options, CopiedBus<kBytes>& bus, std::uint64_t messages) {
+double RunCopied(const Options& options, RowDeadline& deadline, CopiedBus<kBytes>& bus,
+                 std::uint64_t messages) {
   auto blob = std::make_unique<Blob<kBytes>>();
-  return EndToEnd<Blob<kBytes>>(options, bus, messages, [&bus, &blob](std::uint64_t i) {
-    Fill(*blob, i);
-    while (!bus.PublishWithPriority(*blob, 1, MessagePriority::HIGH)) {
-    }
-  });
+  return EndToEnd<Blob<kBytes>>(
+      options, deadline, bus, messages, [&bus, &blob](std::uint64_t i, RowDeadline& limit) {
+        Fill(*blob, i);
+        return RetryUntil(limit, "the producer retried a refused publish",
+                          [&] { return bus.PublishWithPriority(*blob, 1, MessagePriority::HIGH); });
+      });
 }
 
 // Loaned: filled in place in a pool block; `empty` counts acquires that
 // found the pool exhausted (retried).
 template <std::size_t kBytes>
-double RunLoaned(const Options& options, LoanedBus<kBytes>& bus, BlobPool<kBytes>& pool,
-                 std::uint64_t messages, std::uint64_t* empty) {
+double RunLoaned(const Options& options, RowDeadline& deadline, LoanedBus<kBytes>& bus,
+                 BlobPool<kBytes>& pool, std::uint64_t messages, std::uint64_t* empty) {
   Isolated<std::uint64_t> exhausted;  // the producer's count
   const double seconds = EndToEnd<Loan<Blob<kBytes>>>(
-      options, bus, messages, [&bus, &pool, &exhausted](std::uint64_t i) {
+      options, deadline, bus, messages,
+      [&bus, &pool, &exhausted](std::uint64_t i, RowDeadline& limit) {
         Loan<Blob<kBytes>> blob = pool.Acquire();
-        while (!blob) {
-          ++exhausted.value;
-          blob = pool.Acquire();
+        if (!blob && !RetryUntil(limit, "the producer waited for a free loan block", [&] {
+              ++exhausted.value;
+              blob = pool.Acquire();
+              return static_cast<bool>(blob);
+            })) {
+          return false;
         }
         Fill(*blob, i);
-        while (!bus.PublishLoan(std::move(blob), 1, MessagePriority::HIGH)) {
-        }
+        // A refused Loan stays with the caller (api.md), so the same block
+        // is offered again.
+        return RetryUntil(limit, "the producer retried a refused publish", [&] {
+          return bus.PublishLoan(std::move(blob), 1, MessagePriority::HIGH);
+        });
       });
   *empty += exhausted.value;
   return seconds;
@@ -129,27 +143,38 @@ void SizeRows(const Options& options, Report& report, Table& table) {
   std::vector<double> copied_mps;
   std::vector<double> loaned_mps;
   std::uint64_t empty = 0;
+  // Why a way did not finish one of its runs (the first reason), if it did not.
+  std::string copied_why;
+  std::string loaned_why;
+  // One run of `count` messages under a deadline of its own; M msg/s, or 0
+  // when it did not finish.
+  const auto copied_run = [&](std::uint64_t count) {
+    RowDeadline deadline("loan: copied", CountedRowSeconds(options, count));
+    const double seconds = RunCopied<kBytes>(options, deadline, *copied, count);
+    if (deadline.Finished()) return static_cast<double>(count) / seconds / 1e6;
+    if (copied_why.empty()) copied_why = deadline.Why();
+    return 0.0;
+  };
+  const auto loaned_run = [&](std::uint64_t count) {
+    RowDeadline deadline("loan: loaned", CountedRowSeconds(options, count));
+    const double seconds = RunLoaned<kBytes>(options, deadline, *loaned, *pool, count, &empty);
+    if (deadline.Finished()) return static_cast<double>(count) / seconds / 1e6;
+    if (loaned_why.empty()) loaned_why = deadline.Why();
+    return 0.0;
+  };
   // One unrecorded run each first (page faults, caches), then the rounds,
   // alternating which goes first.
-  RunCopied<kBytes>(options, *copied, messages / 10 + 1);
-  RunLoaned<kBytes>(options, *loaned, *pool, messages / 10 + 1, &empty);
+  copied_run(messages / 10 + 1);
+  loaned_run(messages / 10 + 1);
   empty = 0;
   for (int round = 0; round < options.rounds; ++round) {
     Progress("loan: " + std::to_string(kBytes) + " bytes, round " + std::to_string(round + 1));
-    const auto copied_run = [&] {
-      copied_mps.push_back(static_cast<double>(messages) /
-                           RunCopied<kBytes>(options, *copied, messages) / 1e6);
-    };
-    const auto loaned_run = [&] {
-      loaned_mps.push_back(static_cast<double>(messages) /
-                           RunLoaned<kBytes>(options, *loaned, *pool, messages, &empty) / 1e6);
-    };
     if (round % 2 == 0) {
-      copied_run();
-      loaned_run();
+      copied_mps.push_back(copied_run(messages));
+      loaned_mps.push_back(loaned_run(messages));
     } else {
-      loaned_run();
-      copied_run();
+      loaned_mps.push_back(loaned_run(messages));
+      copied_mps.push_back(copied_run(messages));
     }
   }
   if (pool->Available() != pool->Capacity()) {
@@ -160,7 +185,13 @@ void SizeRows(const Options& options, Report& report, Table& table) {
   const double gb = static_cast<double>(kBytes) / 1e9 * 1e6;  // GB/s per M msg/s
   const std::string size = std::to_string(kBytes);
   const auto row = [&](const std::string& way, std::size_t slot_bytes, double memory_mib,
-                       const std::vector<double>& mps) {
+                       const std::vector<double>& mps, const std::string& why) {
+    if (!why.empty()) {
+      table.rows.push_back(
+          {size, way, WithThousands(slot_bytes), Fixed(memory_mib, 1), "not finished", "-"});
+      ReportNotFinished("loan", size + " bytes, " + way, true, why, &table);
+      return;
+    }
     std::vector<double> gbps;
     for (const double r : mps) gbps.push_back(r * gb);
     table.rows.push_back({size, way, WithThousands(slot_bytes), Fixed(memory_mib, 1),
@@ -175,12 +206,13 @@ void SizeRows(const Options& options, Report& report, Table& table) {
   };
   constexpr double kMiB = 1024.0 * 1024.0;
   row("copied", CopiedBus<kBytes>::kBytesPerSlot,
-      static_cast<double>(CopiedBus<kBytes>::kRingBytes) / kMiB, copied_mps);
+      static_cast<double>(CopiedBus<kBytes>::kRingBytes) / kMiB, copied_mps, copied_why);
   row("loaned", LoanedBus<kBytes>::kBytesPerSlot,
       static_cast<double>(LoanedBus<kBytes>::kRingBytes + BlobPool<kBytes>::kPoolBytes) / kMiB,
-      loaned_mps);
-  const double ratio =
-      Summarize(copied_mps).mean > 0 ? Summarize(loaned_mps).mean / Summarize(copied_mps).mean : 0;
+      loaned_mps, loaned_why);
+  const double ratio = copied_why.empty() && loaned_why.empty() && Summarize(copied_mps).mean > 0
+                           ? Summarize(loaned_mps).mean / Summarize(copied_mps).mean
+                           : 0;
   table.rows.push_back({size, "loaned / copied", "", "", Fixed(ratio, 2) + "x", ""});
   report.AddMetric("loan." + size + ".loaned_over_copied", ratio, "x", Better::kNeither);
   report.AddMetric("loan." + size + ".exhausted_acquires", static_cast<double>(empty), "acquires",

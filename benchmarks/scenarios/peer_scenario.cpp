@@ -31,33 +31,70 @@ struct LatencyProbe {
 struct LatencyRun {
   CrossCoreSamples one_way;
   std::vector<double> round_trip;
+  std::string not_finished;  // why, when the run did not finish
 };
 
+// A waiting adapter's consumer pops whole batches of kPeerBatch that it
+// counts on the producer to push. A producer that gives up (at a multiple of
+// kDeadlinePollEvery, itself a multiple of kPeerBatch) says where it stopped
+// and pushes one more batch of fillers: the consumer waits inside at most
+// that batch, and pops nothing at or past `stopped_at` after it.
+static_assert(kDeadlinePollEvery % kPeerBatch == 0);
+
 template <template <typename> class Adapter>
-double EndToEndMps(const Options& options, std::uint64_t messages) {
+double EndToEndMps(const Options& options, std::uint64_t messages, std::string* not_finished) {
   using Queue = Adapter<CountProbe>;
   // Written by the consumer for every message: a block of its own, away
   // from the queue pointer the producer reads (harness/isolated.hpp).
   Isolated<CountProbe> probe;
   auto queue = std::make_unique<Queue>(probe.value);
+  RowDeadline deadline("peers: end to end", CountedRowSeconds(options, messages));
+  // Written once, by a producer that gives up (waiting adapters only).
+  Isolated<std::atomic<std::uint64_t>> stopped_at;
+  stopped_at.value.store(messages);
   const double seconds = RunProducersAndConsumer(
-      options, 1,
+      options, deadline, 1,
       [&](int) {
         Queue* const target = queue.get();
+        RowDeadline& limit = deadline;
         const std::uint64_t count = messages;
         for (std::uint64_t i = 0; i < count; ++i) {
+          if (limit.ExpiredAt(i)) {
+            (void)limit.TimedOut("the producer was still publishing");
+            if constexpr (IsBlocking<Queue>::value) {
+              stopped_at.value.store(i, std::memory_order_release);
+              for (std::uint64_t k = 0; k < kPeerBatch && i + k < count; ++k)
+                target->Push(Message{i + k, 0, 0, 0, 0});
+            }
+            return;
+          }
           const Message m{i, 1, 2, 3, 4};
-          while (!PushOne(*target, m)) {
+          if constexpr (IsBlocking<Queue>::value) {
+            target->Push(m);
+          } else if (!RetryUntil(limit, "the producer retried a full queue",
+                                 [&] { return target->TryPush(m); })) {
+            return;
           }
         }
       },
-      [&, messages] {
+      [&, messages]() -> std::uint32_t {
+        if constexpr (IsBlocking<Queue>::value) {
+          if (probe.value.count >= stopped_at.value.load(std::memory_order_acquire)) return 0;
+        }
         // A waiting adapter pops no more than are still to come.
         return static_cast<std::uint32_t>(
             PopExpected(*queue, probe.value, messages - probe.value.count));
       },
       [&] { return probe.value.count >= messages; });
-  if (probe.value.count != messages) Progress("warning: a peer lost messages");
+  if (!deadline.Finished()) {
+    *not_finished = deadline.Why();
+    return 0;
+  }
+  if (probe.value.count != messages) {
+    *not_finished = "delivered " + WithThousands(probe.value.count) + " of " +
+                    WithThousands(messages) + " messages";
+    return 0;
+  }
   return static_cast<double>(messages) / seconds / 1e6;
 }
 
@@ -67,6 +104,8 @@ double PublishOnlyMps(const Options& options, std::uint64_t messages) {
   auto queue = std::make_unique<Adapter<CountProbe>>(probe);
   PinThisThread(options.ProducerCpu(0));
   std::uint64_t refused = 0;
+  // No waits: each push is tried once (a waiting adapter's always fits: the
+  // count fits every queue's capacity).
   const double nanos = TimeNanos([&] {
     for (std::uint64_t i = 0; i < messages; ++i)
       refused += PushOne(*queue, Message{i, 1, 2, 3, 4}) ? 0 : 1;
@@ -87,6 +126,7 @@ LatencyRun Latency(const Options& options, std::size_t samples) {
   Isolated<std::atomic<bool>> stop;
   std::vector<double> round_trip(samples);
   auto queue = std::make_unique<Queue>(probe.value);
+  RowDeadline deadline("peers: latency", CountedRowSeconds(options, samples));
   std::thread consumer([&] {
     // The producer is this function's thread: the consumer reads nothing
     // of its stack while it runs.
@@ -96,7 +136,8 @@ LatencyRun Latency(const Options& options, std::size_t samples) {
     const std::size_t count = samples;
     PinThisThread(options.ConsumerCpu());
     if constexpr (IsBlocking<Queue>::value) {
-      // A waiting pop returns only with a message: pop exactly as many.
+      // A waiting pop returns only with a message: pop exactly as many (a
+      // producer that gives up pushes fillers for the rest).
       for (std::size_t i = 0; i < count; ++i) source->Pop(acknowledge, 1);
     } else {
       while (!stopping.load(std::memory_order_relaxed)) source->PopSome(acknowledge);
@@ -105,23 +146,36 @@ LatencyRun Latency(const Options& options, std::size_t samples) {
   PinThisThread(options.ProducerCpu(0));
   Queue* const target = queue.get();
   const std::atomic<std::uint64_t>& acknowledged = probe.value.acknowledged;
+  std::size_t pushed = 0;
   for (std::size_t i = 0; i < samples; ++i) {
     const std::uint64_t start = FastClock::Ticks();
-    while (!PushOne(*target, Message{start, 0, 0, 0, 0})) {
+    if constexpr (IsBlocking<Queue>::value) {
+      target->Push(Message{start, 0, 0, 0, 0});
+    } else if (!RetryUntil(deadline, "the producer retried a full queue", [&] {
+                 return target->TryPush(Message{start, 0, 0, 0, 0});
+               })) {
+      break;
     }
-    while (acknowledged.load(std::memory_order_acquire) != i + 1) {
+    ++pushed;
+    if (!WaitUntil(deadline, "the producer waited for the consumer's acknowledgement",
+                   [&] { return acknowledged.load(std::memory_order_acquire) == i + 1; })) {
+      break;
     }
     round_trip[i] = FastClock::TicksToNanos(FastClock::Ticks() - start);
   }
+  if constexpr (IsBlocking<Queue>::value) {
+    for (; pushed < samples; ++pushed) target->Push(Message{0, 0, 0, 0, 0});
+  }
   stop.value.store(true);
   consumer.join();
-  return {std::move(one_way.value), std::move(round_trip)};
+  if (!deadline.Finished()) return {CrossCoreSamples(0, 1.0), {}, deadline.Why()};
+  return {std::move(one_way.value), std::move(round_trip), {}};
 }
 
 struct Contender {
   std::string name;
   bool is_sluice;
-  double (*end_to_end)(const Options&, std::uint64_t);
+  double (*end_to_end)(const Options&, std::uint64_t, std::string*);
   double (*publish_only)(const Options&, std::uint64_t);
   LatencyRun (*latency)(const Options&, std::size_t);
 };
@@ -222,6 +276,12 @@ void RunPeers(const Options& options, Report& report) {
     return PlacementProbeNanos(options.ProducerCpu(0), options.ConsumerCpu());
   };
   std::vector<std::string> left_out;
+  // The first reason each contender did not finish a run, if one did not:
+  // its row then reports that instead of figures.
+  std::vector<std::string> not_finished(contenders.size());
+  const auto note_unfinished = [&](std::size_t i, const char* part, const std::string& why) {
+    if (!why.empty() && not_finished[i].empty()) not_finished[i] = part + why;
+  };
 
   // Each round runs every contender once end to end, then once for latency,
   // between two placement probes.
@@ -229,11 +289,16 @@ void RunPeers(const Options& options, Report& report) {
     Progress("peers: round " + std::to_string(round + 1) + "/" + std::to_string(rounds));
     const double before = options.separate_cores ? probe() : 0;
     std::vector<double> this_round(contenders.size());
-    for (std::size_t i = 0; i < contenders.size(); ++i)
-      this_round[i] = contenders[i].end_to_end(options, messages);
+    for (std::size_t i = 0; i < contenders.size(); ++i) {
+      std::string why;
+      this_round[i] = contenders[i].end_to_end(options, messages, &why);
+      note_unfinished(i, "end to end: ", why);
+    }
     std::vector<LatencyRun> latency;
-    for (const Contender& contender : contenders)
-      latency.push_back(contender.latency(options, samples_per_round));
+    for (std::size_t i = 0; i < contenders.size(); ++i) {
+      latency.push_back(contenders[i].latency(options, samples_per_round));
+      note_unfinished(i, "latency: ", latency.back().not_finished);
+    }
     const double after = options.separate_cores ? probe() : 0;
 
     std::size_t index = groups.size() - 1;
@@ -253,9 +318,11 @@ void RunPeers(const Options& options, Report& report) {
     if (options.separate_cores) group.probes.insert(group.probes.end(), {before, after});
     double fastest_peer = 0;
     for (std::size_t i = 0; i < contenders.size(); ++i) {
-      if (!contenders[i].is_sluice) fastest_peer = std::max(fastest_peer, this_round[i]);
+      if (!contenders[i].is_sluice && not_finished[i].empty())
+        fastest_peer = std::max(fastest_peer, this_round[i]);
     }
     for (std::size_t i = 0; i < contenders.size(); ++i) {
+      if (!not_finished[i].empty()) continue;
       StateFigures& f = group.figures[i];
       f.rates.push_back(this_round[i]);
       f.ratios.push_back(this_round[i] / fastest_peer);
@@ -295,6 +362,11 @@ void RunPeers(const Options& options, Report& report) {
     }
     const std::string slug = MetricSlug(group.name);
     for (std::size_t i = 0; i < contenders.size(); ++i) {
+      if (!not_finished[i].empty()) {
+        table.rows.push_back(
+            {group.name, contenders[i].name, "not finished", "-", "-", "-", "-", "-", "-", "-"});
+        continue;
+      }
       const StateFigures& f = group.figures[i];
       const double rate = Median(f.rates);
       const double ratio = Median(f.ratios);
@@ -321,6 +393,7 @@ void RunPeers(const Options& options, Report& report) {
     report.AddMetric("peers." + slug + ".rounds", group.rounds, "rounds", Better::kNeither);
   }
   for (std::size_t i = 0; i < contenders.size(); ++i) {
+    if (!not_finished[i].empty()) continue;
     report
         .AddMetric("peers." + MetricSlug(contenders[i].name) + ".publish_only_mps", publish_only[i],
                    "M msg/s", Better::kHigher)
@@ -386,9 +459,70 @@ void RunPeers(const Options& options, Report& report) {
       "One-way differences below zero (the two cores' counters skewed; counted, left out of "
       "P50 and P99, never wrapped): " +
       (skewed.empty() ? std::string("none") : skewed) + ".");
+  for (std::size_t i = 0; i < contenders.size(); ++i) {
+    if (!not_finished[i].empty()) {
+      ReportNotFinished("peers", contenders[i].name, contenders[i].is_sluice, not_finished[i],
+                        &table);
+    }
+  }
   for (const std::string& peer : missing)
     table.notes.push_back("Not built: " + peer + " was not found by CMake.");
   report.tables.push_back(table);
+}
+
+// Self-tests of the row deadlines (run only when named; tests/CMakeLists.txt
+// runs them): a peer that refuses every push, and a waiting peer that loses
+// every message, so that its consumer waits inside a pop that never returns.
+namespace {
+
+template <typename Probe>
+class RefusingAdapter {
+ public:
+  explicit RefusingAdapter(Probe&) {}
+  bool TryPush(const Message&) { return false; }
+  std::size_t PopSome(Probe&) { return 0; }
+};
+
+template <typename Probe>
+class LosingBlockingAdapter {
+ public:
+  static constexpr bool kBlocking = true;
+  explicit LosingBlockingAdapter(Probe&) {}
+  void Push(const Message&) {}
+  // Waits for a message that never comes: nothing it can poll.
+  void Pop(Probe&, std::size_t) {
+    while (!never_.load(std::memory_order_acquire)) {
+    }
+  }
+
+ private:
+  std::atomic<bool> never_{false};
+};
+
+void RunOneStuckPeer(const Options& options, Report& report, const char* id, const char* name,
+                     double (*end_to_end)(const Options&, std::uint64_t, std::string*)) {
+  Table table;
+  table.id = id;
+  table.title = std::string("Self-test: ") + name;
+  table.columns = {"implementation", "e2e M msg/s"};
+  std::string why;
+  const double rate = end_to_end(options, 100000, &why);
+  table.rows.push_back({name, why.empty() ? Fixed(rate, 2) : "not finished"});
+  if (!why.empty()) ReportNotFinished(id, name, false, why, &table);
+  report.tables.push_back(table);
+}
+
+}  // namespace
+
+void RunStuckPeer(const Options& options, Report& report) {
+  RunOneStuckPeer(options, report, "selftest-peer", "a peer that refuses every push",
+                  &EndToEndMps<RefusingAdapter>);
+}
+
+void RunLosingBlockingPeer(const Options& options, Report& report) {
+  RunOneStuckPeer(options, report, "selftest-blocking",
+                  "a waiting peer that loses every message (its pop never returns)",
+                  &EndToEndMps<LosingBlockingAdapter>);
 }
 
 }  // namespace sluice::bench

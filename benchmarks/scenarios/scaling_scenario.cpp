@@ -37,25 +37,50 @@ struct ProducerState {
   std::uint64_t micros = 0;
 };
 
-// One run of `producers` threads, each publishing `per_producer` messages;
-// returns million messages per second, consumer finish to start signal.
+// What a run of `total` messages returns: million messages per second from
+// the start signal until the consumer had them all, or 0 with the reason in
+// `not_finished` when it did not finish.
+double Finish(const RowDeadline& deadline, std::uint64_t received, std::uint64_t total,
+              double seconds, std::string* not_finished) {
+  if (!deadline.Finished()) {
+    *not_finished = deadline.Why();
+    return 0;
+  }
+  if (received != total) {
+    *not_finished =
+        "delivered " + WithThousands(received) + " of " + WithThousands(total) + " messages";
+    return 0;
+  }
+  return static_cast<double>(total) / seconds / 1e6;
+}
+
+// One run of `producers` threads, each publishing `per_producer` messages.
 template <typename Traits, bool kLanes, PerformanceMode kMode = PerformanceMode::FULL_FEATURED>
-double SluiceMps(const Options& options, int producers, std::uint64_t per_producer) {
+double SluiceMps(const Options& options, int producers, std::uint64_t per_producer,
+                 std::string* not_finished) {
   using Bus = AsyncBus<std::variant<Message>, kPeerCapacity, ProducerModel::kMulti, Traits>;
   auto bus = std::make_unique<Bus>();
   bus->SetPerformanceMode(kMode);
   Isolated<CountProbe> probe;
   std::vector<Isolated<ProducerState>> states(static_cast<std::size_t>(producers));
   const std::uint64_t total = per_producer * static_cast<std::uint64_t>(producers);
+  RowDeadline deadline("scaling: Sluice", CountedRowSeconds(options, total));
   const double seconds = RunProducersAndConsumer(
-      options, producers,
+      options, deadline, producers,
       [&](int p) {
         ProducerState& state = states[static_cast<std::size_t>(p)].value;
         const auto publish_all = [&](auto& target) {
           for (std::uint64_t i = 0; i < per_producer; ++i) {
+            if (deadline.ExpiredAt(i)) {
+              (void)deadline.TimedOut("a producer was still publishing");
+              return;
+            }
             if (state.pushes++ % kStampEvery == 0)
               state.micros = DefaultBusTraits::Clock::NowMicros();
-            while (!target.PublishFast(Message{i, 1, 2, 3, 4}, 1, state.micros)) {
+            if (!RetryUntil(deadline, "a producer retried a refused publish", [&] {
+                  return target.PublishFast(Message{i, 1, 2, 3, 4}, 1, state.micros);
+                })) {
+              return;
             }
           }
         };
@@ -71,16 +96,32 @@ double SluiceMps(const Options& options, int producers, std::uint64_t per_produc
         return bus->ProcessBatchWith([&count](const Message& m) { count(m); }, kPeerBatch);
       },
       [&] { return probe.value.count >= total; });
-  if (probe.value.count != total) RecordFailure("scaling: Sluice lost messages");
-  return static_cast<double>(total) / seconds / 1e6;
+  return Finish(deadline, probe.value.count, total, seconds, not_finished);
 }
 
 #if SLUICE_PEER_CONCURRENTQUEUE
-double MoodycamelMps(const Options& options, int producers, std::uint64_t per_producer) {
-  moodycamel::ConcurrentQueue<Message> queue(kPeerCapacity);
+// Bounded like the other queues, and per producer: each producer's
+// sub-queue holds at most kPeerCapacity / kProducers messages
+// (MAX_SUBQUEUE_SIZE), and the pool preallocates blocks for that many
+// producers. With one shared pool of kPeerCapacity and no such bound, the
+// first producers to fill take every preallocated block (an explicit
+// producer never hands its blocks back to the pool), and the others'
+// try_enqueue fails for ever: that hung this table on two cores.
+template <int kProducers>
+struct BoundedSubqueues : moodycamel::ConcurrentQueueDefaultTraits {
+  static constexpr std::size_t MAX_SUBQUEUE_SIZE = kPeerCapacity / kProducers;
+};
+
+template <int kProducers>
+double MoodycamelMps(const Options& options, std::uint64_t per_producer,
+                     std::string* not_finished) {
+  constexpr int producers = kProducers;
+  moodycamel::ConcurrentQueue<Message, BoundedSubqueues<kProducers>> queue(
+      kPeerCapacity / kProducers, kProducers, 0);
   Isolated<CountProbe> probe;
   Isolated<std::array<Message, kPeerBatch>> buffer;
   const std::uint64_t total = per_producer * static_cast<std::uint64_t>(producers);
+  RowDeadline deadline("scaling: moodycamel", CountedRowSeconds(options, total));
   std::vector<std::unique_ptr<Isolated<moodycamel::ProducerToken>>> tokens;
   for (int p = 0; p < producers; ++p) {
     tokens.push_back(std::make_unique<Isolated<moodycamel::ProducerToken>>(
@@ -88,12 +129,19 @@ double MoodycamelMps(const Options& options, int producers, std::uint64_t per_pr
   }
   Isolated<moodycamel::ConsumerToken> consumer_token{moodycamel::ConsumerToken(queue)};
   const double seconds = RunProducersAndConsumer(
-      options, producers,
+      options, deadline, producers,
       [&](int p) {
         moodycamel::ProducerToken& token = tokens[static_cast<std::size_t>(p)]->value;
         for (std::uint64_t i = 0; i < per_producer; ++i) {
+          if (deadline.ExpiredAt(i)) {
+            (void)deadline.TimedOut("a producer was still publishing");
+            return;
+          }
           // Bounded like the other queues: try_enqueue never allocates.
-          while (!queue.try_enqueue(token, Message{i, 1, 2, 3, 4})) {
+          if (!RetryUntil(deadline, "a producer retried a full queue", [&] {
+                return queue.try_enqueue(token, Message{i, 1, 2, 3, 4});
+              })) {
+            return;
           }
         }
       },
@@ -104,14 +152,28 @@ double MoodycamelMps(const Options& options, int producers, std::uint64_t per_pr
         return static_cast<std::uint32_t>(count);
       },
       [&] { return probe.value.count >= total; });
-  if (probe.value.count != total) RecordFailure("scaling: moodycamel lost messages");
-  return static_cast<double>(total) / seconds / 1e6;
+  return Finish(deadline, probe.value.count, total, seconds, not_finished);
+}
+
+// The producer count is a template argument of the bounded queue.
+double MoodycamelMpsFor(const Options& options, int producers, std::uint64_t per_producer,
+                        std::string* not_finished) {
+  switch (producers) {
+    case 1:
+      return MoodycamelMps<1>(options, per_producer, not_finished);
+    case 2:
+      return MoodycamelMps<2>(options, per_producer, not_finished);
+    case 4:
+      return MoodycamelMps<4>(options, per_producer, not_finished);
+    default:
+      return MoodycamelMps<8>(options, per_producer, not_finished);
+  }
 }
 #endif
 
 struct Contender {
   std::string name;
-  double (*run)(const Options&, int, std::uint64_t);
+  double (*run)(const Options&, int, std::uint64_t, std::string*);
   bool is_reference;
 };
 
@@ -130,7 +192,7 @@ void RunScaling(const Options& options, Report& report) {
   };
 #if SLUICE_PEER_CONCURRENTQUEUE
   contenders.push_back(
-      {"moodycamel ConcurrentQueue, producer tokens, bulk dequeue", &MoodycamelMps, true});
+      {"moodycamel ConcurrentQueue, producer tokens, bulk dequeue", &MoodycamelMpsFor, true});
 #endif
   const std::uint64_t total = options.end_to_end_messages;
   const int rounds = std::max(1, options.rounds);
@@ -140,6 +202,9 @@ void RunScaling(const Options& options, Report& report) {
       counts, std::vector<std::vector<double>>(contenders.size()));
   std::vector<std::vector<std::vector<double>>> ratio(
       counts, std::vector<std::vector<double>>(contenders.size()));
+  // Why a contender did not finish a run at a producer count, if it did not.
+  std::vector<std::vector<std::string>> not_finished(counts,
+                                                     std::vector<std::string>(contenders.size()));
   const double probe_before =
       options.separate_cores ? PlacementProbeNanos(options.ProducerCpu(0), options.ConsumerCpu())
                              : 0;
@@ -151,15 +216,20 @@ void RunScaling(const Options& options, Report& report) {
       for (std::size_t k = 0; k < contenders.size(); ++k) {
         // Each round starts with the next contender.
         const std::size_t i = (static_cast<std::size_t>(round) + k) % contenders.size();
-        figures[i] = contenders[i].run(options, producers, per_producer);
-        mps[c][i].push_back(figures[i]);
+        std::string why;
+        figures[i] = contenders[i].run(options, producers, per_producer, &why);
+        if (why.empty()) {
+          mps[c][i].push_back(figures[i]);
+        } else if (not_finished[c][i].empty()) {
+          not_finished[c][i] = why;
+        }
       }
       double reference = 0;
       for (std::size_t i = 0; i < contenders.size(); ++i) {
         if (contenders[i].is_reference) reference = figures[i];
       }
       for (std::size_t i = 0; i < contenders.size(); ++i) {
-        if (reference > 0) ratio[c][i].push_back(figures[i] / reference);
+        if (reference > 0 && figures[i] > 0) ratio[c][i].push_back(figures[i] / reference);
       }
     }
     Progress("scaling: round " + std::to_string(round + 1) + " of " + std::to_string(rounds));
@@ -174,6 +244,15 @@ void RunScaling(const Options& options, Report& report) {
   table.columns = {"queue", "producers", "M msg/s (median)", "min-max", "x moodycamel (median)"};
   for (std::size_t i = 0; i < contenders.size(); ++i) {
     for (std::size_t c = 0; c < counts; ++c) {
+      if (!not_finished[c][i].empty()) {
+        table.rows.push_back(
+            {contenders[i].name, std::to_string(kProducerCounts[c]), "not finished", "-", "-"});
+        ReportNotFinished(
+            "scaling",
+            contenders[i].name + ", " + std::to_string(kProducerCounts[c]) + " producers",
+            !contenders[i].is_reference, not_finished[c][i], &table);
+        continue;
+      }
       std::vector<double> values = mps[c][i];
       std::vector<double> ratios = ratio[c][i];
       std::sort(values.begin(), values.end());
@@ -193,13 +272,18 @@ void RunScaling(const Options& options, Report& report) {
     }
   }
   const std::vector<int> cpus = options.cpus;
+  const int producer_cpus = std::max(1, static_cast<int>(cpus.size()) - 1);
   table.notes.push_back(
       WithThousands(total) +
       " messages a run, split evenly over the producers; each producer publishes as fast as "
       "it can, retrying when refused (Sluice: PublishFast, MEDIUM, FULL_FEATURED unless the "
       "row says otherwise, the bus clock read once per " +
       std::to_string(kStampEvery) +
-      " pushes; moodycamel: try_enqueue with its token, never allocating), and one consumer "
+      " pushes; moodycamel: try_enqueue with its token, never allocating, each producer's "
+      "sub-queue bounded at " +
+      WithThousands(kPeerCapacity) +
+      " / producers (MAX_SUBQUEUE_SIZE) with blocks preallocated for that many producers), "
+      "and one consumer "
       "takes up to " +
       WithThousands(kPeerBatch) +
       " a call (ProcessBatchWith, try_dequeue_bulk with a consumer token). Figure: messages "
@@ -215,10 +299,11 @@ void RunScaling(const Options& options, Report& report) {
   table.notes.push_back(
       "Producers are pinned round robin to the allowed CPUs other than the consumer's (" +
       std::to_string(cpus.size()) + " CPUs allowed here)" +
-      (static_cast<int>(cpus.size()) - 1 < 8
-           ? "; with fewer CPUs than producers they share CPUs (oversubscribed): the rows "
-             "above that count measure scheduling as much as the queues."
-           : "."));
+      (producer_cpus < 8 ? "; " + std::to_string(producer_cpus) +
+                               " for the producers, so every row with more producers than "
+                               "that is oversubscribed (producers share a CPU and run in turns): "
+                               "it measures the scheduler as much as the queues."
+                         : std::string(".")));
   if (options.separate_cores) {
     table.notes.push_back(
         "Placement probe (cache-line ping-pong RTT, first producer's CPU to "

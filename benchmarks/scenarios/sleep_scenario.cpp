@@ -109,7 +109,8 @@ double IdleCpuPercent(const Options& options, double seconds, Consume consume) {
 // Publish-to-callback latency of a message that finds the consumer idle: one
 // message every `gap`, long enough for a sleeping consumer to have parked.
 template <typename Bus, typename Consume>
-Percentiles WakeLatency(const Options& options, Bus& bus, std::size_t samples, Consume consume) {
+Percentiles WakeLatency(const Options& options, Bus& bus, std::size_t samples, Consume consume,
+                        std::string* not_finished) {
   CrossCoreSamples latencies(samples, FastClock::NanosPerTick());
   Isolated<std::uint64_t> received;
   Isolated<std::atomic<bool>> stop;
@@ -129,16 +130,27 @@ Percentiles WakeLatency(const Options& options, Bus& bus, std::size_t samples, C
     }
   });
   PinThisThread(options.ProducerCpu(0));
+  // Each sample waits 2 ms first; a refused publish is retried.
+  RowDeadline deadline("sleep: wake-up latency",
+                       CountedRowSeconds(options, samples) + 0.002 * static_cast<double>(samples));
+  const auto publish = [&] {
+    return RetryUntil(deadline, "the producer retried a refused publish", [&] {
+      return bus.Publish(Sample<24>{FastClock::Ticks(), 0, 0, 0, 0}, 1);
+    });
+  };
   for (std::size_t i = 0; i < samples; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    while (!bus.Publish(Sample<24>{FastClock::Ticks(), 0, 0, 0, 0}, 1)) {
-    }
+    if (!publish()) break;
   }
   stop.value.store(true);
-  // A sleeping consumer needs a message (or its timeout) to see the stop.
-  while (!bus.Publish(Sample<24>{FastClock::Ticks(), 0, 0, 0, 0}, 1)) {
-  }
+  // A sleeping consumer needs a message (or its 100 ms timeout) to see the
+  // stop: either way it ends.
+  (void)publish();
   consumer.join();
+  if (!deadline.Finished()) {
+    *not_finished = deadline.Why();
+    return {};
+  }
   return latencies.Summarize();
 }
 
@@ -150,6 +162,7 @@ struct PacedResult {
   double offered_per_second = 0;     // attempts over the producer's run time
   double dispatched_per_second = 0;  // from the start signal to the last dispatch
   double consumer_cpu_percent = 0;   // of one core, from the start signal to its exit
+  std::string not_finished;          // why, when the run did not finish
 };
 
 // Writes every slot of a fresh ring once, so that the timed run takes no
@@ -202,6 +215,7 @@ PacedResult PacedRun(const Options& options, double per_second, Consume consume)
   const double ticks_per_second = 1e9 / FastClock::NanosPerTick();
   const auto duration_ticks = static_cast<std::uint64_t>(options.paced_seconds * ticks_per_second);
   const double interval_ticks = per_second > 0 ? ticks_per_second / per_second : 0;
+  RowDeadline deadline("sleep: paced", TimedRowSeconds(options, options.paced_seconds));
 
   std::thread consumer([&] {
     PinThisThread(options.ConsumerCpu());
@@ -213,7 +227,7 @@ PacedResult PacedRun(const Options& options, double per_second, Consume consume)
     const std::uint64_t begin = start_ticks;
     const double cpu_at_go = ThreadCpuSeconds();
     ConsumerSide mine;
-    for (;;) {
+    for (std::uint64_t empty = 1;; ++empty) {
       const std::uint32_t n = consume(*source);
       if (n != 0) {
         mine.dispatched += n;
@@ -224,6 +238,10 @@ PacedResult PacedRun(const Options& options, double per_second, Consume consume)
       // Asked only after an empty batch: the close flag is a line the
       // producer writes once, at its end. Closed and drained: nothing comes.
       if (source->IsDrained()) break;
+      if (deadline.ExpiredAt(empty)) {
+        (void)deadline.TimedOut("the consumer waited for the bus to be closed and drained");
+        break;
+      }
     }
     mine.cpu_seconds = ThreadCpuSeconds() - cpu_at_go;
     mine.seconds = FastClock::TicksToNanos(FastClock::Ticks() - begin) * 1e-9;
@@ -246,7 +264,12 @@ PacedResult PacedRun(const Options& options, double per_second, Consume consume)
       const std::uint64_t due =
           begin + static_cast<std::uint64_t>(static_cast<double>(i) * interval);
       if (due - begin >= length) break;
+      if (deadline.ExpiredAt(i)) {
+        (void)deadline.TimedOut("the producer was still publishing");
+        break;
+      }
       std::uint64_t now = FastClock::Ticks();
+      // Bounded: `due` is at most one interval (10 us at the slowest) ahead.
       while (now < due) now = FastClock::Ticks();
       if (now - begin >= length) break;
       ++mine.attempted;
@@ -266,6 +289,7 @@ PacedResult PacedRun(const Options& options, double per_second, Consume consume)
   const ProducerSide& produced = producer_side.value;
   const ConsumerSide& consumed = consumer_side.value;
   PacedResult result;
+  if (!deadline.Finished()) result.not_finished = deadline.Why();
   result.attempted = produced.attempted;
   result.refused = produced.refused;
   result.dispatched = consumed.dispatched;
@@ -304,6 +328,13 @@ void PacedRows(const Options& options, Report& report, Table& table) {
     std::vector<std::string> cpu_row = {label + ", consumer CPU % of one core"};
     for (std::size_t c = 0; c < std::size(cells); ++c) {
       const PacedResult& r = cells[c];
+      const std::string where = std::string(name) + ", " + table.columns[c + 1];
+      if (!r.not_finished.empty()) {
+        throughput_row.push_back("not finished");
+        cpu_row.push_back("-");
+        ReportNotFinished("sleep", "paced " + where, true, r.not_finished, &table);
+        continue;
+      }
       std::string cell = WithThousands(static_cast<std::uint64_t>(r.dispatched_per_second));
       if (r.refused != 0) {
         cell +=
@@ -330,7 +361,6 @@ void PacedRows(const Options& options, Report& report, Table& table) {
                      sleeps ? Better::kLower : Better::kNeither)
           .gated = false;  // measured once
 
-      const std::string where = std::string(name) + ", " + table.columns[c + 1];
       if (r.dispatched == 0) RecordFailure("sleep: " + where + ": nothing was dispatched");
       if (r.dispatched != r.attempted - r.refused) {
         RecordFailure("sleep: " + where + ": " + WithThousands(r.dispatched) + " dispatched of " +
@@ -399,11 +429,19 @@ void RunSleep(const Options& options, Report& report) {
   auto futex = std::make_unique<SleepingBus<ProducerModel::kMulti, FutexTraits>>();
   auto membarrier = std::make_unique<SleepingBus<ProducerModel::kMulti, MembarrierTraits>>();
   const auto wait = [](auto& bus) { return bus.ProcessBatchWait(std::chrono::milliseconds(100)); };
-  const Percentiles busy =
-      WakeLatency(options, *polling, samples, [](auto& bus) { return bus.ProcessBatch(); });
-  const Percentiles asleep = WakeLatency(options, *condvar, samples, wait);
-  const Percentiles asleep_futex = WakeLatency(options, *futex, samples, wait);
-  const Percentiles asleep_membarrier = WakeLatency(options, *membarrier, samples, wait);
+  std::string wake_why[4];
+  const Percentiles busy = WakeLatency(
+      options, *polling, samples, [](auto& bus) { return bus.ProcessBatch(); }, &wake_why[0]);
+  const Percentiles asleep = WakeLatency(options, *condvar, samples, wait, &wake_why[1]);
+  const Percentiles asleep_futex = WakeLatency(options, *futex, samples, wait, &wake_why[2]);
+  const Percentiles asleep_membarrier =
+      WakeLatency(options, *membarrier, samples, wait, &wake_why[3]);
+  for (std::size_t c = 0; c < std::size(wake_why); ++c) {
+    if (!wake_why[c].empty()) {
+      ReportNotFinished("sleep", "wake-up latency, " + table.columns[c + 1], true, wake_why[c],
+                        &table);
+    }
+  }
   table.rows.push_back({"publish to callback, idle consumer, P50 ns", Fixed(busy.p50, 0),
                         Fixed(asleep.p50, 0), Fixed(asleep_futex.p50, 0),
                         Fixed(asleep_membarrier.p50, 0)});

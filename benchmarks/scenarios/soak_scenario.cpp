@@ -104,14 +104,20 @@ void RunSoak(const Options& options, Report& report) {
   Isolated<std::uint64_t> row_start_received;
   Isolated<std::uint64_t> consume_calls;
   Isolated<std::vector<std::vector<std::string>>> rows;  // the consumer's, copied after
+  RowDeadline deadline("soak", TimedRowSeconds(options, seconds));
   const double wall = RunProducersAndConsumer(
-      options, producers,
+      options, deadline, producers,
       [&](int p) {
         auto* const target = bus.get();
         const std::atomic<bool>& stopping = stop.value;
         SoakProducer& mine = producer_state[static_cast<std::size_t>(p)].value;
         std::uint64_t mix = 0, rest = 0;
         while (!stopping.load(std::memory_order_relaxed)) {
+          if (deadline.ExpiredAt(mix + 1)) {
+            (void)deadline.TimedOut(
+                "a producer was still publishing (the consumer did not stop it)");
+            break;
+          }
           MessagePriority priority = MessagePriority::HIGH;
           if (mix++ % 5 != 0)
             priority = (rest++ % 2 == 0) ? MessagePriority::MEDIUM : MessagePriority::LOW;
@@ -183,6 +189,7 @@ void RunSoak(const Options& options, Report& report) {
       WithThousands(totals_seen.reordered) + "; refused HIGH " + WithThousands(refused[2]) +
       ", MEDIUM " + WithThousands(refused[1]) + ", LOW " + WithThousands(refused[0]) +
       "; loss rate " + Fixed(loss_rate, 12) + " over " + Fixed(wall, 0) + " s.");
+  if (!deadline.Finished()) ReportNotFinished("soak", "soak", true, deadline.Why(), &table);
   table.notes.push_back(
       lost == 0 && duplicated == 0 && totals_seen.reordered == 0
           ? "PASS: every admitted message arrived exactly once, in per-producer order."

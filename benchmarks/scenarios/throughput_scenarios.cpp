@@ -11,21 +11,30 @@ struct Idle {
   std::uint64_t never_published;
 };
 
-// M msg/s end to end for `messages` messages of payload type T.
+// M msg/s end to end for `messages` messages of payload type T; 0, with the
+// reason in `not_finished`, for a run that did not finish.
 template <ProducerModel kModel, typename T, typename Payload>
 double EndToEnd(const Options& options, AsyncBus<Payload, 131072, kModel>& bus,
-                std::uint64_t messages) {
+                std::uint64_t messages, std::string* not_finished) {
   // The consumer's count, away from what the producer reads (harness/isolated.hpp).
   Isolated<std::uint64_t> consumed;
+  RowDeadline deadline("end to end", CountedRowSeconds(options, messages));
   const double seconds = RunProducersAndConsumer(
-      options, 1,
+      options, deadline, 1,
       [&](int) {
         auto* const target = &bus;
         const std::uint64_t count = messages;
         T value{};
         for (std::uint64_t i = 0; i < count; ++i) {
+          if (deadline.ExpiredAt(i)) {
+            (void)deadline.TimedOut("the producer was still publishing");
+            return;
+          }
           value.seq = i;
-          while (!target->PublishWithPriority(value, 1, MessagePriority::HIGH)) {
+          if (!RetryUntil(deadline, "the producer retried a refused publish", [&] {
+                return target->PublishWithPriority(value, 1, MessagePriority::HIGH);
+              })) {
+            return;
           }
         }
       },
@@ -35,11 +44,15 @@ double EndToEnd(const Options& options, AsyncBus<Payload, 131072, kModel>& bus,
         return n;
       },
       [&] { return consumed.value >= messages; });
+  if (!deadline.Finished()) {
+    *not_finished = deadline.Why();
+    return 0;
+  }
   return static_cast<double>(messages) / seconds / 1e6;
 }
 
 template <std::size_t kBytes, ProducerModel kModel>
-double PayloadRun(const Options& options) {
+double PayloadRun(const Options& options, std::string* not_finished) {
   using Payload = std::variant<Sample<kBytes>>;
   auto bus = std::make_unique<AsyncBus<Payload, 131072, kModel>>();
   // Written by the callback for every message: a block of its own.
@@ -47,27 +60,41 @@ double PayloadRun(const Options& options) {
   // A fresh bus has room for this subscription.
   (void)bus->template Subscribe<Sample<kBytes>>(
       [&sink](const Sample<kBytes>& s) { sink.value += s.seq; });
-  const double rate = EndToEnd<kModel, Sample<kBytes>>(options, *bus, options.end_to_end_messages);
+  const double rate =
+      EndToEnd<kModel, Sample<kBytes>>(options, *bus, options.end_to_end_messages, not_finished);
   KeepAlive(sink.value);
   return rate;
 }
 
 template <std::size_t kBytes>
 void PayloadRow(const Options& options, Report& report, Table& table) {
-  const double mpsc = PayloadRun<kBytes, ProducerModel::kMulti>(options);
-  const double spsc = PayloadRun<kBytes, ProducerModel::kSingle>(options);
+  std::string mpsc_why;
+  std::string spsc_why;
+  const double mpsc = PayloadRun<kBytes, ProducerModel::kMulti>(options, &mpsc_why);
+  const double spsc = PayloadRun<kBytes, ProducerModel::kSingle>(options, &spsc_why);
   using Bus = AsyncBus<std::variant<Sample<kBytes>>, 131072>;
-  table.rows.push_back(
-      {std::to_string(kBytes), std::to_string(Bus::kBytesPerSlot), Fixed(mpsc, 2), Fixed(spsc, 2)});
+  table.rows.push_back({std::to_string(kBytes), std::to_string(Bus::kBytesPerSlot),
+                        mpsc_why.empty() ? Fixed(mpsc, 2) : "not finished",
+                        spsc_why.empty() ? Fixed(spsc, 2) : "not finished"});
+  const std::pair<const char*, const std::string*> runs[] = {{"mpsc", &mpsc_why},
+                                                             {"spsc", &spsc_why}};
+  for (const auto& [model, why] : runs) {
+    if (why->empty()) continue;
+    ReportNotFinished("payload", std::to_string(kBytes) + " bytes, " + model, true, *why, &table);
+  }
   // Measured once: no spread to judge a change by, so not gated.
-  report
-      .AddMetric("payload.mpsc." + std::to_string(kBytes) + ".throughput_mps", mpsc, "M msg/s",
-                 Better::kHigher)
-      .gated = false;
-  report
-      .AddMetric("payload.spsc." + std::to_string(kBytes) + ".throughput_mps", spsc, "M msg/s",
-                 Better::kHigher)
-      .gated = false;
+  if (mpsc_why.empty()) {
+    report
+        .AddMetric("payload.mpsc." + std::to_string(kBytes) + ".throughput_mps", mpsc, "M msg/s",
+                   Better::kHigher)
+        .gated = false;
+  }
+  if (spsc_why.empty()) {
+    report
+        .AddMetric("payload.spsc." + std::to_string(kBytes) + ".throughput_mps", spsc, "M msg/s",
+                   Better::kHigher)
+        .gated = false;
+  }
 }
 
 struct LoadResult {
@@ -76,6 +103,7 @@ struct LoadResult {
   double success_percent = 0;
   double cpu_percent = 0;
   Percentiles latency;
+  std::string not_finished;  // why, when the run did not finish
 };
 
 // One producer publishing at `target_per_second` (0: unlimited) for the
@@ -101,8 +129,9 @@ LoadResult Load(const Options& options, double target_per_second) {
   Isolated<Counts> counts;
   Isolated<std::atomic<bool>> producer_done;
   double cpu_seconds = 0;
+  RowDeadline deadline("load", TimedRowSeconds(options, seconds));
   const double wall = RunProducersAndConsumer(
-      options, 1,
+      options, deadline, 1,
       [&](int) {
         auto* const target = bus.get();
         Counts mine;  // on the producer's stack; stored once at the end
@@ -111,10 +140,15 @@ LoadResult Load(const Options& options, double target_per_second) {
         const double interval = target_per_second > 0 ? ticks_per_second / target_per_second : 0;
         const std::uint64_t start = FastClock::Ticks();
         double next = static_cast<double>(start);
-        for (;;) {
+        for (std::uint64_t i = 0;; ++i) {
           std::uint64_t now = FastClock::Ticks();
           if (now - start >= duration_ticks) break;
+          if (deadline.ExpiredAt(i)) {
+            (void)deadline.TimedOut("the producer was still publishing");
+            break;
+          }
           if (interval > 0) {
+            // Bounded: `next` is at most one interval (under 10 us) ahead.
             while (static_cast<double>(now) < next) now = FastClock::Ticks();
             next += interval;
           }
@@ -129,6 +163,7 @@ LoadResult Load(const Options& options, double target_per_second) {
   const std::uint64_t attempted = counts.value.attempted;
   const std::uint64_t admitted = counts.value.admitted;
   LoadResult result;
+  if (!deadline.Finished()) result.not_finished = deadline.Why();
   result.cpu_percent = 100.0 * cpu_seconds / wall;
   result.attempted_per_second = static_cast<double>(attempted) / seconds;
   result.admitted_per_second = static_cast<double>(admitted) / seconds;
@@ -154,11 +189,17 @@ void SubscribersRow(const Options& options, Report& report, Table& table) {
         [&sink](const Idle& s) { sink.value += s.never_published; });
   }
   const std::uint64_t messages = options.end_to_end_messages / 2;
-  const double rate = EndToEnd<ProducerModel::kMulti, Sample<24>>(options, *bus, messages);
-  table.rows.push_back(
-      {"subscribers " + std::to_string(kPerType) + " + " + std::to_string(kPerType) + " idle",
-       "unlimited", "-", Fixed(rate * 1e6, 0), "100.0", "-", "-", "-", Fixed(rate, 2),
-       Fixed(1000.0 / rate, 1)});
+  std::string why;
+  const double rate = EndToEnd<ProducerModel::kMulti, Sample<24>>(options, *bus, messages, &why);
+  const std::string row =
+      "subscribers " + std::to_string(kPerType) + " + " + std::to_string(kPerType) + " idle";
+  if (!why.empty()) {
+    table.rows.push_back({row, "unlimited", "-", "not finished", "-", "-", "-", "-", "-", "-"});
+    ReportNotFinished("load", row, true, why, &table);
+    return;
+  }
+  table.rows.push_back({row, "unlimited", "-", Fixed(rate * 1e6, 0), "100.0", "-", "-", "-",
+                        Fixed(rate, 2), Fixed(1000.0 / rate, 1)});
   report
       .AddMetric("subscribers." + std::to_string(kPerType) + ".throughput_mps", rate, "M msg/s",
                  Better::kHigher)
@@ -181,6 +222,11 @@ void RunLoad(const Options& options, Report& report) {
   for (const auto& [name, rate] : rates) {
     Progress(std::string("load ") + name);
     const LoadResult r = Load(options, rate);
+    if (!r.not_finished.empty()) {
+      table.rows.push_back({name, "-", "-", "not finished", "-", "-", "-", "-", "-", "-"});
+      ReportNotFinished("load", name, true, r.not_finished, &table);
+      continue;
+    }
     if (r.latency.negative != 0) {
       skewed += (skewed.empty() ? "" : ", ") + std::string(name) + " " +
                 WithThousands(r.latency.negative);
@@ -241,6 +287,23 @@ void RunPayloadSizes(const Options& options, Report& report) {
   table.notes = {
       "One producer (PublishWithPriority, HIGH, retried when refused) and one consumer "
       "(ProcessBatch, one subscriber); first publish to last dispatch."};
+  report.tables.push_back(table);
+}
+
+// Self-test of the row deadlines (run only when named): a Sluice row that
+// cannot make progress (its bus is closed, so every publish is refused)
+// must be reported as not finished and fail the run.
+void RunStuckSluice(const Options& options, Report& report) {
+  Table table;
+  table.id = "selftest-sluice";
+  table.title = "Self-test: a Sluice row whose bus refuses every publish (closed)";
+  table.columns = {"bus", "M msg/s"};
+  auto bus = std::make_unique<AsyncBus<std::variant<Sample<24>>, 131072, ProducerModel::kMulti>>();
+  bus->Close();
+  std::string why;
+  const double rate = EndToEnd<ProducerModel::kMulti, Sample<24>>(options, *bus, 100000, &why);
+  table.rows.push_back({"MPSC, closed", why.empty() ? Fixed(rate, 2) : "not finished"});
+  if (!why.empty()) ReportNotFinished("selftest-sluice", "MPSC, closed", true, why, &table);
   report.tables.push_back(table);
 }
 
