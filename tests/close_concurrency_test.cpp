@@ -14,6 +14,7 @@
 
 #include "sluice/extras/condition_variable_parker.hpp"
 #include "sluice/sluice.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -24,8 +25,13 @@ struct Item {
 using Payload = std::variant<Item>;
 using Bus = sluice::MpscBus<Payload, 256, sluice::SleepingConsumerTraits>;
 
+// Count: 20 rounds, each one Close racing three producers mid-publish (and
+// the consumer parked or dispatching), at 20 different depths of the stream
+// (1,000 to 10,500 messages admitted); the long tier repeats the 20 depths.
 TEST(CloseConcurrencyTest, EverythingAdmittedBeforeCloseIsDispatchedOnce) {
-  for (int round = 0; round < 20; ++round) {
+  const std::uint64_t rounds = sluice_test::StressCount(20);
+  sluice_test::StressProgress progress("close rounds", rounds);
+  for (std::uint64_t round = 0; round < rounds; ++round) {
     constexpr std::uint32_t kProducers = 3;
     std::vector<std::uint32_t> dispatched(kProducers, 0);  // consumer's
     bool in_order = true;
@@ -62,7 +68,7 @@ TEST(CloseConcurrencyTest, EverythingAdmittedBeforeCloseIsDispatchedOnce) {
         });
       }
       // Close mid-stream, at a different point each round.
-      while (total_admitted.load() < 1000u + 500u * static_cast<unsigned>(round)) {
+      while (total_admitted.load() < 1000u + 500u * static_cast<unsigned>(round % 20)) {
         std::this_thread::yield();
       }
       bus.Close();
@@ -77,6 +83,7 @@ TEST(CloseConcurrencyTest, EverythingAdmittedBeforeCloseIsDispatchedOnce) {
       EXPECT_EQ(after_close[p], 0u) << "admitted after Close returned";
     }
     EXPECT_TRUE(in_order);
+    progress.Step();
   }
 }
 

@@ -324,6 +324,50 @@ TEST(FreestandingHostTest, SnapshotDuringAResetNeverShowsProcessedAbovePublished
   g_stats_bus = nullptr;
 }
 
+// ---- Depth read by a consumer that preempts a publish.
+
+// A consumer interrupt after every instruction of a publish dispatches what
+// is readable and then reads the depth: it must never read more than the one
+// message the publish is adding (the SPSC ring once published the slot
+// before accounting for its claim, so a consumer could release past the
+// tail and read a negative depth, a full queue). Every instruction boundary
+// of the publish is tried, so the window cannot hide as it can from a
+// threaded test.
+template <typename Bus>
+struct DepthCheck {
+  static inline Bus* bus = nullptr;
+  static inline std::uint64_t bad_depths = 0;
+  static inline std::uint64_t bad_levels = 0;
+  static void ConsumeAndReadFromInterrupt() {
+    (void)bus->ProcessBatch();
+    if (bus->QueueDepth() > 1) ++bad_depths;
+    if (bus->GetBackpressureLevel() != sluice::BackpressureLevel::NORMAL) ++bad_levels;
+  }
+  static void Run() {
+    auto owned = std::make_unique<Bus>();
+    bus = owned.get();
+    bad_depths = 0;
+    bad_levels = 0;
+    std::uint64_t instructions = 0;
+    for (int i = 0; i < 3; ++i) {
+      instructions += RunWithAnInterruptAtEveryInstruction(
+          &ConsumeAndReadFromInterrupt, [] { ASSERT_TRUE(bus->Publish(MotorCmd{1})); });
+      (void)bus->ProcessBatch();
+    }
+    EXPECT_GT(instructions, 0u);
+    EXPECT_EQ(bad_depths, 0u) << "a consumer read a depth above the one message in flight";
+    EXPECT_EQ(bad_levels, 0u) << "a consumer read a nearly empty queue as full";
+    bus = nullptr;
+  }
+};
+
+TEST(FreestandingHostTest, ConsumerPreemptingAnSpscPublishNeverReadsItFull) {
+  DepthCheck<sluice::SpscBus<BasicPayload, 1024>>::Run();
+}
+TEST(FreestandingHostTest, ConsumerPreemptingAnMpscPublishNeverReadsItFull) {
+  DepthCheck<sluice::MpscBus<BasicPayload, 1024>>::Run();
+}
+
 #else
 TEST(FreestandingHostTest, NeedsSingleStepping) {
   GTEST_SKIP() << "single-stepping needs x86-64 Linux (and no ThreadSanitizer)";

@@ -39,6 +39,8 @@ namespace {
 using sluice::MessagePriority;
 using sluice::ProducerModel;
 
+// The message counts below are a tenth under ThreadSanitizer, some ten
+// times slower; SLUICE_STRESS_SCALE multiplies every count (StressCount).
 #if defined(__SANITIZE_THREAD__)
 constexpr std::uint32_t kScale = 1;
 #else
@@ -66,12 +68,16 @@ struct PriorityTraits : Base {
 };
 
 using sluice_test::ProgressWatch;
+using sluice_test::StressCount;
+using sluice_test::StressProgress;
 
 // Consumer-side bookkeeping: exactly once and in order per producer within
-// each priority, and every message id recorded by producer and index.
+// each priority, and every message id recorded by producer and index. Steps
+// `progress`, if given, per message.
 class DeliveryLog {
  public:
-  explicit DeliveryLog(std::uint32_t producers) : next_seq_(producers), ids_(producers) {}
+  explicit DeliveryLog(std::uint32_t producers, StressProgress* progress = nullptr)
+      : next_seq_(producers), ids_(producers), progress_(progress) {}
 
   void Receive(const Tagged& message, const sluice::MessageHeader& header) {
     const auto p = static_cast<std::size_t>(header.priority);
@@ -84,6 +90,7 @@ class DeliveryLog {
     if (id != kNone) ++violations_;  // twice
     id = header.msg_id;
     ++received_;
+    if (progress_ != nullptr) progress_->Step();
   }
 
   std::uint64_t received() const { return received_; }
@@ -116,6 +123,7 @@ class DeliveryLog {
   std::vector<std::vector<std::uint64_t>> ids_;
   std::uint64_t received_ = 0;
   std::uint64_t violations_ = 0;
+  StressProgress* progress_;
 };
 
 // Every Tagged message goes to `log`.
@@ -147,12 +155,19 @@ TYPED_TEST_SUITE(PriorityOrderConcurrencyTest, Setups, sluice_test::IndexNames);
 // Producers publish a pseudo-random mix of priorities, one by one and in
 // batches of up to four, retrying what is refused, and count the refused
 // messages; the consumer takes whatever is there.
+// Count: 20,000 messages per producer (2,000 under ThreadSanitizer) through
+// 64 slots: the three priorities' rings wrap hundreds of times, and
+// publishes and batches are refused (in part) and retried, each refusal
+// counted in the statistics that must add up: measured, 2,000 to 7,800 a
+// run with four producers, tens to hundreds with the single one.
 TYPED_TEST(PriorityOrderConcurrencyTest, ExactlyOnceInOrderPerProducerAndPriorityStatisticsAddUp) {
   using Bus = typename TypeParam::Bus;
   constexpr std::uint32_t kProducers = TypeParam::kProducers;
-  const std::uint32_t per_producer = 2000 * kScale;
+  const auto per_producer = static_cast<std::uint32_t>(StressCount(2000 * kScale));
   auto bus = std::make_unique<Bus>();
-  DeliveryLog log(kProducers);
+  StressProgress progress("priority-ordered messages dispatched",
+                          std::uint64_t{kProducers} * per_producer);
+  DeliveryLog log(kProducers, &progress);
   SubscribeLog(*bus, log);
   // Each producer's own counts, read after join.
   std::vector<std::array<std::uint64_t, kPriorities>> admitted(kProducers), refused(kProducers);
@@ -400,10 +415,18 @@ void RunHigherPrioritiesFirst() {
       Payload, 256,
       std::conditional_t<kLanes, LanedPriorityTraits<kInterval>, PriorityTraits<kInterval, 0>>>;
   constexpr std::uint32_t kHighProducer = 0, kMediumProducer = 1, kLowProducers = 2;
-  const std::uint32_t paced_count = 1000 * kScale;  // each of HIGH and MEDIUM
-  const std::uint32_t low_count = 3000 * kScale;    // each LOW producer
+  // Count: 10,000 HIGH and 10,000 MEDIUM (a tenth under ThreadSanitizer)
+  // against 2 x 30,000 LOW: every other HIGH and MEDIUM is published on the
+  // consumer's request inside a LOW callback, 10,000 certain cases of a
+  // higher priority published before a dispatch ended (5,000 of each
+  // counted in a measured run), besides those the free-running publishes
+  // make by chance.
+  const auto paced_count = static_cast<std::uint32_t>(StressCount(1000 * kScale));  // each
+  const auto low_count = static_cast<std::uint32_t>(StressCount(3000 * kScale));    // each LOW
   auto bus = std::make_unique<Bus>();
-  DeliveryLog log(2 + kLowProducers);
+  StressProgress progress("higher-first messages dispatched",
+                          2 * std::uint64_t{paced_count} + kLowProducers * low_count);
+  DeliveryLog log(2 + kLowProducers, &progress);
   Pacer high, medium;
   std::atomic<bool> stop_pacing{false};  // all LOW dispatched: no more handshakes
   HigherFirstCheck<kInterval> check(high, medium, stop_pacing, kLowProducers * low_count, log);
@@ -591,10 +614,15 @@ TEST(PriorityConcurrencyTest, StalledHighProducerHoldsLowerPriorities) {
 // Producers of every priority publish until the bus refuses them as closed;
 // the consumer dispatches until the bus is drained; another thread closes it
 // mid-stream and waits in Drain.
+// Count: 10 rounds, each one Close racing three producers of all priorities
+// mid-publish, at 10 different depths of the stream (500 to 3,200 messages
+// admitted); the long tier repeats the 10 depths.
 TEST(PriorityConcurrencyTest, CloseDuringPublishingDrainsEverythingAdmittedOnce) {
   using Bus = sluice::MpscBus<Payload, 64, PriorityTraits<1, 0>>;
   constexpr std::uint32_t kProducers = 3;
-  for (int round = 0; round < 10; ++round) {
+  const std::uint64_t rounds = StressCount(10);
+  StressProgress progress("priority close rounds", rounds);
+  for (std::uint64_t round = 0; round < rounds; ++round) {
     auto bus = std::make_unique<Bus>();
     DeliveryLog log(kProducers);
     SubscribeLog(*bus, log);
@@ -628,7 +656,7 @@ TEST(PriorityConcurrencyTest, CloseDuringPublishingDrainsEverythingAdmittedOnce)
       });
     }
     threads.emplace_back([&] {
-      while (total_admitted.load(std::memory_order_relaxed) < 500u + 300u * round) {
+      while (total_admitted.load(std::memory_order_relaxed) < 500u + 300u * (round % 10)) {
         std::this_thread::yield();
       }
       bus->Close();
@@ -664,15 +692,20 @@ TEST(PriorityConcurrencyTest, CloseDuringPublishingDrainsEverythingAdmittedOnce)
     EXPECT_EQ(stats.messages_processed, stats.messages_published);
     EXPECT_GE(stats.messages_refused_closed, kProducers);
     EXPECT_EQ(bus->QueueDepth(), 0u);
+    progress.Step();
   }
 }
 
 // SPSC: the producer thread itself closes, while the consumer dispatches.
+// Count: 30,000 messages (3,000 under ThreadSanitizer) through 64 slots
+// before the Close, so that it lands on a consumer busy with a full queue
+// of all three priorities, their rings having wrapped hundreds of times.
 TEST(PriorityConcurrencyTest, SingleProducerClosesWhileTheConsumerDispatches) {
   using Bus = sluice::SpscBus<Payload, 64, PriorityTraits<1, 0>>;
-  const std::uint32_t before_close = 3000 * kScale;
+  const auto before_close = static_cast<std::uint32_t>(StressCount(3000 * kScale));
   auto bus = std::make_unique<Bus>();
-  DeliveryLog log(1);
+  StressProgress progress("SPSC priority messages dispatched", before_close);
+  DeliveryLog log(1, &progress);
   SubscribeLog(*bus, log);
   std::array<std::uint32_t, kPriorities> admitted{};
   std::uint32_t refused_after_close = 0;
@@ -738,12 +771,17 @@ TYPED_TEST_SUITE(PriorityPublishBlockingTest, ParkerTraits, sluice_test::IndexNa
 // so producers wait for room over and over and the consumer for messages.
 // Every call is admitted (a lost wake-up shows as kTimedOut after
 // kPatience), every message is dispatched once and in order per producer.
+// Count: 6 x 3,000 blocking publishes (a tenth under ThreadSanitizer)
+// through 16 slots taken one at a time: producers wait for room and the
+// consumer for a message over and over, and each wait a wake must end.
 TYPED_TEST(PriorityPublishBlockingTest, EveryBlockingPublishIsAdmittedAndDispatchedOnce) {
   using Bus = sluice::MpscBus<Payload, 16, TypeParam>;
   constexpr std::uint32_t kProducers = 6;
-  const std::uint32_t per_producer = 300 * kScale;
+  const auto per_producer = static_cast<std::uint32_t>(StressCount(300 * kScale));
   auto bus = std::make_unique<Bus>();
-  DeliveryLog log(kProducers);
+  StressProgress progress("blocking priority publishes dispatched",
+                          std::uint64_t{kProducers} * per_producer);
+  DeliveryLog log(kProducers, &progress);
   SubscribeLog(*bus, log);
   std::vector<std::uint32_t> not_admitted(kProducers, 0);
   // The producers start together once all exist, to contend from the first

@@ -27,6 +27,8 @@ namespace {
 
 using sluice::MessagePriority;
 
+// The counts below are a tenth under ThreadSanitizer, some ten times
+// slower; SLUICE_STRESS_SCALE multiplies them all (StressCount).
 #if defined(__SANITIZE_THREAD__)
 constexpr std::uint32_t kScale = 1;
 #else
@@ -56,6 +58,8 @@ struct OrderedMembarrierLanes : OrderedLanes {
 };
 
 using sluice_test::ProgressWatch;
+using sluice_test::StressCount;
+using sluice_test::StressProgress;
 
 template <typename Bus>
 class ProducerLaneConcurrencyTest : public ::testing::Test {};
@@ -75,11 +79,16 @@ constexpr std::uint32_t kSharedProducers =
 // producer's messages of one registration (or all of a shared producer's)
 // arrive in publish order. Priorities vary, so on the priority-ordered bus
 // the order is checked per priority.
+// Count: 20,000 messages per producer in stretches of 97: each lane
+// producer hands its lane back and registers again some 200 times, with
+// shared producers publishing beside them through 64 slots; four producers
+// for three lanes, so registrations are refused and retried too (150 to
+// 1,300 times in a measured run).
 TYPED_TEST(ProducerLaneConcurrencyTest, ExactlyOnceAndInOrderPerProducerWhileLanesChangeHands) {
   using Bus = TypeParam;
   constexpr std::uint32_t kLaneProducers = 4;  // one more than the lanes
   const std::uint32_t shared_producers = kSharedProducers<Bus>;
-  const std::uint32_t per_producer = 2000 * kScale;
+  const auto per_producer = static_cast<std::uint32_t>(StressCount(2000 * kScale));
   constexpr std::uint32_t kStretch = 97;  // messages per registration
   auto bus = std::make_unique<Bus>();
   const std::uint32_t producers = kLaneProducers + shared_producers;
@@ -127,6 +136,7 @@ TYPED_TEST(ProducerLaneConcurrencyTest, ExactlyOnceAndInOrderPerProducerWhileLan
     });
   }
   const std::uint64_t total = std::uint64_t{producers} * per_producer;
+  StressProgress progress("lane and shared messages dispatched", total);
   // Messages of one lane producer's two registrations can interleave (the
   // old lane may still hold some when the new one is taken), so order is
   // checked within each registration (epoch) and priority.
@@ -142,6 +152,7 @@ TYPED_TEST(ProducerLaneConcurrencyTest, ExactlyOnceAndInOrderPerProducerWhileLan
     // A lane message names its lane; a shared one names none.
     if ((header.lane == 0) != (message.producer >= kLaneProducers)) ++violations;
     ++received;
+    progress.Step();
   };
   ProgressWatch watch;
   while (received < total) {
@@ -172,12 +183,17 @@ TYPED_TEST(ProducerLaneConcurrencyTest, ExactlyOnceAndInOrderPerProducerWhileLan
 // returned true must have been dispatched by then (a lane publish admitted
 // after the drained verdict would be lost), and nothing comes after it.
 // Repeated, so that Close lands at many points of the publishes.
+// Count: 100 rounds (10 under ThreadSanitizer), each one Close racing three
+// lane producers mid-publish after 0 to 6 yields of the closer: each round
+// one chance for a lane publish to be admitted on one side of the
+// handshake and judged on the other.
 TYPED_TEST(ProducerLaneConcurrencyTest,
            WhenIsDrainedSaysTrueEveryAdmittedLanePublishWasDispatched) {
   using Bus = TypeParam;
   constexpr std::uint32_t kProducers = 3;
-  const std::uint32_t rounds = 10 * kScale;
-  for (std::uint32_t round = 0; round < rounds; ++round) {
+  const std::uint64_t rounds = StressCount(10 * kScale);
+  StressProgress progress("lane close rounds", rounds);
+  for (std::uint64_t round = 0; round < rounds; ++round) {
     auto bus = std::make_unique<Bus>();
     std::vector<typename Bus::Producer> lanes;
     lanes.reserve(kProducers);
@@ -206,7 +222,7 @@ TYPED_TEST(ProducerLaneConcurrencyTest,
     // Some publishes first, then Close from another thread mid-stream.
     while (started.load(std::memory_order_relaxed) < kProducers) std::this_thread::yield();
     std::thread closer([&] {
-      for (std::uint32_t i = 0; i < round % 7; ++i) std::this_thread::yield();
+      for (std::uint64_t i = 0; i < round % 7; ++i) std::this_thread::yield();
       bus->Close();
     });
     ProgressWatch watch;
@@ -221,16 +237,21 @@ TYPED_TEST(ProducerLaneConcurrencyTest,
     EXPECT_EQ(bus->ProcessBatchWith([&](const Tagged&) { ++dispatched; }), 0u) << "round " << round;
     ASSERT_EQ(at_verdict, admitted.load(std::memory_order_relaxed)) << "round " << round;
     EXPECT_EQ(bus->GetStatistics().messages_published, at_verdict);
+    progress.Step();
   }
 }
 
 // Threads race to register and unregister; a lane is never held by two at
 // once (each holder marks it and checks that no one else had), and the
 // messages published meanwhile all arrive.
+// Count: 3,100 registrations per thread (400 under ThreadSanitizer), five
+// threads for three lanes: some 15,500 registrations racing each other and
+// the hand-backs, each a chance for one free lane to be given to two.
 TYPED_TEST(ProducerLaneConcurrencyTest, ALaneIsNeverHeldByTwoProducers) {
   using Bus = TypeParam;
   constexpr std::uint32_t kThreads = 5;
-  const std::uint32_t per_thread = 3000 * kScale / 10 + 100;
+  const auto per_thread = static_cast<std::uint32_t>(StressCount(3000 * kScale / 10 + 100));
+  StressProgress progress("lane registrations, thread 0", per_thread);
   auto bus = std::make_unique<Bus>();
   std::atomic<std::uint32_t> holder[FifoLanes::kMaxProducerLanes + 1] = {};
   std::atomic<std::uint64_t> doubles{0};
@@ -241,6 +262,7 @@ TYPED_TEST(ProducerLaneConcurrencyTest, ALaneIsNeverHeldByTwoProducers) {
   for (std::uint32_t t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (std::uint32_t i = 0; i < per_thread; ++i) {
+        if (t == 0) progress.Step();
         typename Bus::Producer lane = bus->RegisterProducer();
         if (!lane) continue;
         if (holder[lane.Lane()].exchange(t + 1, std::memory_order_relaxed) != 0) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sluice/detail/ring.hpp"
+#include "test_support.hpp"
 
 namespace sluice_test {
 namespace {
@@ -26,17 +27,26 @@ struct Item {
   Position position;  // what TryClaim returned, written by the producer
 };
 
+constexpr std::size_t kCapacity = 16;
+constexpr std::uint32_t kProducers = 3;
+
+// Count: 3 x 20,000 claims through 16 slots, so the ring wraps some 3,750
+// times; every claim races two other producers for the position, and the
+// limit below the capacity makes producers refresh their shared cache over
+// and over: tens of thousands of chances for a position claimed twice or
+// skipped, or a slot read before its publication.
+std::uint32_t PerProducer() { return static_cast<std::uint32_t>(sluice_test::StressCount(20000)); }
+
 template <SlotStorage kStorage>
-void RunProducers(Position first_position) {
-  constexpr std::size_t kCapacity = 16;
-  constexpr std::uint32_t kProducers = 3;
-  constexpr std::uint32_t kPerProducer = 20000;
+void RunProducers(const char* what, Position first_position) {
+  const std::uint32_t kPerProducer = PerProducer();
+  sluice_test::StressProgress progress(what, std::uint64_t{kProducers} * kPerProducer);
   sluice::detail::Ring<Item, kCapacity, ProducerModel::kMulti, kStorage> ring(first_position);
 
   std::atomic<bool> go{false};
   std::vector<std::thread> producers;
   for (std::uint32_t p = 0; p < kProducers; ++p) {
-    producers.emplace_back([&ring, &go, p] {
+    producers.emplace_back([&ring, &go, kPerProducer, p] {
       while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
       for (std::uint32_t i = 0; i < kPerProducer;) {
         Position position = 0;
@@ -71,6 +81,7 @@ void RunProducers(Position first_position) {
     ++expected_position;
     ring.PopFront();
     ++popped;
+    progress.Step();
   }
   for (std::thread& t : producers) t.join();
   EXPECT_EQ(ring.TryFront(), nullptr);
@@ -79,12 +90,14 @@ void RunProducers(Position first_position) {
 }
 
 TEST(RingConcurrencyTest, ProducersRaceEveryPositionPoppedOnceInOrder) {
-  RunProducers<SlotStorage::kHeap>(0);
+  RunProducers<SlotStorage::kHeap>("ring positions popped", 0);
 }
 
 TEST(RingConcurrencyTest, ProducersRaceAcrossThePositionWrap) {
   // The wrap falls in the middle of the run.
-  RunProducers<SlotStorage::kInline>(std::numeric_limits<Position>::max() - 30000);
+  const Position half = static_cast<Position>(std::uint64_t{kProducers} * PerProducer() / 2);
+  RunProducers<SlotStorage::kInline>("ring positions popped across the wrap",
+                                     std::numeric_limits<Position>::max() - half);
 }
 
 }  // namespace
