@@ -143,10 +143,10 @@ int main(int argc, char** argv) {
   double row_deadline = 0;
   bool list = false;
   std::string from_json;
-  app.add_option(
-         "--suite", suite,
-         "quick (default, under 2 minutes), standard (the reference's counts), smoke, or soak "
-         "(exactly-once check for --duration seconds)")
+  app.add_option("--suite", suite,
+                 "quick (default, about a minute on 2 cores), standard (the reference's counts), "
+                 "smoke, or soak "
+                 "(exactly-once check for --duration seconds)")
       ->check(CLI::IsMember({"smoke", "quick", "standard", "soak"}));
   app.add_option("--only", only, "comma-separated tables to run (see --list)");
   // Bounded so the tick counts cannot overflow and a typo cannot start a run of centuries.
