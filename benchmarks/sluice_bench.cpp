@@ -141,6 +141,7 @@ int main(int argc, char** argv) {
   std::string json_path, compare_path, html_path, markdown_path;
   double noise_band = 5.0;
   double row_deadline = 0;
+  double watchdog_grace = bench::kDefaultWatchdogGraceSeconds;
   bool list = false;
   std::string from_json;
   app.add_option("--suite", suite,
@@ -170,6 +171,10 @@ int main(int argc, char** argv) {
                  "cap every row's deadline at this many seconds (0.1 to 86400; by default a row "
                  "gets 5 s plus 1 s per 100,000 messages, or three times its length): a row that "
                  "does not finish in time is reported as not finished")
+      ->check(FiniteIn(0.1, 86400));
+  app.add_option("--watchdog-grace", watchdog_grace,
+                 "seconds a row may run past its deadline before the watchdog ends the run "
+                 "(0.1 to 86400; default 10, or the row's own deadline if longer)")
       ->check(FiniteIn(0.1, 86400));
   app.add_option("--json", json_path, "write every figure to this JSON file");
   app.add_option("--compare", compare_path, "compare with a baseline JSON; exit 1 on a regression");
@@ -250,7 +255,7 @@ int main(int argc, char** argv) {
 
   const auto run_start = std::chrono::steady_clock::now();
   // No run can hang: a row past its deadline by far ends the process.
-  bench::StartWatchdog();
+  bench::StartWatchdog(watchdog_grace);
   // The bus clock calibrates itself about 10 ms after its first reading: take
   // that reading now, so the 20 ms calibration below covers the wait and no
   // table measures the uncalibrated start.

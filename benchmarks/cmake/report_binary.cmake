@@ -165,7 +165,7 @@ if(SLUICE_BUILD_TESTS)
   # No row can hang (harness/deadline.hpp). A peer row that cannot make
   # progress ends at its deadline as "not finished" and the run succeeds; a
   # Sluice row that cannot fails the run; a row stuck in a call that cannot
-  # poll its deadline is ended by the watchdog (deadline + 10 s), exit 3.
+  # poll its deadline is ended by the watchdog (here deadline + 1 s), exit 3.
   sluice_bench_expect(bench_unfinished_peer_row_is_reported 0
     ARGS --only selftest-peer --row-deadline 1
     EXPECT "a peer that refuses every push +not finished.*Not finished: .*retried a full queue until the 1 s deadline.*does not fail the run")
@@ -173,7 +173,7 @@ if(SLUICE_BUILD_TESTS)
     ARGS --only selftest-sluice --row-deadline 1
     EXPECT "MPSC, closed +not finished.*measurement failed: selftest-sluice: MPSC, closed did not finish")
   sluice_bench_expect(bench_watchdog_ends_a_stuck_row 3
-    ARGS --only selftest-blocking --row-deadline 1
+    ARGS --only selftest-blocking --row-deadline 1 --watchdog-grace 1
     EXPECT "watchdog: the row 'peers: end to end' is still running .* past its 1 s deadline")
   # The band is a finite percentage.
   sluice_bench_expect(bench_rejects_nan_noise_band 2

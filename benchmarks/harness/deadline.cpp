@@ -90,17 +90,15 @@ std::string RowDeadline::Why() const {
 
 std::string RowDeadline::NotFinishedCell() const { return "not finished (" + Why() + ")"; }
 
-double WatchdogGraceSeconds(double row_seconds) { return std::max(10.0, row_seconds); }
-
-void StartWatchdog() {
+void StartWatchdog(double least_grace_seconds) {
   static std::once_flag started;
-  std::call_once(started, [] {
-    std::thread([] {
+  std::call_once(started, [least_grace_seconds] {
+    std::thread([least_grace_seconds] {
       for (;;) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         std::lock_guard<std::mutex> lock(WatchMutex());
         if (watched == nullptr) continue;
-        const double grace = WatchdogGraceSeconds(watched->Seconds());
+        const double grace = std::max(least_grace_seconds, watched->Seconds());
         const double over = std::chrono::duration<double>(SteadyClock::now() - watched_end).count();
         if (over < grace) continue;
         const std::string message =

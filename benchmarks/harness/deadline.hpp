@@ -81,13 +81,12 @@ bool WaitUntil(RowDeadline& deadline, const char* waiting, Done&& done) {
   return RetryUntil(deadline, waiting, done);
 }
 
-// The longest a row may outlive its deadline before the watchdog ends the
-// process: a row that polls its deadline ends within milliseconds of it.
-double WatchdogGraceSeconds(double row_seconds);
-
 // Starts the watchdog thread (once; later calls do nothing). When the
-// current row outlives its deadline by WatchdogGraceSeconds, it prints which
-// row and why to stdout and stderr and ends the process with exit status 3.
-void StartWatchdog();
+// current row outlives its deadline by its grace (the row's own deadline, at
+// least `least_grace_seconds`; a row that polls its deadline ends within
+// milliseconds of it, joins and shutdowns included), it prints which row and
+// why to stdout and stderr and ends the process with exit status 3.
+inline constexpr double kDefaultWatchdogGraceSeconds = 10;
+void StartWatchdog(double least_grace_seconds = kDefaultWatchdogGraceSeconds);
 
 }  // namespace sluice::bench
