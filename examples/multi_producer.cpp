@@ -33,16 +33,16 @@ int main() {
   });
   if (!handle.IsValid()) return 1;
 
-  std::vector<sluice::PublishStatus> failures(kProducers, sluice::PublishStatus::kAdmitted);
+  std::vector<sluice::PublishOutcome> failures(kProducers, sluice::PublishOutcome::kAdmitted);
   std::vector<std::thread> producers;
   for (std::uint32_t p = 0; p < kProducers; ++p) {
     producers.emplace_back([&bus, &failures, p] {
       for (std::uint64_t i = 0; i < kPerProducer; ++i) {
         // MEDIUM is refused at 80 % fill: wait (up to a second) for room.
-        const sluice::PublishStatus status = bus.PublishBlocking(
+        const sluice::PublishResult result = bus.PublishBlocking(
             Reading{p, i}, p, sluice::MessagePriority::MEDIUM, std::chrono::seconds(1));
-        if (status != sluice::PublishStatus::kAdmitted) {
-          failures[p] = status;
+        if (!result) {
+          failures[p] = result.Outcome();  // timed out, or closed
           return;
         }
       }
@@ -61,7 +61,7 @@ int main() {
   for (std::uint32_t p = 0; p < kProducers; ++p) {
     std::printf("producer %u: %llu messages received in order (%s)\n", p,
                 static_cast<unsigned long long>(next[p]), sluice::ToString(failures[p]));
-    ok = ok && next[p] == kPerProducer && failures[p] == sluice::PublishStatus::kAdmitted;
+    ok = ok && next[p] == kPerProducer && failures[p] == sluice::PublishOutcome::kAdmitted;
   }
   const sluice::BusStatisticsSnapshot stats = bus.GetStatistics();
   std::printf("published %llu, processed %llu, dropped %llu\n",

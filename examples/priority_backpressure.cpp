@@ -68,7 +68,8 @@ int main() {
   }
   const sluice::BackpressureLevel level = bus.GetBackpressureLevel();
   const double fill = bus.QueueUtilizationPercent();
-  const bool admitted = bus.PublishWithPriority(EmergencyStop{7}, 3, MessagePriority::HIGH);
+  const bool admitted =
+      bus.PublishWithPriority(EmergencyStop{7}, 3, MessagePriority::HIGH).IsAdmitted();
   std::printf("monitor: queue %.0f %% full, backpressure %s; emergency stop admitted: %s\n", fill,
               sluice::ToString(level), admitted ? "yes" : "no");
   consumer.join();  // ends when the stop is dispatched

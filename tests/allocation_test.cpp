@@ -188,7 +188,7 @@ TEST(AllocationTest, TheConsumerFreesAVectorPayloadPublishedOnAnotherThread) {
   std::thread producer([&] {
     std::vector<int> samples(100, 3);
     watched = samples.data();
-    admitted = bus->Publish(std::move(samples));
+    admitted = bus->Publish(std::move(samples)).IsAdmitted();
   });
   producer.join();
   ASSERT_TRUE(admitted);

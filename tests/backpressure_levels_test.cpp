@@ -160,7 +160,7 @@ TYPED_TEST(BackpressureLevelsTest, TheLevelTurnsWithTheMessageThatReachesTheThre
   EXPECT_FALSE(bus->PublishWithPriority(MotorCmd{0}, 0, MessagePriority::MEDIUM));
   // A batch refused in part: refused only at the limit, at CRITICAL.
   const MotorCmd more[2] = {MotorCmd{0}, MotorCmd{0}};
-  EXPECT_EQ(bus->PublishBatch(more, more + 2, 0, MessagePriority::MEDIUM), 0u);
+  EXPECT_EQ(bus->PublishBatch(more, more + 2, 0, MessagePriority::MEDIUM).AdmittedCount(), 0u);
   EXPECT_EQ(bus->GetBackpressureLevel(), BackpressureLevel::CRITICAL);
 }
 

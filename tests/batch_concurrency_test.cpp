@@ -80,7 +80,8 @@ TEST(BatchConcurrencyTest, BatchesFromSeveralProducersArriveWholeAndOnce) {
         auto first = batch.begin();
         while (first != batch.end()) {
           const std::size_t admitted =
-              bus.PublishBatch(first, batch.end(), p, sluice::MessagePriority::HIGH);
+              bus.PublishBatch(first, batch.end(), p, sluice::MessagePriority::HIGH)
+                  .AdmittedCount();
           if (admitted != 0) {
             calls[p].emplace_back(first->seq, static_cast<std::uint32_t>(admitted));
           }

@@ -122,7 +122,9 @@ TYPED_TEST(PublishBatchTest, AdmitsAWholeBatchInOrder) {
   TypeParam bus;
   std::vector<Reading> batch;
   for (std::uint32_t i = 0; i < 10; ++i) batch.push_back(Reading{i});
-  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 3, sluice::MessagePriority::HIGH), 10u);
+  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 3, sluice::MessagePriority::HIGH)
+                .AdmittedCount(),
+            10u);
   EXPECT_EQ(bus.GetStatistics().high_priority_published, 10u);
   ExpectBatchInOrder(bus, 10, 0);
 }
@@ -135,22 +137,25 @@ TYPED_TEST(PublishBatchTest, AdmitsAsManyAsFitAndCountsTheRestAsDropped) {
   std::array<Reading, 16> batch{};
   for (std::uint32_t i = 0; i < 16; ++i) batch[i] = Reading{i};
   const std::size_t admitted =
-      bus.PublishBatch(batch.begin(), batch.end(), 0, sluice::MessagePriority::LOW);
+      bus.PublishBatch(batch.begin(), batch.end(), 0, sluice::MessagePriority::LOW).AdmittedCount();
   EXPECT_EQ(admitted, limit - 1);
   EXPECT_EQ(bus.QueueDepth(), limit);
   const sluice::BusStatisticsSnapshot stats = bus.GetStatistics();
   EXPECT_EQ(stats.low_priority_published, limit - 1);
   EXPECT_EQ(stats.low_priority_dropped, 16 - (limit - 1));
   // At the limit: nothing more.
-  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0, sluice::MessagePriority::LOW), 0u);
+  EXPECT_EQ(
+      bus.PublishBatch(batch.begin(), batch.end(), 0, sluice::MessagePriority::LOW).AdmittedCount(),
+      0u);
 }
 
 TYPED_TEST(PublishBatchTest, AnEmptyRangeOrABadPriorityAdmitsNothing) {
   TypeParam bus;
   std::vector<Reading> none;
-  EXPECT_EQ(bus.PublishBatch(none.begin(), none.end(), 0), 0u);
+  EXPECT_EQ(bus.PublishBatch(none.begin(), none.end(), 0).AdmittedCount(), 0u);
   std::vector<Reading> some{{1}, {2}};
-  EXPECT_EQ(bus.PublishBatch(some.begin(), some.end(), 0, static_cast<sluice::MessagePriority>(3)),
+  EXPECT_EQ(bus.PublishBatch(some.begin(), some.end(), 0, static_cast<sluice::MessagePriority>(3))
+                .AdmittedCount(),
             0u);
   EXPECT_EQ(bus.GetStatistics().messages_rejected, 1u);
   EXPECT_EQ(bus.QueueDepth(), 0u);
@@ -161,8 +166,53 @@ TYPED_TEST(PublishBatchTest, ABatchLargerThanTheRingIsCutAtTheThreshold) {
   std::vector<Reading> batch;
   for (std::uint32_t i = 0; i < 40; ++i) batch.push_back(Reading{i});
   const auto limit = sluice::FillLimit(bus.GetAdmissionThresholds().high_percent, 16);
-  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0, sluice::MessagePriority::HIGH), limit);
+  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0, sluice::MessagePriority::HIGH)
+                .AdmittedCount(),
+            limit);
   ExpectBatchInOrder(bus, static_cast<std::uint32_t>(limit), 0);
+}
+
+// Every message of a batch is admitted or counted: attempts = published +
+// dropped, also for a batch split into several runs (it is longer than the
+// ring). Before, only the first run's refused part was counted.
+TYPED_TEST(PublishBatchTest, ABatchLongerThanTheRingCountsEveryRefusal) {
+  TypeParam bus;
+  std::vector<Reading> batch;
+  for (std::uint32_t i = 0; i < 53; ++i) batch.push_back(Reading{i});
+  const auto limit = sluice::FillLimit(bus.GetAdmissionThresholds().low_percent, 16);
+  const sluice::PublishResult result =
+      bus.PublishBatch(batch.begin(), batch.end(), 0, sluice::MessagePriority::LOW);
+  EXPECT_EQ(result.AdmittedCount(), limit);
+  EXPECT_EQ(result.Outcome(), sluice::PublishOutcome::kRefusedFull);
+  EXPECT_EQ(result.Priority(), sluice::MessagePriority::LOW);
+  EXPECT_FALSE(result);
+  const sluice::BusStatisticsSnapshot stats = bus.GetStatistics();
+  EXPECT_EQ(stats.low_priority_published, limit);
+  EXPECT_EQ(stats.low_priority_dropped, 53 - limit);
+  EXPECT_EQ(stats.messages_published + stats.messages_dropped, 53u);
+}
+
+TYPED_TEST(PublishBatchTest, OnAClosedBusEveryMessageIsCountedAsRefusedClosed) {
+  TypeParam bus;
+  bus.Close();
+  std::vector<Reading> batch;
+  for (std::uint32_t i = 0; i < 53; ++i) batch.push_back(Reading{i});
+  const sluice::PublishResult result =
+      bus.PublishBatch(batch.begin(), batch.end(), 0, sluice::MessagePriority::LOW);
+  EXPECT_EQ(result.AdmittedCount(), 0u);
+  EXPECT_EQ(result.Outcome(), sluice::PublishOutcome::kClosed);
+  EXPECT_EQ(bus.GetStatistics().messages_refused_closed, 53u);
+  EXPECT_EQ(bus.GetStatistics().messages_dropped, 0u);
+}
+
+TYPED_TEST(PublishBatchTest, AWholeBatchIsAdmittedWithItsCount) {
+  TypeParam bus;
+  std::vector<Reading> batch{{1}, {2}, {3}};
+  const sluice::PublishResult result =
+      bus.PublishBatch(batch.begin(), batch.end(), 0, sluice::MessagePriority::HIGH);
+  EXPECT_TRUE(result);
+  EXPECT_EQ(result.Outcome(), sluice::PublishOutcome::kAdmitted);
+  EXPECT_EQ(result.AdmittedCount(), 3u);
 }
 
 #if SLUICE_HAS_EXCEPTIONS
@@ -174,7 +224,7 @@ TYPED_TEST(PublishBatchTest, StopsAtAValuelessVariantAndRejectsIt) {
   } catch (const std::runtime_error&) {
   }
   ASSERT_TRUE(batch[2].valueless_by_exception());
-  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0), 2u);
+  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0).AdmittedCount(), 2u);
   EXPECT_EQ(bus.GetStatistics().messages_rejected, 1u);
   EXPECT_EQ(bus.QueueDepth(), 2u);
 }

@@ -36,7 +36,7 @@ TYPED_TEST(CloseTest, AClosedBusRefusesEveryPublishAndCountsIt) {
   EXPECT_FALSE(bus.PublishFast(Reading{4}, 0, 1));
   EXPECT_FALSE(bus.template Emplace<Reading>(0, sluice::MessagePriority::HIGH, 5u));
   std::vector<Reading> batch{{6}, {7}, {8}};
-  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0), 0u);
+  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0).AdmittedCount(), 0u);
   // Every mode counts it, and it is neither dropped nor attempted.
   bus.SetPerformanceMode(sluice::PerformanceMode::BARE_METAL);
   EXPECT_FALSE(bus.Publish(Reading{9}));

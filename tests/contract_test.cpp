@@ -190,7 +190,7 @@ void ExpectNoRefusalWithFreedSlots() {
   ASSERT_TRUE(bus->template Subscribe<MotorCmd>([&](const MotorCmd& m) {
                    if (m.speed != 1) return;
                    // Messages before this one have been dispatched and destroyed.
-                   if (++seen == 251) admitted = bus->Publish(MotorCmd{3});
+                   if (++seen == 251) admitted = bus->Publish(MotorCmd{3}).IsAdmitted();
                  })
                   .IsValid());
   bus->ProcessBatch();

@@ -379,6 +379,64 @@ TEST(FreestandingHostTest, ConsumerPreemptingAnMpscPublishNeverReadsItFull) {
   DepthCheck<sluice::MpscBus<BasicPayload, 1024>>::Run();
 }
 
+// ---- Close from an interrupt that preempts a Close.
+
+// A Close that preempts another one (an interrupt, a signal handler on the
+// same thread) must return without waiting for it (the preempted one cannot
+// run until the interrupt returns), and once it has returned the bus is
+// closed: IsClosed() and every publish refused. Tried at every instruction
+// of the preempted Close, each on a fresh bus. Before, the second Close
+// waited for the first to finish: a deadlock at any instruction between the
+// first one's claim of the close and its publication.
+template <typename Bus>
+struct NestedClose {
+  static inline Bus* bus = nullptr;
+  static inline std::uint64_t interrupts = 0;
+  static inline std::uint64_t not_closed = 0;
+  static inline std::uint64_t admitted_after_close = 0;
+  static void CloseFromInterrupt() {
+    ++interrupts;
+    bus->Close();
+    if (!bus->IsClosed()) ++not_closed;
+    if (bus->Publish(MotorCmd{1}).Outcome() != sluice::PublishOutcome::kClosed) {
+      ++admitted_after_close;
+    }
+  }
+  static void Run() {
+    interrupts = not_closed = admitted_after_close = 0;
+    auto counting = std::make_unique<Bus>();
+    bus = counting.get();
+    ASSERT_TRUE(bus->Publish(MotorCmd{0}));
+    const std::uint64_t instructions = RunWithAnInterruptAtEveryInstruction(
+        +[] {}, [] { bus->Close(); });
+    ASSERT_GT(instructions, 0u);
+    g_action = &CloseFromInterrupt;
+    for (std::uint64_t step = 1; step <= instructions; ++step) {
+      auto fresh = std::make_unique<Bus>();
+      bus = fresh.get();
+      ASSERT_TRUE(bus->Publish(MotorCmd{0}));
+      g_fire_at_step = step;
+      RunWithAnInterruptAtEveryInstruction(&FireOnce, [] { bus->Close(); });
+      EXPECT_TRUE(bus->IsClosed());
+      EXPECT_EQ(bus->Publish(MotorCmd{2}).Outcome(), sluice::PublishOutcome::kClosed);
+      // What was admitted before the close is still there, once.
+      EXPECT_EQ(bus->ProcessBatchWith([](const auto&) {}), 1u);
+      EXPECT_TRUE(bus->IsDrained());
+    }
+    EXPECT_EQ(interrupts, instructions);
+    EXPECT_EQ(not_closed, 0u) << "a Close returned while the bus was not yet closed";
+    EXPECT_EQ(admitted_after_close, 0u) << "a publish after a returned Close was admitted";
+    bus = nullptr;
+  }
+};
+
+TEST(FreestandingHostTest, ACloseThatPreemptsACloseReturnsWithTheBusClosedMpsc) {
+  NestedClose<sluice::MpscBus<BasicPayload, 64>>::Run();
+}
+TEST(FreestandingHostTest, ACloseThatPreemptsACloseReturnsWithTheBusClosedSpsc) {
+  NestedClose<sluice::SpscBus<BasicPayload, 64>>::Run();
+}
+
 #else
 TEST(FreestandingHostTest, NeedsSingleStepping) {
   GTEST_SKIP() << "single-stepping needs x86-64 Linux and a build without a sanitizer";

@@ -32,11 +32,12 @@ void Exercise() {
   int sum = 0;
   const auto handle = bus.template Subscribe<Reading>([&](const Reading& r) { sum += r.value; });
   Check(handle.IsValid(), "subscribe");
-  for (int i = 1; i <= 10; ++i) Check(bus.Publish(Reading{i}), "publish");
-  Check(bus.PublishWithPriority(Command{1}, 0, sluice::MessagePriority::HIGH), "priority");
+  for (int i = 1; i <= 10; ++i) Check(bus.Publish(Reading{i}).IsAdmitted(), "publish");
+  Check(bus.PublishWithPriority(Command{1}, 0, sluice::MessagePriority::HIGH).IsAdmitted(),
+        "priority");
   Check(bus.ProcessBatch() == 11, "process batch");
   Check(sum == 55, "callback sum");
-  Check(bus.Publish(Command{2}), "publish command");
+  Check(bus.Publish(Command{2}).IsAdmitted(), "publish command");
   int commands = 0;
   bus.ProcessBatchWith([&](const auto& m) {
     if constexpr (std::is_same_v<std::decay_t<decltype(m)>, Command>) ++commands;

@@ -198,7 +198,8 @@ TYPED_TEST(PriorityOrderConcurrencyTest, ExactlyOnceInOrderPerProducerAndPriorit
             now = bus->PublishWithPriority(batch[sent], producer, priority) ? 1 : 0;
           } else {
             now = bus->PublishBatch(batch.begin() + static_cast<std::ptrdiff_t>(sent), batch.end(),
-                                    producer, priority);
+                                    producer, priority)
+                      .AdmittedCount();
           }
           refused[producer][p] += batch.size() - sent - now;
           admitted[producer][p] += now;
@@ -400,9 +401,9 @@ struct PublishTarget {
   }
   bool Publish(const Tagged& message, std::uint32_t sender, MessagePriority priority) {
     if constexpr (kLanes) {
-      return producer.PublishWithPriority(message, sender, priority);
+      return producer.PublishWithPriority(message, sender, priority).IsAdmitted();
     } else {
-      return bus->PublishWithPriority(message, sender, priority);
+      return bus->PublishWithPriority(message, sender, priority).IsAdmitted();
     }
   }
   Bus* bus;
@@ -587,7 +588,7 @@ TEST(PriorityConcurrencyTest, StalledHighProducerHoldsLowerPriorities) {
     // The flags' release/acquire pairs order the test's steps; the bus's own
     // synchronisation carries the message.
     stalled_admitted.store(
-        bus->PublishWithPriority(Stalling(&entered, &gate), 1, MessagePriority::HIGH),
+        bus->PublishWithPriority(Stalling(&entered, &gate), 1, MessagePriority::HIGH).IsAdmitted(),
         std::memory_order_release);
   });
   while (!entered.load(std::memory_order_acquire)) std::this_thread::yield();
@@ -795,7 +796,7 @@ TYPED_TEST(PriorityPublishBlockingTest, EveryBlockingPublishIsAdmittedAndDispatc
       while (!go.load()) std::this_thread::yield();
       for (std::uint32_t i = 0; i < per_producer; ++i) {
         if (bus->PublishBlocking(Tagged{producer, i, i}, producer, priority, kPatience) !=
-            sluice::PublishStatus::kAdmitted) {
+            sluice::PublishOutcome::kAdmitted) {
           ++not_admitted[producer];
           return;
         }

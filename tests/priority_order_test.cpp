@@ -451,7 +451,8 @@ TYPED_TEST(PriorityOrderTest, MessageIdsFollowAdmissionOrderNotDispatchOrder) {
   }
   EXPECT_FALSE(bus.PublishWithPriority(Item{99}, 0, MessagePriority::LOW));
   const std::vector<Item> batch{{20}, {21}};
-  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0, MessagePriority::HIGH), 2u);
+  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0, MessagePriority::HIGH).AdmittedCount(),
+            2u);
   recorder.seen.clear();
   recorder.ids.clear();
   EXPECT_EQ(bus.ProcessBatch(3), 3u);
@@ -471,7 +472,8 @@ TYPED_TEST(PriorityOrderTest, AClosedBusIsDrainedOnlyOnceEveryPriorityIsDispatch
   EXPECT_FALSE(bus.PublishWithPriority(Item{9}, 0, MessagePriority::LOW));
   EXPECT_FALSE(bus.template Emplace<Built>(0, MessagePriority::HIGH, 9u));
   const std::vector<Item> batch{{7}, {8}};
-  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0, MessagePriority::HIGH), 0u);
+  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0, MessagePriority::HIGH).AdmittedCount(),
+            0u);
   EXPECT_EQ(bus.GetStatistics().messages_refused_closed, 6u);
   EXPECT_EQ(bus.GetStatistics().messages_dropped, 0u);
   EXPECT_EQ(bus.QueueDepth(), 4u);
@@ -493,11 +495,13 @@ TYPED_TEST(PriorityOrderTest, PublishBatchAdmitsUpToItsPrioritysThresholdAndKeep
   typename TypeParam::template Bus<> bus;
   PublishAll(bus, "H0 H1 H2 H3 H4 H5 H6");
   const std::vector<Item> lows{{100}, {101}, {102}, {103}, {104}};
-  EXPECT_EQ(bus.PublishBatch(lows.begin(), lows.end(), 3, MessagePriority::LOW), 3u);
+  EXPECT_EQ(bus.PublishBatch(lows.begin(), lows.end(), 3, MessagePriority::LOW).AdmittedCount(),
+            3u);
   EXPECT_EQ(bus.QueueDepth(), kLowLimit);
   std::vector<Item> highs;
   for (std::uint32_t i = 200; i < 208; ++i) highs.push_back(Item{i});
-  EXPECT_EQ(bus.PublishBatch(highs.begin(), highs.end(), 3, MessagePriority::HIGH), 6u);
+  EXPECT_EQ(bus.PublishBatch(highs.begin(), highs.end(), 3, MessagePriority::HIGH).AdmittedCount(),
+            6u);
   EXPECT_EQ(bus.QueueDepth(), kHighLimit);
   const sluice::BusStatisticsSnapshot stats = bus.GetStatistics();
   EXPECT_EQ(stats.low_priority_published, 3u);
@@ -516,7 +520,8 @@ TYPED_TEST(PriorityOrderTest, EveryPublishCallIsOrderedByItsPriority) {
   ASSERT_TRUE(bus.PublishFast(Item{3}, 0, 42, MessagePriority::HIGH));
   ASSERT_TRUE(bus.PublishFast(Built{4}, 0, 43, MessagePriority::LOW));
   const std::vector<Payload> batch{Item{5}, Built{6}};
-  ASSERT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0, MessagePriority::HIGH), 2u);
+  ASSERT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0, MessagePriority::HIGH).AdmittedCount(),
+            2u);
   std::vector<std::string> seen;
   std::vector<std::uint64_t> stamps;
   EXPECT_EQ(bus.ProcessBatchWith([&](const sluice::MessageEnvelope<Payload>& envelope) {
@@ -536,7 +541,7 @@ TYPED_TEST(PriorityOrderTest, AnUnknownPriorityIsRejectedByEveryPublishCall) {
   EXPECT_FALSE(bus.PublishFast(Item{0}, 0, 1, bad));
   EXPECT_FALSE(bus.template Emplace<Built>(0, bad, 0u));
   const std::vector<Item> batch{{0}};
-  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0, bad), 0u);
+  EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0, bad).AdmittedCount(), 0u);
   EXPECT_EQ(bus.GetStatistics().messages_rejected, 4u);
   EXPECT_EQ(bus.QueueDepth(), 0u);
   EXPECT_TRUE(Take(bus).empty());
@@ -545,16 +550,16 @@ TYPED_TEST(PriorityOrderTest, AnUnknownPriorityIsRejectedByEveryPublishCall) {
 TYPED_TEST(PriorityOrderTest, PublishBlockingAndProcessBatchWaitWithAParker) {
   typename TypeParam::template Bus<1, 0, sluice::SleepingConsumerTraits> bus;
   EXPECT_EQ(bus.PublishBlocking(Item{0}, 0, MessagePriority::LOW, std::chrono::seconds(0)),
-            sluice::PublishStatus::kAdmitted);
+            sluice::PublishOutcome::kAdmitted);
   for (std::uint32_t i = 0; i + 1 < kLowLimit; ++i) {
     ASSERT_TRUE(bus.PublishWithPriority(Item{i}, 0, MessagePriority::HIGH));
   }
   // LOW's share is full (counted over every priority): nobody makes room.
   EXPECT_EQ(bus.PublishBlocking(Item{1}, 0, MessagePriority::LOW, std::chrono::milliseconds(1)),
-            sluice::PublishStatus::kTimedOut);
+            sluice::PublishOutcome::kTimedOut);
   EXPECT_EQ(bus.GetStatistics().low_priority_dropped, 1u);
   EXPECT_EQ(bus.PublishBlocking(Item{2}, 0, MessagePriority::MEDIUM, std::chrono::seconds(0)),
-            sluice::PublishStatus::kAdmitted);
+            sluice::PublishOutcome::kAdmitted);
   std::vector<std::string> seen;
   const auto visitor = [&](const sluice::MessageEnvelope<Payload>& envelope) {
     seen.push_back(Label(envelope.header.priority, SeqOf(envelope.payload)));
@@ -689,7 +694,7 @@ TYPED_TEST(PriorityOrderTest, ClaimsIdsAndOrderStayRightAcrossThePositionWrap) {
     for (std::size_t i = static_cast<std::size_t>(round);; ++i) {
       const auto p = static_cast<MessagePriority>(i % 3);
       const std::size_t limit = limits[i % 3];
-      const bool admitted_now = bus->PublishWithPriority(Item{next_seq}, 0, p);
+      const bool admitted_now = bus->PublishWithPriority(Item{next_seq}, 0, p).IsAdmitted();
       ASSERT_EQ(admitted_now, model.Size() < limit) << round << " " << i;
       if (admitted_now) {
         model.queues[i % 3].push_back({Label(p, next_seq), next_id++});

@@ -30,14 +30,14 @@
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 // Failure messages name the status.
-inline void PrintTo(PublishStatus status, std::ostream* out) { *out << ToString(status); }
+inline void PrintTo(PublishOutcome status, std::ostream* out) { *out << ToString(status); }
 }  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice
 
 namespace {
 
 using sluice::MessagePriority;
-using sluice::PublishStatus;
+using sluice::PublishOutcome;
 using Access = sluice::detail::TestAccess;
 
 struct Tick {
@@ -135,10 +135,10 @@ class PublishBlockingTest : public ::testing::Test {
   }
   // Starts a producer that publishes with PublishBlocking and kPatience;
   // `*status` holds its result once the thread is joined.
-  std::thread StartWaiter(MessagePriority priority, PublishStatus* status) {
+  std::thread StartWaiter(MessagePriority priority, PublishOutcome* status) {
     return std::thread([this, priority, status] {
       t_producer = true;
-      *status = bus_.PublishBlocking(Tick{1, 1}, 1, priority, kPatience);
+      *status = bus_.PublishBlocking(Tick{1, 1}, 1, priority, kPatience).Outcome();
     });
   }
   // Waits (yielding) until `count` producers wait for room for `priority`.
@@ -161,7 +161,7 @@ TYPED_TEST_SUITE(PublishBlockingTest, TraitsList, sluice_test::IndexNames);
 TYPED_TEST(PublishBlockingTest, AdmitsAtOnceWhenThereIsRoom) {
   Tracked message(7);
   EXPECT_EQ(this->bus_.PublishBlocking(std::move(message), 3, MessagePriority::LOW, kPatience),
-            PublishStatus::kAdmitted);
+            PublishOutcome::kAdmitted);
   EXPECT_TRUE(message.moved);
   int seen = 0;
   (void)this->bus_.ProcessBatchWith([&](const auto& m) {
@@ -178,7 +178,7 @@ TYPED_TEST(PublishBlockingTest, TimesOutWithoutAConsumerAndCountsOneDropPerCall)
   Tracked message(1);
   EXPECT_EQ(this->bus_.PublishBlocking(std::move(message), 0, MessagePriority::MEDIUM,
                                        std::chrono::milliseconds(5)),
-            PublishStatus::kTimedOut);
+            PublishOutcome::kTimedOut);
   EXPECT_FALSE(message.moved) << "a refused message is left to the caller";
   EXPECT_EQ(this->bus_.QueueDepth(), this->kMediumLimit);
   const auto stats = this->bus_.GetStatistics();
@@ -190,20 +190,20 @@ TYPED_TEST(PublishBlockingTest, ZeroNegativeAndHugeTimeoutsAreWellDefined) {
   this->FillTo(this->kMediumLimit);
   EXPECT_EQ(this->bus_.PublishBlocking(Tick{0, 0}, 0, MessagePriority::MEDIUM,
                                        std::chrono::nanoseconds(0)),
-            PublishStatus::kTimedOut);
+            PublishOutcome::kTimedOut);
   EXPECT_EQ(
       this->bus_.PublishBlocking(Tick{0, 0}, 0, MessagePriority::MEDIUM, std::chrono::seconds(-5)),
-      PublishStatus::kTimedOut);
+      PublishOutcome::kTimedOut);
   EXPECT_EQ(this->bus_.PublishBlocking(Tick{0, 0}, 0, MessagePriority::MEDIUM,
                                        std::chrono::duration<double>(-1e300)),
-            PublishStatus::kTimedOut);
+            PublishOutcome::kTimedOut);
   // Room for HIGH: a "for ever" timeout must not wrap into the past.
   EXPECT_EQ(this->bus_.PublishBlocking(Tick{0, 0}, 0, MessagePriority::HIGH,
                                        std::chrono::nanoseconds::max()),
-            PublishStatus::kAdmitted);
+            PublishOutcome::kAdmitted);
   EXPECT_EQ(
       this->bus_.PublishBlocking(Tick{0, 0}, 0, MessagePriority::HIGH, std::chrono::hours::max()),
-      PublishStatus::kAdmitted);
+      PublishOutcome::kAdmitted);
   // Full for MEDIUM, a for-ever wait that the consumer ends.
   std::thread consumer([&] {
     this->AwaitWaiters(MessagePriority::MEDIUM, 1);
@@ -211,7 +211,7 @@ TYPED_TEST(PublishBlockingTest, ZeroNegativeAndHugeTimeoutsAreWellDefined) {
   });
   EXPECT_EQ(this->bus_.PublishBlocking(Tick{0, 0}, 0, MessagePriority::MEDIUM,
                                        std::chrono::duration<double>(1e300)),
-            PublishStatus::kAdmitted);
+            PublishOutcome::kAdmitted);
   consumer.join();
   this->ExpectNoUnwokenPark();
 }
@@ -219,7 +219,7 @@ TYPED_TEST(PublishBlockingTest, ZeroNegativeAndHugeTimeoutsAreWellDefined) {
 TYPED_TEST(PublishBlockingTest, RejectsBadInputWithoutWaiting) {
   this->FillTo(16);  // full: a valid call would wait
   EXPECT_EQ(this->bus_.PublishBlocking(Tick{}, 0, static_cast<MessagePriority>(3), kPatience),
-            PublishStatus::kRejected);
+            PublishOutcome::kRejected);
 #if SLUICE_HAS_EXCEPTIONS
   Payload valueless{Tick{}};
   struct Throws {
@@ -231,7 +231,7 @@ TYPED_TEST(PublishBlockingTest, RejectsBadInputWithoutWaiting) {
   }
   ASSERT_TRUE(valueless.valueless_by_exception());
   EXPECT_EQ(this->bus_.PublishBlocking(valueless, 0, MessagePriority::HIGH, kPatience),
-            PublishStatus::kRejected);
+            PublishOutcome::kRejected);
 #endif
   const auto stats = this->bus_.GetStatistics();
   EXPECT_EQ(stats.messages_rejected, SLUICE_HAS_EXCEPTIONS ? 2u : 1u);
@@ -242,7 +242,7 @@ TYPED_TEST(PublishBlockingTest, ClosedBusRefusesAtOnceAndCountsIt) {
   this->bus_.Close();
   Tracked message(1);
   EXPECT_EQ(this->bus_.PublishBlocking(std::move(message), 0, MessagePriority::HIGH, kPatience),
-            PublishStatus::kClosed);
+            PublishOutcome::kClosed);
   EXPECT_FALSE(message.moved);
   EXPECT_EQ(this->bus_.GetStatistics().messages_refused_closed, 1u);
   EXPECT_EQ(this->bus_.GetStatistics().messages_dropped, 0u);
@@ -250,19 +250,22 @@ TYPED_TEST(PublishBlockingTest, ClosedBusRefusesAtOnceAndCountsIt) {
 
 TYPED_TEST(PublishBlockingTest, CloseWakesEveryWaitingProducer) {
   this->FillTo(16);
-  std::vector<PublishStatus> statuses(3, PublishStatus::kAdmitted);
+  std::vector<PublishOutcome> statuses(3, PublishOutcome::kAdmitted);
   std::vector<std::thread> producers;
   for (int p = 0; p < 3; ++p) {
     producers.emplace_back([&, p] {
       t_producer = true;
-      statuses[static_cast<std::size_t>(p)] = this->bus_.PublishBlocking(
-          Tick{static_cast<std::uint32_t>(p), 0}, 0, static_cast<MessagePriority>(p), kPatience);
+      statuses[static_cast<std::size_t>(p)] =
+          this->bus_
+              .PublishBlocking(Tick{static_cast<std::uint32_t>(p), 0}, 0,
+                               static_cast<MessagePriority>(p), kPatience)
+              .Outcome();
     });
   }
   for (int p = 0; p < 3; ++p) this->AwaitWaiters(static_cast<MessagePriority>(p), 1);
   this->bus_.Close();
   for (auto& producer : producers) producer.join();
-  for (const PublishStatus status : statuses) EXPECT_EQ(status, PublishStatus::kClosed);
+  for (const PublishOutcome status : statuses) EXPECT_EQ(status, PublishOutcome::kClosed);
   EXPECT_EQ(this->bus_.GetStatistics().messages_refused_closed, 3u);
   // What was admitted before stays for the consumer.
   EXPECT_EQ(this->bus_.ProcessBatch(), 16u);
@@ -272,19 +275,19 @@ TYPED_TEST(PublishBlockingTest, CloseWakesEveryWaitingProducer) {
 
 TYPED_TEST(PublishBlockingTest, TheConsumersBatchWakesAProducerOnceThereIsRoom) {
   this->FillTo(this->kMediumLimit);
-  PublishStatus status = PublishStatus::kTimedOut;
+  PublishOutcome status = PublishOutcome::kTimedOut;
   std::thread producer = this->StartWaiter(MessagePriority::MEDIUM, &status);
   this->AwaitWaiters(MessagePriority::MEDIUM, 1);
   EXPECT_EQ(this->bus_.ProcessBatch(1), 1u);  // one slot below MEDIUM's limit
   producer.join();
-  EXPECT_EQ(status, PublishStatus::kAdmitted);
+  EXPECT_EQ(status, PublishOutcome::kAdmitted);
   EXPECT_EQ(this->bus_.QueueDepth(), this->kMediumLimit);
   this->ExpectNoUnwokenPark();
 }
 
 TYPED_TEST(PublishBlockingTest, LowWaitsForLowsThresholdAndNeverTakesTheReserve) {
   this->FillTo(this->kMediumLimit);
-  PublishStatus status = PublishStatus::kTimedOut;
+  PublishOutcome status = PublishOutcome::kTimedOut;
   std::thread producer = this->StartWaiter(MessagePriority::LOW, &status);
   this->AwaitWaiters(MessagePriority::LOW, 1);
   // Room for MEDIUM and HIGH, none for LOW: LOW keeps waiting (a LOW
@@ -295,10 +298,10 @@ TYPED_TEST(PublishBlockingTest, LowWaitsForLowsThresholdAndNeverTakesTheReserve)
   }
   // A HIGH publisher is not held up by the waiting LOW one.
   EXPECT_EQ(this->bus_.PublishBlocking(Tick{3, 3}, 3, MessagePriority::HIGH, kPatience),
-            PublishStatus::kAdmitted);
+            PublishOutcome::kAdmitted);
   EXPECT_EQ(this->bus_.ProcessBatch(2), 2u);  // depth 9: below LOW's limit
   producer.join();
-  EXPECT_EQ(status, PublishStatus::kAdmitted);
+  EXPECT_EQ(status, PublishOutcome::kAdmitted);
   EXPECT_EQ(this->bus_.QueueDepth(), this->kLowLimit);
   EXPECT_EQ(this->bus_.GetStatistics().low_priority_published, 1u);
   this->ExpectNoUnwokenPark();
@@ -310,44 +313,44 @@ TYPED_TEST(PublishBlockingTest, LowWaitsForLowsThresholdAndNeverTakesTheReserve)
 // to 11, which admits LOW only under the new limit.
 TYPED_TEST(PublishBlockingTest, RaisedThresholdsApplyAtTheConsumersNextBatch) {
   this->FillTo(12);
-  PublishStatus status = PublishStatus::kTimedOut;
+  PublishOutcome status = PublishOutcome::kTimedOut;
   std::thread producer = this->StartWaiter(MessagePriority::LOW, &status);
   this->AwaitWaiters(MessagePriority::LOW, 1);
   ASSERT_TRUE(this->bus_.SetAdmissionThresholds(80, 80, 99));  // LOW: 16 * 80 % -> 13
   EXPECT_EQ(this->bus_.ProcessBatch(1), 1u);
   producer.join();
-  EXPECT_EQ(status, PublishStatus::kAdmitted);
+  EXPECT_EQ(status, PublishOutcome::kAdmitted);
   EXPECT_EQ(this->bus_.QueueDepth(), 12u);
   this->ExpectNoUnwokenPark();
 }
 
 TYPED_TEST(PublishBlockingTest, BareMetalModeAppliesAtTheConsumersNextBatch) {
   this->FillTo(12);
-  PublishStatus status = PublishStatus::kTimedOut;
+  PublishOutcome status = PublishOutcome::kTimedOut;
   std::thread producer = this->StartWaiter(MessagePriority::LOW, &status);
   this->AwaitWaiters(MessagePriority::LOW, 1);
   this->bus_.SetPerformanceMode(sluice::PerformanceMode::BARE_METAL);  // every limit: 16
   EXPECT_EQ(this->bus_.ProcessBatch(1), 1u);
   producer.join();
-  EXPECT_EQ(status, PublishStatus::kAdmitted);
+  EXPECT_EQ(status, PublishOutcome::kAdmitted);
   this->ExpectNoUnwokenPark();
 }
 
 TYPED_TEST(PublishBlockingTest, InsideItsOwnDispatchItDoesNotWaitForItself) {
   this->FillTo(16);
-  std::vector<PublishStatus> statuses;
+  std::vector<PublishOutcome> statuses;
   const auto handle = this->bus_.template Subscribe<Tick>([&](const Tick&) {
     if (statuses.size() < 2) {
       // Full for LOW (the batch has freed one slot at most): no room.
       statuses.push_back(
-          this->bus_.PublishBlocking(Tick{4, 4}, 4, MessagePriority::LOW, kPatience));
+          this->bus_.PublishBlocking(Tick{4, 4}, 4, MessagePriority::LOW, kPatience).Outcome());
     }
   });
   ASSERT_TRUE(handle.IsValid());
   EXPECT_EQ(this->bus_.ProcessBatch(2), 2u);
   ASSERT_EQ(statuses.size(), 2u);
-  EXPECT_EQ(statuses[0], PublishStatus::kWouldDeadlock);
-  EXPECT_EQ(statuses[1], PublishStatus::kWouldDeadlock);
+  EXPECT_EQ(statuses[0], PublishOutcome::kWouldDeadlock);
+  EXPECT_EQ(statuses[1], PublishOutcome::kWouldDeadlock);
   EXPECT_EQ(this->bus_.GetStatistics().low_priority_dropped, 2u);
   // With room, a callback may publish this way (it is admitted at once).
   (void)this->bus_.ProcessBatch();  // empty the queue (the callback no longer publishes)
@@ -355,18 +358,19 @@ TYPED_TEST(PublishBlockingTest, InsideItsOwnDispatchItDoesNotWaitForItself) {
   ASSERT_TRUE(this->bus_.PublishWithPriority(Tick{5, 5}, 5, MessagePriority::HIGH));
   EXPECT_EQ(this->bus_.ProcessBatch(1), 1u);
   ASSERT_EQ(statuses.size(), 1u);
-  EXPECT_EQ(statuses[0], PublishStatus::kAdmitted);
+  EXPECT_EQ(statuses[0], PublishOutcome::kAdmitted);
   // From a visitor as well.
   this->FillTo(16);
-  PublishStatus from_visitor = PublishStatus::kAdmitted;
+  PublishOutcome from_visitor = PublishOutcome::kAdmitted;
   EXPECT_EQ(this->bus_.ProcessBatchWith(
                 [&](const auto&) {
                   from_visitor =
-                      this->bus_.PublishBlocking(Tick{6, 6}, 6, MessagePriority::LOW, kPatience);
+                      this->bus_.PublishBlocking(Tick{6, 6}, 6, MessagePriority::LOW, kPatience)
+                          .Outcome();
                 },
                 1),
             1u);
-  EXPECT_EQ(from_visitor, PublishStatus::kWouldDeadlock);
+  EXPECT_EQ(from_visitor, PublishOutcome::kWouldDeadlock);
 }
 
 #if SLUICE_HAS_EXCEPTIONS
@@ -385,7 +389,7 @@ TYPED_TEST(PublishBlockingTest, ACopyThatThrowsIsMadeBeforeAnyWaitAndClaimsNothi
       std::runtime_error);
   EXPECT_EQ(bus.QueueDepth(), 0u);
   EXPECT_EQ(bus.PublishBlocking(Throwing{}, 0, MessagePriority::HIGH, std::chrono::seconds(0)),
-            PublishStatus::kAdmitted);
+            PublishOutcome::kAdmitted);
 }
 #endif
 
@@ -437,7 +441,8 @@ TYPED_TEST(PublishBlockingTest, EveryWaitingProducerIsWokenAndEveryMessageArrive
       // Two LOW producers, one MEDIUM, one HIGH (capacity 8: limits 5, 7, 8).
       const auto priority = static_cast<MessagePriority>(p < 2 ? 0 : p == 2 ? 1 : 2);
       for (std::uint32_t seq = 0; seq < kPerProducer; ++seq) {
-        if (bus.PublishBlocking(Tick{p, seq}, p, priority, kPatience) != PublishStatus::kAdmitted) {
+        if (bus.PublishBlocking(Tick{p, seq}, p, priority, kPatience) !=
+            PublishOutcome::kAdmitted) {
           not_admitted.fetch_add(1);
         }
       }
@@ -478,12 +483,13 @@ TYPED_TEST(PublishBlockingTest, CloseDuringWaitsLosesNothingAdmitted) {
       producers.emplace_back([&, p] {
         t_producer = true;
         for (std::uint32_t seq = 0;; ++seq) {
-          const PublishStatus status =
-              bus.PublishBlocking(Tick{p, seq}, p, static_cast<MessagePriority>(p), kPatience);
-          if (status == PublishStatus::kAdmitted) {
+          const PublishOutcome status =
+              bus.PublishBlocking(Tick{p, seq}, p, static_cast<MessagePriority>(p), kPatience)
+                  .Outcome();
+          if (status == PublishOutcome::kAdmitted) {
             admitted.fetch_add(1);
           } else {
-            (status == PublishStatus::kClosed ? closed : other).fetch_add(1);
+            (status == PublishOutcome::kClosed ? closed : other).fetch_add(1);
             return;
           }
         }
@@ -525,7 +531,7 @@ TEST(PublishBlockingSpscTest, TheOneProducerWaitsForTheConsumer) {
     t_producer = true;
     for (std::uint32_t seq = 0; seq < kPerProducer; ++seq) {
       if (bus.PublishBlocking(Tick{0, seq}, 0, MessagePriority::LOW, kPatience) !=
-          PublishStatus::kAdmitted) {
+          PublishOutcome::kAdmitted) {
         not_admitted.fetch_add(1);
       }
     }

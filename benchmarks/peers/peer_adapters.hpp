@@ -106,14 +106,14 @@ class SluiceAdapter {
   template <typename Target>
   bool Push(Target& target, const Message& m) {
     if constexpr (kCall == SluiceCall::kPublish) {
-      return target.Publish(m, 1);
+      return target.Publish(m, 1).IsAdmitted();
     } else {
       // A caller with its own timestamp: the bus clock read every
       // kStampEvery pushes. A timestamp of 0 would make the consumer skip
       // the latency histograms, which is not the configuration named.
       Stamp& stamp = producer_.value;
       if (stamp.pushes++ % kStampEvery == 0) stamp.micros = DefaultBusTraits::Clock::NowMicros();
-      return target.PublishFast(m, 1, stamp.micros);
+      return target.PublishFast(m, 1, stamp.micros).IsAdmitted();
     }
   }
   Probe& probe_;  // read by the consumer's callback for every message

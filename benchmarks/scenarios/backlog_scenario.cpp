@@ -169,7 +169,8 @@ void MeasureBlock(const Options& options, BacklogRig<Bus>& rig, std::size_t roun
       }
       const std::uint64_t sent = FastClock::Ticks();
       const bool high_admitted =
-          target->PublishWithPriority(Sample<24>{sent, 0, 0, 0, 0}, 1, MessagePriority::HIGH);
+          target->PublishWithPriority(Sample<24>{sent, 0, 0, 0, 0}, 1, MessagePriority::HIGH)
+              .IsAdmitted();
       release.value.store(++generation, std::memory_order_release);
       for (std::uint32_t polls = 1; done.value.load(std::memory_order_acquire) != generation;
            ++polls) {

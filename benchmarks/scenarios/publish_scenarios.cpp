@@ -21,7 +21,8 @@ double PublishNanosPerMessage(Bus& bus, std::uint64_t count, PerformanceMode mod
     for (std::uint64_t i = 0; i < count; ++i) {
       const Sample<24> sample{i, 1.0f, 2.0f, 3.0f, 4.0f};
       const bool admitted =
-          call == PublishCall::kPublish ? bus.Publish(sample, 1) : bus.PublishFast(sample, 1, i);
+          (call == PublishCall::kPublish ? bus.Publish(sample, 1) : bus.PublishFast(sample, 1, i))
+              .IsAdmitted();
       refused += admitted ? 0 : 1;
     }
   });
@@ -241,7 +242,7 @@ double BatchPublishNanos(Bus& bus, const std::vector<Sample<kBytes>>& messages, 
         const auto first = messages.begin() + static_cast<std::ptrdiff_t>(at);
         const auto last =
             messages.begin() + static_cast<std::ptrdiff_t>(std::min(at + chunk, messages.size()));
-        admitted += bus.PublishBatch(first, last, 1, MessagePriority::HIGH);
+        admitted += bus.PublishBatch(first, last, 1, MessagePriority::HIGH).AdmittedCount();
       }
     }
   });
@@ -270,8 +271,9 @@ double BuiltPublishNanos(Bus& bus, std::size_t count, bool emplace) {
   const double nanos = TimeNanos([&] {
     for (std::size_t i = 0; i < count; ++i) {
       const bool ok =
-          emplace ? bus.template Emplace<BuiltSample<kBytes>>(1, MessagePriority::HIGH, i)
-                  : bus.PublishWithPriority(BuiltSample<kBytes>(i), 1, MessagePriority::HIGH);
+          (emplace ? bus.template Emplace<BuiltSample<kBytes>>(1, MessagePriority::HIGH, i)
+                   : bus.PublishWithPriority(BuiltSample<kBytes>(i), 1, MessagePriority::HIGH))
+              .IsAdmitted();
       admitted += ok ? 1 : 0;
     }
   });

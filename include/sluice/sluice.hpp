@@ -16,7 +16,7 @@
 #include "sluice/message.hpp"
 #include "sluice/performance_mode.hpp"
 #include "sluice/producer_model.hpp"
-#include "sluice/publish_status.hpp"
+#include "sluice/publish_result.hpp"
 #include "sluice/statistics.hpp"
 #include "sluice/subscription_handle.hpp"
 #include "sluice/version.hpp"

@@ -22,10 +22,10 @@ struct Traits : sluice::DefaultBusTraits {
 
 int main() {
   sluice::MpscBus<std::variant<int>, 8, Traits> bus;
-  bool ok = bus.PublishWithPriority(1, 0, sluice::MessagePriority::HIGH);
+  bool ok = bus.PublishWithPriority(1, 0, sluice::MessagePriority::HIGH).IsAdmitted();
 #if CALL_PUBLISH_BLOCKING
   ok = bus.PublishBlocking(1, 0, sluice::MessagePriority::HIGH, std::chrono::seconds(1)) ==
-           sluice::PublishStatus::kAdmitted &&
+           sluice::PublishOutcome::kAdmitted &&
        ok;
 #endif
   return ok ? 0 : (bus.ProcessBatchWait(std::chrono::seconds(0)) > 0 ? 0 : 1);

@@ -52,7 +52,7 @@ int main() {
   sleeping.PublishBlocking(A{1}, 0, sluice::MessagePriority::HIGH, std::chrono::seconds(0));
 #else
   // The same calls with their results used.
-  bool ok = bus.Publish(A{1});
+  bool ok = bus.Publish(A{1}).IsAdmitted();
   ok = bus.PublishWithPriority(A{1}, 0, sluice::MessagePriority::HIGH) && ok;
   ok = bus.PublishFast(A{1}, 0, 0) && ok;
   const sluice::SubscriptionHandle handle = bus.Subscribe<A>([](const A&) {});
@@ -67,7 +67,7 @@ int main() {
   ok = text.try_append("x") && ok;
   sluice::MpscBus<Payload, 16, sluice::SleepingConsumerTraits> sleeping;
   ok = sleeping.PublishBlocking(A{1}, 0, sluice::MessagePriority::HIGH, std::chrono::seconds(0)) ==
-           sluice::PublishStatus::kAdmitted &&
+           sluice::PublishOutcome::kAdmitted &&
        ok;
   return ok ? 0 : 1;
 #endif

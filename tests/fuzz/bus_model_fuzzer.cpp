@@ -355,7 +355,8 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
         const std::uint8_t priority_byte = in.Next() % 4;  // 3 is out of range
         const std::uint32_t value = in.Next();
         const auto priority = static_cast<sluice::MessagePriority>(priority_byte);
-        const bool admitted = bus->PublishWithPriority(MakePayload(type, value), 7, priority);
+        const bool admitted =
+            bus->PublishWithPriority(MakePayload(type, value), 7, priority).IsAdmitted();
         if (priority_byte == 3) {
           Check(!admitted, "out-of-range priority refused");
           break;
@@ -521,7 +522,7 @@ void RunOne(const std::uint8_t* data, std::size_t size) {
         if constexpr (kWithLanes) {
           const auto priority = static_cast<sluice::MessagePriority>(priority_byte);
           const bool admitted =
-              producers[k].PublishWithPriority(MakePayload(type, value), 9, priority);
+              producers[k].PublishWithPriority(MakePayload(type, value), 9, priority).IsAdmitted();
           if (priority_byte == 3 || model.held[k] < 0) {
             Check(!admitted, "a bad priority, or no lane: refused");
             break;

@@ -163,16 +163,28 @@ class ClaimCursor {
 
   // Closes the cursor to new claims and returns the tail it closed at: every
   // position below it was claimed before, none at or above it is ever
-  // claimed. MPSC: any thread, once (the caller makes sure): the jump is one
-  // RMW on the tail, so the claims' CAS total order puts each claim before
-  // it (below the returned tail) or after it (refused). SPSC: the producer
-  // thread, or while it does not publish (the producer stores the tail with
-  // plain stores).
+  // claimed. Idempotent: a call after (or preempting) another finds the tail
+  // already moved and returns the same closed tail, so no Close waits for
+  // another. MPSC: any thread; the jump is a CAS on the tail, so the claims'
+  // CAS total order puts each claim before it (below the returned tail) or
+  // after it (refused); lock-free (a retry means a producer claimed). SPSC:
+  // the producer thread, or while it does not publish (the producer stores
+  // the tail with plain stores); wait-free.
   Position Close() noexcept {
     if constexpr (kMultiProducer) {
-      return producer_.tail.fetch_add(kClosedJump, std::memory_order_relaxed);
+      for (;;) {
+        const Position released = consumer_.released.load(std::memory_order_acquire);
+        Position tail = producer_.tail.load(std::memory_order_relaxed);
+        if (IsClosedTail(tail, released)) return tail - kClosedJump;
+        if (producer_.tail.compare_exchange_weak(
+                tail, tail + kClosedJump, std::memory_order_relaxed, std::memory_order_relaxed)) {
+          return tail;
+        }
+      }
     } else {
+      const Position released = consumer_.released.load(std::memory_order_acquire);
       const Position tail = producer_.tail.load(std::memory_order_relaxed);
+      if (IsClosedTail(tail, released)) return tail - kClosedJump;
       producer_.tail.store(tail + kClosedJump, std::memory_order_relaxed);
       return tail;
     }
@@ -203,6 +215,17 @@ class ClaimCursor {
   }
 
  private:
+  // Whether Close moved `tail`, given a `released` loaded before it: an open
+  // tail is then at or ahead of it (the consumer never passes a claim) by
+  // the fill plus what the consumer released meanwhile; a closed one
+  // kClosedJump more. Half the jump lies between them unless the consumer
+  // released 2^62 messages (2^30 with 32-bit positions) while the caller was
+  // preempted between its two loads: the same bound as the claims' ABA case
+  // in the file comment.
+  static bool IsClosedTail(Position tail, Position released) noexcept {
+    return tail - released >= kClosedJump / 2;
+  }
+
   // Whether `count` more positions would take the fill past `limit`:
   // fill + count > limit, written fill > limit - count (count <= limit keeps
   // the subtraction from wrapping); for one position (kOne), fill >= limit.

@@ -20,6 +20,16 @@ namespace detail {
 
 struct TestAccess {
  private:
+  // A bus's parts (its core), or the object itself for a part tested alone.
+  template <typename T>
+  static auto Parts(T& object, int) -> decltype((object.core_)) {
+    return object.core_;
+  }
+  template <typename T>
+  static T& Parts(T& object, long) {
+    return object;
+  }
+
   // The claim of the one StartLanePublish in progress, per queue type.
   template <typename QueueRef>
   static auto& PendingClaim() {
@@ -33,31 +43,32 @@ struct TestAccess {
   template <typename Bus>
   static void SetSubscriptionGeneration(Bus& bus, std::size_t type, std::size_t slot,
                                         Position generation) {
-    using Registry = decltype(bus.registry_);
-    bus.registry_.tables_[type].slots[slot].state.store(Registry::Pack(generation, Registry::kFree),
-                                                        std::memory_order_relaxed);
+    auto& registry = Parts(bus, 0).registry_;
+    using Registry = std::remove_reference_t<decltype(registry)>;
+    registry.tables_[type].slots[slot].state.store(Registry::Pack(generation, Registry::kFree),
+                                                   std::memory_order_relaxed);
   }
 
   // Reports `error` as the consumer does, inside a dispatch batch, without
   // a throwing callback (whose unwinding is slow to single-step).
   template <typename Bus>
   static void ReportErrorInBatch(Bus& bus, const BusError& error) {
-    bus.epoch_.Enter();
-    bus.error_reporter_.Report(error);
-    bus.epoch_.Exit();
+    bus.core_.epoch_.Enter();
+    bus.core_.error_reporter_.Report(error);
+    bus.core_.epoch_.Exit();
   }
 
   // How many producers wait in PublishBlocking for room for `priority`
   // (announced, not yet woken).
   template <typename Bus>
   static std::uint32_t RoomWaiters(const Bus& bus, std::size_t priority) {
-    return bus.room_[priority].Waiters();
+    return bus.core_.room_.Waiters(priority);
   }
 
   // How many consumers have announced that they sleep (0 or 1).
   template <typename Bus>
   static std::uint32_t ConsumerWaiters(const Bus& bus) {
-    return bus.wake_.Waiters();
+    return bus.core_.wake_.Waiters();
   }
 
   // A publish into producer lane `lane` (index from 0) of a priority-ordered
@@ -68,9 +79,9 @@ struct TestAccess {
   template <typename Bus, typename Message>
   static bool StartLanePublish(Bus& bus, std::uint32_t lane, MessagePriority priority,
                                Message message) {
-    auto& queue = bus.queue_.LaneAt(lane).queue;
+    auto& queue = bus.core_.queue_.LaneAt(lane).queue;
     auto& claim = PendingClaim<decltype(queue)>();
-    const Position limit = bus.policy_.LaneLimitFor(PerformanceMode::BARE_METAL, priority);
+    const Position limit = bus.core_.policy_.LaneLimitFor(PerformanceMode::BARE_METAL, priority);
     if (!queue.TryClaim(limit, priority, &claim)) return false;
     MessageHeader header;
     header.msg_id = claim.id;
@@ -83,7 +94,7 @@ struct TestAccess {
   }
   template <typename Bus>
   static void FinishLanePublish(Bus& bus, std::uint32_t lane) {
-    auto& queue = bus.queue_.LaneAt(lane).queue;
+    auto& queue = bus.core_.queue_.LaneAt(lane).queue;
     queue.Publish(PendingClaim<decltype(queue)>());
   }
 
@@ -95,7 +106,8 @@ struct TestAccess {
 
   template <typename Bus>
   static constexpr Position LastSubscriptionGeneration() {
-    return decltype(std::declval<Bus&>().registry_)::kLastGeneration;
+    using Registry = std::remove_reference_t<decltype(Parts(std::declval<Bus&>(), 0).registry_)>;
+    return Registry::kLastGeneration;
   }
 };
 

@@ -1,0 +1,630 @@
+// The bus behind the facade (sluice/bus.hpp): its parts, the one publish
+// core every publish goes through (on the bus and on a Producer) and the one
+// consumer core every batch goes through. The hot path of a bus, publish and
+// dispatch, reads top to bottom in this file:
+//
+//   publish:  PublishApi (detail/publish_api.hpp): bad input, copy
+//             -> Admit: mode, clock, claim under the limit, count,
+//                envelope, publish, wake
+//   dispatch: RunBatch: guard, epoch -> DispatchRun: per message latency,
+//             processed tally, dispatch, destroy and release -> counts
+//
+// Each optional feature is a part here whose default is empty and whose
+// calls compile to nothing: the wake signal and the room signals (a Parker
+// in the traits), the latency recorder (kLatencyHistograms), the producer
+// lanes (kMaxProducerLanes), the priority rings (kDeliveryOrder).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <new>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "sluice/admission.hpp"
+#include "sluice/bus_traits.hpp"
+#include "sluice/config.hpp"
+#include "sluice/detail/admission_policy.hpp"
+#include "sluice/detail/close_state.hpp"
+#include "sluice/detail/dispatch_epoch.hpp"
+#include "sluice/detail/error_reporter.hpp"
+#include "sluice/detail/latency_recorder.hpp"
+#include "sluice/detail/message_queue.hpp"
+#include "sluice/detail/producer_lanes.hpp"
+#include "sluice/detail/room_signals.hpp"
+#include "sluice/detail/statistics_counters.hpp"
+#include "sluice/detail/subscription_registry.hpp"
+#include "sluice/detail/variant_index.hpp"
+#include "sluice/detail/waiting.hpp"
+#include "sluice/detail/wake_signal.hpp"
+#include "sluice/error.hpp"
+#include "sluice/message.hpp"
+#include "sluice/performance_mode.hpp"
+#include "sluice/producer_model.hpp"
+#include "sluice/publish_result.hpp"
+
+#if !SLUICE_FREESTANDING
+#include <thread>
+#endif
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
+
+// A wake signal for a bus without a parker: nobody sleeps, nothing to wake.
+struct NoWakeSignal {
+  void Notify() noexcept {}
+};
+
+template <typename Payload, std::size_t kCapacity, ProducerModel kProducers, typename Traits>
+class BusCore {
+  static_assert(IsVariant<Payload>::value,
+                "Sluice: the bus payload must be a std::variant of message types");
+  static_assert(std::is_nothrow_move_constructible_v<Payload>,
+                "Sluice: every payload alternative must be nothrow move constructible, "
+                "so that a claimed slot is always filled");
+  static_assert(!Traits::kRequireTriviallyCopyablePayloads ||
+                    TriviallyCopyableAlternatives<Payload>::value,
+                "Sluice: kRequireTriviallyCopyablePayloads is set, so every payload alternative "
+                "must be trivially copyable (no std::vector, std::string or other type that "
+                "owns memory)");
+  static_assert(kCapacity <= (std::size_t{1} << 31),
+                "Sluice: the capacity must be at most 2^31 slots (a batch counts in 32 bits)");
+  static_assert(Traits::kDeliveryOrder == DeliveryOrder::kFifo ||
+                    Traits::kDeliveryOrder == DeliveryOrder::kPriority,
+                "Sluice: kDeliveryOrder must be DeliveryOrder::kFifo or DeliveryOrder::kPriority");
+
+ public:
+  using Envelope = MessageEnvelope<Payload>;
+  static constexpr bool kPriorityOrder = Traits::kDeliveryOrder == DeliveryOrder::kPriority;
+  static constexpr bool kHasLanes = Traits::kMaxProducerLanes > 0;
+  using Parker = typename Traits::Parker;
+  // Whether threads may park: the consumer in ProcessBatchWait, producers in
+  // PublishBlocking.
+  static constexpr bool kCanPark = !std::is_same_v<Parker, NoParker>;
+
+  static_assert(!kHasLanes || (Traits::kLaneCapacity >= 2 &&
+                               (Traits::kLaneCapacity & (Traits::kLaneCapacity - 1)) == 0),
+                "Sluice: kLaneCapacity must be a power of two and at least 2");
+  static_assert(!kHasLanes || Traits::kStarvationLimit == 0,
+                "Sluice: producer lanes need strict priority order (kStarvationLimit = 0)");
+  static_assert(Traits::kLatencyClockInterval >= 1,
+                "Sluice: kLatencyClockInterval must be at least 1");
+
+  // The queue of one source: the shared queue (every unregistered producer)
+  // or a producer lane.
+  template <std::size_t kSlots, ProducerModel kModel>
+  using SourceQueue =
+      std::conditional_t<kPriorityOrder,
+                         PriorityQueue<Envelope, kSlots, kModel, Traits::kSlotStorage,
+                                       Traits::kPriorityCheckInterval, Traits::kStarvationLimit>,
+                         FifoQueue<Envelope, kSlots, kModel, Traits::kSlotStorage>>;
+  using SharedQueue = SourceQueue<kCapacity, kProducers>;
+  using SharedStatistics = StatisticsCounters<kProducers == ProducerModel::kSingle, kPriorityOrder>;
+  using LaneStatistics = StatisticsCounters<true, kPriorityOrder, true>;
+  using Queue = std::conditional_t<
+      kHasLanes,
+      LanedQueue<Envelope, SharedQueue, SourceQueue<Traits::kLaneCapacity, ProducerModel::kSingle>,
+                 Traits::kMaxProducerLanes, Traits::kDeliveryOrder, Traits::kLaneBurst,
+                 Traits::kPriorityCheckInterval, typename Traits::HeavyFence, LaneStatistics>,
+      SharedQueue>;
+  using Policy = AdmissionPolicy<kCapacity, kHasLanes ? Traits::kLaneCapacity : 0>;
+
+  explicit BusCore(Position first_position) noexcept : queue_(first_position) {}
+
+  // ---- Sources: where a publish goes ----------------------------------------
+  // The publish core takes one of two: the shared queue, or a producer's
+  // lane. Each names its queue, its counters, its limit, what a fill refusal
+  // is called, and how a publish enters and leaves it (a lane's close
+  // handshake, SYNC POINT (L) in detail/producer_lanes.hpp; nothing for the
+  // shared queue, which Close closes by moving its tail).
+  struct SharedSource {
+    using Target = std::conditional_t<kHasLanes, Queue, SharedQueue>;
+    Target& queue;
+    SharedStatistics& statistics;
+    const CloseState& close;
+    static constexpr PublishOutcome kFull = PublishOutcome::kRefusedFull;
+    static constexpr Position kSlots = kCapacity;
+    static constexpr std::uint16_t lane() noexcept { return 0; }
+    static constexpr bool Enter() noexcept { return true; }
+    static constexpr void Leave() noexcept {}
+    // After a refused claim: whether Close refused it (the closed tail is
+    // over every limit). One that races with Close may be counted either way.
+    bool ClosedAfterRefusal() const noexcept { return !close.IsOpen(); }
+    static Position Limit(const Policy& policy, PerformanceMode mode,
+                          MessagePriority priority) noexcept {
+      return policy.LimitFor(mode, priority);
+    }
+  };
+
+  SharedSource Shared() noexcept { return SharedSource{queue_, statistics_, close_}; }
+
+  // A registered producer's lane (only with kMaxProducerLanes > 0). A lane
+  // publish enters the lane (refused once Close has closed the lanes) and
+  // leaves it after its last store; its counters are the lane's own, single
+  // writer. A fill refusal is the lane's: it was open when entered.
+  struct LaneSource {
+    using Lane = typename Queue::Lane;
+    using Target = decltype(std::declval<Lane&>().queue);
+    Queue& laned;
+    Lane& lane_state;
+    Target& queue;
+    LaneStatistics& statistics;
+    std::uint16_t number;  // MessageHeader::lane: 1 to kMaxProducerLanes
+    static constexpr PublishOutcome kFull = PublishOutcome::kLaneFull;
+    static constexpr Position kSlots = Traits::kLaneCapacity;
+    std::uint16_t lane() const noexcept { return number; }
+    bool Enter() noexcept { return laned.BeginLanePublish(lane_state); }
+    void Leave() noexcept { Queue::EndLanePublish(lane_state); }
+    static constexpr bool ClosedAfterRefusal() noexcept { return false; }
+    static Position Limit(const Policy& policy, PerformanceMode mode,
+                          MessagePriority priority) noexcept {
+      return policy.LaneLimitFor(mode, priority);
+    }
+  };
+
+  LaneSource Lane(std::uint32_t index) noexcept {
+    auto& lane = queue_.LaneAt(index);
+    return LaneSource{queue_, lane, lane.queue, lane.statistics,
+                      static_cast<std::uint16_t>(index + 1)};
+  }
+
+  // ---- The publish core --------------------------------------------------------
+
+  // Bad input: a variant made valueless by a throwing emplace (it names no
+  // type), or an unknown priority.
+  template <typename Message>
+  static bool IsBadInput(const Message& message, MessagePriority priority) noexcept {
+    bool bad = !IsValidPriority(priority);
+    if constexpr (std::is_same_v<std::decay_t<Message>, Payload>) {
+      bad = bad || message.valueless_by_exception();
+    }
+    return bad;
+  }
+
+  template <typename Source>
+  static PublishResult Reject(Source& source, MessagePriority priority) noexcept {
+    source.statistics.CountRejected();
+    return PublishResult(PublishOutcome::kRejected, priority);
+  }
+
+  // The refusal rule, for every publish: `count` messages refused with
+  // `outcome`, counted where their source counts (closed in every mode, a
+  // drop only in FULL_FEATURED).
+  template <typename Source>
+  static PublishResult Refuse(Source& source, PublishOutcome outcome, PerformanceMode mode,
+                              MessagePriority priority, Position count,
+                              std::uint32_t admitted = 0) noexcept {
+    if (outcome == PublishOutcome::kClosed) {
+      source.statistics.CountClosed(count);
+    } else if (mode == PerformanceMode::FULL_FEATURED) {
+      source.statistics.CountDropped(priority, count);
+    }
+    return PublishResult(outcome, priority, admitted);
+  }
+
+  // The one envelope write: the header, and the payload `make_payload()`
+  // returns (a prvalue: constructed in the slot, no copy or move).
+  template <typename MakePayloadFn>
+  static void WriteEnvelope(void* storage, Position id, std::uint64_t timestamp_us,
+                            std::uint32_t sender_id, MessagePriority priority, bool counted,
+                            std::uint16_t lane, MakePayloadFn& make_payload) noexcept {
+    MessageHeader header;
+    header.msg_id = id;
+    header.timestamp_us = timestamp_us;
+    header.sender_id = sender_id;
+    header.priority = priority;
+    header.counted = counted;
+    header.lane = lane;
+    new (storage) Envelope{header, make_payload()};
+  }
+
+  // Every single publish: claims a slot of `source` under admission, counts,
+  // writes the envelope and publishes it. `priority` is valid; `make_payload`
+  // must not throw (a claimed slot is always filled). kReadClock: stamps the
+  // bus clock (not in BARE_METAL), read before the claim to keep the
+  // claimed-but-unpublished window (which holds up the consumer) short.
+  // kCountRefusal false: a refusal is left uncounted (PublishBlocking counts
+  // one per call, not one per attempt). Shared queue: lock-free (MPSC),
+  // wait-free (SPSC); a lane: wait-free.
+  template <bool kReadClock, bool kCountRefusal = true, typename Source, typename MakePayloadFn>
+  PublishResult Admit(Source& source, std::uint32_t sender_id, MessagePriority priority,
+                      std::uint64_t timestamp_us, MakePayloadFn& make_payload) noexcept {
+    const PerformanceMode mode = policy_.Mode();
+    if constexpr (kReadClock) {
+      timestamp_us = mode == PerformanceMode::BARE_METAL ? 0 : Traits::Clock::NowMicros();
+    }
+    if (!source.Enter()) {
+      return kCountRefusal ? Refuse(source, PublishOutcome::kClosed, mode, priority, 1)
+                           : PublishResult(PublishOutcome::kClosed, priority);
+    }
+    typename Source::Target::Claim claim;
+    if (!source.queue.TryClaim(Source::Limit(policy_, mode, priority), priority, &claim)) {
+      source.Leave();
+      const PublishOutcome outcome =
+          source.ClosedAfterRefusal() ? PublishOutcome::kClosed : Source::kFull;
+      return kCountRefusal ? Refuse(source, outcome, mode, priority, 1)
+                           : PublishResult(outcome, priority);
+    }
+    // Counted before the message becomes visible, so processed never runs
+    // ahead of published (SYNC POINT (F)); and before the envelope is
+    // written, because with several producers the count is a locked
+    // instruction, which would otherwise wait for the envelope's stores to
+    // reach a cache line the consumer may be polling.
+    const bool counted = mode == PerformanceMode::FULL_FEATURED;
+    if (counted) source.statistics.CountPublished(priority);
+    WriteEnvelope(source.queue.Storage(claim), Source::Target::MessageId(claim), timestamp_us,
+                  sender_id, priority, counted, source.lane(), make_payload);
+    source.queue.Publish(claim);
+    source.Leave();
+    wake_.Notify();
+    return PublishResult::MakeAdmitted(priority);
+  }
+
+  // PublishBatch's core: the messages of [first, last) in order, each claim
+  // a run of consecutive slots (one CAS with several producers), as many as
+  // fit below the priority's threshold, from the front; stops at the first
+  // message not admitted and counts it and every one after it as refused
+  // with the run's outcome (a valueless variant: that one as rejected, the
+  // rest as not attempted). All share one clock reading (none in BARE_METAL).
+  template <typename Source, typename Iterator>
+  PublishResult AdmitBatch(Source& source, Iterator first, Iterator last, std::uint32_t sender_id,
+                           MessagePriority priority) noexcept {
+    using Value = std::decay_t<decltype(*first)>;
+    const PerformanceMode mode = policy_.Mode();
+    const std::uint64_t timestamp_us =
+        mode == PerformanceMode::BARE_METAL ? 0 : Traits::Clock::NowMicros();
+    const bool counted = mode == PerformanceMode::FULL_FEATURED;
+    std::uint32_t admitted = 0;
+    while (first != last) {
+      // The next run to claim: at most a ring's worth, ending before a
+      // valueless variant (bad input).
+      Iterator end = first;
+      Position wanted = 0;
+      bool valueless = false;
+      for (; end != last && wanted < Source::kSlots; ++end, ++wanted) {
+        if constexpr (std::is_same_v<Value, Payload>) {
+          if ((*end).valueless_by_exception()) {
+            valueless = true;
+            break;
+          }
+        }
+      }
+      if (wanted != 0) {
+        if (!source.Enter()) {
+          return Refuse(source, PublishOutcome::kClosed, mode, priority, Remaining(first, last),
+                        admitted);
+        }
+        typename Source::Target::Run run{};
+        const Position claimed = source.queue.TryClaimRun(Source::Limit(policy_, mode, priority),
+                                                          priority, wanted, &run);
+        // Counted before the messages become visible (see Admit).
+        if (counted && claimed != 0) source.statistics.CountPublished(priority, claimed);
+        for (Position i = 0; i < claimed; ++i, ++first) {
+          const typename Source::Target::Claim claim = Source::Target::InRun(run, i);
+          auto make_payload = [&] { return MakePayload(*first); };
+          WriteEnvelope(source.queue.Storage(claim), Source::Target::MessageId(claim), timestamp_us,
+                        sender_id, priority, counted, source.lane(), make_payload);
+          source.queue.Publish(claim);
+        }
+        source.Leave();
+        if (claimed != 0) wake_.Notify();
+        admitted += static_cast<std::uint32_t>(claimed);
+        if (claimed < wanted) {
+          // The rest of the batch, this run's and every later one's, did
+          // not fit: refused, like single publishes.
+          const PublishOutcome outcome =
+              source.ClosedAfterRefusal() ? PublishOutcome::kClosed : Source::kFull;
+          return Refuse(source, outcome, mode, priority, Remaining(first, last), admitted);
+        }
+      }
+      if (valueless) {
+        source.statistics.CountRejected();
+        return PublishResult(PublishOutcome::kRejected, priority, admitted);
+      }
+    }
+    return PublishResult(PublishOutcome::kAdmitted, priority, admitted);
+  }
+
+  // How many elements are left in [first, last) (without <iterator>, which
+  // brings <string> into the core).
+  template <typename Iterator>
+  static Position Remaining(Iterator first, Iterator last) noexcept {
+    Position count = 0;
+    for (; first != last; ++first) ++count;
+    return count;
+  }
+
+  template <typename Message>
+  static Payload MakePayload(Message&& message) noexcept {
+    using Value = std::decay_t<Message>;
+    if constexpr (std::is_same_v<Value, Payload>) {
+      return Payload(std::forward<Message>(message));
+    } else {
+      return Payload(std::in_place_type<Value>, std::forward<Message>(message));
+    }
+  }
+
+  // ---- The consumer core ---------------------------------------------------------
+  //  - Guard: one batch at a time on the consumer thread; from inside a
+  //    callback, visitor or error callback (`dispatching_`) it returns 0.
+  //  - Epoch: a subscription batch reads the subscription table, so it enters
+  //    the epoch before its first message and leaves after its last. A
+  //    visitor batch reads no published state: it stays outside, so that
+  //    Unsubscribe and SetErrorCallback on other threads never wait for a
+  //    visitor, and enters the epoch only around an error report.
+  //  - Statistics, latency and slot hand-back: DispatchRun, for both.
+  //  - Errors: ReportError, for both; counted, then reported inside the epoch.
+  enum class BatchKind { kSubscriptions, kVisitor };
+
+  template <BatchKind kKind, typename DispatchOne>
+  std::uint32_t RunBatch(std::uint32_t max_messages, DispatchOne&& dispatch_one) {
+    if (dispatching_ || max_messages == 0) return 0;
+    Envelope* envelope = queue_.TryFront();
+    if (envelope == nullptr) return 0;
+    dispatching_ = true;
+    room_.EnterBatch();
+    if constexpr (kKind == BatchKind::kSubscriptions) epoch_.Enter();
+    const std::uint32_t count = DispatchRun(envelope, max_messages, dispatch_one);
+    if constexpr (kKind == BatchKind::kSubscriptions) LeaveEpoch();
+    dispatching_ = false;
+    room_.LeaveBatch();
+    // The batch released slots: wake producers waiting for that room.
+    room_.NotifyWaiters(/*only_with_room=*/true, [this](MessagePriority priority) {
+      return SharedDepth() < policy_.LimitFor(policy_.Mode(), priority);
+    });
+    return count;
+  }
+
+  // A subscription batch: each message to its type's callbacks.
+  std::uint32_t DispatchToSubscriptions(std::uint32_t max_messages) {
+    return RunBatch<BatchKind::kSubscriptions>(max_messages, [this](const Envelope& current) {
+      registry_.Dispatch(current, [this, &current](const char* what) {
+        ReportError<BatchKind::kSubscriptions>(BusErrorCode::kCallbackThrew, current, what);
+      });
+    });
+  }
+
+  // A visitor batch: each message to `visitor` (see Visit).
+  template <typename Visitor>
+  std::uint32_t DispatchToVisitor(Visitor& visitor, std::uint32_t max_messages) {
+    return RunBatch<BatchKind::kVisitor>(max_messages, [&](const Envelope& current) {
+      // A valueless payload is refused by Publish; std::visit would throw.
+      if (current.payload.valueless_by_exception()) return;
+#if SLUICE_HAS_EXCEPTIONS
+      try {
+        Visit(visitor, current);
+      } catch (const std::exception& error) {
+        ReportError<BatchKind::kVisitor>(BusErrorCode::kVisitorThrew, current, error.what());
+      } catch (...) {
+        ReportError<BatchKind::kVisitor>(BusErrorCode::kVisitorThrew, current,
+                                         "non-standard exception");
+      }
+#else
+      Visit(visitor, current);
+#endif
+    });
+  }
+
+  // Ends a stretch inside the epoch. Callables unsubscribed on this thread
+  // meanwhile (by a callback or the error callback) were deferred to here.
+  void LeaveEpoch() noexcept {
+    registry_.ReclaimDeferred();
+    epoch_.Exit();
+  }
+
+  // Consumer: hands each ready envelope from `envelope` on (at most
+  // `max_messages`) to `dispatch_one`, destroys it and frees its slot, then
+  // counts the run's processed messages. The loop is instantiated with and
+  // without latency recording, so a run that records nothing tests nothing
+  // per message.
+  template <typename DispatchOne>
+  std::uint32_t DispatchRun(Envelope* envelope, std::uint32_t max_messages,
+                            DispatchOne& dispatch_one) {
+    // Counted per priority on the priority-ordered bus (see
+    // detail/statistics_counters.hpp), else in counted[0].
+    [[maybe_unused]] Counter counted[kPriorityOrder ? kPriorityCount : 1] = {};
+    const auto run = [&](auto& latency) {
+      std::uint32_t count = 0;
+      do {
+        latency.Add(envelope->header);
+        if constexpr (kHasLanes) {
+          queue_.TallyProcessed(envelope->header);
+        } else {
+          counted[kPriorityOrder ? static_cast<std::size_t>(envelope->header.priority) : 0] +=
+              envelope->header.counted ? 1 : 0;
+        }
+        dispatch_one(*envelope);
+        queue_.PopFront();
+        ++count;
+      } while (count < max_messages && (envelope = queue_.TryFront()) != nullptr);
+      latency.Finish();
+      return count;
+    };
+    std::uint32_t count;
+    if (const std::uint64_t now = LatencyClockForBatch(); now != 0) {
+      // Re-reads the clock every kLatencyClockInterval messages (see
+      // detail::LatencyRecorder::Batch for the bound this gives).
+      auto latency =
+          latency_.template BeginBatch<typename Traits::Clock, Traits::kLatencyClockInterval>(now);
+      count = run(latency);
+    } else {
+      NoLatencyBatch none;
+      count = run(none);
+    }
+    if constexpr (kHasLanes) {
+      queue_.FlushProcessed(statistics_);
+    } else if constexpr (kPriorityOrder) {
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
+        statistics_.CountProcessed(counted[p], static_cast<MessagePriority>(p));
+      }
+    } else {
+      statistics_.CountProcessed(counted[0]);
+    }
+    return count;
+  }
+
+  // The batch's first clock reading for the latency histograms, or 0 when
+  // they are off (traits, mode, or a clock that reads 0): then the batch
+  // reads no clock at all.
+  std::uint64_t LatencyClockForBatch() const noexcept {
+    if constexpr (!decltype(latency_)::kRecords) {
+      return 0;
+    } else {
+      if (policy_.Mode() != PerformanceMode::FULL_FEATURED) return 0;
+      return Traits::Clock::NowMicros();
+    }
+  }
+
+  // Counts an error and reports it to the error callback, which the reporter
+  // reads inside the epoch: a subscription batch is already in it, a visitor
+  // batch enters it for the report alone.
+  template <BatchKind kKind>
+  void ReportError(BusErrorCode code, const Envelope& envelope, const char* what) noexcept {
+    statistics_.CountError();
+    BusError error;
+    error.code = code;
+    error.msg_id = envelope.header.msg_id;
+    error.sender_id = envelope.header.sender_id;
+    error.type_index = envelope.payload.index();
+    error.what = what;
+    if constexpr (kKind == BatchKind::kVisitor) epoch_.Enter();
+    error_reporter_.Report(error);
+    if constexpr (kKind == BatchKind::kVisitor) LeaveEpoch();
+  }
+
+  // A visitor that takes every alternative wins, so a generic lambda
+  // `[](const auto& message)` gets messages, not envelopes.
+  template <typename Visitor>
+  static void Visit(Visitor& visitor, const Envelope& envelope) {
+    constexpr auto kAlternatives = std::make_index_sequence<std::variant_size_v<Payload>>{};
+    if constexpr (AcceptsEveryAlternative<Visitor>(kAlternatives)) {
+      std::visit(visitor, envelope.payload);
+    } else if constexpr (AcceptsEveryAlternativeWithHeader<Visitor>(kAlternatives)) {
+      std::visit([&](const auto& message) { visitor(message, envelope.header); }, envelope.payload);
+    } else {
+      static_assert(std::is_invocable_v<Visitor&, const Envelope&>,
+                    "Sluice: a visitor takes (const T&) or (const T&, const MessageHeader&) "
+                    "for every alternative T, or (const MessageEnvelope<Payload>&)");
+      visitor(envelope);
+    }
+  }
+
+  template <typename Visitor, std::size_t... kIndex>
+  static constexpr bool AcceptsEveryAlternative(std::index_sequence<kIndex...>) noexcept {
+    return (std::is_invocable_v<Visitor&, const std::variant_alternative_t<kIndex, Payload>&> &&
+            ...);
+  }
+
+  template <typename Visitor, std::size_t... kIndex>
+  static constexpr bool AcceptsEveryAlternativeWithHeader(std::index_sequence<kIndex...>) noexcept {
+    return (std::is_invocable_v<Visitor&, const std::variant_alternative_t<kIndex, Payload>&,
+                                const MessageHeader&> &&
+            ...);
+  }
+
+  // ---- Waiting -----------------------------------------------------------------
+
+  // Consumer: true once a message is ready, false when `timeout` passed
+  // first or the bus is drained (nothing will ever come).
+  bool WaitForMessage(std::chrono::nanoseconds timeout) {
+    return WaitUntil(
+               wake_, Traits::kPollsBeforePark, timeout,
+               [this] { return queue_.TryFront() != nullptr; },
+               [this] { return IsDrained(); }) == WaitEnd::kReady;
+  }
+
+#if !SLUICE_FREESTANDING
+  // PublishBlocking: admits through `source` as Admit does, waiting up to
+  // `timeout` for room below the priority's threshold (room_signals.hpp,
+  // SYNC POINT (R)), or until Close. A refusal is counted once.
+  template <typename Source, typename MakePayloadFn>
+  PublishResult AdmitWaiting(Source& source, std::uint32_t sender_id, MessagePriority priority,
+                             std::chrono::nanoseconds timeout, MakePayloadFn& make_payload) {
+    PublishResult result;
+    const auto try_admit = [&] {
+      result = Admit<true, false>(source, sender_id, priority, 0, make_payload);
+      return static_cast<bool>(result);
+    };
+    const auto end = [&](PublishOutcome outcome) {
+      return Refuse(source, outcome, policy_.Mode(), priority, 1);
+    };
+    if (try_admit()) return result;
+    if (IsClosed()) return end(PublishOutcome::kClosed);
+    if (room_.InsideBatchOnThisThread()) return end(PublishOutcome::kWouldDeadlock);
+    switch (room_.WaitForRoom(priority, Traits::kPollsBeforePark, timeout, try_admit,
+                              [this] { return IsClosed(); })) {
+      case WaitEnd::kReady:
+        return result;
+      case WaitEnd::kStopped:
+        return end(PublishOutcome::kClosed);
+      case WaitEnd::kTimedOut:
+        break;
+    }
+    return end(PublishOutcome::kTimedOut);
+  }
+#endif
+
+  // ---- Shutdown ------------------------------------------------------------------
+
+  // See AsyncBus::Close. Every call returns without waiting on another: the
+  // close is idempotent (CloseState), so a call preempted by another (a
+  // signal handler on the same thread) is finished by the one that
+  // preempted it, which closes the queue itself.
+  void Close() noexcept {
+    if (close_.IsClosed()) return;
+    close_.Begin();
+    const Position tail = queue_.Close();
+    close_.Finish(tail);
+    wake_.Notify();
+    // Every producer waiting for room re-checks and finds the bus closed.
+    room_.NotifyWaiters(/*only_with_room=*/false, [](MessagePriority) { return true; });
+  }
+
+  bool IsClosed() const noexcept { return close_.IsClosed(); }
+
+  bool IsDrained() const noexcept {
+    if (!close_.IsClosed()) return false;
+    // Wrap-safe: the consumer never passes the closed tail.
+    if (queue_.Released() != close_.ClosedTail()) return false;
+    if constexpr (kHasLanes) {
+      return queue_.LanesDrained();
+    } else {
+      return true;
+    }
+  }
+
+  Position SharedDepth() const noexcept {
+    if constexpr (kHasLanes) {
+      return queue_.SharedDepth();
+    } else {
+      return queue_.Depth();
+    }
+  }
+
+  // ---- The parts -------------------------------------------------------------------
+  using WakeSignalType = std::conditional_t<kCanPark, WakeSignal<Parker>, NoWakeSignal>;
+
+  Queue queue_;
+  Policy policy_;
+  WakeSignalType wake_;
+  // PublishBlocking's room signals and the thread inside a batch; empty
+  // without a parker.
+  RoomSignals<Parker, kCanPark && !SLUICE_FREESTANDING> room_;
+  CloseState close_;
+  SharedStatistics statistics_;
+  alignas(kCacheLineSize) DispatchEpoch epoch_;
+  ErrorReporter error_reporter_;
+  bool dispatching_ = false;  // consumer-private re-entrancy guard
+  LatencyRecorder<Traits::kLatencyHistograms> latency_;
+  SubscriptionRegistry<Payload, Traits> registry_;
+};
+
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
