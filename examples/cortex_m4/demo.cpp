@@ -121,7 +121,8 @@ int main() {
   while (received + g_refused.load(std::memory_order_relaxed) < kSamples) {
     g_bus.ProcessBatch();
     if (!stop_sent && received >= kSamples / 4) {
-      stop_sent = g_bus.PublishWithPriority(EmergencyStop{7}, 2, sluice::MessagePriority::HIGH);
+      stop_sent = g_bus.PublishWithPriority(EmergencyStop{7}, 2, sluice::MessagePriority::HIGH)
+                      .IsAdmitted();
     }
   }
   Register(0xE000E010) = 0;
