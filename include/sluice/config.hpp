@@ -56,6 +56,19 @@
 #endif
 #endif
 
+// The few steps of the hot path that must be inlined whatever the compiler's
+// budget for the translation unit (GCC leaves them out of line in a large
+// one), and the cold steps kept out of it.
+#if defined(__GNUC__) || defined(__clang__)
+#define SLUICE_ALWAYS_INLINE inline __attribute__((always_inline))
+#define SLUICE_LAMBDA_ALWAYS_INLINE __attribute__((always_inline))
+#define SLUICE_NOINLINE __attribute__((noinline))
+#else
+#define SLUICE_ALWAYS_INLINE inline
+#define SLUICE_LAMBDA_ALWAYS_INLINE
+#define SLUICE_NOINLINE
+#endif
+
 // Every Sluice name lives in an inline namespace named after the settings
 // above that change class layouts, so two translation units built with
 // different settings cannot silently share one definition (an ODR

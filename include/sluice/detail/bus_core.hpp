@@ -383,32 +383,34 @@ class BusCore {
 
   // A subscription batch: each message to its type's callbacks.
   std::uint32_t DispatchToSubscriptions(std::uint32_t max_messages) {
-    return RunBatch<BatchKind::kSubscriptions>(max_messages, [this](const Envelope& current) {
-      registry_.Dispatch(current, [this, &current](const char* what) {
-        ReportError<BatchKind::kSubscriptions>(BusErrorCode::kCallbackThrew, current, what);
-      });
-    });
+    return RunBatch<BatchKind::kSubscriptions>(
+        max_messages, [this](const Envelope& current) SLUICE_LAMBDA_ALWAYS_INLINE {
+          registry_.Dispatch(current, [this, &current](const char* what) {
+            ReportError<BatchKind::kSubscriptions>(BusErrorCode::kCallbackThrew, current, what);
+          });
+        });
   }
 
   // A visitor batch: each message to `visitor` (see Visit).
   template <typename Visitor>
   std::uint32_t DispatchToVisitor(Visitor& visitor, std::uint32_t max_messages) {
-    return RunBatch<BatchKind::kVisitor>(max_messages, [&](const Envelope& current) {
-      // A valueless payload is refused by Publish; std::visit would throw.
-      if (current.payload.valueless_by_exception()) return;
+    return RunBatch<BatchKind::kVisitor>(
+        max_messages, [&](const Envelope& current) SLUICE_LAMBDA_ALWAYS_INLINE {
+          // A valueless payload is refused by Publish; std::visit would throw.
+          if (current.payload.valueless_by_exception()) return;
 #if SLUICE_HAS_EXCEPTIONS
-      try {
-        Visit(visitor, current);
-      } catch (const std::exception& error) {
-        ReportError<BatchKind::kVisitor>(BusErrorCode::kVisitorThrew, current, error.what());
-      } catch (...) {
-        ReportError<BatchKind::kVisitor>(BusErrorCode::kVisitorThrew, current,
-                                         "non-standard exception");
-      }
+          try {
+            Visit(visitor, current);
+          } catch (const std::exception& error) {
+            ReportError<BatchKind::kVisitor>(BusErrorCode::kVisitorThrew, current, error.what());
+          } catch (...) {
+            ReportError<BatchKind::kVisitor>(BusErrorCode::kVisitorThrew, current,
+                                             "non-standard exception");
+          }
 #else
       Visit(visitor, current);
 #endif
-    });
+        });
   }
 
   // Ends a stretch inside the epoch. Callables unsubscribed on this thread
@@ -429,7 +431,7 @@ class BusCore {
     // Counted per priority on the priority-ordered bus (see
     // detail/statistics_counters.hpp), else in counted[0].
     [[maybe_unused]] Counter counted[kPriorityOrder ? kPriorityCount : 1] = {};
-    const auto run = [&](auto& latency) {
+    const auto run = [&](auto& latency) SLUICE_LAMBDA_ALWAYS_INLINE {
       std::uint32_t count = 0;
       do {
         latency.Add(envelope->header);

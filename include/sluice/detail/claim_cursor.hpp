@@ -155,7 +155,7 @@ class ClaimCursor {
 
   // Consumer: hands the position at ConsumerPosition() back to the producers,
   // after destroying what it held.
-  void Release() noexcept {
+  SLUICE_ALWAYS_INLINE void Release() noexcept {
     ++consumer_.position;
     // SYNC POINT WRITE (B): what the caller destroyed before this store.
     consumer_.released.store(consumer_.position, std::memory_order_release);

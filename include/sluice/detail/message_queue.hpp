@@ -52,8 +52,8 @@ class FifoQueue {
   void* Storage(Claim claim) noexcept { return ring_.Storage(claim); }
   void Publish(Claim claim) noexcept { ring_.Publish(claim); }
 
-  Envelope* TryFront() noexcept { return ring_.TryFront(); }
-  void PopFront() noexcept { ring_.PopFront(); }
+  SLUICE_ALWAYS_INLINE Envelope* TryFront() noexcept { return ring_.TryFront(); }
+  SLUICE_ALWAYS_INLINE void PopFront() noexcept { ring_.PopFront(); }
 
   Position Close() noexcept { return ring_.Close(); }
   Position Released() const noexcept { return ring_.Released(); }
@@ -150,7 +150,7 @@ class PriorityQueue {
   // take now: no ring has a published front, or a ring above the one that
   // has is held by a claim not yet published (a higher message is on its
   // way; taking a lower one meanwhile would break the order). Wait-free.
-  Envelope* TryFront() noexcept {
+  SLUICE_ALWAYS_INLINE Envelope* TryFront() noexcept {
     if constexpr (kStarvationLimit == 0) {
       if (run_left_ == 0) {
         // Time to look above the current ring; the rings below wait anyway.
@@ -180,7 +180,7 @@ class PriorityQueue {
   }
 
   // Consumer: destroys the message TryFront returned and frees its slot.
-  void PopFront() noexcept {
+  SLUICE_ALWAYS_INLINE void PopFront() noexcept {
     // SYNC POINT WRITE (B) of the ring, then of the whole queue: the order
     // the class comment's argument needs.
     rings_[current_].PopFront();

@@ -113,7 +113,7 @@ class Ring {
   void* Storage(Position position) noexcept { return slots_[position & kIndexMask].storage; }
 
   // Producer: makes the envelope at `position` visible to the consumer.
-  void Publish(Position position) noexcept {
+  SLUICE_ALWAYS_INLINE void Publish(Position position) noexcept {
     // The claim, for observers (H): before the slot, like a shared claim.
     cursor_.Commit(position);
     // SYNC POINT WRITE (A): the envelope constructed before this store.
@@ -122,7 +122,7 @@ class Ring {
 
   // Consumer. The next envelope in position order, or nullptr when the
   // producer that claimed it has not published it yet. Wait-free.
-  Envelope* TryFront() noexcept {
+  SLUICE_ALWAYS_INLINE Envelope* TryFront() noexcept {
     const Position position = cursor_.ConsumerPosition();
     Slot& slot = slots_[position & kIndexMask];
     // SYNC POINT READ (A): see Publish().
@@ -139,7 +139,7 @@ class Ring {
 
   // Consumer: destroys the front envelope, moves past it and hands its slot
   // back to the producers (SYNC POINT WRITE (B), in the cursor).
-  void PopFront() noexcept {
+  SLUICE_ALWAYS_INLINE void PopFront() noexcept {
     Slot& slot = slots_[cursor_.ConsumerPosition() & kIndexMask];
     std::launder(reinterpret_cast<Envelope*>(slot.storage))->~Envelope();
     cursor_.Release();

@@ -190,7 +190,7 @@ class SubscriptionRegistry {
   // envelope's type, in slot order. A subscriber that throws is reported via
   // `on_error(what)` and the remaining subscribers still run.
   template <typename OnError>
-  void Dispatch(const Envelope& envelope, OnError&& on_error) {
+  SLUICE_ALWAYS_INLINE void Dispatch(const Envelope& envelope, OnError&& on_error) {
     const std::size_t type = envelope.payload.index();
     // A valueless payload is refused by Publish; never index past the table.
     if (type >= kTypeCount) return;
@@ -200,7 +200,7 @@ class SubscriptionRegistry {
     while (pending != 0) {
       const unsigned index = LowestSetBit(pending);
       Slot& slot = table.slots[index];
-      running_.store(KeyOf(type, index), std::memory_order_relaxed);
+      Announce(KeyOf(type, index));
 #if SLUICE_FREESTANDING
       // See the file comment: re-check after announcing the call.
       std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -214,10 +214,10 @@ class SubscriptionRegistry {
       try {
         slot.invoke(slot.storage, envelope);
       } catch (const std::exception& error) {
-        running_.store(kNothingRunning, std::memory_order_relaxed);  // it has returned
+        Announce(kNothingRunning);  // it has returned
         on_error(error.what());
       } catch (...) {
-        running_.store(kNothingRunning, std::memory_order_relaxed);
+        Announce(kNothingRunning);
         on_error("non-standard exception");
       }
 #else
@@ -229,12 +229,16 @@ class SubscriptionRegistry {
       const Mask later = static_cast<Mask>(~Mask{0} << index << 1);
       pending = table.active.load(std::memory_order_seq_cst) & later;
     }
-    running_.store(kNothingRunning, std::memory_order_relaxed);
+#if SLUICE_FREESTANDING
+    Announce(kNothingRunning);
+#endif
   }
 
-  // Consumer, at the end of a batch: destroys callables unsubscribed from
-  // inside callbacks. Cheap when there are none.
+  // Consumer, at the end of a batch: nothing runs any more, and callables
+  // unsubscribed from inside callbacks are destroyed. Cheap when there are
+  // none.
   void ReclaimDeferred() noexcept {
+    Announce(kNothingRunning);
     if (!deferred_pending_.load(std::memory_order_relaxed)) return;
     deferred_pending_.store(false, std::memory_order_relaxed);
     for (TypeTable& table : tables_) {
@@ -278,6 +282,23 @@ class SubscriptionRegistry {
   static constexpr std::uint32_t KeyOf(std::size_t type, std::size_t index) noexcept {
     return static_cast<std::uint32_t>(type * 64 + index + 1);
   }
+  // Consumer: names the callable it is about to call (or kNothingRunning).
+  // Hosted, `running_` is read only on the consumer thread, by an
+  // Unsubscribe inside a callback, so it is stored only when it changes and
+  // cleared at the end of the batch: between two calls of one subscriber it
+  // still names it, which no reader can see. Bare metal, an interrupt reads
+  // it between any two instructions: stored for every call, cleared after
+  // each message.
+  void Announce(std::uint32_t key) noexcept {
+#if SLUICE_FREESTANDING
+    running_.store(key, std::memory_order_relaxed);
+#else
+    if (announced_ == key) return;
+    announced_ = key;
+    running_.store(key, std::memory_order_relaxed);
+#endif
+  }
+
   static constexpr Mask BitOf(std::size_t index) noexcept {
     return static_cast<Mask>(Mask{1} << index);
   }
@@ -326,6 +347,8 @@ class SubscriptionRegistry {
   // by the consumer; read by Unsubscribe on the consumer thread or, bare
   // metal, in an interrupt that preempted it: relaxed suffices for both.
   std::atomic<std::uint32_t> running_{kNothingRunning};
+  // Hosted: the consumer's copy of what it last stored in `running_`.
+  std::uint32_t announced_ = kNothingRunning;
   // Set with a deferral, cleared by the consumer. Hosted: both on the
   // consumer thread. Bare metal: a context that preempted the consumer runs
   // to completion before the consumer reads it.
