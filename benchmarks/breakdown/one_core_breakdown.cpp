@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "peers/one_core_rows.hpp"
@@ -45,7 +46,21 @@ int RunOneCoreRow() {
   return lost == 0 ? 0 : 1;
 }
 
-// `which`: "list" prints each row's index and name; an index runs that row.
+// The per-row build (SLUICE_BREAKDOWN_ROW names one adapter of
+// peers/peer_adapters.hpp) instantiates that row alone, as a program that
+// uses one queue would; the one-file build instantiates every row, as
+// sluice_bench does. GCC's inlining depends on what else the file holds, so
+// the two can differ by tens of instructions a message.
+template <typename Tag>
+constexpr bool kBuilt =
+#ifdef SLUICE_BREAKDOWN_ROW
+    std::is_same_v<Tag, AdapterTag<SLUICE_BREAKDOWN_ROW>>;
+#else
+    true;
+#endif
+
+// `which`: "list" prints each built row's index and name; an index runs that
+// row.
 int RunOneCoreRows(const char* which) {
   const bool list = std::strcmp(which, "list") == 0;
   char* end = nullptr;
@@ -57,11 +72,13 @@ int RunOneCoreRows(const char* which) {
   ForEachOneCoreRow(
       [&](const char* name, bool, auto tag) {
         using Tag = decltype(tag);
-        if (list) {
-          std::printf("%ld\t%s\n", index, name);
-          status = 0;
-        } else if (index == wanted) {
-          status = RunOneCoreRow<Tag::template Type>();
+        if constexpr (kBuilt<Tag>) {
+          if (list) {
+            std::printf("%ld\t%s\n", index, name);
+            status = 0;
+          } else if (index == wanted) {
+            status = RunOneCoreRow<Tag::template Type>();
+          }
         }
         ++index;
       },
