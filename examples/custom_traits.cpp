@@ -23,7 +23,7 @@ struct RobotTraits : sluice::PriorityOrderTraits {
   // the error names this knob).
   static constexpr std::size_t kCallbackStorageBytes = 128;
   // No per-priority latency histograms: no memory for them, no clock read.
-  static constexpr bool kLatencyHistograms = false;
+  using Latency = sluice::NoLatencyHistograms;
   // The ring inside the bus object instead of one allocation at construction.
   static constexpr sluice::SlotStorage kSlotStorage = sluice::SlotStorage::kInline;
   // A payload alternative that owns memory (std::vector, std::string) is a

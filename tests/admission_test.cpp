@@ -119,8 +119,7 @@ TEST(AdmissionTest, ModeSwitchTakesEffectOnTheNextPublish) {
 // The reference's fixed levels (the default levels follow admission:
 // backpressure_levels_test).
 struct FixedLevelsTraits : sluice::DefaultBusTraits {
-  static constexpr sluice::BackpressureLevels kBackpressureLevels =
-      sluice::BackpressureLevels::kFixed;
+  static constexpr sluice::BackpressureScale kBackpressureScale = sluice::BackpressureScale::kFixed;
 };
 
 TEST(AdmissionTest, BackpressureLevelsFollowFill) {

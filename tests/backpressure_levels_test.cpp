@@ -1,5 +1,5 @@
 // Backpressure levels that warn before LOW is refused: under the default
-// BackpressureLevels::kFollowAdmission a publish of LOW is refused only while
+// BackpressureScale::kFollowAdmission a publish of LOW is refused only while
 // GetBackpressureLevel() (and the Prometheus gauge) reads WARNING or above,
 // and MEDIUM only at CRITICAL or above, at every fill, for any thresholds,
 // across the position wrap, and with producers racing. Built and run under
@@ -56,7 +56,8 @@ const AdmissionThresholds kThresholdCases[] = {AdmissionThresholds{},  Threshold
 template <ProducerModel kModel, sluice::DeliveryOrder kOrder, std::size_t kCapacity, bool kNearWrap>
 struct Kind {
   struct Traits : sluice::DefaultBusTraits {
-    static constexpr sluice::DeliveryOrder kDeliveryOrder = kOrder;
+    using Delivery = std::conditional_t<kOrder == sluice::DeliveryOrder::kPriority,
+                                        sluice::PriorityDelivery<>, sluice::FifoDelivery>;
   };
   using Bus = sluice::AsyncBus<BasicPayload, kCapacity, kModel, Traits>;
   static std::unique_ptr<Bus> Make() {
@@ -194,8 +195,7 @@ TYPED_TEST(BackpressureLevelsTest, LevelsFollowSetAdmissionThresholds) {
 // 75 % and 90 %, whatever the thresholds; with the default ones LOW is then
 // refused from 60 % while the level still reads NORMAL.
 struct FixedLevelsTraits : sluice::DefaultBusTraits {
-  static constexpr sluice::BackpressureLevels kBackpressureLevels =
-      sluice::BackpressureLevels::kFixed;
+  static constexpr sluice::BackpressureScale kBackpressureScale = sluice::BackpressureScale::kFixed;
 };
 
 TEST(BackpressureLevelsFixedTest, FixedLevelsAreTheReferenceOnes) {

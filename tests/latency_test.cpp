@@ -27,7 +27,7 @@ struct ManualClockTraits : sluice::DefaultBusTraits {
   using Clock = ManualClock;
 };
 struct NoHistogramTraits : ManualClockTraits {
-  static constexpr bool kLatencyHistograms = false;
+  using Latency = sluice::NoLatencyHistograms;
 };
 
 template <typename Traits = ManualClockTraits>

@@ -7,7 +7,7 @@
 // its timestamp) and the time the consumer spent on the messages before it,
 // and asserts no real time at all. The bound: a recorded latency is never
 // above the true one, and below it by at most the time the
-// kLatencyClockInterval - 1 messages before it in its batch took.
+// Latency::kClockInterval - 1 messages before it in its batch took.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,14 +42,15 @@ template <std::uint32_t kInterval, DeliveryOrder kOrder, ProducerModel kModel>
 struct Config {
   struct Traits : sluice::DefaultBusTraits {
     using Clock = StepClock;
-    static constexpr std::uint32_t kLatencyClockInterval = kInterval;
-    static constexpr DeliveryOrder kDeliveryOrder = kOrder;
+    using Latency = sluice::LatencyHistograms<kInterval>;
+    using Delivery = std::conditional_t<kOrder == DeliveryOrder::kPriority,
+                                        sluice::PriorityDelivery<>, sluice::FifoDelivery>;
   };
   static constexpr std::uint32_t kClockInterval = kInterval;
   using Bus = sluice::AsyncBus<BasicPayload, 1024, kModel, Traits>;
 };
 
-constexpr std::uint32_t kDefaultInterval = sluice::DefaultBusTraits::kLatencyClockInterval;
+constexpr std::uint32_t kDefaultInterval = sluice::DefaultBusTraits::Latency::kClockInterval;
 
 // What the application saw of one message: its priority, its latency by its
 // own timing, and how long its callback spun.
@@ -245,9 +246,9 @@ TEST(LatencyUnderBacklogTest, AMessageAtAnyPositionIsMeasuredToItsOwnDispatch) {
 }
 
 // The bound's price: the histograms' batches read the clock once per
-// kLatencyClockInterval messages; batches that record nothing read none.
+// Latency::kClockInterval messages; batches that record nothing read none.
 struct NoHistogramTraits : Config<4, DeliveryOrder::kFifo, ProducerModel::kMulti>::Traits {
-  static constexpr bool kLatencyHistograms = false;
+  using Latency = sluice::NoLatencyHistograms;
 };
 
 TEST(LatencyUnderBacklogTest, OnlyRecordingBatchesReadTheClock) {

@@ -445,8 +445,7 @@ TEST(LoanPoolTest, FreeListTagWraps) {
 }
 
 struct LaneTraits : sluice::DefaultBusTraits {
-  static constexpr std::size_t kMaxProducerLanes = 2;
-  static constexpr std::size_t kLaneCapacity = 16;
+  using Lanes = sluice::ProducerLanes<2, 16>;
 };
 
 TEST(LoanPoolTest, LanePublishLoanCountsAnEmptyLoanInTheLane) {

@@ -3,7 +3,7 @@
 // producer within each priority, with message ids increasing per producer;
 // the statistics add up; a HIGH (or MEDIUM) that a producer has published
 // before the consumer's previous dispatch ended is taken before any lower
-// priority (within kPriorityCheckInterval); Close and PublishBlocking work
+// priority (within the check interval); Close and PublishBlocking work
 // under load; and a producer stalled inside its publish holds up its own
 // priority only. Built and run under ThreadSanitizer in CI as well.
 //
@@ -62,9 +62,7 @@ using Payload = std::variant<Tagged>;
 template <std::uint32_t kInterval, std::uint32_t kStarvation,
           typename Base = sluice::DefaultBusTraits>
 struct PriorityTraits : Base {
-  static constexpr sluice::DeliveryOrder kDeliveryOrder = sluice::DeliveryOrder::kPriority;
-  static constexpr std::uint32_t kPriorityCheckInterval = kInterval;
-  static constexpr std::uint32_t kStarvationLimit = kStarvation;
+  using Delivery = sluice::PriorityDelivery<kInterval, kStarvation>;
 };
 
 using sluice_test::ProgressWatch;
@@ -270,7 +268,7 @@ TYPED_TEST(PriorityOrderConcurrencyTest, ExactlyOnceInOrderPerProducerAndPriorit
 //  the oldest of that producer's undispatched messages, which is among those
 //  counted: so while count > dispatched, the priority's ring has a published
 //  front. The consumer then takes no lower message after the current run:
-//  with kPriorityCheckInterval N, at most N - 1 lower messages follow the
+//  with a check interval N, at most N - 1 lower messages follow the
 //  callback whose end saw the count (N = 1: none).
 //
 // With several producers of one priority the front may be another
@@ -388,8 +386,8 @@ class HigherFirstCheck {
 // of its own, so the consumer's merge must keep the order across lanes.
 template <std::uint32_t kInterval>
 struct LanedPriorityTraits : PriorityTraits<kInterval, 0> {
-  static constexpr std::size_t kMaxProducerLanes = 4;
-  static constexpr std::size_t kLaneCapacity = 256;  // LOW below 154: room for the prefill
+  // 256 slots a lane: LOW below 154, room for the prefill.
+  using Lanes = sluice::ProducerLanes<4, 256>;
 };
 
 // Where one producer of the test publishes: the bus, or its own lane
@@ -755,8 +753,7 @@ TEST(PriorityConcurrencyTest, SingleProducerClosesWhileTheConsumerDispatches) {
 struct CondVarPriorityTraits : PriorityTraits<1, 0, sluice::SleepingConsumerTraits> {};
 #if defined(__linux__)
 struct FutexPriorityTraits : PriorityTraits<1, 0> {
-  using Parker = sluice::FutexParker;
-  static constexpr std::uint32_t kPollsBeforePark = 0;  // every refused poll parks
+  using Waiting = sluice::WaitWith<sluice::FutexParker, 0>;  // every refused poll parks
 };
 using ParkerTraits = ::testing::Types<CondVarPriorityTraits, FutexPriorityTraits>;
 #else

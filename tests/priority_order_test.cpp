@@ -157,10 +157,8 @@ template <sluice::ProducerModel kModel, sluice::SlotStorage kStorage>
 struct Kind {
   template <typename Base, std::uint32_t kInterval, std::uint32_t kStarvation>
   struct Traits : Base {
-    static constexpr sluice::DeliveryOrder kDeliveryOrder = sluice::DeliveryOrder::kPriority;
+    using Delivery = sluice::PriorityDelivery<kInterval, kStarvation>;
     static constexpr sluice::SlotStorage kSlotStorage = kStorage;
-    static constexpr std::uint32_t kPriorityCheckInterval = kInterval;
-    static constexpr std::uint32_t kStarvationLimit = kStarvation;
   };
   template <std::uint32_t kInterval = 1, std::uint32_t kStarvation = 0,
             typename Base = sluice::DefaultBusTraits, typename P = Payload,
@@ -216,7 +214,7 @@ TYPED_TEST(PriorityOrderTest, OneMessageBatchesInterleavedWithPublishes) {
   EXPECT_EQ(bus.QueueDepth(), 0u);
 }
 
-// kPriorityCheckInterval 3: a run of a priority is up to 3 messages long, and
+// A check interval of 3: a run of a priority is up to 3 messages long, and
 // a HIGH published once a run has started waits for the rest of that run,
 // never longer.
 TYPED_TEST(PriorityOrderTest, AHighPublishedDuringARunIsTakenWhenTheRunOfNEnds) {
@@ -261,7 +259,7 @@ TYPED_TEST(PriorityOrderTest, StarvedLowAndMediumAreServedLowestFirst) {
             Labels("H0 H1 L0 M0 H2 H3 L1 M1 H4 H5"));
 }
 
-// A starved priority's run is up to kPriorityCheckInterval messages long, and
+// A starved priority's run is up to the check interval's messages long, and
 // so is every HIGH run.
 TYPED_TEST(PriorityOrderTest, AStarvedRunIsUpToNMessages) {
   typename TypeParam::template Bus<2, 2> bus;
@@ -356,8 +354,7 @@ TYPED_TEST(PriorityOrderTest, BareMetalModeAdmitsEveryPriorityUpToTheCapacity) {
 // The reference's fixed levels, whose 75 % and 90 % fall between messages of
 // a 16-slot bus (the default levels follow admission: backpressure_levels_test).
 struct FixedLevelsTraits : sluice::DefaultBusTraits {
-  static constexpr sluice::BackpressureLevels kBackpressureLevels =
-      sluice::BackpressureLevels::kFixed;
+  static constexpr sluice::BackpressureScale kBackpressureScale = sluice::BackpressureScale::kFixed;
 };
 
 TYPED_TEST(PriorityOrderTest, DepthUtilizationAndBackpressureAreOverTheWholeBus) {
@@ -737,8 +734,8 @@ TEST(PriorityOrderTraitsTest, SlotMemoryIsThreeRingsAndTheConvenienceTraitsAreSt
   using Priority = sluice::MpscBus<Payload, 16, sluice::PriorityOrderTraits>;
   static_assert(Fifo::kDeliveryOrder == sluice::DeliveryOrder::kFifo);
   static_assert(Priority::kDeliveryOrder == sluice::DeliveryOrder::kPriority);
-  static_assert(sluice::PriorityOrderTraits::kPriorityCheckInterval == 1);
-  static_assert(sluice::PriorityOrderTraits::kStarvationLimit == 0);
+  static_assert(sluice::PriorityOrderTraits::Delivery::kCheckInterval == 1);
+  static_assert(sluice::PriorityOrderTraits::Delivery::kStarvationLimit == 0);
   static_assert(Priority::kBytesPerSlot == Fifo::kBytesPerSlot);
   static_assert(Priority::kRingBytes == 3 * Fifo::kRingBytes);
   using Inline = Kind<sluice::ProducerModel::kSingle, sluice::SlotStorage::kInline>::Bus<>;

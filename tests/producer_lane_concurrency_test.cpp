@@ -43,18 +43,16 @@ struct Tagged {
 using Payload = std::variant<Tagged>;
 
 struct FifoLanes : sluice::DefaultBusTraits {
-  static constexpr std::size_t kMaxProducerLanes = 3;
-  static constexpr std::size_t kLaneCapacity = 32;
-  static constexpr std::uint32_t kLaneBurst = 4;
+  using Lanes = sluice::ProducerLanes<3, 32, 4>;
 };
 struct OrderedLanes : FifoLanes {
-  static constexpr sluice::DeliveryOrder kDeliveryOrder = sluice::DeliveryOrder::kPriority;
+  using Delivery = sluice::PriorityDelivery<>;
 };
 struct MembarrierLanes : FifoLanes {
-  using HeavyFence = sluice::MembarrierHeavyFence;
+  using Lanes = sluice::ProducerLanes<3, 32, 4, sluice::MembarrierHeavyFence>;
 };
 struct OrderedMembarrierLanes : OrderedLanes {
-  using HeavyFence = sluice::MembarrierHeavyFence;
+  using Lanes = sluice::ProducerLanes<3, 32, 4, sluice::MembarrierHeavyFence>;
 };
 
 using sluice_test::ProgressWatch;
@@ -253,7 +251,7 @@ TYPED_TEST(ProducerLaneConcurrencyTest, ALaneIsNeverHeldByTwoProducers) {
   const auto per_thread = static_cast<std::uint32_t>(StressCount(3000 * kScale / 10 + 100));
   StressProgress progress("lane registrations, thread 0", per_thread);
   auto bus = std::make_unique<Bus>();
-  std::atomic<std::uint32_t> holder[FifoLanes::kMaxProducerLanes + 1] = {};
+  std::atomic<std::uint32_t> holder[FifoLanes::Lanes::kMaxProducers + 1] = {};
   std::atomic<std::uint64_t> doubles{0};
   std::atomic<std::uint64_t> sent{0};
   std::atomic<std::uint32_t> done{0};

@@ -42,21 +42,19 @@ struct Counted {
 using Payload = std::variant<Item, Counted>;
 
 struct LaneTraits : sluice::DefaultBusTraits {
-  static constexpr std::size_t kMaxProducerLanes = 3;
-  static constexpr std::size_t kLaneCapacity = 16;
-  static constexpr std::uint32_t kLaneBurst = 2;
+  using Lanes = sluice::ProducerLanes<3, 16, 2>;
 };
 struct OrderedLaneTraits : LaneTraits {
-  static constexpr sluice::DeliveryOrder kDeliveryOrder = sluice::DeliveryOrder::kPriority;
+  using Delivery = sluice::PriorityDelivery<>;
 };
 struct InlineLaneTraits : LaneTraits {
   static constexpr sluice::SlotStorage kSlotStorage = sluice::SlotStorage::kInline;
 };
 struct MembarrierLaneTraits : OrderedLaneTraits {
-  using HeavyFence = sluice::MembarrierHeavyFence;
+  using Lanes = sluice::ProducerLanes<3, 16, 2, sluice::MembarrierHeavyFence>;
 };
 struct SingleCoreLaneTraits : LaneTraits {
-  using HeavyFence = sluice::SingleCoreHeavyFence;
+  using Lanes = sluice::ProducerLanes<3, 16, 2, sluice::SingleCoreHeavyFence>;
 };
 
 template <typename Bus>
@@ -383,7 +381,7 @@ TEST(ProducerLaneMergeTest, FifoTakesTheSourcesInTurnsOfTheBurst) {
     ASSERT_TRUE(a.Publish(Item{i}));
     ASSERT_TRUE(b.Publish(Item{i}));
   }
-  // kLaneBurst = 2, starting after the shared queue: lane 1, lane 2, shared.
+  // A burst of 2, starting after the shared queue: lane 1, lane 2, shared.
   EXPECT_EQ(Join(Dispatch(bus)), "1:0 1:1 2:0 2:1 0:0 0:1 1:2 1:3 2:2 2:3 0:2 0:3 1:4 2:4 0:4");
 }
 
@@ -465,8 +463,7 @@ TEST(ProducerLaneMergeTest, ALaneProducerInterruptedMidPublishHoldsNoOne) {
 // ---- Other traits ------------------------------------------------------------------
 
 struct SleepingLaneTraits : sluice::SleepingConsumerTraits {
-  static constexpr std::size_t kMaxProducerLanes = 2;
-  static constexpr std::size_t kLaneCapacity = 8;
+  using Lanes = sluice::ProducerLanes<2, 8>;
 };
 
 TEST(ProducerLaneWakeTest, ALanePublishWakesASleepingConsumer) {

@@ -128,7 +128,7 @@ TEST(PrometheusTest, LatencySumsPast32BitsOfMicrosecondsAreExact) {
 }
 
 struct NoHistogramTraits : sluice::DefaultBusTraits {
-  static constexpr bool kLatencyHistograms = false;
+  using Latency = sluice::NoLatencyHistograms;
 };
 
 TEST(PrometheusTest, ABusWithoutHistogramsWritesNoLatencySamples) {

@@ -91,20 +91,18 @@ struct CountingMembarrierParker : CountingParker<sluice::MembarrierFutexParker> 
 #endif
 
 struct CondVarTraits : sluice::DefaultBusTraits {
-  using Parker = CountingParker<sluice::ConditionVariableParker>;
+  using Waiting = sluice::WaitWith<CountingParker<sluice::ConditionVariableParker>>;
 };
 // Parks at once: every refused poll is a park.
 struct EagerCondVarTraits : CondVarTraits {
-  static constexpr std::uint32_t kPollsBeforePark = 0;
+  using Waiting = sluice::WaitWith<CountingParker<sluice::ConditionVariableParker>, 0>;
 };
 #if defined(__linux__)
 struct EagerFutexTraits : sluice::DefaultBusTraits {
-  using Parker = CountingParker<sluice::FutexParker>;
-  static constexpr std::uint32_t kPollsBeforePark = 0;
+  using Waiting = sluice::WaitWith<CountingParker<sluice::FutexParker>, 0>;
 };
 struct EagerMembarrierTraits : sluice::DefaultBusTraits {
-  using Parker = CountingMembarrierParker;
-  static constexpr std::uint32_t kPollsBeforePark = 0;
+  using Waiting = sluice::WaitWith<CountingMembarrierParker, 0>;
 };
 #endif
 

@@ -26,8 +26,7 @@ using Payload = std::variant<Reading, sluice::Loan<Block>>;
 using Bus = sluice::MpscBus<Payload, 16>;
 
 struct LaneTraits : sluice::DefaultBusTraits {
-  static constexpr std::size_t kMaxProducerLanes = 2;
-  static constexpr std::size_t kLaneCapacity = 8;
+  using Lanes = sluice::ProducerLanes<2, 8>;
 };
 using LaneBus = sluice::MpscBus<Payload, 16, LaneTraits>;
 

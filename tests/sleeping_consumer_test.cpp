@@ -47,18 +47,16 @@ struct CountingParker {
 
 // Park at once: every empty poll is a park, so the stress test parks often.
 struct EagerCondVarTraits : sluice::DefaultBusTraits {
-  using Parker = CountingParker<sluice::ConditionVariableParker>;
-  static constexpr std::uint32_t kPollsBeforePark = 0;
+  using Waiting = sluice::WaitWith<CountingParker<sluice::ConditionVariableParker>, 0>;
 };
 #if defined(__linux__)
 struct EagerFutexTraits : sluice::DefaultBusTraits {
-  using Parker = CountingParker<sluice::FutexParker>;
-  static constexpr std::uint32_t kPollsBeforePark = 0;
+  using Waiting = sluice::WaitWith<CountingParker<sluice::FutexParker>, 0>;
 };
 #endif
 // The public traits as they are: polls first, then parks.
 struct PollingTraits : sluice::SleepingConsumerTraits {
-  using Parker = CountingParker<sluice::ConditionVariableParker>;
+  using Waiting = sluice::WaitWith<CountingParker<sluice::ConditionVariableParker>>;
 };
 
 template <typename Traits>
@@ -153,7 +151,7 @@ TYPED_TEST(SleepingConsumerTest, EveryMessageIsDispatchedOnceWithTheConsumerPark
   EXPECT_EQ(bus.QueueDepth(), 0u);
   // It means something only if the consumer really parked, many times
   // (with polling first, most hand-overs arrive while it still polls).
-  if (TypeParam::kPollsBeforePark == 0) {
+  if (TypeParam::Waiting::kPollsBeforePark == 0) {
     EXPECT_GT(g_parks.load(), 100u);
   }
   std::printf("[ sleep    ] %llu messages, %llu parks; %llu waits returned nothing\n",

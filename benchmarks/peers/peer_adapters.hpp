@@ -70,7 +70,7 @@ enum class SluicePath { kCallbacks, kVisitor };
 template <ProducerModel kModel, PerformanceMode kMode, SluiceCall kCall, SluicePath kPath,
           typename Probe, typename Traits = DefaultBusTraits>
 class SluiceAdapter {
-  static constexpr bool kLane = Traits::kMaxProducerLanes > 0;
+  static constexpr bool kLane = Traits::Lanes::kMaxProducers > 0;
 
  public:
   explicit SluiceAdapter(Probe& probe) : probe_(probe), bus_(std::make_unique<Bus>()) {
@@ -178,12 +178,13 @@ using MpscOrderedBareFastVisitor =
 
 // A registered producer: one lane as large as the bus, and the heavy fence
 // where there is one (Linux), so a lane publish fences nothing.
-struct OneLaneTraits : DefaultBusTraits {
-  static constexpr std::size_t kMaxProducerLanes = 1;
-  static constexpr std::size_t kLaneCapacity = kPeerCapacity;
 #if defined(__linux__)
-  using HeavyFence = MembarrierHeavyFence;
+using PeerHeavyFence = MembarrierHeavyFence;
+#else
+using PeerHeavyFence = NoHeavyFence;
 #endif
+struct OneLaneTraits : DefaultBusTraits {
+  using Lanes = ProducerLanes<1, kPeerCapacity, 64, PeerHeavyFence>;
 };
 template <typename P>
 using LaneFullFastCallbacks = SluiceAdapter<kMpsc, kFull, kFast, kCallbacks, P, OneLaneTraits>;

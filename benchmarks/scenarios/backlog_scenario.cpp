@@ -399,8 +399,8 @@ void RunBacklog(const Options& options, Report& report) {
       "The bus's own histogram: before each sample the producer resets the statistics, so the "
       "HIGH latency histogram then holds that sample's HIGH alone (its sum is its latency in "
       "whole microseconds, from the publish's bus-clock stamp to the consumer's clock reading "
-      "for it, which it re-reads every kLatencyClockInterval = " +
-      std::to_string(DefaultBusTraits::kLatencyClockInterval) +
+      "for it, which it re-reads every Latency::kClockInterval = " +
+      std::to_string(DefaultBusTraits::Latency::kClockInterval) +
       " messages of a batch). 'Below the application's timing' compares it with this table's "
       "own figure for the same message; the bound (docs/api.md, \"Latency histograms\") is the "
       "time the consumer spent on the messages since its last reading, plus the microsecond "

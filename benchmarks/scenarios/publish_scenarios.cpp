@@ -101,7 +101,7 @@ void BatchesFor(const Options& options, Report& report, Table& table) {
 }
 
 struct NoHistogramTraits : DefaultBusTraits {
-  static constexpr bool kLatencyHistograms = false;
+  using Latency = NoLatencyHistograms;
 };
 
 // Queues `count` stamped messages (so the latency histograms record them).
@@ -217,7 +217,7 @@ void RunDispatch(const Options& options, Report& report) {
       "divided by messages; mean +- stddev over " +
           std::to_string(options.rounds) + " rounds.",
       "FULL_FEATURED: messages carry a timestamp, so the latency histograms record each one; "
-      "the last column is a bus built with kLatencyHistograms = false."};
+      "the last column is a bus built with NoLatencyHistograms."};
   report.tables.push_back(table);
 }
 

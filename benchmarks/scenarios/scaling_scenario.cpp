@@ -20,15 +20,16 @@ namespace {
 constexpr int kProducerCounts[] = {1, 2, 4, 8};
 constexpr std::size_t kLaneSlots = 16384;
 
-struct LaneTraits : DefaultBusTraits {
-  static constexpr std::size_t kMaxProducerLanes = 8;
-  static constexpr std::size_t kLaneCapacity = kLaneSlots;
 #if defined(__linux__)
-  using HeavyFence = MembarrierHeavyFence;
+using LaneHeavyFence = MembarrierHeavyFence;
+#else
+using LaneHeavyFence = NoHeavyFence;
 #endif
+struct LaneTraits : DefaultBusTraits {
+  using Lanes = ProducerLanes<8, kLaneSlots, 64, LaneHeavyFence>;
 };
 struct LaneFenceTraits : LaneTraits {
-  using HeavyFence = NoHeavyFence;
+  using Lanes = ProducerLanes<8, kLaneSlots, 64, NoHeavyFence>;
 };
 
 // What each producer thread writes while it runs: a block of its own.
@@ -292,7 +293,7 @@ void RunScaling(const Options& options, Report& report) {
       " rounds; in each, every producer count, and every queue in turn starting with the "
       "next one.");
   table.notes.push_back(
-      "Lanes: kLaneCapacity " + WithThousands(kLaneSlots) +
+      "Lanes: capacity " + WithThousands(kLaneSlots) +
       " slots per producer; the shared queue and moodycamel hold " + WithThousands(kPeerCapacity) +
       ". The lane rows use MembarrierHeavyFence on Linux (no fence per publish) and, for "
       "comparison, NoHeavyFence (one full fence per publish).");

@@ -21,10 +21,10 @@ namespace sluice::bench {
 namespace {
 
 struct FutexTraits : DefaultBusTraits {
-  using Parker = FutexParker;
+  using Waiting = WaitWith<FutexParker>;
 };
 struct MembarrierTraits : DefaultBusTraits {
-  using Parker = MembarrierFutexParker;
+  using Waiting = WaitWith<MembarrierFutexParker>;
 };
 template <ProducerModel kModel, typename Traits = SleepingConsumerTraits>
 using SleepingBus = AsyncBus<std::variant<Sample<24>>, 131072, kModel, Traits>;
@@ -495,7 +495,7 @@ void RunSleep(const Options& options, Report& report) {
           "consumer drains the rest and stops once the bus is drained.",
       "Paced rows, consumers: ProcessBatch in a loop (busy polling), or ProcessBatchWait with "
       "a 100 ms timeout (it polls " +
-          std::to_string(SleepingConsumerTraits::kPollsBeforePark) +
+          std::to_string(SleepingConsumerTraits::Waiting::kPollsBeforePark) +
           " times, then parks until a publish wakes it). Dispatched per second: messages the "
           "callback received, over the time from the start signal to the last dispatch. "
           "Consumer CPU: the consumer thread's CPU time over its run, from the start signal "

@@ -28,7 +28,8 @@ struct ProbeTraits : sluice::DefaultBusTraits {
   static constexpr sluice::SlotStorage kSlotStorage = sluice::SlotStorage::kInline;
   static constexpr std::size_t kMaxSubscribersPerType = 4;
   static constexpr std::size_t kCallbackStorageBytes = 8;
-  static constexpr bool kLatencyHistograms = SLUICE_SIZE_PROBE_WITH_BUS == 2;
+  using Latency = std::conditional_t<SLUICE_SIZE_PROBE_WITH_BUS == 2, sluice::LatencyHistograms<>,
+                                     sluice::NoLatencyHistograms>;
   using Clock = TickClock;
 };
 sluice::MpscBus<std::variant<Sample>, 16, ProbeTraits> g_bus;

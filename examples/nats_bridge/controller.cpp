@@ -15,7 +15,7 @@
 // The consumer sleeps while nothing is queued, and a stop queued behind
 // readings is dispatched first.
 struct ControllerTraits : sluice::SleepingConsumerTraits {
-  static constexpr sluice::DeliveryOrder kDeliveryOrder = sluice::DeliveryOrder::kPriority;
+  using Delivery = sluice::PriorityDelivery<>;
 };
 
 int main(int argc, char** argv) {

@@ -34,9 +34,9 @@ constexpr Position FillLimit(std::uint32_t percent, Position capacity) noexcept 
 }
 
 // How full the queue is, as GetBackpressureLevel() reports it. By default
-// (BackpressureLevels::kFollowAdmission) the levels start where admission
+// (BackpressureScale::kFollowAdmission) the levels start where admission
 // refuses: WARNING where LOW is refused, CRITICAL where MEDIUM is. With
-// BackpressureLevels::kFixed they are the fixed fills in the comments.
+// BackpressureScale::kFixed they are the fixed fills in the comments.
 enum class BackpressureLevel : std::uint8_t {
   NORMAL = 0,    // every priority admitted (fixed: below 75 % fill)
   WARNING = 1,   // LOW refused (fixed: 75 % up to 90 %)
@@ -44,8 +44,8 @@ enum class BackpressureLevel : std::uint8_t {
   FULL = 3,      // every slot taken
 };
 
-// Where the levels start: BusTraits::kBackpressureLevels.
-enum class BackpressureLevels : std::uint8_t {
+// Where the levels start: BusTraits::kBackpressureScale.
+enum class BackpressureScale : std::uint8_t {
   // WARNING from the fill at which LOW is refused, CRITICAL from MEDIUM's,
   // both following SetAdmissionThresholds: a producer is refused LOW only
   // while the level is WARNING or above.
@@ -55,7 +55,12 @@ enum class BackpressureLevels : std::uint8_t {
   kFixed,
 };
 
-// The fixed levels (BackpressureLevels::kFixed).
+// Before 0.3 the scale was named BackpressureLevels, too close to
+// BackpressureLevel.
+using BackpressureLevels [[deprecated("Sluice: BackpressureLevels is now BackpressureScale")]] =
+    BackpressureScale;
+
+// The fixed levels (BackpressureScale::kFixed).
 constexpr BackpressureLevel ClassifyBackpressure(Position depth, Position capacity) noexcept {
   if (depth >= capacity) return BackpressureLevel::FULL;
   const std::uint64_t percent_scaled = std::uint64_t{depth} * 100;
@@ -64,7 +69,7 @@ constexpr BackpressureLevel ClassifyBackpressure(Position depth, Position capaci
   return BackpressureLevel::NORMAL;
 }
 
-// The levels that follow admission (BackpressureLevels::kFollowAdmission):
+// The levels that follow admission (BackpressureScale::kFollowAdmission):
 // WARNING from FillLimit(low_percent), the depth at which LOW is refused,
 // CRITICAL from FillLimit(medium_percent), FULL at `capacity`.
 constexpr BackpressureLevel ClassifyBackpressure(Position depth, Position capacity,

@@ -62,9 +62,9 @@ class AsyncBus
   // ring of kCapacity, or three with DeliveryOrder::kPriority.
   static constexpr std::size_t kBytesPerSlot = Core::Queue::kBytesPerSlot;
   static constexpr std::size_t kRingBytes = kBytesPerSlot * kCapacity * Core::Queue::kRingCount;
-  static constexpr DeliveryOrder kDeliveryOrder = Traits::kDeliveryOrder;
+  static constexpr DeliveryOrder kDeliveryOrder = Traits::Delivery::kOrder;
   static constexpr ProducerModel kProducerModel = kProducers;
-  static constexpr bool kKeepsLatencyHistograms = Traits::kLatencyHistograms;
+  static constexpr bool kKeepsLatencyHistograms = Traits::Latency::kEnabled;
 
   AsyncBus() : core_(0) {}
   // For tests: counting starts at `first` (near the wrap), not at 0.
@@ -80,12 +80,12 @@ class AsyncBus
   // ---- Producer lanes ----------------------------------------------------------
 
   // Takes a free lane for the calling producer: a valid Producer, or an
-  // invalid one when all Traits::kMaxProducerLanes lanes are taken.
+  // invalid one when all Traits::Lanes::kMaxProducers lanes are taken.
   // Lock-free; any thread. A compile error when the traits allow no lanes.
   [[nodiscard]] Producer RegisterProducer() noexcept {
     static_assert(Core::kHasLanes,
-                  "Sluice: RegisterProducer needs producer lanes: set kMaxProducerLanes (and "
-                  "kLaneCapacity) in the bus traits");
+                  "Sluice: RegisterProducer needs producer lanes: `using Lanes = "
+                  "sluice::ProducerLanes<kMaxProducers>;` in the bus traits");
     if constexpr (Core::kHasLanes) {
       const int lane = core_.queue_.Register();
       if (lane >= 0) return Producer(&core_, static_cast<std::uint32_t>(lane));
@@ -155,7 +155,7 @@ class AsyncBus
 
   // As ProcessBatch, but when nothing is queued it waits up to `timeout` for
   // a message instead of returning 0 at once: it polls the queue
-  // Traits::kPollsBeforePark times, then sleeps on Traits::Parker until a
+  // Traits::Waiting::kPollsBeforePark times, then sleeps on its Parker until a
   // publish wakes it (no lost wake-up: docs/design.md, "The sleeping
   // consumer"). Returns how many it dispatched: 0 when the timeout passed
   // with nothing queued, when the bus is drained, or when called from inside
@@ -265,7 +265,7 @@ class AsyncBus
   BusStatisticsSnapshot GetStatistics() const noexcept {
     BusStatisticsSnapshot snapshot = core_.statistics_.Snapshot();
     if constexpr (Core::kHasLanes) {
-      for (std::uint32_t i = 0; i < Traits::kMaxProducerLanes; ++i) {
+      for (std::uint32_t i = 0; i < Traits::Lanes::kMaxProducers; ++i) {
         detail::AddStatistics(&snapshot, core_.queue_.LaneAt(i).statistics.Snapshot());
       }
     }
@@ -274,20 +274,20 @@ class AsyncBus
 
   // Publish-to-dispatch latency per priority since construction or the last
   // reset, kept by the consumer in FULL_FEATURED mode: it reads the bus clock
-  // at the start of each batch and again every Traits::kLatencyClockInterval
+  // at the start of each batch and again every Traits::Latency::kClockInterval
   // (N) messages, and measures each message from its timestamp_us to the
   // latest reading before the consumer took it up: never more than the true
   // latency to that moment, and short of it by at most the time the consumer
   // spent on the at most N - 1 messages it took before it in the batch
   // (docs/api.md). Messages with timestamp_us 0 are not counted.
-  // Empty when Traits::kLatencyHistograms is false.
+  // Empty with NoLatencyHistograms in the traits.
   LatencySnapshot GetLatencyHistograms() const noexcept { return core_.latency_.Snapshot(); }
 
   // Resets the counters and the latency histograms.
   void ResetStatistics() noexcept {
     core_.statistics_.Reset();
     if constexpr (Core::kHasLanes) {
-      for (std::uint32_t i = 0; i < Traits::kMaxProducerLanes; ++i) {
+      for (std::uint32_t i = 0; i < Traits::Lanes::kMaxProducers; ++i) {
         core_.queue_.LaneAt(i).statistics.Reset();
       }
     }
@@ -304,9 +304,9 @@ class AsyncBus
   // The level of the shared queue's depth (with producer lanes, each
   // Producer reports its lane's): by default WARNING from the fill at which LOW
   // is refused, CRITICAL from MEDIUM's (following SetAdmissionThresholds);
-  // Traits::kBackpressureLevels = BackpressureLevels::kFixed: 75 % and 90 %.
+  // Traits::kBackpressureScale = BackpressureScale::kFixed: 75 % and 90 %.
   BackpressureLevel GetBackpressureLevel() const noexcept {
-    if constexpr (Traits::kBackpressureLevels == BackpressureLevels::kFixed) {
+    if constexpr (Traits::kBackpressureScale == BackpressureScale::kFixed) {
       return ClassifyBackpressure(core_.SharedDepth(), kCapacity);
     } else {
       return core_.policy_.LevelAt(core_.SharedDepth());

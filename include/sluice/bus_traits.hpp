@@ -5,10 +5,24 @@
 //     static constexpr sluice::SlotStorage kSlotStorage = sluice::SlotStorage::kInline;
 //   };
 //   static sluice::MpscBus<Payload, 1024, StaticTraits> bus;  // no heap at all
+//
+// Knobs that only matter together are one policy type: Delivery (the order
+// and, for priority order, its check interval and starvation limit),
+// Waiting (the parker and its polls), Lanes (how many, their size, burst and
+// fence) and Latency (the histograms and their clock interval). Each
+// default is the feature off, at no cost: FifoDelivery, NoWaiting, NoLanes;
+// and LatencyHistograms<> on.
+//
+//   struct RobotTraits : sluice::DefaultBusTraits {
+//     using Delivery = sluice::PriorityDelivery<>;          // HIGH first
+//     using Waiting = sluice::WaitWith<sluice::FutexParker>;  // ProcessBatchWait
+//     using Lanes = sluice::ProducerLanes<8, 4096>;         // RegisterProducer
+//   };
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "sluice/admission.hpp"
 #include "sluice/clock.hpp"
@@ -36,10 +50,117 @@ enum class DeliveryOrder {
   // HIGH before MEDIUM before LOW, and within a priority each producer's
   // messages in the order it published them: one ring per priority, each of
   // the full capacity (three times the slot memory), and a second claim per
-  // publish. Admission, fill, statistics
-  // and Depth are still over the whole bus. See kPriorityCheckInterval and
-  // kStarvationLimit.
+  // publish. Admission, fill, statistics and Depth are still over the whole
+  // bus.
   kPriority,
+};
+
+// ---- Delivery: the order, and what only priority order needs ----------------
+
+// Admission order (DeliveryOrder::kFifo): one ring.
+struct FifoDelivery {
+  static constexpr DeliveryOrder kOrder = DeliveryOrder::kFifo;
+  static constexpr std::uint32_t kCheckInterval = 1;
+  static constexpr std::uint32_t kStarvationLimit = 0;
+};
+
+// HIGH first (DeliveryOrder::kPriority).
+// kCheckInterval: the consumer looks for a message of a higher priority at
+// least every this many messages (1: before each one). At least 1.
+// kStarvationLimit: 0 is strict priority (LOW can wait for ever under
+// endless HIGH). K > 0: a lower priority whose front message the consumer
+// has seen waiting and then passed over for K messages of higher priorities
+// gets the next run (up to kCheckInterval = N messages), lowest priority
+// first. From its publication, a front message then waits for at most
+// K + 2N - 1 higher messages (MEDIUM), K + 3N - 1 (LOW); docs/api.md,
+// "Delivery order". Producer lanes need 0.
+template <std::uint32_t kCheckIntervalMessages = 1, std::uint32_t kStarvationLimitMessages = 0>
+struct PriorityDelivery {
+  static constexpr DeliveryOrder kOrder = DeliveryOrder::kPriority;
+  static constexpr std::uint32_t kCheckInterval = kCheckIntervalMessages;
+  static constexpr std::uint32_t kStarvationLimit = kStarvationLimitMessages;
+  static_assert(kCheckInterval >= 1,
+                "Sluice: PriorityDelivery's check interval must be at least 1");
+};
+
+// ---- Waiting: how the consumer and blocked producers sleep -------------------
+
+// Nobody sleeps: ProcessBatchWait and PublishBlocking do not compile, and
+// publishing pays nothing for them.
+struct NoWaiting {
+  using Parker = NoParker;
+  static constexpr std::uint32_t kPollsBeforePark = 0;
+};
+
+// The consumer may sleep in ProcessBatchWait and producers in
+// PublishBlocking, on `ParkerType` (sluice/parker.hpp; FutexParker,
+// ConditionVariableParker and MembarrierFutexParker in sluice/extras/).
+// Every publish then adds a fence and a load. kPolls: polls of an empty
+// queue (ProcessBatchWait) or a full one (PublishBlocking) before parking:
+// what changes meanwhile is taken without a sleep and a wake-up.
+template <typename ParkerType, std::uint32_t kPolls = 256>
+struct WaitWith {
+  using Parker = ParkerType;
+  static constexpr std::uint32_t kPollsBeforePark = kPolls;
+};
+
+// ---- Lanes: registered producers, each with a lane of its own ----------------
+
+// No lanes: RegisterProducer does not compile.
+struct NoLanes {
+  static constexpr std::size_t kMaxProducers = 0;
+  static constexpr std::size_t kCapacity = 0;
+  static constexpr std::uint32_t kBurst = 1;
+  using HeavyFence = NoHeavyFence;
+};
+
+// At most kMaxProducersAtOnce registered producers at once
+// (AsyncBus::RegisterProducer; docs/api.md, "Producer lanes"), each with a
+// lane of kLaneSlots slots (a power of two, at least 2; three rings of it per
+// lane with priority delivery), allocated with the bus; admission applies
+// the thresholds to the lane's own fill. kBurstMessages (FIFO delivery):
+// messages the consumer takes from one source (the shared ring or a lane)
+// before it turns to the next that has messages, at least 1. HeavyFenceType:
+// how Close() bounds lane publishes in flight (sluice/heavy_fence.hpp): with
+// NoHeavyFence each lane publish executes a full fence; with
+// MembarrierHeavyFence (Linux) it executes none.
+template <std::size_t kMaxProducersAtOnce, std::size_t kLaneSlots = 1024,
+          std::uint32_t kBurstMessages = 64, typename HeavyFenceType = NoHeavyFence>
+struct ProducerLanes {
+  static constexpr std::size_t kMaxProducers = kMaxProducersAtOnce;
+  static constexpr std::size_t kCapacity = kLaneSlots;
+  static constexpr std::uint32_t kBurst = kBurstMessages;
+  using HeavyFence = HeavyFenceType;
+  static_assert(kMaxProducers >= 1,
+                "Sluice: ProducerLanes needs at least one lane (NoLanes: none)");
+  static_assert(kCapacity >= 2 && (kCapacity & (kCapacity - 1)) == 0,
+                "Sluice: a producer lane's capacity must be a power of two and at least 2");
+  static_assert(kBurst >= 1, "Sluice: ProducerLanes' burst must be at least 1");
+};
+
+// ---- Latency: per-priority publish-to-dispatch histograms ---------------------
+
+// None: no memory, nothing on the consumer's path.
+struct NoLatencyHistograms {
+  static constexpr bool kEnabled = false;
+  static constexpr std::uint32_t kClockInterval = 1;
+};
+
+// Kept by the consumer in FULL_FEATURED mode (about 1.3 KiB with 64-bit
+// counters). The consumer re-reads the bus clock every kClockInterval (N)
+// messages of a batch, so a message is measured to a reading taken before it
+// was taken up and after all but at most N - 1 of the messages before it:
+// never more than its true latency, short by at most the time those N - 1
+// took (docs/api.md). 16: a read of the default clock costs more than the
+// histogram's whole per-message work (40 instructions against about 28,
+// docs/performance.md), so at 16 it adds under 3 instructions a message and the error stays within
+// 15 messages' dispatch; 1 measures each message to its own dispatch at a read per message.
+template <std::uint32_t kClockIntervalMessages = 16>
+struct LatencyHistograms {
+  static constexpr bool kEnabled = true;
+  static constexpr std::uint32_t kClockInterval = kClockIntervalMessages;
+  static_assert(kClockInterval >= 1,
+                "Sluice: LatencyHistograms' clock interval must be at least 1");
 };
 
 struct DefaultBusTraits {
@@ -49,9 +170,6 @@ struct DefaultBusTraits {
   // compile error.
   static constexpr std::size_t kCallbackStorageBytes = 48;
   static constexpr SlotStorage kSlotStorage = SlotStorage::kHeap;
-  // Per-priority publish-to-dispatch latency histograms, kept by the consumer
-  // in FULL_FEATURED mode (about 1.3 KiB with 64-bit counters). False: none.
-  static constexpr bool kLatencyHistograms = true;
   // Stamps timestamp_us in Publish(): the CPU's counter where it has a
   // constant rate (a few ns a read), steady_clock elsewhere. Use SteadyClock
   // for timestamps exactly on steady_clock's time line. Bare metal: NullClock
@@ -61,61 +179,18 @@ struct DefaultBusTraits {
 #else
   using Clock = CounterClock;
 #endif
-  // How the consumer sleeps in ProcessBatchWait, and producers in
-  // PublishBlocking (sluice/parker.hpp;
-  // SleepingConsumerTraits in sluice/extras/condition_variable_parker.hpp
-  // picks the condition-variable parker). With
-  // NoParker, ProcessBatchWait does not compile and publishing pays nothing
-  // for it; with a parker, every publish adds a fence and a load.
-  using Parker = NoParker;
-  // Polls ProcessBatchWait (of an empty queue) and PublishBlocking (of a
-  // full one) make before they park: what changes meanwhile is taken without
-  // a sleep and a wake-up.
-  static constexpr std::uint32_t kPollsBeforePark = 256;
-  static constexpr DeliveryOrder kDeliveryOrder = DeliveryOrder::kFifo;
-  // DeliveryOrder::kPriority: the consumer looks for a message of a higher
-  // priority at least every this many messages (1: before each one). At
-  // least 1.
-  static constexpr std::uint32_t kPriorityCheckInterval = 1;
-  // DeliveryOrder::kPriority: 0 is strict priority (LOW can wait for ever
-  // under endless HIGH). K > 0: a lower priority whose front message the
-  // consumer has seen waiting and then passed over for K messages of higher
-  // priorities gets the next run (up to kPriorityCheckInterval = N
-  // messages), lowest priority first. From its publication, a front message
-  // then waits for at most K + 2N - 1 higher messages (MEDIUM), K + 3N - 1
-  // (LOW); docs/api.md, "Delivery order".
-  static constexpr std::uint32_t kStarvationLimit = 0;
-  // Producer lanes (AsyncBus::RegisterProducer; docs/api.md, "Producer
-  // lanes"): at most this many registered producers at once, each with a
-  // lane of its own, allocated with the bus. 0: no lanes, and
-  // RegisterProducer does not compile.
-  static constexpr std::size_t kMaxProducerLanes = 0;
-  // Slots per lane (a power of two, at least 2; three rings of it per lane
-  // with DeliveryOrder::kPriority). Admission applies the thresholds to the
-  // lane's own fill.
-  static constexpr std::size_t kLaneCapacity = 1024;
-  // DeliveryOrder::kFifo with lanes: messages the consumer takes from one
-  // source (the shared ring or a lane) before it turns to the next source
-  // that has messages. At least 1.
-  static constexpr std::uint32_t kLaneBurst = 64;
-  // How Close() bounds lane publishes in flight (sluice/heavy_fence.hpp):
-  // with NoHeavyFence each lane publish executes a full fence; with
-  // MembarrierHeavyFence (Linux) it executes none.
-  using HeavyFence = NoHeavyFence;
-  // Latency histograms: the consumer re-reads Clock every this many messages
-  // of a batch (N, at least 1), so a message is measured to a reading taken
-  // before it was taken up and after all but at most N - 1 of the messages
-  // before it: never more than its true latency, short by at most the time
-  // those N - 1 took (docs/api.md). 16: a read of the default clock costs
-  // more than the histogram's whole per-message work (44 instructions against
-  // 28, docs/performance.md), so at 16 it adds under 2 instructions a message
-  // and the error stays within 15 messages' dispatch; 1 measures each message
-  // to its own dispatch at a read per message.
-  static constexpr std::uint32_t kLatencyClockInterval = 16;
+  // FifoDelivery or PriorityDelivery<kCheckInterval, kStarvationLimit>.
+  using Delivery = FifoDelivery;
+  // NoWaiting or WaitWith<Parker, kPollsBeforePark>.
+  using Waiting = NoWaiting;
+  // NoLanes or ProducerLanes<kMaxProducers, kCapacity, kBurst, HeavyFence>.
+  using Lanes = NoLanes;
+  // LatencyHistograms<kClockInterval> or NoLatencyHistograms.
+  using Latency = LatencyHistograms<>;
   // Where GetBackpressureLevel()'s levels start: kFollowAdmission (WARNING
   // where LOW is refused, CRITICAL where MEDIUM is; they move with
   // SetAdmissionThresholds) or kFixed (75 % and 90 %); sluice/admission.hpp.
-  static constexpr BackpressureLevels kBackpressureLevels = BackpressureLevels::kFollowAdmission;
+  static constexpr BackpressureScale kBackpressureScale = BackpressureScale::kFollowAdmission;
   // True: every payload alternative must be trivially copyable (a compile
   // error names the knob otherwise), so no payload allocates when it is
   // copied in or frees when it is destroyed after dispatch. False: any
@@ -124,11 +199,78 @@ struct DefaultBusTraits {
   static constexpr bool kRequireTriviallyCopyablePayloads = false;
 };
 
-// HIGH first: DeliveryOrder::kPriority with the default check interval and
-// strict priority.
+// HIGH first: PriorityDelivery with the default check interval and strict
+// priority.
 struct PriorityOrderTraits : DefaultBusTraits {
-  static constexpr DeliveryOrder kDeliveryOrder = DeliveryOrder::kPriority;
+  using Delivery = PriorityDelivery<>;
 };
+
+namespace detail {
+
+// The knobs of 0.2, grouped into policies in 0.3: a traits type that still
+// sets one is a compile error that names its replacement (a silently
+// ignored knob would change behaviour).
+#define SLUICE_DETAIL_OLD_KNOB(name)      \
+  template <typename T, typename = void>  \
+  struct Has_##name : std::false_type {}; \
+  template <typename T>                   \
+  struct Has_##name<T, std::void_t<decltype(&T::name)>> : std::true_type {};
+SLUICE_DETAIL_OLD_KNOB(kDeliveryOrder)
+SLUICE_DETAIL_OLD_KNOB(kPriorityCheckInterval)
+SLUICE_DETAIL_OLD_KNOB(kStarvationLimit)
+SLUICE_DETAIL_OLD_KNOB(kPollsBeforePark)
+SLUICE_DETAIL_OLD_KNOB(kMaxProducerLanes)
+SLUICE_DETAIL_OLD_KNOB(kLaneCapacity)
+SLUICE_DETAIL_OLD_KNOB(kLaneBurst)
+SLUICE_DETAIL_OLD_KNOB(kLatencyHistograms)
+SLUICE_DETAIL_OLD_KNOB(kLatencyClockInterval)
+SLUICE_DETAIL_OLD_KNOB(kBackpressureLevels)
+#undef SLUICE_DETAIL_OLD_KNOB
+template <typename T, typename = void>
+struct HasOldParker : std::false_type {};
+template <typename T>
+struct HasOldParker<T, std::void_t<typename T::Parker>> : std::true_type {};
+template <typename T, typename = void>
+struct HasOldHeavyFence : std::false_type {};
+template <typename T>
+struct HasOldHeavyFence<T, std::void_t<typename T::HeavyFence>> : std::true_type {};
+
+template <typename Traits>
+constexpr bool CheckTraits() {
+  static_assert(
+      !Has_kDeliveryOrder<Traits>::value,
+      "Sluice: the 0.2 knob kDeliveryOrder is now `using Delivery = sluice::PriorityDelivery<>;` "
+      "(or FifoDelivery) in the bus traits");
+  static_assert(!Has_kPriorityCheckInterval<Traits>::value,
+                "Sluice: the 0.2 knob kPriorityCheckInterval is now the first argument of "
+                "sluice::PriorityDelivery<kCheckInterval, kStarvationLimit>");
+  static_assert(!Has_kStarvationLimit<Traits>::value,
+                "Sluice: the 0.2 knob kStarvationLimit is now the second argument of "
+                "sluice::PriorityDelivery<kCheckInterval, kStarvationLimit>");
+  static_assert(!HasOldParker<Traits>::value && !Has_kPollsBeforePark<Traits>::value,
+                "Sluice: the 0.2 knobs Parker and kPollsBeforePark are now `using Waiting = "
+                "sluice::WaitWith<Parker, kPollsBeforePark>;` in the bus traits");
+  static_assert(
+      !Has_kMaxProducerLanes<Traits>::value && !Has_kLaneCapacity<Traits>::value &&
+          !Has_kLaneBurst<Traits>::value && !HasOldHeavyFence<Traits>::value,
+      "Sluice: the 0.2 knobs kMaxProducerLanes, kLaneCapacity, kLaneBurst and HeavyFence are now "
+      "`using Lanes = sluice::ProducerLanes<kMaxProducers, kCapacity, kBurst, "
+      "HeavyFence>;` in the bus traits");
+  static_assert(
+      !Has_kLatencyHistograms<Traits>::value && !Has_kLatencyClockInterval<Traits>::value,
+      "Sluice: the 0.2 knobs kLatencyHistograms and kLatencyClockInterval are now `using Latency = "
+      "sluice::LatencyHistograms<kClockInterval>;` (or NoLatencyHistograms) in the bus "
+      "traits");
+  static_assert(
+      !Has_kBackpressureLevels<Traits>::value,
+      "Sluice: the 0.2 knob kBackpressureLevels is now kBackpressureScale (BackpressureScale)");
+  static_assert(Traits::Delivery::kOrder == DeliveryOrder::kFifo ||
+                    Traits::Delivery::kOrder == DeliveryOrder::kPriority,
+                "Sluice: Delivery must be sluice::FifoDelivery or sluice::PriorityDelivery<...>");
+  return true;
+}
+
+}  // namespace detail
 
 }  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

@@ -1,6 +1,6 @@
 // Heavy fences: how Close() bounds the publishes of registered producers
 // (producer lanes, AsyncBus::RegisterProducer) without a fence on their
-// publish path. A bus's traits name one as BusTraits::HeavyFence.
+// publish path. A bus's traits name one in ProducerLanes<..., HeavyFence>.
 //
 // A heavy fence is a class with two members:
 //   bool Enable() noexcept;  // once, at the bus's construction

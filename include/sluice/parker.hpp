@@ -1,6 +1,6 @@
 // Parkers: how a bus's consumer sleeps while its queue is empty, and how its
 // producers sleep in PublishBlocking while it is full. A bus whose traits
-// name a parker (BusTraits::Parker) offers ProcessBatchWait and
+// name a parker (BusTraits::Waiting, WaitWith<Parker>) offers ProcessBatchWait and
 // PublishBlocking; with NoParker (the default) it offers neither, and its
 // producers pay nothing for them.
 // Two come with Sluice as add-ons: ConditionVariableParker (standard library,

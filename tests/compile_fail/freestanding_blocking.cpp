@@ -17,7 +17,7 @@ struct SpinParker {
   void WakeAll(std::atomic<std::uint32_t>&) noexcept {}
 };
 struct Traits : sluice::DefaultBusTraits {
-  using Parker = SpinParker;
+  using Waiting = sluice::WaitWith<SpinParker>;
 };
 
 int main() {

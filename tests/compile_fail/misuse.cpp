@@ -128,21 +128,20 @@ int main() {
   auto producer = bus.RegisterProducer();
 #elif CASE == 30  // a lane capacity that is not a power of two
   struct Traits : sluice::DefaultBusTraits {
-    static constexpr std::size_t kMaxProducerLanes = 2;
-    static constexpr std::size_t kLaneCapacity = 100;
+    using Lanes = sluice::ProducerLanes<2, 100>;
   };
   sluice::MpscBus<Payload, 8, Traits> bus;
   (void)bus.QueueDepth();
 #elif CASE == 31  // lanes with a starvation limit
-  struct Traits : sluice::PriorityOrderTraits {
-    static constexpr std::size_t kMaxProducerLanes = 2;
-    static constexpr std::uint32_t kStarvationLimit = 4;
+  struct Traits : sluice::DefaultBusTraits {
+    using Delivery = sluice::PriorityDelivery<1, 4>;
+    using Lanes = sluice::ProducerLanes<2>;
   };
   sluice::MpscBus<Payload, 8, Traits> bus;
   (void)bus.QueueDepth();
 #elif CASE == 32  // a lane publish of a type that is not in the variant
   struct Traits : sluice::DefaultBusTraits {
-    static constexpr std::size_t kMaxProducerLanes = 2;
+    using Lanes = sluice::ProducerLanes<2>;
   };
   sluice::MpscBus<Payload, 8, Traits> bus;
   auto producer = bus.RegisterProducer();
@@ -157,6 +156,42 @@ int main() {
   sluice::MpscBus<Payload, 8> bus;
   sluice::LoanPool<B, 2> pool;
   (void)bus.PublishLoan(pool.Acquire(), 0, sluice::MessagePriority::LOW);
+#elif CASE == 35  // a 0.2 knob: the delivery order
+  struct Traits : sluice::DefaultBusTraits {
+    static constexpr sluice::DeliveryOrder kDeliveryOrder = sluice::DeliveryOrder::kPriority;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
+#elif CASE == 36  // a 0.2 knob: the parker
+  struct Traits : sluice::DefaultBusTraits {
+    using Parker = sluice::NoParker;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
+#elif CASE == 37  // a 0.2 knob: the lanes
+  struct Traits : sluice::DefaultBusTraits {
+    static constexpr std::size_t kMaxProducerLanes = 2;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
+#elif CASE == 38  // a 0.2 knob: the latency histograms
+  struct Traits : sluice::DefaultBusTraits {
+    static constexpr bool kLatencyHistograms = false;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
+#elif CASE == 39  // a 0.2 knob: the backpressure scale
+  struct Traits : sluice::DefaultBusTraits {
+    static constexpr int kBackpressureLevels = 1;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
+#elif CASE == 40  // a 0.2 knob: the starvation limit
+  struct Traits : sluice::PriorityOrderTraits {
+    static constexpr std::uint32_t kStarvationLimit = 4;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
 #endif
   return 0;
 }

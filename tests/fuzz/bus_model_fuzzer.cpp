@@ -10,7 +10,7 @@
 // with producer lanes (three lanes of four slots) in both orders: the model
 // keeps one such queue per source (the shared queue, each lane), admits by
 // each source's own fill, and merges them as the bus promises (FIFO: turns
-// of kLaneBurst messages over the sources that have some; priority: the
+// of the lanes' burst of messages over the sources that have some; priority: the
 // highest front over all sources, ties in turn).
 // Payloads own heap memory, so a leaked or doubly destroyed one shows up under
 // AddressSanitizer. Built with libFuzzer under Clang; with other compilers a
@@ -46,9 +46,7 @@ struct FuzzTraits : sluice::DefaultBusTraits {
 };
 using FifoBus = sluice::MpscBus<Payload, kCapacity, FuzzTraits>;
 struct PriorityFuzzTraits : FuzzTraits {
-  static constexpr sluice::DeliveryOrder kDeliveryOrder = sluice::DeliveryOrder::kPriority;
-  static constexpr std::uint32_t kPriorityCheckInterval = 1;
-  static constexpr std::uint32_t kStarvationLimit = 0;
+  using Delivery = sluice::PriorityDelivery<1, 0>;
 };
 using PriorityBus = sluice::MpscBus<Payload, kCapacity, PriorityFuzzTraits>;
 constexpr std::size_t kLanes = 3;
@@ -56,9 +54,7 @@ constexpr std::size_t kLaneSlots = 4;
 constexpr std::uint32_t kBurst = 2;
 template <typename Base>
 struct LaneFuzzTraits : Base {
-  static constexpr std::size_t kMaxProducerLanes = kLanes;
-  static constexpr std::size_t kLaneCapacity = kLaneSlots;
-  static constexpr std::uint32_t kLaneBurst = kBurst;
+  using Lanes = sluice::ProducerLanes<kLanes, kLaneSlots, kBurst>;
 };
 using FifoLaneBus = sluice::MpscBus<Payload, kCapacity, LaneFuzzTraits<FuzzTraits>>;
 using PriorityLaneBus = sluice::MpscBus<Payload, kCapacity, LaneFuzzTraits<PriorityFuzzTraits>>;

@@ -7,8 +7,8 @@
  * include/sluice/detail/claim_cursor.hpp (ClaimCursor::TryClaimShared,
  * ClaimedTail and Release, for the fill cursor and for each ring's) and
  * include/sluice/detail/ring.hpp (Ring::Publish, TryFront,
- * HasUnpublishedClaim, PopFront). K is kStarvationLimit, N
- * kPriorityCheckInterval.
+ * HasUnpublishedClaim, PopFront). K is PriorityDelivery's starvation limit, N
+ * its check interval.
  *
  * A publish of priority r with limit L:
  *  1. claims a position of the whole queue from the fill cursor under L:
@@ -223,7 +223,7 @@
 #define NSTREAM 4
 #define NIDS (NSTREAM * NMSG)
 #define NPUB_B 4           /* instance B: producer 0's publishes (B_RING) */
-#define INTERVAL 2         /* kPriorityCheckInterval */
+#define INTERVAL 2         /* PriorityDelivery's check interval */
 #define NONE 255
 
 /* The fill cursor: PriorityQueue::fill_. */
@@ -242,7 +242,7 @@ byte data[NRING * MAXCAP]; /* Slot::storage: the message id */
 /* The instance, chosen by init. */
 bit three;                 /* instance B: three rings */
 byte cap;                  /* kCapacity */
-byte K;                    /* kStarvationLimit */
+byte K;                    /* PriorityDelivery's starvation limit */
 byte limit[NRING];         /* L[LOW], L[MEDIUM], L[HIGH] */
 byte nprod;
 byte stream_ring[NSTREAM]; /* the ring of each stream's messages */

@@ -11,8 +11,8 @@
 //
 // Each optional feature is a part here whose default is empty and whose
 // calls compile to nothing: the wake signal and the room signals (a Parker
-// in the traits), the latency recorder (kLatencyHistograms), the producer
-// lanes (kMaxProducerLanes), the priority rings (kDeliveryOrder).
+// in the traits), the latency recorder (Latency), the producer
+// lanes (Lanes), the priority rings (Delivery).
 #pragma once
 
 #include <array>
@@ -75,26 +75,24 @@ class BusCore {
                 "owns memory)");
   static_assert(kCapacity <= (std::size_t{1} << 31),
                 "Sluice: the capacity must be at most 2^31 slots (a batch counts in 32 bits)");
-  static_assert(Traits::kDeliveryOrder == DeliveryOrder::kFifo ||
-                    Traits::kDeliveryOrder == DeliveryOrder::kPriority,
-                "Sluice: kDeliveryOrder must be DeliveryOrder::kFifo or DeliveryOrder::kPriority");
+  static_assert(CheckTraits<Traits>());
 
  public:
   using Envelope = MessageEnvelope<Payload>;
-  static constexpr bool kPriorityOrder = Traits::kDeliveryOrder == DeliveryOrder::kPriority;
-  static constexpr bool kHasLanes = Traits::kMaxProducerLanes > 0;
-  using Parker = typename Traits::Parker;
+  using Delivery = typename Traits::Delivery;
+  using Lanes = typename Traits::Lanes;
+  using Latency = typename Traits::Latency;
+  static constexpr bool kPriorityOrder = Delivery::kOrder == DeliveryOrder::kPriority;
+  static constexpr bool kHasLanes = Lanes::kMaxProducers > 0;
+  using Parker = typename Traits::Waiting::Parker;
+  static constexpr std::uint32_t kPollsBeforePark = Traits::Waiting::kPollsBeforePark;
   // Whether threads may park: the consumer in ProcessBatchWait, producers in
   // PublishBlocking.
   static constexpr bool kCanPark = !std::is_same_v<Parker, NoParker>;
 
-  static_assert(!kHasLanes || (Traits::kLaneCapacity >= 2 &&
-                               (Traits::kLaneCapacity & (Traits::kLaneCapacity - 1)) == 0),
-                "Sluice: kLaneCapacity must be a power of two and at least 2");
-  static_assert(!kHasLanes || Traits::kStarvationLimit == 0,
-                "Sluice: producer lanes need strict priority order (kStarvationLimit = 0)");
-  static_assert(Traits::kLatencyClockInterval >= 1,
-                "Sluice: kLatencyClockInterval must be at least 1");
+  static_assert(!kHasLanes || Delivery::kStarvationLimit == 0,
+                "Sluice: producer lanes need strict priority order (PriorityDelivery's "
+                "starvation limit 0)");
 
   // The queue of one source: the shared queue (every unregistered producer)
   // or a producer lane.
@@ -102,18 +100,18 @@ class BusCore {
   using SourceQueue =
       std::conditional_t<kPriorityOrder,
                          PriorityQueue<Envelope, kSlots, kModel, Traits::kSlotStorage,
-                                       Traits::kPriorityCheckInterval, Traits::kStarvationLimit>,
+                                       Delivery::kCheckInterval, Delivery::kStarvationLimit>,
                          FifoQueue<Envelope, kSlots, kModel, Traits::kSlotStorage>>;
   using SharedQueue = SourceQueue<kCapacity, kProducers>;
   using SharedStatistics = StatisticsCounters<kProducers == ProducerModel::kSingle, kPriorityOrder>;
   using LaneStatistics = StatisticsCounters<true, kPriorityOrder, true>;
   using Queue = std::conditional_t<
       kHasLanes,
-      LanedQueue<Envelope, SharedQueue, SourceQueue<Traits::kLaneCapacity, ProducerModel::kSingle>,
-                 Traits::kMaxProducerLanes, Traits::kDeliveryOrder, Traits::kLaneBurst,
-                 Traits::kPriorityCheckInterval, typename Traits::HeavyFence, LaneStatistics>,
+      LanedQueue<Envelope, SharedQueue, SourceQueue<Lanes::kCapacity, ProducerModel::kSingle>,
+                 Lanes::kMaxProducers, Delivery::kOrder, Lanes::kBurst, Delivery::kCheckInterval,
+                 typename Lanes::HeavyFence, LaneStatistics>,
       SharedQueue>;
-  using Policy = AdmissionPolicy<kCapacity, kHasLanes ? Traits::kLaneCapacity : 0>;
+  using Policy = AdmissionPolicy<kCapacity, Lanes::kCapacity>;
 
   explicit BusCore(Position first_position) noexcept : queue_(first_position) {}
 
@@ -144,7 +142,7 @@ class BusCore {
 
   SharedSource Shared() noexcept { return SharedSource{queue_, statistics_, close_}; }
 
-  // A registered producer's lane (only with kMaxProducerLanes > 0). A lane
+  // A registered producer's lane (only with ProducerLanes). A lane
   // publish enters the lane (refused once Close has closed the lanes) and
   // leaves it after its last store; its counters are the lane's own, single
   // writer. A fill refusal is the lane's: it was open when entered.
@@ -155,9 +153,9 @@ class BusCore {
     Lane& lane_state;
     Target& queue;
     LaneStatistics& statistics;
-    std::uint16_t number;  // MessageHeader::lane: 1 to kMaxProducerLanes
+    std::uint16_t number;  // MessageHeader::lane: 1 to Lanes::kMaxProducers
     static constexpr PublishOutcome kFull = PublishOutcome::kLaneFull;
-    static constexpr Position kSlots = Traits::kLaneCapacity;
+    static constexpr Position kSlots = Lanes::kCapacity;
     std::uint16_t lane() const noexcept { return number; }
     bool Enter() noexcept { return laned.BeginLanePublish(lane_state); }
     void Leave() noexcept { Queue::EndLanePublish(lane_state); }
@@ -450,10 +448,10 @@ class BusCore {
     };
     std::uint32_t count;
     if (const std::uint64_t now = LatencyClockForBatch(); now != 0) {
-      // Re-reads the clock every kLatencyClockInterval messages (see
+      // Re-reads the clock every Latency::kClockInterval messages (see
       // detail::LatencyRecorder::Batch for the bound this gives).
       auto latency =
-          latency_.template BeginBatch<typename Traits::Clock, Traits::kLatencyClockInterval>(now);
+          latency_.template BeginBatch<typename Traits::Clock, Latency::kClockInterval>(now);
       count = run(latency);
     } else {
       NoLatencyBatch none;
@@ -536,8 +534,7 @@ class BusCore {
   // first or the bus is drained (nothing will ever come).
   bool WaitForMessage(std::chrono::nanoseconds timeout) {
     return WaitUntil(
-               wake_, Traits::kPollsBeforePark, timeout,
-               [this] { return queue_.TryFront() != nullptr; },
+               wake_, kPollsBeforePark, timeout, [this] { return queue_.TryFront() != nullptr; },
                [this] { return IsDrained(); }) == WaitEnd::kReady;
   }
 
@@ -559,7 +556,7 @@ class BusCore {
     if (try_admit()) return result;
     if (IsClosed()) return end(PublishOutcome::kClosed);
     if (room_.InsideBatchOnThisThread()) return end(PublishOutcome::kWouldDeadlock);
-    switch (room_.WaitForRoom(priority, Traits::kPollsBeforePark, timeout, try_admit,
+    switch (room_.WaitForRoom(priority, kPollsBeforePark, timeout, try_admit,
                               [this] { return IsClosed(); })) {
       case WaitEnd::kReady:
         return result;
@@ -623,7 +620,7 @@ class BusCore {
   alignas(kCacheLineSize) DispatchEpoch epoch_;
   ErrorReporter error_reporter_;
   bool dispatching_ = false;  // consumer-private re-entrancy guard
-  LatencyRecorder<Traits::kLatencyHistograms> latency_;
+  LatencyRecorder<Latency::kEnabled> latency_;
   SubscriptionRegistry<Payload, Traits> registry_;
 };
 

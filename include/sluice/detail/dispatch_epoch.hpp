@@ -60,7 +60,7 @@ class DispatchEpoch {
   // Consumer, after the last use of published state in a batch.
   void Exit() noexcept {
     const Counter even = counter_.load(std::memory_order_relaxed) + 1;
-    // SYNC POINT WRITE: every use of the old state in this batch.
+    // SYNC POINT WRITE (D): every use of the old state in this batch.
     counter_.store(even, std::memory_order_release);
   }
 
@@ -77,7 +77,7 @@ class DispatchEpoch {
     if (dispatching_thread_.load(std::memory_order_relaxed) == CurrentThreadToken()) {
       return false;
     }
-    // SYNC POINT READ: see Exit().
+    // SYNC POINT READ (D): see Exit().
     for (unsigned spins = 0; counter_.load(std::memory_order_acquire) == observed; ++spins) {
       if (spins < 128) {
         CpuRelax();

@@ -26,7 +26,7 @@ namespace detail {
 // with no locked instruction (see AsyncBus::RegisterProducer). Move-only;
 // destroying it, or Unregister(), hands the lane back. Its calls are those
 // of the bus with the same names and results; admission applies the bus's
-// thresholds to the lane's fill (Traits::kLaneCapacity), and a fill refusal
+// thresholds to the lane's fill (Traits::Lanes::kCapacity), and a fill refusal
 // is PublishOutcome::kLaneFull. One thread (or interrupt handler) at a time
 // may use a Producer, and it must not outlive its bus. An invalid Producer
 // (default-constructed, moved from, unregistered, or returned when every
@@ -53,7 +53,7 @@ class LaneProducer : public PublishApi<LaneProducer<CoreType, Payload, Traits>, 
 
   bool IsValid() const noexcept { return core_ != nullptr; }
   explicit operator bool() const noexcept { return IsValid(); }
-  // The lane's number in MessageHeader::lane (1 to kMaxProducerLanes); 0
+  // The lane's number in MessageHeader::lane (1 to Lanes::kMaxProducers); 0
   // when invalid.
   std::uint16_t Lane() const noexcept {
     return core_ == nullptr ? 0 : static_cast<std::uint16_t>(lane_ + 1);
@@ -69,7 +69,7 @@ class LaneProducer : public PublishApi<LaneProducer<CoreType, Payload, Traits>, 
   }
 
   // This producer's lane: its counters (the bus's GetStatistics adds every
-  // lane's in), its fill and its backpressure level (of kLaneCapacity).
+  // lane's in), its fill and its backpressure level (of Lanes::kCapacity).
   // Counters stay with the lane: a later owner's are added to them.
   BusStatisticsSnapshot GetStatistics() const noexcept {
     RequireLanes();
@@ -88,8 +88,8 @@ class LaneProducer : public PublishApi<LaneProducer<CoreType, Payload, Traits>, 
   }
   BackpressureLevel GetBackpressureLevel() const noexcept {
     if (core_ == nullptr) return BackpressureLevel::NORMAL;
-    if constexpr (Traits::kBackpressureLevels == BackpressureLevels::kFixed) {
-      return ClassifyBackpressure(QueueDepth(), Traits::kLaneCapacity);
+    if constexpr (Traits::kBackpressureScale == BackpressureScale::kFixed) {
+      return ClassifyBackpressure(QueueDepth(), Traits::Lanes::kCapacity);
     } else {
       return core_->policy_.LaneLevelAt(QueueDepth());
     }
@@ -106,8 +106,8 @@ class LaneProducer : public PublishApi<LaneProducer<CoreType, Payload, Traits>, 
 
   static constexpr void RequireLanes() noexcept {
     static_assert(kHasLanes,
-                  "Sluice: a Producer publishes into a producer lane: set kMaxProducerLanes "
-                  "in the bus traits");
+                  "Sluice: a Producer publishes into a producer lane: `using Lanes = "
+                  "sluice::ProducerLanes<kMaxProducers>;` in the bus traits");
   }
 
   // The publish API's hooks.

@@ -39,7 +39,7 @@ class NativeSum {
   void Add(std::uint64_t amount) noexcept {
     value_.store(value_.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
   }
-  // SYNC POINT READ (R) and WRITE (R) when used as a baseline: see Since().
+  // SYNC POINT READ (V) and WRITE (V) when used as a baseline: see Since().
   std::uint64_t Load() const noexcept { return value_.load(std::memory_order_acquire); }
   void Store(std::uint64_t value) noexcept { value_.store(value, std::memory_order_release); }
 
@@ -218,7 +218,7 @@ class LatencyRecorder {
 
   // A counter's value since the last reset, never "negative".
   //
-  // SYNC POINT READ (R): the baseline is loaded first, with acquire; it pairs
+  // SYNC POINT READ (V): the baseline is loaded first, with acquire; it pairs
   // with the release store in Copy(). If it reads a baseline some Reset
   // stored, that Reset's load of the counter happens-before the load below,
   // so (read-read coherence) the load below returns that value or a later
@@ -231,7 +231,7 @@ class LatencyRecorder {
     const Counter baseline = base.load(std::memory_order_acquire);
     return static_cast<Counter>(value.load(std::memory_order_relaxed) - baseline);
   }
-  // SYNC POINT WRITE (R): the counter is read before the baseline is
+  // SYNC POINT WRITE (V): the counter is read before the baseline is
   // published with release; see Since().
   static void Copy(const std::atomic<Counter>& from, std::atomic<Counter>& to) noexcept {
     const Counter now = from.load(std::memory_order_relaxed);

@@ -96,7 +96,8 @@ class FifoQueue {
 template <typename Envelope, std::size_t kCapacity, ProducerModel kModel, SlotStorage kStorage,
           std::uint32_t kCheckInterval, std::uint32_t kStarvationLimit>
 class PriorityQueue {
-  static_assert(kCheckInterval >= 1, "Sluice: kPriorityCheckInterval must be at least 1");
+  static_assert(kCheckInterval >= 1,
+                "Sluice: PriorityDelivery's check interval must be at least 1");
   using RingType = Ring<Envelope, kCapacity, kModel, kStorage>;
   static constexpr std::uint8_t kTop = kPriorityCount - 1;
 

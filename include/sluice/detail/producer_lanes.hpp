@@ -1,13 +1,13 @@
 // Producer lanes: the queue of a bus whose traits allow registered producers
-// (BusTraits::kMaxProducerLanes > 0). The shared queue (FifoQueue or
+// (BusTraits::Lanes, ProducerLanes<...>). The shared queue (FifoQueue or
 // PriorityQueue, every unregistered producer) plus one single-producer queue
 // of the same delivery order per lane, preallocated with the bus. A
 // registered producer publishes into its own lane: wait-free, no CAS, no
 // line written by any other producer. The consumer merges the sources.
 //
-// Registration: a lane is taken with one CAS on its `taken` word (acquire)
-// and handed back with a release store, so the next owner inherits the
-// previous owner's producer state (the lane's cursor and its statistics
+// Registration, SYNC POINT (J): a lane is taken with one CAS on its `taken`
+// word (acquire) and handed back with a release store, so the next owner
+// inherits the previous owner's producer state (the lane's cursor and its statistics
 // cells). `lanes_in_use_` (only grows, CAS to the maximum with release; the
 // consumer loads it with acquire) bounds the lanes the consumer looks at.
 //
@@ -61,8 +61,9 @@ template <typename Envelope, typename Shared, typename LaneQueue, std::size_t kL
           DeliveryOrder kOrder, std::uint32_t kBurst, std::uint32_t kCheckInterval,
           typename HeavyFence, typename LaneStatistics>
 class LanedQueue {
-  static_assert(kLanes >= 1 && kLanes < 65536, "Sluice: kMaxProducerLanes must be below 65536");
-  static_assert(kBurst >= 1, "Sluice: kLaneBurst must be at least 1");
+  static_assert(kLanes >= 1 && kLanes < 65536,
+                "Sluice: ProducerLanes' kMaxProducers must be below 65536");
+  static_assert(kBurst >= 1, "Sluice: ProducerLanes' burst must be at least 1");
   static constexpr bool kPriority = kOrder == DeliveryOrder::kPriority;
   static constexpr std::size_t kTallies = kPriority ? kPriorityCount : 1;
 
@@ -107,14 +108,15 @@ class LanedQueue {
     for (std::uint32_t i = 0; i < kLanes; ++i) {
       std::uint32_t free = 0;
       if (lanes_[i].taken.load(std::memory_order_relaxed) != 0) continue;
-      // Acquire: the previous owner's release in Unregister.
+      // SYNC POINT READ (J): the previous owner's release in Unregister.
       if (!lanes_[i].taken.compare_exchange_strong(free, 1, std::memory_order_acquire,
                                                    std::memory_order_relaxed)) {
         continue;
       }
       std::uint32_t in_use = lanes_in_use_.load(std::memory_order_relaxed);
-      // Release: pairs with the consumer's acquire in Sources(), which then
-      // looks at this lane (it finds its messages by their slots' own (A)).
+      // SYNC POINT WRITE (J): pairs with the consumer's acquire in Select(),
+      // which then looks at this lane (it finds its messages by their slots'
+      // own (A)).
       while (in_use < i + 1 &&
              !lanes_in_use_.compare_exchange_weak(in_use, i + 1, std::memory_order_release,
                                                   std::memory_order_relaxed)) {
@@ -126,6 +128,7 @@ class LanedQueue {
   // The lane's producer, between publishes: hands the lane back. Messages
   // still queued in it are dispatched as usual.
   void Unregister(std::uint32_t lane) noexcept {
+    // SYNC POINT WRITE (J): this owner's producer state, for the next.
     lanes_[lane].taken.store(0, std::memory_order_release);
   }
   Lane& LaneAt(std::uint32_t lane) noexcept { return lanes_[lane]; }
@@ -249,7 +252,7 @@ class LanedQueue {
   // one whose front has the highest priority, unless the shared queue holds
   // a higher one (see the file comment).
   Envelope* Select() noexcept {
-    // SYNC POINT READ: Register's release of lanes_in_use_.
+    // SYNC POINT READ (J): Register's release of lanes_in_use_.
     const std::uint32_t sources = 1 + lanes_in_use_.load(std::memory_order_acquire);
     run_left_ = 0;
     if constexpr (!kPriority) {

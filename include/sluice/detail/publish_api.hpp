@@ -146,7 +146,7 @@ class PublishApi {
 
   // As PublishWithPriority, but when the queue is too full for `priority` it
   // waits up to `timeout` for room instead of being refused: it polls
-  // Traits::kPollsBeforePark times, then sleeps on Traits::Parker until the
+  // Traits::Waiting::kPollsBeforePark times, then sleeps on its Parker until the
   // consumer has freed slots below the priority's threshold (the consumer
   // wakes it at the end of such a batch, judged by the mode and thresholds
   // then in force; no polling while asleep) or Close(). Admission is

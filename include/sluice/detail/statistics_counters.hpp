@@ -199,10 +199,13 @@ class StatisticsCounters {
     std::atomic<Counter> processed[kProcessedCounters] = {};
     std::atomic<Counter> errors{0};
   };
-  static_assert(sizeof(PriorityCounters) == kCacheLineSize &&
-                    sizeof(RefusalCounters) == kCacheLineSize &&
-                    sizeof(ConsumerCounters) == kCacheLineSize,
-                "each counter group must own exactly one cache line");
+  // Each group starts a line of its own and no other group shares its last
+  // line (a group may take more than one line where lines are small, such
+  // as SLUICE_CACHE_LINE_SIZE=16).
+  static_assert(alignof(PriorityCounters) == kCacheLineSize &&
+                    alignof(RefusalCounters) == kCacheLineSize &&
+                    alignof(ConsumerCounters) == kCacheLineSize,
+                "each counter group must start a cache line of its own");
 
   PriorityCounters published_;  // producers
   RefusalCounters refused_;     // refusal path

@@ -347,8 +347,10 @@ class SubscriptionRegistry {
   // by the consumer; read by Unsubscribe on the consumer thread or, bare
   // metal, in an interrupt that preempted it: relaxed suffices for both.
   std::atomic<std::uint32_t> running_{kNothingRunning};
+#if !SLUICE_FREESTANDING
   // Hosted: the consumer's copy of what it last stored in `running_`.
   std::uint32_t announced_ = kNothingRunning;
+#endif
   // Set with a deferral, cleared by the consumer. Hosted: both on the
   // consumer thread. Bare metal: a context that preempted the consumer runs
   // to completion before the consumer reads it.

@@ -274,7 +274,7 @@ class Component {
     for (std::size_t i = 0; i < kHandleWords; ++i) {
       entry.handle[i].store(words[i], std::memory_order_release);
     }
-    // SYNC POINT WRITE (L): the handle words, for the callback's acquire load.
+    // SYNC POINT WRITE (K): the handle words, for the callback's acquire load.
     entry.state.store(Pack(generation, kLive), std::memory_order_release);
     return true;
   }
@@ -307,7 +307,7 @@ class Component {
     void Retire() noexcept {
       Entry& entry = component->entries_[index];
       const std::uint32_t live = Pack(generation, kLive);
-      // SYNC POINT READ (L): the handle words of this generation.
+      // SYNC POINT READ (K): the handle words of this generation.
       if (entry.state.load(std::memory_order_acquire) != live) return;  // not published yet
       // If any word is already a later generation's, the CAS below fails (H).
       const SubscriptionHandle handle = LoadHandle(entry);

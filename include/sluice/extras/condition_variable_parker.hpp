@@ -54,7 +54,7 @@ class ConditionVariableParker {
 
 // A bus whose consumer may sleep in ProcessBatchWait on a condition variable.
 struct SleepingConsumerTraits : DefaultBusTraits {
-  using Parker = ConditionVariableParker;
+  using Waiting = WaitWith<ConditionVariableParker>;
 };
 
 }  // namespace SLUICE_ABI_NAMESPACE

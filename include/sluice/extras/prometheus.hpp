@@ -203,7 +203,7 @@ void WritePrometheus(Sink&& sink, const BusMetrics* buses, std::size_t count) {
           [](const BusMetrics& m) { return m.capacity; });
   per_bus("sluice_backpressure_level", "gauge",
           "0 NORMAL, 1 WARNING (LOW refused), 2 CRITICAL (MEDIUM refused), 3 FULL; with "
-          "BackpressureLevels::kFixed traits WARNING from 75 % and CRITICAL from 90 % full.",
+          "BackpressureScale::kFixed traits WARNING from 75 % and CRITICAL from 90 % full.",
           [](const BusMetrics& m) { return static_cast<std::uint64_t>(m.backpressure); });
   EmitFamily(sink, "sluice_performance_mode", "gauge", "1 for the mode the bus is in, else 0.");
   for (const BusMetrics* bus = buses; bus != end; ++bus) {
@@ -217,7 +217,7 @@ void WritePrometheus(Sink&& sink, const BusMetrics* buses, std::size_t count) {
              "Publish to dispatch, by priority (FULL_FEATURED mode; 1 us resolution). With a "
              "clock that never goes back, never above the true latency but for that "
              "resolution; below it by at most the time the consumer spent on the "
-             "kLatencyClockInterval - 1 (default 15) messages before it in its batch.");
+             "Latency::kClockInterval - 1 (default 15) messages before it in its batch.");
   for (const BusMetrics* bus = buses; bus != end; ++bus) {
     if (!bus->has_latency) continue;
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
