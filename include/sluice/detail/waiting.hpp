@@ -33,6 +33,35 @@ struct NoSignal {
   void Wait(std::uint32_t, std::chrono::nanoseconds) noexcept {}
 };
 
+// Calls `ready()` once, then up to `polls` more times with a pause before
+// each: true as soon as it says so.
+template <typename Ready>
+bool PollFor(std::uint32_t polls, Ready& ready) {
+  if (ready()) return true;
+  for (std::uint32_t i = 0; i < polls; ++i) {
+    CpuRelax();
+    if (ready()) return true;
+  }
+  return false;
+}
+
+// After the waiter announced its sleep (PrepareWait): SYNC POINT READ (W),
+// the re-check that a notifier's store before the announcement is seen.
+// kReady or kStopped (the announcement cancelled), or kTimedOut meaning
+// "neither: go to sleep".
+template <typename Signal, typename Ready, typename Stop>
+WaitEnd RecheckAfterAnnouncing(Signal& signal, Ready& ready, Stop& stop) {
+  if (ready()) {
+    signal.CancelWait();
+    return WaitEnd::kReady;
+  }
+  if (stop()) {
+    signal.CancelWait();
+    return WaitEnd::kStopped;
+  }
+  return WaitEnd::kTimedOut;
+}
+
 #if !SLUICE_FREESTANDING
 // Waits until `ready()` (kReady), `stop()` (kStopped: nothing it waits for
 // can come) or `timeout` has passed (kTimedOut; a timeout of
@@ -43,11 +72,7 @@ struct NoSignal {
 template <typename Signal, typename Ready, typename Stop>
 WaitEnd WaitUntil(Signal& signal, std::uint32_t polls, std::chrono::nanoseconds timeout,
                   Ready&& ready, Stop&& stop) {
-  if (ready()) return WaitEnd::kReady;
-  for (std::uint32_t i = 0; i < polls; ++i) {
-    CpuRelax();
-    if (ready()) return WaitEnd::kReady;
-  }
+  if (PollFor(polls, ready)) return WaitEnd::kReady;
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline =
@@ -62,14 +87,9 @@ WaitEnd WaitUntil(Signal& signal, std::uint32_t polls, std::chrono::nanoseconds 
       std::this_thread::yield();
       continue;
     }
-    // SYNC POINT READ (W): the re-check after the announcement.
-    if (ready()) {
-      signal.CancelWait();
-      return WaitEnd::kReady;
-    }
-    if (stop()) {
-      signal.CancelWait();
-      return WaitEnd::kStopped;
+    if (const WaitEnd end = RecheckAfterAnnouncing(signal, ready, stop);
+        end != WaitEnd::kTimedOut) {
+      return end;
     }
     const Clock::time_point now = Clock::now();
     if (now >= deadline) {
@@ -87,21 +107,11 @@ WaitEnd WaitUntil(Signal& signal, std::uint32_t polls, std::chrono::nanoseconds 
 template <typename Signal, typename Ready, typename Stop>
 WaitEnd WaitUntil(Signal& signal, std::uint32_t polls, std::chrono::nanoseconds timeout,
                   Ready&& ready, Stop&& stop) {
-  if (ready()) return WaitEnd::kReady;
-  for (std::uint32_t i = 0; i < polls; ++i) {
-    CpuRelax();
-    if (ready()) return WaitEnd::kReady;
-  }
+  if (PollFor(polls, ready)) return WaitEnd::kReady;
   std::uint32_t ticket = 0;
   if (!signal.PrepareWait(&ticket)) return ready() ? WaitEnd::kReady : WaitEnd::kTimedOut;
-  // SYNC POINT READ (W): the re-check after the announcement.
-  if (ready()) {
-    signal.CancelWait();
-    return WaitEnd::kReady;
-  }
-  if (stop()) {
-    signal.CancelWait();
-    return WaitEnd::kStopped;
+  if (const WaitEnd end = RecheckAfterAnnouncing(signal, ready, stop); end != WaitEnd::kTimedOut) {
+    return end;
   }
   signal.Wait(ticket, timeout);
   return ready() ? WaitEnd::kReady : WaitEnd::kTimedOut;
