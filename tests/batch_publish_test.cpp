@@ -228,6 +228,77 @@ TYPED_TEST(PublishBatchTest, StopsAtAValuelessVariantAndRejectsIt) {
   EXPECT_EQ(bus.GetStatistics().messages_rejected, 1u);
   EXPECT_EQ(bus.QueueDepth(), 2u);
 }
+
+// A batch refused before it reaches a valueless variant counts the messages
+// before it as refused, the variant as rejected (as a single publish of it
+// would be) and those after it not at all: by the queue's fill or by Close,
+// the same count. Before, every message from the refusal on was counted as
+// refused, the valueless one and those after it included.
+TYPED_TEST(PublishBatchTest, ARefusedBatchCountsAValuelessVariantAsRejected) {
+  std::vector<Payload> batch{Reading{0}, Reading{1}, Reading{2}, Reading{3}};
+  try {
+    batch[2].template emplace<MayThrow>(-1);
+  } catch (const std::runtime_error&) {
+  }
+  ASSERT_TRUE(batch[2].valueless_by_exception());
+  {
+    TypeParam bus;
+    const auto limit = sluice::FillLimit(bus.GetAdmissionThresholds().high_percent, 16);
+    for (std::size_t i = 0; i < limit; ++i) {
+      ASSERT_TRUE(bus.PublishWithPriority(Reading{0}, 0, sluice::MessagePriority::HIGH));
+    }
+    const sluice::PublishResult result =
+        bus.PublishBatch(batch.begin(), batch.end(), 0, sluice::MessagePriority::HIGH);
+    EXPECT_EQ(result.AdmittedCount(), 0u);
+    EXPECT_EQ(result.Outcome(), sluice::PublishOutcome::kRefusedFull);
+    const sluice::BusStatisticsSnapshot stats = bus.GetStatistics();
+    EXPECT_EQ(stats.high_priority_dropped, 2u);
+    EXPECT_EQ(stats.messages_rejected, 1u);
+  }
+  {
+    TypeParam bus;
+    bus.Close();
+    const sluice::PublishResult result =
+        bus.PublishBatch(batch.begin(), batch.end(), 0, sluice::MessagePriority::HIGH);
+    EXPECT_EQ(result.Outcome(), sluice::PublishOutcome::kClosed);
+    const sluice::BusStatisticsSnapshot stats = bus.GetStatistics();
+    EXPECT_EQ(stats.messages_refused_closed, 2u);
+    EXPECT_EQ(stats.messages_rejected, 1u);
+  }
+}
 #endif
+
+// A batch's runs are cut short only by the queue's real fill: once the
+// consumer has freed the ring, a batch takes as much as an empty bus would.
+// Before, several producers' shared cache of the consumer's position, left
+// stale by earlier publishes, cut an MPSC batch short of room the consumer
+// had freed, and the rest was counted as dropped.
+template <typename B>
+class PublishBatchRoomTest : public ::testing::Test {};
+using AllBuses =
+    ::testing::Types<Bus, SpscBus, sluice::MpscBus<Payload, 16, sluice::PriorityOrderTraits>,
+                     sluice::SpscBus<Payload, 16, sluice::PriorityOrderTraits>>;
+TYPED_TEST_SUITE(PublishBatchRoomTest, AllBuses, sluice_test::IndexNames);
+
+TYPED_TEST(PublishBatchRoomTest, AfterTheConsumerFreedTheRingABatchTakesItAll) {
+  TypeParam bus;
+  const auto limit = sluice::FillLimit(bus.GetAdmissionThresholds().high_percent, 16);
+  for (std::uint32_t round = 0; round < 4; ++round) {
+    // Fill partly one by one, then drain: the producers' view is stale now.
+    for (std::uint32_t i = 0; i < 10; ++i) {
+      ASSERT_TRUE(bus.PublishWithPriority(Reading{i}, 0, sluice::MessagePriority::HIGH));
+    }
+    while (bus.ProcessBatch() > 0) {
+    }
+    ASSERT_EQ(bus.QueueDepth(), 0u);
+    std::vector<Reading> batch(16, Reading{0});
+    const sluice::PublishResult result =
+        bus.PublishBatch(batch.begin(), batch.end(), 0, sluice::MessagePriority::HIGH);
+    EXPECT_EQ(result.AdmittedCount(), limit) << "round " << round;
+    EXPECT_EQ(bus.GetStatistics().high_priority_dropped, (round + 1) * (16 - limit));
+    while (bus.ProcessBatch() > 0) {
+    }
+  }
+}
 
 }  // namespace

@@ -208,13 +208,14 @@ struct PriorityOrderTraits : DefaultBusTraits {
 namespace detail {
 
 // The knobs of 0.2, grouped into policies in 0.3: a traits type that still
-// sets one is a compile error that names its replacement (a silently
-// ignored knob would change behaviour).
+// sets one (a static member or an enumerator of that name) is a compile error
+// that names its replacement (a silently ignored knob would change
+// behaviour).
 #define SLUICE_DETAIL_OLD_KNOB(name)      \
   template <typename T, typename = void>  \
   struct Has_##name : std::false_type {}; \
   template <typename T>                   \
-  struct Has_##name<T, std::void_t<decltype(&T::name)>> : std::true_type {};
+  struct Has_##name<T, std::void_t<decltype(T::name)>> : std::true_type {};
 SLUICE_DETAIL_OLD_KNOB(kDeliveryOrder)
 SLUICE_DETAIL_OLD_KNOB(kPriorityCheckInterval)
 SLUICE_DETAIL_OLD_KNOB(kStarvationLimit)

@@ -68,7 +68,7 @@ using PublishStatus [[deprecated("Sluice: PublishStatus is now PublishOutcome")]
 
 // The result of a publish. Contextually convertible to bool (true: admitted),
 // so `if (!bus.Publish(m))` reads as before; Outcome() says why not.
-// PublishBatch: Admitted() messages from the front were admitted and
+// PublishBatch: AdmittedCount() messages from the front were admitted and
 // Outcome() says why the rest was not (kAdmitted when none was left).
 class [[nodiscard]] PublishResult {
  public:

@@ -295,8 +295,7 @@ class BusCore {
       }
       if (wanted != 0) {
         if (!source.Enter()) {
-          return Refuse(source, PublishOutcome::kClosed, mode, priority, Remaining(first, last),
-                        admitted);
+          return RefuseRest(source, PublishOutcome::kClosed, mode, priority, first, last, admitted);
         }
         typename Source::Target::Run run{};
         const Position claimed = source.queue.TryClaimRun(Source::Limit(policy_, mode, priority),
@@ -318,7 +317,7 @@ class BusCore {
           // not fit: refused, like single publishes.
           const PublishOutcome outcome =
               source.ClosedAfterRefusal() ? PublishOutcome::kClosed : Source::kFull;
-          return Refuse(source, outcome, mode, priority, Remaining(first, last), admitted);
+          return RefuseRest(source, outcome, mode, priority, first, last, admitted);
         }
       }
       if (valueless) {
@@ -329,13 +328,29 @@ class BusCore {
     return PublishResult(PublishOutcome::kAdmitted, priority, admitted);
   }
 
-  // How many elements are left in [first, last) (without <iterator>, which
-  // brings <string> into the core).
-  template <typename Iterator>
-  static Position Remaining(Iterator first, Iterator last) noexcept {
-    Position count = 0;
-    for (; first != last; ++first) ++count;
-    return count;
+  // A batch refused at `first` (closed, or no room): the messages from
+  // `first` up to the first valueless variant are counted as refused with
+  // `outcome`, that variant as rejected (bad input, as a single publish of it
+  // would be), and those after it are not attempted. Counted without
+  // <iterator>, which brings <string> into the core.
+  template <typename Source, typename Iterator>
+  static PublishResult RefuseRest(Source& source, PublishOutcome outcome, PerformanceMode mode,
+                                  MessagePriority priority, Iterator first, Iterator last,
+                                  std::uint32_t admitted) noexcept {
+    using Value = std::decay_t<decltype(*first)>;
+    Position refused = 0;
+    bool valueless = false;
+    for (; first != last; ++first, ++refused) {
+      if constexpr (std::is_same_v<Value, Payload>) {
+        if ((*first).valueless_by_exception()) {
+          valueless = true;
+          break;
+        }
+      }
+    }
+    if (valueless) source.statistics.CountRejected();
+    if (refused == 0) return PublishResult(outcome, priority, admitted);
+    return Refuse(source, outcome, mode, priority, refused, admitted);
   }
 
   template <typename Message>

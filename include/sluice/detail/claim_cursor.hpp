@@ -97,7 +97,10 @@ class ClaimCursor {
       Position released = producer_.consumer_position_cache.load(std::memory_order_acquire);
       for (;;) {
         Position fill = position - released;
-        if (fill >= limit || fill > kCapacity) {
+        // The cache may be stale: unless it already leaves room for all
+        // `wanted`, ask the consumer, so that the run is cut short only by
+        // the queue's real fill (as a single claim is refused only then).
+        if (fill > kCapacity || fill >= limit || wanted > limit - fill) {
           // SYNC POINT READ (B): see Release().
           released = consumer_.released.load(std::memory_order_acquire);
           producer_.consumer_position_cache.store(released, std::memory_order_release);
