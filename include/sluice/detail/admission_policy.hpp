@@ -67,7 +67,7 @@ class alignas(kCacheLineSize) AdmissionPolicy {
     return Unpack(packed_.load(std::memory_order_relaxed));
   }
 
-  // The level of `depth` under BackpressureLevels::kFollowAdmission:
+  // The level of `depth` under BackpressureScale::kFollowAdmission:
   // ClassifyBackpressure(depth, kCapacity, Thresholds()) while no setter
   // runs, read from the very limits publishers compare against (whatever
   // the mode; BARE_METAL admits up to the capacity, so it warns early).
