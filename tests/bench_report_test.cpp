@@ -389,5 +389,52 @@ TEST(BenchReportTest, NumberFormatting) {
   EXPECT_EQ(Fixed(2.345, 1), "2.3");
 }
 
+// The report's notes wrap at 100 columns, keeping every word and its order;
+// a word longer than a line stays whole on a line of its own.
+TEST(BenchReportTest, NotesWrapAtOneHundredColumnsKeepingEveryWord) {
+  std::string note;
+  std::vector<std::string> words;
+  for (int i = 0; i < 60; ++i) words.push_back("word" + std::to_string(i));
+  words.push_back(std::string(120, 'x'));  // longer than a line
+  words.push_back("end");
+  for (const std::string& word : words) note += (note.empty() ? "" : " ") + word;
+  Table table;
+  table.title = "t";
+  table.columns = {"a"};
+  table.notes = {note, "short note"};
+  const std::string text = RenderText(table, Context{});
+  std::vector<std::string> note_words;
+  std::size_t note_lines = 0;
+  bool in_notes = false;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    if (line.rfind("  word0", 0) == 0) in_notes = true;
+    if (!in_notes) continue;
+    ++note_lines;
+    std::size_t at = 0;
+    std::size_t count = 0;
+    while (at < line.size()) {
+      if (line[at] == ' ') {
+        ++at;
+        continue;
+      }
+      std::size_t word_end = line.find(' ', at);
+      if (word_end == std::string::npos) word_end = line.size();
+      note_words.push_back(line.substr(at, word_end - at));
+      at = word_end;
+      ++count;
+    }
+    EXPECT_TRUE(line.size() <= 100 || count == 1) << line;
+  }
+  words.push_back("short");
+  words.push_back("note");
+  EXPECT_EQ(note_words, words);
+  EXPECT_GE(note_lines, 6u);  // about 440 characters of words, and the long one apart
+}
+
 }  // namespace
 }  // namespace sluice::bench

@@ -145,6 +145,39 @@ std::string RenderContextLine(const Context& c) {
   return out.str();
 }
 
+namespace {
+
+// Appends `note` word by word in lines of at most kNoteColumns columns: the
+// first after "  ", the rest after "    ". A word longer than a line stays
+// whole on a line of its own.
+constexpr std::size_t kNoteColumns = 100;
+void AppendWrapped(std::ostringstream& out, const std::string& note) {
+  std::string line = "  ";
+  bool line_has_word = false;
+  std::size_t at = 0;
+  while (at < note.size()) {
+    if (note[at] == ' ') {
+      ++at;
+      continue;
+    }
+    std::size_t end = note.find(' ', at);
+    if (end == std::string::npos) end = note.size();
+    const std::string word = note.substr(at, end - at);
+    at = end;
+    if (line_has_word && line.size() + 1 + word.size() > kNoteColumns) {
+      out << line << "\n";
+      line = "    ";
+      line_has_word = false;
+    }
+    if (line_has_word) line += ' ';
+    line += word;
+    line_has_word = true;
+  }
+  out << line << "\n";
+}
+
+}  // namespace
+
 std::string RenderText(const Table& table, const Context& context) {
   std::vector<std::size_t> widths(table.columns.size(), 0);
   for (std::size_t i = 0; i < table.columns.size(); ++i) widths[i] = table.columns[i].size();
@@ -173,7 +206,7 @@ std::string RenderText(const Table& table, const Context& context) {
   for (std::size_t w : widths) total += w + 2;
   out << "  " << std::string(total, '-') << "\n";
   for (const auto& row : table.rows) print_row(row);
-  for (const auto& note : table.notes) out << "  " << note << "\n";
+  for (const auto& note : table.notes) AppendWrapped(out, note);
   return out.str();
 }
 
