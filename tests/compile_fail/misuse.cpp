@@ -192,6 +192,43 @@ int main() {
   };
   sluice::MpscBus<Payload, 8, Traits> bus;
   (void)bus.QueueDepth();
+#elif CASE == 43  // PublishBlocking on a Producer: a lane has no room signal
+  struct Traits : sluice::DefaultBusTraits {
+    using Lanes = sluice::ProducerLanes<2>;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  auto producer = bus.RegisterProducer();
+  (void)producer.PublishBlocking(A{1}, 0, sluice::MessagePriority::HIGH, std::chrono::seconds(1));
+#elif CASE == 44  // a 0.2 knob alone: the check interval
+  struct Traits : sluice::PriorityOrderTraits {
+    static constexpr std::uint32_t kPriorityCheckInterval = 4;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
+#elif CASE == 45  // a 0.2 knob alone: the polls before parking
+  struct Traits : sluice::DefaultBusTraits {
+    static constexpr std::uint32_t kPollsBeforePark = 0;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
+#elif CASE == 46  // a 0.2 knob alone: the heavy fence
+  struct Traits : sluice::DefaultBusTraits {
+    using HeavyFence = sluice::SingleCoreHeavyFence;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
+#elif CASE == 47  // a 0.2 knob alone: the lane burst
+  struct Traits : sluice::DefaultBusTraits {
+    static constexpr std::uint32_t kLaneBurst = 4;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
+#elif CASE == 48  // a 0.2 knob alone: the latency clock interval
+  struct Traits : sluice::DefaultBusTraits {
+    static constexpr std::uint32_t kLatencyClockInterval = 1;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
 #elif CASE == 40  // a 0.2 knob: the starvation limit
   struct Traits : sluice::PriorityOrderTraits {
     static constexpr std::uint32_t kStarvationLimit = 4;
