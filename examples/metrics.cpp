@@ -1,5 +1,6 @@
-// Exporting metrics: two buses carry traffic, then their statistics, queue
-// depth, backpressure, mode and latency histograms are written in the
+// Exporting metrics: three buses carry traffic, then their statistics, queue
+// depth, backpressure (now and its peak since the last scrape), mode, latency
+// histograms and each named producer's counters are written in the
 // Prometheus text format to standard output (serve that text at /metrics
 // with the HTTP server of your choice).
 #include <cstdint>
@@ -16,6 +17,11 @@ struct Alarm {
   std::uint8_t code;
 };
 using Payload = std::variant<Sample, Alarm>;
+
+// Sensors publish through lanes of their own, each under its name.
+struct SensorTraits : sluice::DefaultBusTraits {
+  using Lanes = sluice::ProducerLanes<2, 64>;
+};
 
 int main() {
   sluice::MpscBus<Payload, 256> telemetry;
@@ -44,9 +50,21 @@ int main() {
   refused += control.Publish(Alarm{2}) ? 0 : 1;
   control.ProcessBatch();
 
+  // Sensors: each producer's counts carry its name in a `producer` label.
+  sluice::MpscBus<Payload, 64, SensorTraits> sensors;
+  auto lidar = sensors.RegisterProducer("lidar");
+  auto imu = sensors.RegisterProducer("imu");
+  if (!lidar || !imu) return 1;
+  for (int i = 0; i < 10; ++i) refused += lidar.Publish(Sample{i}) ? 0 : 1;
+  for (int i = 0; i < 3; ++i) {
+    refused += imu.PublishWithPriority(Sample{i}, 0, sluice::MessagePriority::HIGH) ? 0 : 1;
+  }
+  sensors.ProcessBatch();
+
   std::string text;
   sluice::WritePrometheus(text, {sluice::CaptureMetrics("telemetry", telemetry),
-                                 sluice::CaptureMetrics("control \"main\"", control)});
+                                 sluice::CaptureMetrics("control \"main\"", control),
+                                 sluice::CaptureMetrics("sensors", sensors)});
   std::fputs(text.c_str(), stdout);
   std::fprintf(stderr, "sum %lld, %d LOW samples queued\n", static_cast<long long>(sum), low);
   return sum == 4950 && low == 154 && refused == 0 && second_refusal ? 0 : 1;

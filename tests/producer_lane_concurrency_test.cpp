@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -290,6 +291,66 @@ TYPED_TEST(ProducerLaneConcurrencyTest, ALaneIsNeverHeldByTwoProducers) {
   EXPECT_EQ(doubles.load(), 0u);
   EXPECT_EQ(received, sent.load());
   EXPECT_GT(received, 0u);
+  EXPECT_EQ(bus->RegisteredProducers(), 0u);
+}
+
+// A reader of ForEachProducer never sees one holder's name with another's
+// counts (SYNC POINT (N), detail/lane_holder.hpp): holders named "low"
+// publish only LOW and holders named "high" only HIGH, on lanes that change
+// hands every round, so a name shown with the other priority's counts, or
+// with more than one holder's worth, is a mixed read.
+TYPED_TEST(ProducerLaneConcurrencyTest, AProducersNameIsNeverShownWithAnotherHoldersCounts) {
+  using Bus = TypeParam;
+  auto bus = std::make_unique<Bus>();
+  constexpr std::uint32_t kProducers = 2;
+  constexpr std::uint32_t kPerRound = 6;
+  const std::uint64_t rounds = StressCount(100 * kScale);
+  std::atomic<std::uint32_t> running{kProducers};
+  StressProgress progress("producer rounds read by name, thread 0", rounds);
+  std::vector<std::thread> producers;
+  for (std::uint32_t t = 0; t < kProducers; ++t) {
+    producers.emplace_back([&, t] {
+      for (std::uint64_t r = 0; r < rounds; ++r) {
+        if (t == 0) progress.Step();
+        const bool high = (r + t) % 2 == 0;
+        auto producer = bus->RegisterProducer(high ? "high" : "low");
+        if (!producer) continue;  // every lane taken this instant
+        for (std::uint32_t i = 0; i < kPerRound; ++i) {
+          (void)producer.PublishWithPriority(Tagged{t, 0, i}, t,
+                                             high ? MessagePriority::HIGH : MessagePriority::LOW);
+        }
+      }
+      running.fetch_sub(1, std::memory_order_release);
+    });
+  }
+  std::atomic<bool> reading{true};
+  std::uint64_t reads = 0;
+  std::uint64_t mixed = 0;
+  std::thread reader([&] {
+    while (reading.load(std::memory_order_acquire)) {
+      bus->ForEachProducer([&](const sluice::ProducerStatisticsSnapshot& p) {
+        ++reads;
+        const std::string name = p.name;
+        const std::uint64_t low = p.low_priority_published + p.low_priority_dropped;
+        const std::uint64_t high = p.high_priority_published + p.high_priority_dropped;
+        const std::uint64_t medium = p.medium_priority_published + p.medium_priority_dropped;
+        const bool ok = (name == "low" && high == 0 && low <= kPerRound) ||
+                        (name == "high" && low == 0 && high <= kPerRound);
+        if (!ok || medium != 0) ++mixed;
+      });
+    }
+  });
+  ProgressWatch watch;
+  while (running.load(std::memory_order_acquire) != 0) {
+    if (bus->ProcessBatch(64) > 0) watch.Progress();
+    watch.Check("producers publishing while lanes change hands");
+  }
+  for (std::thread& producer : producers) producer.join();
+  reading.store(false, std::memory_order_release);
+  reader.join();
+  while (bus->ProcessBatch() > 0) {
+  }
+  EXPECT_EQ(mixed, 0u) << "of " << reads << " reads";
   EXPECT_EQ(bus->RegisteredProducers(), 0u);
 }
 

@@ -33,7 +33,12 @@ TEST(PrometheusTest, WritesEveryFamilyForABus) {
       Contains(text, "sluice_messages_published_total{bus=\"telemetry\",priority=\"medium\"} 2"));
   EXPECT_TRUE(
       Contains(text, "sluice_messages_dropped_total{bus=\"telemetry\",priority=\"low\"} 0"));
-  EXPECT_TRUE(Contains(text, "sluice_messages_processed_total{bus=\"telemetry\"} 1"));
+  // Processed carries `priority` like published and dropped.
+  EXPECT_TRUE(
+      Contains(text, "sluice_messages_processed_total{bus=\"telemetry\",priority=\"high\"} 1"));
+  EXPECT_TRUE(
+      Contains(text, "sluice_messages_processed_total{bus=\"telemetry\",priority=\"medium\"} 0"));
+  EXPECT_FALSE(Contains(text, "sluice_messages_processed_total{bus=\"telemetry\"}"));
   EXPECT_TRUE(Contains(text, "sluice_processing_errors_total{bus=\"telemetry\"} 0"));
   EXPECT_TRUE(Contains(text, "# TYPE sluice_messages_rejected_total counter"));
   EXPECT_TRUE(Contains(text, "sluice_messages_rejected_total{bus=\"telemetry\"} 1"));
@@ -42,6 +47,11 @@ TEST(PrometheusTest, WritesEveryFamilyForABus) {
   EXPECT_TRUE(Contains(text, "sluice_queue_depth{bus=\"telemetry\"} 2"));
   EXPECT_TRUE(Contains(text, "sluice_queue_capacity{bus=\"telemetry\"} 64"));
   EXPECT_TRUE(Contains(text, "sluice_backpressure_level{bus=\"telemetry\"} 0"));
+  EXPECT_TRUE(Contains(text, "# TYPE sluice_queue_depth_peak gauge"));
+  EXPECT_TRUE(Contains(text, "sluice_queue_depth_peak{bus=\"telemetry\"} 3"));  // a batch start
+  EXPECT_TRUE(Contains(text, "sluice_backpressure_level_peak{bus=\"telemetry\"} 0"));
+  // No registered producers on a bus without lanes: no producer families.
+  EXPECT_FALSE(Contains(text, "sluice_producer_"));
   EXPECT_TRUE(
       Contains(text, "sluice_performance_mode{bus=\"telemetry\",mode=\"FULL_FEATURED\"} 1"));
   EXPECT_TRUE(Contains(text, "sluice_performance_mode{bus=\"telemetry\",mode=\"BARE_METAL\"} 0"));
@@ -141,4 +151,61 @@ TEST(PrometheusTest, ABusWithoutHistogramsWritesNoLatencySamples) {
 }
 
 }  // namespace
+TEST(PrometheusTest, ScrapesSeeThePeakBetweenThemAndStartItAgain) {
+  sluice::MpscBus<BasicPayload, 16> bus;
+  int refused = 0;
+  for (int i = 0; i < 16; ++i) {
+    refused += bus.PublishWithPriority(MotorCmd{i}, 0, sluice::MessagePriority::LOW) ? 0 : 1;
+  }
+  ASSERT_GT(refused, 0);  // LOW refused from 60 %: WARNING
+  while (bus.ProcessBatch() > 0) {
+  }
+  std::string first;
+  sluice::WritePrometheus(first, "b", bus);
+  EXPECT_TRUE(Contains(first, "sluice_backpressure_level{bus=\"b\"} 0"));
+  EXPECT_TRUE(Contains(first, "sluice_backpressure_level_peak{bus=\"b\"} 1"));
+  std::string second;
+  sluice::WritePrometheus(second, "b", bus);
+  EXPECT_TRUE(Contains(second, "sluice_backpressure_level_peak{bus=\"b\"} 0"));
+  EXPECT_TRUE(Contains(second, "sluice_queue_depth_peak{bus=\"b\"} 0"));
+  // A const bus is only looked at: its peak is the fill now, and stays.
+  ASSERT_TRUE(bus.PublishWithPriority(MotorCmd{1}, 0, sluice::MessagePriority::HIGH));
+  const auto& view = bus;
+  std::string looked;
+  sluice::WritePrometheus(looked, "b", view);
+  EXPECT_TRUE(Contains(looked, "sluice_queue_depth_peak{bus=\"b\"} 1"));
+}
+
+struct LaneTraits : sluice::DefaultBusTraits {
+  using Lanes = sluice::ProducerLanes<2, 16>;
+};
+
+TEST(PrometheusTest, RegisteredProducersCarryLaneAndProducerLabels) {
+  sluice::AsyncBus<BasicPayload, 64, sluice::ProducerModel::kMulti, LaneTraits> bus;
+  auto lidar = bus.RegisterProducer("lidar \"front\"");
+  auto imu = bus.RegisterProducer("imu");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(lidar.Publish(MotorCmd{i}));
+  ASSERT_TRUE(imu.PublishWithPriority(MotorCmd{9}, 0, sluice::MessagePriority::HIGH));
+  bus.Close();
+  ASSERT_FALSE(imu.Publish(MotorCmd{10}));
+  std::string text;
+  sluice::WritePrometheus(text, "robot", bus);
+  EXPECT_TRUE(Contains(text, "# TYPE sluice_producer_messages_published_total counter"));
+  EXPECT_TRUE(Contains(text,
+                       "sluice_producer_messages_published_total{bus=\"robot\",lane=\"1\","
+                       "producer=\"lidar \\\"front\\\"\",priority=\"medium\"} 3"));
+  EXPECT_TRUE(Contains(text,
+                       "sluice_producer_messages_published_total{bus=\"robot\",lane=\"2\","
+                       "producer=\"imu\",priority=\"high\"} 1"));
+  EXPECT_TRUE(Contains(text,
+                       "sluice_producer_messages_dropped_total{bus=\"robot\",lane=\"2\","
+                       "producer=\"imu\",priority=\"low\"} 0"));
+  EXPECT_TRUE(Contains(text,
+                       "sluice_producer_messages_refused_total{bus=\"robot\",lane=\"2\","
+                       "producer=\"imu\",reason=\"closed\"} 1"));
+  EXPECT_TRUE(Contains(text,
+                       "sluice_producer_messages_refused_total{bus=\"robot\",lane=\"1\","
+                       "producer=\"lidar \\\"front\\\"\",reason=\"rejected\"} 0"));
+}
+
 }  // namespace sluice_test

@@ -2,6 +2,7 @@
 // queue fill, shared by the bus, its tests and its documentation.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "sluice/config.hpp"
@@ -42,6 +43,13 @@ enum class BackpressureLevel : std::uint8_t {
   WARNING = 1,   // LOW refused (fixed: 75 % up to 90 %)
   CRITICAL = 2,  // MEDIUM refused too (fixed: 90 % up to 100 %)
   FULL = 3,      // every slot taken
+};
+
+// The highest fill since the last AsyncBus::TakeBackpressurePeak() and its
+// level.
+struct BackpressurePeak {
+  std::size_t fill = 0;
+  BackpressureLevel level = BackpressureLevel::NORMAL;
 };
 
 // Where the levels start: BusTraits::kBackpressureScale.

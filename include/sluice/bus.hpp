@@ -65,6 +65,7 @@ class AsyncBus
   static constexpr DeliveryOrder kDeliveryOrder = Traits::Delivery::kOrder;
   static constexpr ProducerModel kProducerModel = kProducers;
   static constexpr bool kKeepsLatencyHistograms = Traits::Latency::kEnabled;
+  static constexpr bool kHasProducerLanes = Core::kHasLanes;
 
   AsyncBus() : core_(0) {}
   // For tests: counting starts at `first` (near the wrap), not at 0.
@@ -81,16 +82,40 @@ class AsyncBus
 
   // Takes a free lane for the calling producer: a valid Producer, or an
   // invalid one when all Traits::Lanes::kMaxProducers lanes are taken.
-  // Lock-free; any thread. A compile error when the traits allow no lanes.
-  [[nodiscard]] Producer RegisterProducer() noexcept {
+  // `name` (optional, NUL-terminated, copied: it need not outlive the call)
+  // labels its counters in GetProducerStatistics and the Prometheus export;
+  // a name longer than kProducerNameCapacity - 1 bytes is cut at a UTF-8
+  // boundary. Lock-free; any thread. A compile error when the traits allow
+  // no lanes.
+  [[nodiscard]] Producer RegisterProducer(const char* name = nullptr) noexcept {
     static_assert(Core::kHasLanes,
                   "Sluice: RegisterProducer needs producer lanes: `using Lanes = "
                   "sluice::ProducerLanes<kMaxProducers>;` in the bus traits");
     if constexpr (Core::kHasLanes) {
-      const int lane = core_.queue_.Register();
+      const int lane = core_.queue_.Register(name);
       if (lane >= 0) return Producer(&core_, static_cast<std::uint32_t>(lane));
     }
     return Producer();
+  }
+
+  // Any thread: calls `visit(const ProducerStatisticsSnapshot&)` for each
+  // registered producer, in lane order, with its name and its counters since
+  // it registered or since the last ResetStatistics(), whichever came later
+  // (counts that go into GetStatistics() too); returns how many it visited.
+  // A lane changing hands meanwhile is read again (lock-free) or skipped
+  // when it has no holder. Nothing without lanes.
+  template <typename Visit>
+  std::size_t ForEachProducer(Visit&& visit) const {
+    std::size_t visited = 0;
+    if constexpr (Core::kHasLanes) {
+      for (std::uint32_t i = 0; i < Traits::Lanes::kMaxProducers; ++i) {
+        ProducerStatisticsSnapshot snapshot;
+        if (!core_.queue_.ReadHolder(i, &snapshot)) continue;
+        visit(static_cast<const ProducerStatisticsSnapshot&>(snapshot));
+        ++visited;
+      }
+    }
+    return visited;
   }
 
   // How many lanes are taken now (a snapshot).
@@ -305,18 +330,35 @@ class AsyncBus
   // Producer reports its lane's): by default WARNING from the fill at which LOW
   // is refused, CRITICAL from MEDIUM's (following SetAdmissionThresholds);
   // Traits::kBackpressureScale = BackpressureScale::kFixed: 75 % and 90 %.
-  BackpressureLevel GetBackpressureLevel() const noexcept {
-    if constexpr (Traits::kBackpressureScale == BackpressureScale::kFixed) {
-      return ClassifyBackpressure(core_.SharedDepth(), kCapacity);
-    } else {
-      return core_.policy_.LevelAt(core_.SharedDepth());
-    }
+  BackpressureLevel GetBackpressureLevel() const noexcept { return LevelOf(core_.SharedDepth()); }
+
+  // Any thread: the highest fill of the shared queue since the last call (or
+  // construction), and its level as GetBackpressureLevel() classifies it
+  // now; the next period starts at this call (reset on read: two observers
+  // taking peaks split them between them). The fill counted is the largest
+  // of: the fill now, the fill every refusal by fill saw (at least the
+  // refused priority's limit; every mode), and the fill at the start of each
+  // dispatch batch (FULL_FEATURED). So a period in which a priority was
+  // refused for fill reports at least the level at which it is refused; a
+  // rise that refused nothing and that the consumer took back within one
+  // batch can be missed. Lock-free.
+  BackpressurePeak TakeBackpressurePeak() noexcept {
+    const Position fill = core_.peak_fill_.Take(core_.SharedDepth());
+    return BackpressurePeak{static_cast<std::size_t>(fill), LevelOf(fill)};
   }
 
  private:
   friend struct detail::TestAccess;
   friend class detail::PublishApi<AsyncBus, Payload>;
   static constexpr bool kOffersBlocking = true;
+
+  BackpressureLevel LevelOf(Position fill) const noexcept {
+    if constexpr (Traits::kBackpressureScale == BackpressureScale::kFixed) {
+      return ClassifyBackpressure(fill, kCapacity);
+    } else {
+      return core_.policy_.LevelAt(fill);
+    }
+  }
 
   // The publish API's hooks: the shared queue.
   static constexpr bool CanPublish() noexcept { return true; }

@@ -35,6 +35,7 @@
 #include "sluice/detail/error_reporter.hpp"
 #include "sluice/detail/latency_recorder.hpp"
 #include "sluice/detail/message_queue.hpp"
+#include "sluice/detail/peak_fill.hpp"
 #include "sluice/detail/producer_lanes.hpp"
 #include "sluice/detail/room_signals.hpp"
 #include "sluice/detail/statistics_counters.hpp"
@@ -103,8 +104,8 @@ class BusCore {
                                        Delivery::kCheckInterval, Delivery::kStarvationLimit>,
                          FifoQueue<Envelope, kSlots, kModel, Traits::kSlotStorage>>;
   using SharedQueue = SourceQueue<kCapacity, kProducers>;
-  using SharedStatistics = StatisticsCounters<kProducers == ProducerModel::kSingle, kPriorityOrder>;
-  using LaneStatistics = StatisticsCounters<true, kPriorityOrder, true>;
+  using SharedStatistics = StatisticsCounters<kProducers == ProducerModel::kSingle>;
+  using LaneStatistics = StatisticsCounters<true, true>;
   using Queue = std::conditional_t<
       kHasLanes,
       LanedQueue<Envelope, SharedQueue, SourceQueue<Lanes::kCapacity, ProducerModel::kSingle>,
@@ -206,6 +207,17 @@ class BusCore {
     return PublishResult(outcome, priority, admitted);
   }
 
+  // A refusal for fill: the refused claim saw the shared queue at least at
+  // the priority's limit (PeakFill). A lane's fill is its own.
+  template <typename Source>
+  void NoteRefusedFill(const Source&, PerformanceMode mode, MessagePriority priority) noexcept {
+    if constexpr (std::is_same_v<Source, SharedSource>) {
+      const Position limit = Source::Limit(policy_, mode, priority);
+      const Position now = SharedDepth();
+      peak_fill_.Note(limit > now ? limit : now);
+    }
+  }
+
   // The one envelope write: the header, and the payload `make_payload()`
   // returns (a prvalue: constructed in the slot, no copy or move).
   template <typename MakePayloadFn>
@@ -246,6 +258,7 @@ class BusCore {
       source.Leave();
       const PublishOutcome outcome =
           source.ClosedAfterRefusal() ? PublishOutcome::kClosed : Source::kFull;
+      if (outcome == Source::kFull) NoteRefusedFill(source, mode, priority);
       return kCountRefusal ? Refuse(source, outcome, mode, priority, 1)
                            : PublishResult(outcome, priority);
     }
@@ -317,6 +330,7 @@ class BusCore {
           // not fit: refused, like single publishes.
           const PublishOutcome outcome =
               source.ClosedAfterRefusal() ? PublishOutcome::kClosed : Source::kFull;
+          if (outcome == Source::kFull) NoteRefusedFill(source, mode, priority);
           return RefuseRest(source, outcome, mode, priority, first, last, admitted);
         }
       }
@@ -380,6 +394,8 @@ class BusCore {
     if (dispatching_ || max_messages == 0) return 0;
     Envelope* envelope = queue_.TryFront();
     if (envelope == nullptr) return 0;
+    // The fill this batch starts from, for the peak between scrapes.
+    if (policy_.Mode() == PerformanceMode::FULL_FEATURED) peak_fill_.Note(SharedDepth());
     dispatching_ = true;
     room_.EnterBatch();
     if constexpr (kKind == BatchKind::kSubscriptions) epoch_.Enter();
@@ -441,9 +457,8 @@ class BusCore {
   template <typename DispatchOne>
   std::uint32_t DispatchRun(Envelope* envelope, std::uint32_t max_messages,
                             DispatchOne& dispatch_one) {
-    // Counted per priority on the priority-ordered bus (see
-    // detail/statistics_counters.hpp), else in counted[0].
-    [[maybe_unused]] Counter counted[kPriorityOrder ? kPriorityCount : 1] = {};
+    // Counted per priority (see detail/statistics_counters.hpp).
+    [[maybe_unused]] Counter counted[kPriorityCount] = {};
     const auto run = [&](auto& latency) SLUICE_LAMBDA_ALWAYS_INLINE {
       std::uint32_t count = 0;
       do {
@@ -451,7 +466,7 @@ class BusCore {
         if constexpr (kHasLanes) {
           queue_.TallyProcessed(envelope->header);
         } else {
-          counted[kPriorityOrder ? static_cast<std::size_t>(envelope->header.priority) : 0] +=
+          counted[static_cast<std::size_t>(envelope->header.priority)] +=
               envelope->header.counted ? 1 : 0;
         }
         dispatch_one(*envelope);
@@ -474,12 +489,10 @@ class BusCore {
     }
     if constexpr (kHasLanes) {
       queue_.FlushProcessed(statistics_);
-    } else if constexpr (kPriorityOrder) {
+    } else {
       for (std::size_t p = 0; p < kPriorityCount; ++p) {
         statistics_.CountProcessed(counted[p], static_cast<MessagePriority>(p));
       }
-    } else {
-      statistics_.CountProcessed(counted[0]);
     }
     return count;
   }
@@ -631,6 +644,9 @@ class BusCore {
   // without a parker.
   RoomSignals<Parker, kCanPark && !SLUICE_FREESTANDING> room_;
   CloseState close_;
+  // Written only by refusals for fill and by the consumer when a batch
+  // starts above it; no admitted publish touches it.
+  PeakFill peak_fill_;
   SharedStatistics statistics_;
   alignas(kCacheLineSize) DispatchEpoch epoch_;
   ErrorReporter error_reporter_;

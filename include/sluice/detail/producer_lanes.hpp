@@ -43,6 +43,7 @@
 #include "sluice/bus_traits.hpp"
 #include "sluice/config.hpp"
 #include "sluice/detail/cpu_relax.hpp"
+#include "sluice/detail/lane_holder.hpp"
 #include "sluice/detail/wake_signal.hpp"
 #include "sluice/message.hpp"
 
@@ -65,7 +66,6 @@ class LanedQueue {
                 "Sluice: ProducerLanes' kMaxProducers must be below 65536");
   static_assert(kBurst >= 1, "Sluice: ProducerLanes' burst must be at least 1");
   static constexpr bool kPriority = kOrder == DeliveryOrder::kPriority;
-  static constexpr std::size_t kTallies = kPriority ? kPriorityCount : 1;
 
  public:
   using Claim = typename Shared::Claim;
@@ -77,6 +77,8 @@ class LanedQueue {
     // Not explicit: the lane array is initialised from positions.
     Lane(Position first_position) noexcept : queue(first_position) {}  // NOLINT
     std::atomic<std::uint32_t> taken{0};
+    // Its holder's name and baseline, for observers (SYNC POINT (N)).
+    LaneHolder<typename LaneStatistics::ProducerCounts> holder;
     // Written by the lane's producer alone: 1 while a publish runs.
     alignas(kCacheLineSize) std::atomic<std::uint32_t> publishing{0};
     LaneQueue queue;
@@ -102,9 +104,10 @@ class LanedQueue {
   void Publish(const Claim& claim) noexcept { shared_.Publish(claim); }
 
   // ---- Registration (any thread) --------------------------------------------
-  // A free lane's index, now taken by the caller, or -1 when all are taken.
-  // Lock-free: a failed CAS means another thread took that lane.
-  int Register() noexcept {
+  // A free lane's index, now taken by the caller under `name` (copied; may
+  // be null), or -1 when all are taken. Lock-free: a failed CAS means
+  // another thread took that lane.
+  int Register(const char* name) noexcept {
     for (std::uint32_t i = 0; i < kLanes; ++i) {
       std::uint32_t free = 0;
       if (lanes_[i].taken.load(std::memory_order_relaxed) != 0) continue;
@@ -113,6 +116,7 @@ class LanedQueue {
                                                    std::memory_order_relaxed)) {
         continue;
       }
+      lanes_[i].holder.Occupy(name, lanes_[i].statistics.ReadProducerCounts());
       std::uint32_t in_use = lanes_in_use_.load(std::memory_order_relaxed);
       // SYNC POINT WRITE (J): pairs with the consumer's acquire in Select(),
       // which then looks at this lane (it finds its messages by their slots'
@@ -128,8 +132,21 @@ class LanedQueue {
   // The lane's producer, between publishes: hands the lane back. Messages
   // still queued in it are dispatched as usual.
   void Unregister(std::uint32_t lane) noexcept {
+    lanes_[lane].holder.Vacate();
     // SYNC POINT WRITE (J): this owner's producer state, for the next.
     lanes_[lane].taken.store(0, std::memory_order_release);
+  }
+  // Any thread: the counters of lane `lane`'s holder since it registered (or
+  // the last reset), or false when the lane has no holder.
+  bool ReadHolder(std::uint32_t lane, ProducerStatisticsSnapshot* out) const noexcept {
+    const Lane& l = lanes_[lane];
+    // The counters, read after the baseline: (N)'s acquire made the
+    // holder's reads of them visible, and each only grows from there.
+    const bool held = l.holder.Read(
+        out->name, [&](const auto& baseline) { l.statistics.ProducerSince(baseline, out); });
+    if (!held) return false;
+    out->lane = static_cast<std::uint16_t>(lane + 1);
+    return true;
   }
   Lane& LaneAt(std::uint32_t lane) noexcept { return lanes_[lane]; }
   const Lane& LaneAt(std::uint32_t lane) const noexcept { return lanes_[lane]; }
@@ -182,14 +199,13 @@ class LanedQueue {
   // Consumer: counts a dispatched message's processed statistics against the
   // source it came from (flushed by FlushProcessed at the end of a batch).
   void TallyProcessed(const MessageHeader& header) noexcept {
-    tally_[header.lane][kPriority ? static_cast<std::size_t>(header.priority) : 0] +=
-        header.counted ? 1 : 0;
+    tally_[header.lane][static_cast<std::size_t>(header.priority)] += header.counted ? 1 : 0;
   }
   template <typename SharedStatistics>
   void FlushProcessed(SharedStatistics& shared) noexcept {
     const std::uint32_t sources = 1 + lanes_in_use_.load(std::memory_order_relaxed);
     for (std::uint32_t s = 0; s < sources; ++s) {
-      for (std::size_t p = 0; p < kTallies; ++p) {
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
         if (tally_[s][p] == 0) continue;
         if (s == 0) {
           shared.CountProcessed(tally_[s][p], static_cast<MessagePriority>(p));
@@ -308,7 +324,7 @@ class LanedQueue {
   // Consumer-private.
   alignas(kCacheLineSize) std::uint32_t current_ = 0;  // 0: shared, i: lane i - 1
   std::uint32_t run_left_ = 0;
-  Counter tally_[kLanes + 1][kTallies] = {};
+  Counter tally_[kLanes + 1][kPriorityCount] = {};
 };
 
 }  // namespace detail

@@ -31,19 +31,22 @@ namespace detail {
 // Processed counts only messages whose publish was counted
 // (MessageHeader::counted), whatever the mode at dispatch, and its baseline
 // is the published total at the reset: the messages still queued then were
-// counted before the reset, and FIFO dispatch takes them first. A
-// priority-ordered bus (kProcessedByPriority) dispatches a later HIGH before
-// an earlier LOW, so it counts processed per priority, each against its
-// priority's published baseline (within a priority dispatch is FIFO). That
-// baseline is not stored: a snapshot adds up the published baselines it
-// read, so even baselines mixed from two overlapping resets (stores are one
-// field at a time) keep processed <= published and equal after a drain.
+// counted before the reset, and within one priority dispatch is FIFO (a
+// priority-ordered bus takes a later HIGH before an earlier LOW, a FIFO bus
+// keeps admission order), so processed is counted per priority, each
+// against its priority's published baseline. That baseline is not stored:
+// a snapshot takes the published baselines it read, so even baselines mixed
+// from two overlapping resets (stores are one field at a time) keep
+// processed <= published per priority and equal after a drain.
 // Adds `more` into `*sum`, field by field (a bus with producer lanes sums
 // the lanes' counters into the shared queue's).
 inline void AddStatistics(BusStatisticsSnapshot* sum, const BusStatisticsSnapshot& more) noexcept {
   sum->messages_published += more.messages_published;
   sum->messages_dropped += more.messages_dropped;
   sum->messages_processed += more.messages_processed;
+  sum->high_priority_processed += more.high_priority_processed;
+  sum->medium_priority_processed += more.medium_priority_processed;
+  sum->low_priority_processed += more.low_priority_processed;
   sum->processing_errors += more.processing_errors;
   sum->messages_rejected += more.messages_rejected;
   sum->messages_refused_closed += more.messages_refused_closed;
@@ -57,8 +60,7 @@ inline void AddStatistics(BusStatisticsSnapshot* sum, const BusStatisticsSnapsho
 
 // kSingleWriterRefusals: refusals too have one writer (a producer lane's
 // counters), so no count takes a locked instruction.
-template <bool kSingleProducer, bool kProcessedByPriority = false,
-          bool kSingleWriterRefusals = false>
+template <bool kSingleProducer, bool kSingleWriterRefusals = false>
 class StatisticsCounters {
  public:
   void CountPublished(MessagePriority priority, Counter count = 1) noexcept {
@@ -75,12 +77,11 @@ class StatisticsCounters {
   void CountClosed(Counter count = 1) noexcept {
     Increment<kSingleWriterRefusals>(refused_.closed, count);
   }
-  // Consumer only: `count` dispatched messages whose publish was counted
-  // (of `priority` when kProcessedByPriority; ignored otherwise).
-  void CountProcessed(Counter count, MessagePriority priority = MessagePriority::LOW) noexcept {
+  // Consumer only: `count` dispatched messages of `priority` whose publish
+  // was counted.
+  void CountProcessed(Counter count, MessagePriority priority) noexcept {
     if (count == 0) return;
-    std::atomic<Counter>& processed =
-        consumer_.processed[kProcessedByPriority ? Index(priority) : 0];
+    std::atomic<Counter>& processed = consumer_.processed[Index(priority)];
     // SYNC POINT WRITE (F).
     processed.store(static_cast<Counter>(processed.load(std::memory_order_relaxed) + count),
                     std::memory_order_release);
@@ -95,13 +96,8 @@ class StatisticsCounters {
       // SYNC POINT READ (G): see Reset().
       base.values[i] = baseline_[i].load(std::memory_order_acquire);
     }
-    if constexpr (kProcessedByPriority) {
-      for (std::size_t p = 0; p < kPriorityCount; ++p) {
-        base.values[kProcessed + p] = base.values[kPublished + p];
-      }
-    } else {
-      base.values[kProcessed] = static_cast<Counter>(
-          base.values[kPublished + 0] + base.values[kPublished + 1] + base.values[kPublished + 2]);
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      base.values[kProcessed + p] = base.values[kPublished + p];
     }
     const Fields raw = Raw();
     Fields since;
@@ -112,10 +108,10 @@ class StatisticsCounters {
     // of either count: processed (of their priority) is 0 until they are
     // through.
     using Signed = std::make_signed_t<Counter>;
-    Counter processed = 0;
-    for (std::size_t p = 0; p < kProcessedCounters; ++p) {
+    Counter processed[kPriorityCount] = {};
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
       const Counter value = since.values[kProcessed + p];
-      if (static_cast<Signed>(value) > 0) processed = static_cast<Counter>(processed + value);
+      if (static_cast<Signed>(value) > 0) processed[p] = value;
     }
     BusStatisticsSnapshot s;
     s.low_priority_published = since.values[kPublished + 0];
@@ -128,11 +124,52 @@ class StatisticsCounters {
         s.low_priority_published + s.medium_priority_published + s.high_priority_published;
     s.messages_dropped =
         s.low_priority_dropped + s.medium_priority_dropped + s.high_priority_dropped;
-    s.messages_processed = processed;
+    s.low_priority_processed = processed[0];
+    s.medium_priority_processed = processed[1];
+    s.high_priority_processed = processed[2];
+    s.messages_processed =
+        s.low_priority_processed + s.medium_priority_processed + s.high_priority_processed;
     s.processing_errors = since.values[kErrors];
     s.messages_rejected = since.values[kRejected];
     s.messages_refused_closed = since.values[kClosed];
     return s;
+  }
+
+  // The counters a producer writes, as ProducerCounts indexes them:
+  // published by priority, dropped by priority, refused closed, rejected.
+  static constexpr std::size_t kProducerFieldCount = 8;
+  struct ProducerCounts {
+    Counter values[kProducerFieldCount] = {};
+  };
+  // Any thread: their raw values (a registration's baseline).
+  ProducerCounts ReadProducerCounts() const noexcept {
+    ProducerCounts counts;
+    for (std::size_t i = 0; i < kProducerFieldCount; ++i) {
+      counts.values[i] = Read(ProducerCounter(i));
+    }
+    return counts;
+  }
+  // Any thread: each producer counter since the later of the last Reset()
+  // and `holder` (raw values read when the holder registered): the smaller
+  // difference, as both baselines are earlier values of the counter.
+  void ProducerSince(const ProducerCounts& holder, ProducerStatisticsSnapshot* out) const noexcept {
+    Counter since[kProducerFieldCount];
+    for (std::size_t i = 0; i < kProducerFieldCount; ++i) {
+      // SYNC POINT READ (G): the reset baseline before the counter.
+      const Counter reset = baseline_[ProducerField(i)].load(std::memory_order_acquire);
+      const Counter raw = Read(ProducerCounter(i));
+      const auto since_reset = static_cast<Counter>(raw - reset);
+      const auto since_holder = static_cast<Counter>(raw - holder.values[i]);
+      since[i] = since_reset < since_holder ? since_reset : since_holder;
+    }
+    out->low_priority_published = since[0];
+    out->medium_priority_published = since[1];
+    out->high_priority_published = since[2];
+    out->low_priority_dropped = since[3];
+    out->medium_priority_dropped = since[4];
+    out->high_priority_dropped = since[5];
+    out->messages_refused_closed = since[6];
+    out->messages_rejected = since[7];
   }
 
   // Any thread. Counters are never written by the resetting thread (a single
@@ -156,12 +193,11 @@ class StatisticsCounters {
   // Raw counter values, indexed as below.
   static constexpr std::size_t kPublished = 0;  // + priority
   static constexpr std::size_t kDropped = 3;    // + priority
-  static constexpr std::size_t kProcessed = 6;  // + priority with kProcessedByPriority
+  static constexpr std::size_t kProcessed = 6;  // + priority
   static constexpr std::size_t kErrors = 9;
   static constexpr std::size_t kRejected = 10;
   static constexpr std::size_t kClosed = 11;
   static constexpr std::size_t kFieldCount = 12;
-  static constexpr std::size_t kProcessedCounters = kProcessedByPriority ? kPriorityCount : 1;
   struct Fields {
     Counter values[kFieldCount] = {};
   };
@@ -169,7 +205,7 @@ class StatisticsCounters {
   // Processed first, with acquire: see (F).
   Fields Raw() const noexcept {
     Fields f;
-    for (std::size_t p = 0; p < kProcessedCounters; ++p) {
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
       // SYNC POINT READ (F): see CountProcessed().
       f.values[kProcessed + p] = consumer_.processed[p].load(std::memory_order_acquire);
     }
@@ -181,6 +217,16 @@ class StatisticsCounters {
     f.values[kRejected] = Read(refused_.rejected);
     f.values[kClosed] = Read(refused_.closed);
     return f;
+  }
+
+  // ProducerCounts' index i: its counter and its field in baseline_.
+  const std::atomic<Counter>& ProducerCounter(std::size_t i) const noexcept {
+    if (i < 3) return published_.by_priority[i];
+    if (i < 6) return refused_.by_priority[i - 3];
+    return i == 6 ? refused_.closed : refused_.rejected;
+  }
+  static constexpr std::size_t ProducerField(std::size_t i) noexcept {
+    return i < 6 ? kPublished + i : (i == 6 ? kClosed : kRejected);
   }
 
   static Counter Read(const std::atomic<Counter>& counter) noexcept {
@@ -196,7 +242,7 @@ class StatisticsCounters {
     std::atomic<Counter> closed{0};
   };
   struct alignas(kCacheLineSize) ConsumerCounters {
-    std::atomic<Counter> processed[kProcessedCounters] = {};
+    std::atomic<Counter> processed[kPriorityCount] = {};
     std::atomic<Counter> errors{0};
   };
   // Each group starts a line of its own and no other group shares its last

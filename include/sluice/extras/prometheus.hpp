@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "sluice/admission.hpp"
 #include "sluice/config.hpp"
@@ -38,12 +39,23 @@ struct BusMetrics {
   std::uint64_t queue_depth = 0;
   std::uint64_t capacity = 0;
   BackpressureLevel backpressure = BackpressureLevel::NORMAL;
+  // Since the previous capture of a non-const bus (TakeBackpressurePeak);
+  // a const bus gives the values now.
+  BackpressurePeak peak;
   PerformanceMode mode = PerformanceMode::FULL_FEATURED;
+  // The bus's registered producers (producer lanes), read when the metrics
+  // are written, not at capture: `for_each_producer(bus, context, visit)`
+  // calls `visit(context, snapshot)` per producer. Null: none.
+  using ProducerVisit = void (*)(void* context, const ProducerStatisticsSnapshot& producer);
+  const void* bus = nullptr;
+  void (*for_each_producer)(const void* bus, void* context, ProducerVisit visit) = nullptr;
 };
 
-// Any thread. `name` must outlive the returned value.
+// Any thread. `name` must outlive the returned value. A non-const `bus`
+// also gives its backpressure peak since its previous capture and starts
+// the next period (AsyncBus::TakeBackpressurePeak: one scraper per bus).
 template <typename Bus>
-BusMetrics CaptureMetrics(std::string_view name, const Bus& bus) noexcept {
+BusMetrics CaptureMetrics(std::string_view name, Bus& bus) noexcept {
   BusMetrics metrics;
   metrics.name = name;
   metrics.statistics = bus.GetStatistics();
@@ -52,7 +64,20 @@ BusMetrics CaptureMetrics(std::string_view name, const Bus& bus) noexcept {
   metrics.queue_depth = bus.QueueDepth();
   metrics.capacity = Bus::Capacity();
   metrics.backpressure = bus.GetBackpressureLevel();
+  if constexpr (std::is_const_v<Bus>) {
+    metrics.peak = BackpressurePeak{metrics.queue_depth, metrics.backpressure};
+  } else {
+    metrics.peak = bus.TakeBackpressurePeak();
+  }
   metrics.mode = bus.GetPerformanceMode();
+  if constexpr (Bus::kHasProducerLanes) {
+    metrics.bus = &bus;
+    metrics.for_each_producer = [](const void* any, void* context,
+                                   BusMetrics::ProducerVisit visit) {
+      static_cast<const std::remove_const_t<Bus>*>(any)->ForEachProducer(
+          [&](const ProducerStatisticsSnapshot& producer) { visit(context, producer); });
+    };
+  }
   return metrics;
 }
 
@@ -114,20 +139,36 @@ void EmitFamily(Sink& sink, std::string_view name, std::string_view type, std::s
   Emit(sink, "\n");
 }
 
-// name{bus="...",extra_label="extra_value"} value
+struct Label {
+  std::string_view name;
+  std::string_view value;
+};
+
+// name{bus="...",label="value",...} (the closing brace is the caller's)
 template <typename Sink>
 void EmitSampleStart(Sink& sink, std::string_view name, std::string_view bus,
-                     std::string_view extra_label = {}, std::string_view extra_value = {}) {
+                     std::initializer_list<Label> labels) {
   Emit(sink, name);
   Emit(sink, "{bus=\"");
   EmitLabelValue(sink, bus);
   Emit(sink, "\"");
-  if (!extra_label.empty()) {
+  for (const Label& label : labels) {
     Emit(sink, ",");
-    Emit(sink, extra_label);
+    Emit(sink, label.name);
     Emit(sink, "=\"");
-    EmitLabelValue(sink, extra_value);
+    EmitLabelValue(sink, label.value);
     Emit(sink, "\"");
+  }
+}
+
+// name{bus="...",extra_label="extra_value"} value
+template <typename Sink>
+void EmitSampleStart(Sink& sink, std::string_view name, std::string_view bus,
+                     std::string_view extra_label = {}, std::string_view extra_value = {}) {
+  if (extra_label.empty()) {
+    EmitSampleStart(sink, name, bus, {});
+  } else {
+    EmitSampleStart(sink, name, bus, {{extra_label, extra_value}});
   }
 }
 
@@ -185,9 +226,13 @@ void WritePrometheus(Sink&& sink, const BusMetrics* buses, std::size_t count) {
       [](const BusStatisticsSnapshot& s) {
         return Values{s.low_priority_dropped, s.medium_priority_dropped, s.high_priority_dropped};
       });
-  per_bus("sluice_messages_processed_total", "counter",
-          "Messages dispatched by the consumer (FULL_FEATURED mode).",
-          [](const BusMetrics& m) { return m.statistics.messages_processed; });
+  per_priority("sluice_messages_processed_total",
+               "Messages dispatched by the consumer, by priority (those whose publish was "
+               "counted: FULL_FEATURED mode).",
+               [](const BusStatisticsSnapshot& s) {
+                 return Values{s.low_priority_processed, s.medium_priority_processed,
+                               s.high_priority_processed};
+               });
   per_bus("sluice_processing_errors_total", "counter",
           "Callbacks and visitors that threw (every mode).",
           [](const BusMetrics& m) { return m.statistics.processing_errors; });
@@ -199,12 +244,83 @@ void WritePrometheus(Sink&& sink, const BusMetrics* buses, std::size_t count) {
           [](const BusMetrics& m) { return m.statistics.messages_refused_closed; });
   per_bus("sluice_queue_depth", "gauge", "Messages admitted and not yet released.",
           [](const BusMetrics& m) { return m.queue_depth; });
+  per_bus("sluice_queue_depth_peak", "gauge",
+          "Highest fill of the shared queue since the previous scrape (reset by each scrape "
+          "of the bus): at refusals for fill, at batch starts (FULL_FEATURED) and now.",
+          [](const BusMetrics& m) { return static_cast<std::uint64_t>(m.peak.fill); });
+  per_bus("sluice_backpressure_level_peak", "gauge",
+          "sluice_backpressure_level of sluice_queue_depth_peak.",
+          [](const BusMetrics& m) { return static_cast<std::uint64_t>(m.peak.level); });
   per_bus("sluice_queue_capacity", "gauge", "Slots in the ring.",
           [](const BusMetrics& m) { return m.capacity; });
   per_bus("sluice_backpressure_level", "gauge",
           "0 NORMAL, 1 WARNING (LOW refused), 2 CRITICAL (MEDIUM refused), 3 FULL; with "
           "BackpressureScale::kFixed traits WARNING from 75 % and CRITICAL from 90 % full.",
           [](const BusMetrics& m) { return static_cast<std::uint64_t>(m.backpressure); });
+  // Per registered producer: `lane` (MessageHeader::lane) and `producer`
+  // (its name) beside `bus`.
+  const auto per_producer = [&](std::string_view name, std::string_view help,
+                                std::string_view label, auto samples_of) {
+    bool any = false;
+    for (const BusMetrics* bus = buses; bus != end; ++bus) any |= bus->for_each_producer != nullptr;
+    if (!any) return;
+    EmitFamily(sink, name, "counter", help);
+    for (const BusMetrics* bus = buses; bus != end; ++bus) {
+      if (bus->for_each_producer == nullptr) continue;
+      using SinkType = std::remove_reference_t<Sink>;
+      using SamplesOf = decltype(samples_of);
+      struct Context {
+        SinkType& out;
+        std::string_view family;
+        std::string_view bus_name;
+        std::string_view label;
+        SamplesOf& samples;
+      } context{sink, name, bus->name, label, samples_of};
+      bus->for_each_producer(
+          bus->bus, &context, [](void* any_context, const ProducerStatisticsSnapshot& producer) {
+            Context& c = *static_cast<Context*>(any_context);
+            char lane[8];
+            const std::to_chars_result digits =
+                std::to_chars(lane, lane + sizeof lane, producer.lane);
+            const std::string_view lane_text(lane, static_cast<std::size_t>(digits.ptr - lane));
+            for (const auto& [label_value, value] : c.samples(producer)) {
+              detail::EmitSampleStart(c.out, c.family, c.bus_name,
+                                      {{"lane", lane_text},
+                                       {"producer", std::string_view(producer.name)},
+                                       {c.label, label_value}});
+              Emit(c.out, "} ");
+              detail::EmitNumber(c.out, value);
+              Emit(c.out, "\n");
+            }
+          });
+    }
+  };
+  using Sample = std::pair<std::string_view, std::uint64_t>;
+  per_producer("sluice_producer_messages_published_total",
+               "Messages a registered producer published, by priority (FULL_FEATURED mode), "
+               "since it registered or the last reset.",
+               "priority", [](const ProducerStatisticsSnapshot& p) {
+                 return std::array<Sample, kPriorityCount>{
+                     Sample{kPriorityLabels[0], p.low_priority_published},
+                     Sample{kPriorityLabels[1], p.medium_priority_published},
+                     Sample{kPriorityLabels[2], p.high_priority_published}};
+               });
+  per_producer("sluice_producer_messages_dropped_total",
+               "Messages of a registered producer refused at its lane's fill, by priority "
+               "(FULL_FEATURED mode), since it registered or the last reset.",
+               "priority", [](const ProducerStatisticsSnapshot& p) {
+                 return std::array<Sample, kPriorityCount>{
+                     Sample{kPriorityLabels[0], p.low_priority_dropped},
+                     Sample{kPriorityLabels[1], p.medium_priority_dropped},
+                     Sample{kPriorityLabels[2], p.high_priority_dropped}};
+               });
+  per_producer("sluice_producer_messages_refused_total",
+               "Publishes of a registered producer refused because the bus was closed or as bad "
+               "input (every mode), since it registered or the last reset.",
+               "reason", [](const ProducerStatisticsSnapshot& p) {
+                 return std::array<Sample, 2>{Sample{"closed", p.messages_refused_closed},
+                                              Sample{"rejected", p.messages_rejected}};
+               });
   EmitFamily(sink, "sluice_performance_mode", "gauge", "1 for the mode the bus is in, else 0.");
   for (const BusMetrics* bus = buses; bus != end; ++bus) {
     for (PerformanceMode mode :
@@ -253,9 +369,10 @@ void WritePrometheus(Sink&& sink, std::initializer_list<BusMetrics> buses) {
   WritePrometheus(sink, buses.begin(), buses.size());
 }
 
-// One bus. Any thread.
+// One bus. Any thread. A non-const `bus` reports and restarts its
+// backpressure peak (see CaptureMetrics).
 template <typename Sink, typename Bus>
-void WritePrometheus(Sink&& sink, std::string_view name, const Bus& bus) {
+void WritePrometheus(Sink&& sink, std::string_view name, Bus& bus) {
   const BusMetrics metrics = CaptureMetrics(name, bus);
   WritePrometheus(sink, &metrics, 1);
 }

@@ -1,0 +1,115 @@
+// Who holds a producer lane: the name it registered with and the lane's
+// counters when it registered, so observers can report its counts under its
+// name (AsyncBus::GetProducerStatistics, the Prometheus `producer` label).
+//
+// SYNC POINT (N), a sequence lock with one writer at a time: the lane's
+// holder (registration is serialised by the lane's `taken` CAS, SYNC POINT
+// (J)). `version_` is odd while the lane has no holder: Vacate() (the
+// leaving holder, before it hands the lane back) makes it odd; Occupy()
+// (the next holder, after it took the lane) fences with release, writes the
+// record with relaxed stores and makes the version even with a release
+// store. A reader loads the version with acquire, the record with relaxed
+// loads, fences with acquire and loads the version again: equal and even,
+// the record is one holder's whole record. If the reader read any value the
+// next Occupy wrote, the acquire fence synchronises with that Occupy's
+// release fence, which follows the Vacate store (through the lane's (J)
+// hand-over), so the second load sees the version odd or newer and the read
+// is retried. Every field is an atomic, so a torn read is only retried,
+// never undefined.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "sluice/config.hpp"
+#include "sluice/detail/counter.hpp"
+#include "sluice/statistics.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
+
+// How many bytes of `name` (NUL-terminated, or null) fit in `capacity` - 1
+// bytes without cutting a UTF-8 sequence.
+inline std::size_t FittingNameLength(const char* name, std::size_t capacity) noexcept {
+  if (name == nullptr) return 0;
+  std::size_t length = 0;
+  while (length + 1 < capacity && name[length] != '\0') ++length;
+  if (name[length] == '\0') return length;
+  // Cut: drop a sequence whose continuation bytes (10xxxxxx) did not all fit.
+  const auto continuation = [](char c) { return (static_cast<unsigned char>(c) & 0xC0u) == 0x80u; };
+  if (!continuation(name[length])) return length;
+  while (length > 0 && continuation(name[length - 1])) --length;
+  return length > 0 ? length - 1 : 0;  // the sequence's lead byte
+}
+
+// `Counts` is StatisticsCounters::ProducerCounts: the baseline's type.
+template <typename Counts>
+class LaneHolder {
+  // 32-bit words: lock-free on every target.
+  static constexpr std::size_t kWords = kProducerNameCapacity / 4;
+  static_assert(kProducerNameCapacity % 4 == 0, "the name is stored in whole words");
+  static constexpr std::size_t kFields = std::extent_v<decltype(Counts::values)>;
+
+ public:
+  // The new holder, after taking the lane: records `name` (cut to fit) and
+  // the lane's counters now. SYNC POINT WRITE (N).
+  void Occupy(const char* name, const Counts& baseline) noexcept {
+    const std::uint32_t version = version_.load(std::memory_order_relaxed);  // odd
+    std::atomic_thread_fence(std::memory_order_release);
+    char bytes[kProducerNameCapacity] = {};
+    std::memcpy(bytes, name, FittingNameLength(name, kProducerNameCapacity));
+    for (std::size_t w = 0; w < kWords; ++w) {
+      std::uint32_t word;
+      std::memcpy(&word, bytes + w * 4, 4);
+      name_[w].store(word, std::memory_order_relaxed);
+    }
+    for (std::size_t i = 0; i < kFields; ++i) {
+      baseline_[i].store(baseline.values[i], std::memory_order_relaxed);
+    }
+    version_.store(version + 1, std::memory_order_release);
+  }
+
+  // The leaving holder, before it hands the lane back: no holder now.
+  void Vacate() noexcept {
+    version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+
+  // Any thread: the holder's name and baseline, then `read_counts(baseline)`
+  // inside the same check, so the counts read there are this holder's; false
+  // when the lane has no holder. Lock-free: a retry means a holder came or
+  // left meanwhile. SYNC POINT READ (N).
+  template <typename ReadCounts>
+  bool Read(char (&name)[kProducerNameCapacity], ReadCounts&& read_counts) const noexcept {
+    Counts baseline;
+    for (;;) {
+      const std::uint32_t before = version_.load(std::memory_order_acquire);
+      if ((before & 1u) != 0) return false;
+      for (std::size_t w = 0; w < kWords; ++w) {
+        const std::uint32_t word = name_[w].load(std::memory_order_relaxed);
+        std::memcpy(name + w * 4, &word, 4);
+      }
+      for (std::size_t i = 0; i < kFields; ++i) {
+        baseline.values[i] = baseline_[i].load(std::memory_order_relaxed);
+      }
+      read_counts(static_cast<const Counts&>(baseline));
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (version_.load(std::memory_order_relaxed) == before) {
+        name[kProducerNameCapacity - 1] = '\0';
+        return true;
+      }
+    }
+  }
+
+ private:
+  std::atomic<std::uint32_t> version_{1};  // odd: no holder
+  std::atomic<std::uint32_t> name_[kWords] = {};
+  std::atomic<Counter> baseline_[kFields] = {};
+};
+
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
