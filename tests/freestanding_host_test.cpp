@@ -412,7 +412,8 @@ struct NestedClose {
     // differently (a constant hoisted out of the stepped code in one of
     // them), so their instruction counts could differ by one.
     const auto close = [] { bus->Close(); };
-    const std::uint64_t instructions = RunWithAnInterruptAtEveryInstruction(+[] {}, close);
+    const std::uint64_t instructions = RunWithAnInterruptAtEveryInstruction(
+        +[] {}, close);
     ASSERT_GT(instructions, 0u);
     g_action = &CloseFromInterrupt;
     for (std::uint64_t step = 1; step <= instructions; ++step) {
