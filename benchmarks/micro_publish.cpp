@@ -20,9 +20,9 @@ void BM_Publish(benchmark::State& state) {
     value.seq = in_bus;
     bool admitted;
     if constexpr (kFast) {
-      admitted = bus->PublishFast(value, 1, in_bus);
+      admitted = bus->PublishFast(value, 1, in_bus).IsAdmitted();
     } else {
-      admitted = bus->Publish(value, 1);
+      admitted = bus->Publish(value, 1).IsAdmitted();
     }
     benchmark::DoNotOptimize(admitted);
     if (++in_bus == kSlots / 2) {
