@@ -1,10 +1,14 @@
 // The clocks Publish() stamps messages with. Choose one through
-// BusTraits::Clock: any type with `static std::uint64_t NowMicros() noexcept`.
+// BusTraits::Clock: any type with `static std::uint64_t NowNanos() noexcept`
+// (nanoseconds). A clock with only `static std::uint64_t NowMicros()
+// noexcept` still works: the bus reads NowMicros() * 1000, so its timestamps
+// and latencies then have microsecond granularity.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <type_traits>
 
 #include "sluice/config.hpp"
 
@@ -26,12 +30,19 @@ inline namespace SLUICE_ABI_NAMESPACE {
 // reads it (a SysTick count, the DWT cycle counter) or pass timestamps to
 // PublishFast().
 struct NullClock {
+  static constexpr std::uint64_t NowNanos() noexcept { return 0; }
   static constexpr std::uint64_t NowMicros() noexcept { return 0; }
 };
 
-// std::chrono::steady_clock in microseconds. Portable; on virtual machines a
-// read can cost tens of nanoseconds and serialise the pipeline.
+// std::chrono::steady_clock in nanoseconds (NowNanos, what the bus reads) or
+// microseconds. Portable; on virtual machines a read can cost tens of
+// nanoseconds and serialise the pipeline.
 struct SteadyClock {
+  static std::uint64_t NowNanos() noexcept {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
+  }
   static std::uint64_t NowMicros() noexcept {
     return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                           std::chrono::steady_clock::now().time_since_epoch())
@@ -68,23 +79,38 @@ inline std::uint64_t ReadCounter() noexcept {
 #endif
 }
 
-// Converts counter ticks to microseconds: base + (ticks - base_ticks) * scale,
-// scale in microseconds per tick as a 32.32 fixed-point number.
+// (delta * scale_q32) >> 32 without a 128-bit product, so 32-bit targets
+// compile too.
+constexpr std::uint64_t ScaleQ32(std::uint64_t delta, std::uint64_t scale_q32) noexcept {
+  const std::uint64_t high = (delta >> 32) * scale_q32;
+  const std::uint64_t low = ((delta & 0xFFFFFFFFu) * scale_q32) >> 32;
+  return high + low;
+}
+
+// Converts counter ticks to microseconds or nanoseconds: base + (ticks -
+// base_ticks) * scale, each scale (per tick) a 32.32 fixed-point number of
+// its own, both taken from the same measured rate. The nanosecond scale is
+// not the microsecond one times 1000: that one carries about 7 significant
+// digits at 3 GHz (0.000333 us a tick), 1000 times too few for nanoseconds.
 struct CounterCalibration {
   std::uint64_t base_ticks = 0;
   std::uint64_t base_micros = 0;
+  std::uint64_t base_nanos = 0;  // base_micros * 1000
   std::uint64_t micros_per_tick_q32 = 0;
+  std::uint64_t nanos_per_tick_q32 = 0;
   std::uint64_t next_check_ticks = 0;  // when to refine (UINT64_MAX: never)
 
   std::uint64_t MicrosAt(std::uint64_t ticks) const noexcept {
     // A reading taken just before this calibration was published (or on a
     // core whose counter lags slightly) must not wrap around.
     if (ticks <= base_ticks) return base_micros;
-    const std::uint64_t delta = ticks - base_ticks;
-    // (delta * scale) >> 32 without a 128-bit product, so 32-bit targets compile too.
-    const std::uint64_t high = (delta >> 32) * micros_per_tick_q32;
-    const std::uint64_t low = ((delta & 0xFFFFFFFFu) * micros_per_tick_q32) >> 32;
-    return base_micros + high + low;
+    return base_micros + ScaleQ32(ticks - base_ticks, micros_per_tick_q32);
+  }
+  // The same instant in nanoseconds. The base has microsecond precision (the
+  // pairing's steady_clock reading); differences have the counter's.
+  std::uint64_t NanosAt(std::uint64_t ticks) const noexcept {
+    if (ticks <= base_ticks) return base_nanos;
+    return base_nanos + ScaleQ32(ticks - base_ticks, nanos_per_tick_q32);
   }
 };
 
@@ -132,6 +158,7 @@ bool PairCounterWithSteady(ReadCounterFn read_counter, ReadSteadyFn read_steady,
 struct HardwareCounterSource {
   static std::uint64_t Counter() noexcept { return ReadCounter(); }
   static std::uint64_t SteadyMicros() noexcept { return SteadyClock::NowMicros(); }
+  static std::uint64_t SteadyNanos() noexcept { return SteadyClock::NowNanos(); }
 };
 
 // Process-wide calibration state of CounterClock. An anchor pairing is taken
@@ -152,7 +179,9 @@ struct HardwareCounterSource {
 // `current_`, which only holders store. `due_micros_` is a relaxed hint: a
 // stale value only makes a caller skip an attempt or make one that finds
 // nothing due.
-// `Source` supplies the two reads, so tests can drive a simulated counter.
+// `Source` supplies the reads (the counter, steady_clock in microseconds for
+// the pairings and, for NowNanos() before the first calibration, in
+// nanoseconds), so tests can drive a simulated counter.
 template <typename Source>
 class BasicCounterClockState {
  public:
@@ -174,15 +203,8 @@ class BasicCounterClockState {
   BasicCounterClockState(const BasicCounterClockState&) = delete;
   BasicCounterClockState& operator=(const BasicCounterClockState&) = delete;
 
-  std::uint64_t NowMicros() noexcept {
-    const std::uint64_t ticks = Source::Counter();
-    const int index = current_.load(std::memory_order_acquire);
-    if (index >= 0) {
-      const CounterCalibration& calibration = steps_[index];
-      if (ticks < calibration.next_check_ticks) return calibration.MicrosAt(ticks);
-    }
-    return Refine(ticks, index);
-  }
+  std::uint64_t NowMicros() noexcept { return Now<false>(); }
+  std::uint64_t NowNanos() noexcept { return Now<true>(); }
 
   bool Calibrated() const noexcept { return current_.load(std::memory_order_acquire) >= 0; }
 
@@ -191,9 +213,33 @@ class BasicCounterClockState {
   // calibration, which also tells well enough whether the next one is due.
   // When one is due, the caller that takes `busy_` calibrates; the others go
   // on without waiting.
+  template <bool kNanos>
+  std::uint64_t Now() noexcept {
+    const std::uint64_t ticks = Source::Counter();
+    const int index = current_.load(std::memory_order_acquire);
+    if (index >= 0) {
+      const CounterCalibration& calibration = steps_[index];
+      if (ticks < calibration.next_check_ticks) {
+        return kNanos ? calibration.NanosAt(ticks) : calibration.MicrosAt(ticks);
+      }
+    }
+    return Refine<kNanos>(ticks, index);
+  }
+
+  template <bool kNanos>
   std::uint64_t Refine(std::uint64_t ticks, int index) noexcept {
-    const std::uint64_t now = index >= 0 ? steps_[index].MicrosAt(ticks) : Source::SteadyMicros();
-    if (now < due_micros_.load(std::memory_order_relaxed)) return now;
+    std::uint64_t now = 0;  // in the unit asked for
+    std::uint64_t micros = 0;
+    if (index >= 0) {
+      micros = steps_[index].MicrosAt(ticks);
+      now = kNanos ? steps_[index].NanosAt(ticks) : micros;
+    } else if constexpr (kNanos) {
+      now = Source::SteadyNanos();
+      micros = now / 1000;
+    } else {
+      now = micros = Source::SteadyMicros();
+    }
+    if (micros < due_micros_.load(std::memory_order_relaxed)) return now;
     if (busy_.exchange(true, std::memory_order_acquire)) return now;
     Calibrate();
     busy_.store(false, std::memory_order_release);
@@ -238,10 +284,13 @@ class BasicCounterClockState {
     // Floating point: `age` may be hours if the clock was not read for a
     // while, and the shift would overflow; this path runs four times.
     constexpr double kQ32 = 4294967296.0;
-    calibration.micros_per_tick_q32 = static_cast<std::uint64_t>(
-        static_cast<double>(age) / static_cast<double>(pairing.ticks - anchor_.ticks) * kQ32);
+    const double micros_per_tick =
+        static_cast<double>(age) / static_cast<double>(pairing.ticks - anchor_.ticks);
+    calibration.micros_per_tick_q32 = static_cast<std::uint64_t>(micros_per_tick * kQ32);
+    calibration.nanos_per_tick_q32 = static_cast<std::uint64_t>(micros_per_tick * 1000.0 * kQ32);
     calibration.base_ticks = pairing.ticks;
     calibration.base_micros = pairing.steady;
+    calibration.base_nanos = pairing.steady * 1000;
     if (next + 1 < kSteps) {
       const double wait_micros =
           age < kMilestoneMicros[next + 1] ? double(kMilestoneMicros[next + 1] - age) : 0.0;
@@ -273,10 +322,13 @@ using CounterClockState = BasicCounterClockState<HardwareCounterSource>;
 
 }  // namespace detail
 
-// The default bus clock: microseconds on steady_clock's time line, read from
-// the CPU's constant-rate counter (x86-64 with invariant TSC, ARMv8), which
-// costs a few nanoseconds and does not serialise; steady_clock elsewhere.
-// Readings never decrease on any one thread.
+// The default bus clock: nanoseconds (NowNanos, what the bus reads) or
+// microseconds (NowMicros) on steady_clock's time line, read from the CPU's
+// constant-rate counter (x86-64 with invariant TSC, ARMv8), which costs a
+// few nanoseconds and does not serialise; steady_clock elsewhere. Readings
+// of either never decrease on any one thread. The two share the calibration
+// (below), each with its own scale: NowNanos() has the counter's resolution
+// (0.33 ns a tick at 3 GHz), not NowMicros() * 1000.
 //
 // On x86 the counter is calibrated against steady_clock about 10 ms after
 // first use (steady_clock is read until then) and refined at 0.25 s, 5 s and
@@ -293,50 +345,14 @@ using CounterClockState = BasicCounterClockState<HardwareCounterSource>;
 // calibration. Until the 60 s calibration the clock so stays within
 // 25.5 W + 51 us of steady_clock (under 0.9 ms even at 1 GHz; brackets are
 // usually a few tens of nanoseconds); after it, it drifts by at most
-// W + 2 us a minute (0.6 ppm at 1 GHz). A calibration that comes late (no
+// W + 2 us a minute (0.6 ppm at 1 GHz). The same bounds hold for NowNanos()
+// (in nanoseconds: times 1000). A calibration that comes late (no
 // acceptable bracket) lets the previous rate error run on until it does. A
 // calibration may step the clock by
 // the previous one's error, forward or back; a thread does not see it go back.
 struct CounterClock {
-  static std::uint64_t NowMicros() noexcept {
-#if defined(SLUICE_COUNTER_X86)
-    static const bool usable = detail::HasConstantRateCounter();
-    if (!usable) return SteadyClock::NowMicros();
-    // Counters of different cores (vCPUs above all) may differ by a little,
-    // and calibrations re-anchor: never let a thread see time go back.
-    static thread_local std::uint64_t last_reading = 0;
-    std::uint64_t now = detail::CounterClockState::Instance().NowMicros();
-    if (now < last_reading) now = last_reading;
-    last_reading = now;
-    return now;
-#elif defined(SLUICE_COUNTER_ARM64)
-    // The generic timer's frequency is architectural: no calibration.
-    static const std::uint64_t frequency = [] {
-      std::uint64_t value;
-      __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(value));
-      return value;
-    }();
-    // Bracketed like x86's pairings (10 us at most). With no retry here, the
-    // narrowest of a few rounds is kept even if wider: still the best there is.
-    static const detail::CounterPairing anchor = [] {
-      detail::CounterPairing pairing;
-      for (int round = 0;
-           round < 4 && !detail::PairCounterWithSteady([] { return detail::ReadCounter(); },
-                                                       [] { return SteadyClock::NowMicros(); },
-                                                       frequency / 100'000 + 1, &pairing);
-           ++round) {
-      }
-      return pairing;
-    }();
-    const std::uint64_t ticks = detail::ReadCounter();
-    if (ticks <= anchor.ticks) return anchor.steady;  // a core whose counter lags slightly
-    const std::uint64_t delta = ticks - anchor.ticks;
-    return anchor.steady + (delta / frequency) * 1'000'000 +
-           (delta % frequency) * 1'000'000 / frequency;
-#else
-    return SteadyClock::NowMicros();
-#endif
-  }
+  static std::uint64_t NowNanos() noexcept { return Read<true>(); }
+  static std::uint64_t NowMicros() noexcept { return Read<false>(); }
 
   // True once readings come from the counter rather than steady_clock.
   static bool UsesCounter() noexcept {
@@ -348,7 +364,94 @@ struct CounterClock {
     return false;
 #endif
   }
+
+ private:
+  template <bool kNanos>
+  static std::uint64_t Read() noexcept {
+#if defined(SLUICE_COUNTER_X86)
+    static const bool usable = detail::HasConstantRateCounter();
+    if (!usable) return kNanos ? SteadyClock::NowNanos() : SteadyClock::NowMicros();
+    // Counters of different cores (vCPUs above all) may differ by a little,
+    // and calibrations re-anchor: never let a thread see time go back (one
+    // last reading per unit: each instantiation has its own).
+    static thread_local std::uint64_t last_reading = 0;
+    detail::CounterClockState& state = detail::CounterClockState::Instance();
+    std::uint64_t now = kNanos ? state.NowNanos() : state.NowMicros();
+    if (now < last_reading) now = last_reading;
+    last_reading = now;
+    return now;
+#elif defined(SLUICE_COUNTER_ARM64)
+    const std::uint64_t frequency = Arm64Frequency();
+    const detail::CounterPairing& anchor = Arm64Anchor();
+    const std::uint64_t unit = kNanos ? 1'000'000'000 : 1'000'000;
+    const std::uint64_t base = kNanos ? anchor.steady * 1000 : anchor.steady;
+    const std::uint64_t ticks = detail::ReadCounter();
+    if (ticks <= anchor.ticks) return base;  // a core whose counter lags slightly
+    const std::uint64_t delta = ticks - anchor.ticks;
+    return base + (delta / frequency) * unit + (delta % frequency) * unit / frequency;
+#else
+    return kNanos ? SteadyClock::NowNanos() : SteadyClock::NowMicros();
+#endif
+  }
+
+#if defined(SLUICE_COUNTER_ARM64)
+  // The generic timer's frequency is architectural: no calibration.
+  static std::uint64_t Arm64Frequency() noexcept {
+    static const std::uint64_t frequency = [] {
+      std::uint64_t value;
+      __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(value));
+      return value;
+    }();
+    return frequency;
+  }
+  // Bracketed like x86's pairings (10 us at most). With no retry here, the
+  // narrowest of a few rounds is kept even if wider: still the best there is.
+  static const detail::CounterPairing& Arm64Anchor() noexcept {
+    static const detail::CounterPairing anchor = [] {
+      detail::CounterPairing pairing;
+      for (int round = 0;
+           round < 4 && !detail::PairCounterWithSteady([] { return detail::ReadCounter(); },
+                                                       [] { return SteadyClock::NowMicros(); },
+                                                       Arm64Frequency() / 100'000 + 1, &pairing);
+           ++round) {
+      }
+      return pairing;
+    }();
+    return anchor;
+  }
+#endif
 };
+
+namespace detail {
+
+// Whether `Clock` has `static std::uint64_t NowNanos() noexcept`.
+template <typename Clock, typename = void>
+struct HasNowNanos : std::false_type {};
+template <typename Clock>
+struct HasNowNanos<Clock, std::void_t<decltype(Clock::NowNanos())>> : std::true_type {};
+
+template <typename Clock, typename = void>
+struct HasNowMicros : std::false_type {};
+template <typename Clock>
+struct HasNowMicros<Clock, std::void_t<decltype(Clock::NowMicros())>> : std::true_type {};
+
+// A bus clock's reading in nanoseconds: NowNanos(), or for a clock written
+// before 0.4 that only has NowMicros(), NowMicros() * 1000 (microsecond
+// granularity then). 0 still means "no clock".
+template <typename Clock>
+SLUICE_ALWAYS_INLINE std::uint64_t ClockNanos() noexcept {
+  if constexpr (HasNowNanos<Clock>::value) {
+    return Clock::NowNanos();
+  } else {
+    static_assert(HasNowMicros<Clock>::value,
+                  "Sluice: a bus clock (BusTraits::Clock) needs "
+                  "`static std::uint64_t NowNanos() noexcept` (or, at microsecond "
+                  "granularity, `static std::uint64_t NowMicros() noexcept`)");
+    return Clock::NowMicros() * 1000;
+  }
+}
+
+}  // namespace detail
 
 }  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice
