@@ -1,6 +1,7 @@
 // Dispatch cost: callbacks (ProcessBatch) against a visitor (ProcessBatchWith).
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <memory>
 
 #include "micro_common.hpp"
@@ -18,7 +19,7 @@ void Fill(B& bus) {
       B::kDeliveryOrder == DeliveryOrder::kPriority ? MessagePriority::LOW : MessagePriority::HIGH;
   for (std::uint32_t i = 0; i < kBatch; ++i) {
     // kBatch messages into a drained bus of kSlots: never refused.
-    (void)bus.PublishFast(Payload<24>{i, 0, 0, 0, 0}, 1, 0, kPriority);
+    (void)bus.PublishFast(Payload<24>{i, 0, 0, 0, 0}, 1, std::chrono::nanoseconds(0), kPriority);
   }
 }
 

@@ -1,6 +1,7 @@
 // Publish cost per mode, producer model and payload size, one thread.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <memory>
 
 #include "micro_common.hpp"
@@ -20,7 +21,7 @@ void BM_Publish(benchmark::State& state) {
     value.seq = in_bus;
     bool admitted;
     if constexpr (kFast) {
-      admitted = bus->PublishFast(value, 1, in_bus).IsAdmitted();
+      admitted = bus->PublishFast(value, 1, std::chrono::nanoseconds(in_bus)).IsAdmitted();
     } else {
       admitted = bus->Publish(value, 1).IsAdmitted();
     }

@@ -259,9 +259,9 @@ int main(int argc, char** argv) {
   // The bus clock calibrates itself about 10 ms after its first reading: take
   // that reading now, so the 20 ms calibration below covers the wait and no
   // table measures the uncalibrated start.
-  (void)sluice::CounterClock::NowMicros();
+  (void)sluice::CounterClock::NowNanos();
   bench::FastClock::Calibrate();
-  (void)sluice::CounterClock::NowMicros();
+  (void)sluice::CounterClock::NowNanos();
   report.context.cpu_model = bench::CpuModel();
   report.context.cores = static_cast<int>(std::thread::hardware_concurrency());
   report.context.compiler = bench::CompilerDescription();

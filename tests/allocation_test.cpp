@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <new>
 #include <thread>
@@ -96,8 +97,8 @@ void ExpectNoAllocationWhileRunning() {
         // Refusals are allowed here: only allocations are measured.
         (void)bus->Publish(MotorCmd{i});
         (void)bus->PublishWithPriority(SensorData{1.0f}, 2, sluice::MessagePriority::HIGH);
-        (void)bus->PublishFast(Sequenced{1, static_cast<std::uint64_t>(i)}, 3, 42,
-                               sluice::MessagePriority::LOW);
+        (void)bus->PublishFast(Sequenced{1, static_cast<std::uint64_t>(i)}, 3,
+                               std::chrono::nanoseconds(42), sluice::MessagePriority::LOW);
       }
       bus->ProcessBatch(1500);
       bus->ProcessBatchWith([&sum](const auto&) { ++sum; });

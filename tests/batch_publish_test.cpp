@@ -104,10 +104,10 @@ void ExpectBatchInOrder(B& bus, std::uint32_t count, std::uint32_t first_seq) {
     EXPECT_EQ(std::get<Reading>(envelope.payload).seq, next++);
     if (!first) {
       EXPECT_EQ(envelope.header.msg_id, previous_id + 1);  // each its own id
-      EXPECT_EQ(envelope.header.timestamp_us, stamp);      // one clock reading
+      EXPECT_EQ(envelope.header.timestamp_ns, stamp);      // one clock reading
     }
     previous_id = envelope.header.msg_id;
-    stamp = envelope.header.timestamp_us;
+    stamp = envelope.header.timestamp_ns;
     first = false;
   }),
             count);

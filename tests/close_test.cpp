@@ -33,7 +33,7 @@ TYPED_TEST(CloseTest, AClosedBusRefusesEveryPublishAndCountsIt) {
   EXPECT_TRUE(bus.IsClosed());
   EXPECT_FALSE(bus.Publish(Reading{2}));
   EXPECT_FALSE(bus.PublishWithPriority(Reading{3}, 0, sluice::MessagePriority::HIGH));
-  EXPECT_FALSE(bus.PublishFast(Reading{4}, 0, 1));
+  EXPECT_FALSE(bus.PublishFast(Reading{4}, 0, std::chrono::nanoseconds(1)));
   EXPECT_FALSE(bus.template Emplace<Reading>(0, sluice::MessagePriority::HIGH, 5u));
   std::vector<Reading> batch{{6}, {7}, {8}};
   EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0).AdmittedCount(), 0u);

@@ -29,9 +29,10 @@ TEST(LatencyConcurrencyTest, SnapshotsDuringResetsNeverExceedWhatWasRecorded) {
   // snapshots, each reading every counter while resets land.
   const std::uint64_t kBatches = sluice_test::StressCount(100'000);
   const std::uint64_t kRecorded = kBatches * kPriorityCount * kLatencyBucketCount;
-  // The largest sum a batch adds: one latency of 2^b per bucket, times priorities.
+  // The largest sum a batch adds: one latency of 2^(7+b) ns per bucket b, times
+  // priorities.
   constexpr std::uint64_t kBatchSum =
-      ((std::uint64_t{1} << kLatencyBucketCount) - 1) * kPriorityCount;
+      ((std::uint64_t{1} << kLatencyBucketCount) - 1) * 128 * kPriorityCount;
   constexpr std::uint64_t kNow = std::uint64_t{1} << 40;
   sluice::detail::LatencyRecorder<true> recorder;
   std::atomic<bool> done{false};
@@ -44,7 +45,7 @@ TEST(LatencyConcurrencyTest, SnapshotsDuringResetsNeverExceedWhatWasRecorded) {
         for (std::size_t b = 0; b < kLatencyBucketCount; ++b) {
           sluice::MessageHeader header;
           header.priority = static_cast<sluice::MessagePriority>(p);
-          header.timestamp_us = kNow - (std::uint64_t{1} << b);  // bucket b
+          header.timestamp_ns = kNow - (std::uint64_t{128} << b);  // bucket b
           batch.Add(header);
         }
       }
@@ -64,7 +65,7 @@ TEST(LatencyConcurrencyTest, SnapshotsDuringResetsNeverExceedWhatWasRecorded) {
     ++snapshots;
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
       const sluice::LatencyHistogram& histogram = snapshot.by_priority[p];
-      bool bad = histogram.count > kRecorded || histogram.sum_micros > kBatches * kBatchSum;
+      bool bad = histogram.count > kRecorded || histogram.sum_nanos > kBatches * kBatchSum;
       for (std::size_t b = 0; b < kLatencyBucketCount; ++b) {
         bad = bad || histogram.buckets[b] > kBatches;
       }

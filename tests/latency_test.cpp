@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 #include "sluice/detail/latency_recorder.hpp"
@@ -12,12 +13,13 @@ namespace {
 using sluice::LatencyHistogram;
 using sluice::MessagePriority;
 using sluice::PerformanceMode;
+using std::chrono::nanoseconds;
 
-// A clock the test sets, counting its reads.
+// A clock the test sets (nanoseconds), counting its reads.
 struct ManualClock {
   static inline std::atomic<std::uint64_t> now{1000};
   static inline std::atomic<int> reads{0};
-  static std::uint64_t NowMicros() noexcept {
+  static std::uint64_t NowNanos() noexcept {
     ++reads;
     return now.load();
   }
@@ -33,44 +35,51 @@ struct NoHistogramTraits : ManualClockTraits {
 template <typename Traits = ManualClockTraits>
 using Bus = sluice::MpscBus<BasicPayload, 64, Traits>;
 
-TEST(LatencyBucketTest, BucketIHoldsLatenciesUpToTwoToTheI) {
+static_assert(sluice::kLatencyBucketCount == 28);
+
+TEST(LatencyBucketTest, BucketIHoldsLatenciesUpToTwoToTheSevenPlusINanoseconds) {
   using sluice::detail::LatencyBucket;
   EXPECT_EQ(LatencyBucket(0), 0u);
   EXPECT_EQ(LatencyBucket(1), 0u);
-  EXPECT_EQ(LatencyBucket(2), 1u);
-  EXPECT_EQ(LatencyBucket(3), 2u);
-  EXPECT_EQ(LatencyBucket(4), 2u);
-  EXPECT_EQ(LatencyBucket(5), 3u);
-  EXPECT_EQ(LatencyBucket(1024), 10u);
-  EXPECT_EQ(LatencyBucket(1025), 11u);
-  EXPECT_EQ(LatencyBucket(std::uint64_t{1} << 23), 23u);
-  EXPECT_EQ(LatencyBucket((std::uint64_t{1} << 23) + 1), 24u);
-  EXPECT_EQ(LatencyBucket(~std::uint64_t{0}), 24u);
+  EXPECT_EQ(LatencyBucket(128), 0u);
+  EXPECT_EQ(LatencyBucket(129), 1u);
+  EXPECT_EQ(LatencyBucket(256), 1u);
+  EXPECT_EQ(LatencyBucket(257), 2u);
+  EXPECT_EQ(LatencyBucket(512), 2u);
+  EXPECT_EQ(LatencyBucket(513), 3u);
+  EXPECT_EQ(LatencyBucket(1000), 3u);
+  EXPECT_EQ(LatencyBucket(1024), 3u);
+  EXPECT_EQ(LatencyBucket(1025), 4u);
+  EXPECT_EQ(LatencyBucket(std::uint64_t{1} << 33), 26u);
+  EXPECT_EQ(LatencyBucket((std::uint64_t{1} << 33) + 1), 27u);
+  EXPECT_EQ(LatencyBucket(~std::uint64_t{0}), 27u);
   for (std::size_t bucket = 0; bucket + 1 < sluice::kLatencyBucketCount; ++bucket) {
-    const std::uint64_t bound = LatencyHistogram::UpperBoundMicros(bucket);
+    const std::uint64_t bound = LatencyHistogram::UpperBoundNanos(bucket);
+    EXPECT_EQ(bound, std::uint64_t{128} << bucket);
     EXPECT_EQ(LatencyBucket(bound), bucket);
     EXPECT_EQ(LatencyBucket(bound + 1), bucket + 1);
   }
-  EXPECT_EQ(LatencyHistogram::UpperBoundMicros(24), LatencyHistogram::kUnbounded);
+  EXPECT_EQ(LatencyHistogram::UpperBoundNanos(26), std::uint64_t{1} << 33);  // about 8.6 s
+  EXPECT_EQ(LatencyHistogram::UpperBoundNanos(27), LatencyHistogram::kUnbounded);
 }
 
 TEST(LatencyHistogramTest, PercentilesAreBucketBounds) {
   LatencyHistogram histogram;
-  EXPECT_EQ(histogram.PercentileMicros(0.5), 0u);  // empty
-  histogram.buckets[0] = 50;                       // <= 1 us
-  histogram.buckets[3] = 49;                       // 5-8 us
-  histogram.buckets[10] = 1;                       // 513-1024 us
+  EXPECT_EQ(histogram.PercentileNanos(0.5), 0u);  // empty
+  histogram.buckets[0] = 50;                      // <= 128 ns
+  histogram.buckets[3] = 49;                      // 513-1024 ns
+  histogram.buckets[10] = 1;                      // 65.5-131 us
   histogram.count = 100;
-  EXPECT_EQ(histogram.PercentileMicros(0.0), 1u);
-  EXPECT_EQ(histogram.PercentileMicros(0.5), 1u);
-  EXPECT_EQ(histogram.PercentileMicros(0.51), 8u);
-  EXPECT_EQ(histogram.PercentileMicros(0.99), 8u);
-  EXPECT_EQ(histogram.PercentileMicros(0.991), 1024u);
-  EXPECT_EQ(histogram.PercentileMicros(1.0), 1024u);
-  EXPECT_EQ(histogram.PercentileMicros(2.0), 1024u);
-  histogram.buckets[24] = 100;
+  EXPECT_EQ(histogram.PercentileNanos(0.0), 128u);
+  EXPECT_EQ(histogram.PercentileNanos(0.5), 128u);
+  EXPECT_EQ(histogram.PercentileNanos(0.51), 1024u);
+  EXPECT_EQ(histogram.PercentileNanos(0.99), 1024u);
+  EXPECT_EQ(histogram.PercentileNanos(0.991), 131'072u);
+  EXPECT_EQ(histogram.PercentileNanos(1.0), 131'072u);
+  EXPECT_EQ(histogram.PercentileNanos(2.0), 131'072u);
+  histogram.buckets[27] = 100;
   histogram.count = 200;
-  EXPECT_EQ(histogram.PercentileMicros(1.0), LatencyHistogram::kUnbounded);
+  EXPECT_EQ(histogram.PercentileNanos(1.0), LatencyHistogram::kUnbounded);
 }
 
 // The rank of quantile k/100 among n latencies is ceil(k * n / 100): with the
@@ -85,30 +94,31 @@ TEST(LatencyHistogramTest, ExactRankPercentilesLandInTheirBucket) {
       histogram.buckets[0] = rank;
       histogram.buckets[1] = n - rank;
       histogram.count = n;
-      if (histogram.PercentileMicros(static_cast<double>(k) / 100.0) != 1u) ++wrong;
+      if (histogram.PercentileNanos(static_cast<double>(k) / 100.0) != 128u) ++wrong;
     }
   }
   EXPECT_EQ(wrong, 0);
 }
 
-// 1,000 latencies of 5 s: 5,000 s, past 2^32 us (71.6 minutes). The sum is
+// 1,000 latencies of 5 s: 5,000 s, far past 2^32 ns (4.3 s). The sum is
 // 64-bit in both configurations, also with SLUICE_ATOMIC_BITS=32.
 TEST(LatencyTest, TheSumDoesNotWrapAt32Bits) {
   sluice::detail::LatencyRecorder<true> recorder;
-  constexpr std::uint64_t kFiveSeconds = 5'000'000;
+  constexpr std::uint64_t kFiveSeconds = 5'000'000'000;
   constexpr std::uint64_t kNow = 100 * kFiveSeconds;
   for (int i = 0; i < 1000; ++i) {
     auto batch = recorder.BeginBatch(kNow);
     sluice::MessageHeader header;
-    header.timestamp_us = kNow - kFiveSeconds;
+    header.timestamp_ns = kNow - kFiveSeconds;
     batch.Add(header);
     batch.Finish();
   }
   const LatencyHistogram& medium = recorder.Snapshot().For(MessagePriority::MEDIUM);
   EXPECT_EQ(medium.count, 1000u);
-  EXPECT_EQ(medium.sum_micros, 5'000'000'000u);
+  EXPECT_EQ(medium.sum_nanos, 5'000'000'000'000u);
+  EXPECT_EQ(medium.buckets[26], 1000u);  // 4.3-8.6 s
   recorder.Reset();
-  EXPECT_EQ(recorder.Snapshot().For(MessagePriority::MEDIUM).sum_micros, 0u);
+  EXPECT_EQ(recorder.Snapshot().For(MessagePriority::MEDIUM).sum_nanos, 0u);
 }
 
 // The two-word sum used where 64-bit atomics are not lock-free, tested on
@@ -129,73 +139,73 @@ TEST(LatencyTest, TheSplitSumCarries) {
 
 TEST(LatencyTest, EachPriorityGetsItsOwnHistogram) {
   Bus<> bus;
-  ManualClock::now = 1000;
+  ManualClock::now = 1'000'000;
   ASSERT_TRUE(bus.PublishWithPriority(MotorCmd{1}, 0, MessagePriority::HIGH));
   ASSERT_TRUE(bus.PublishWithPriority(MotorCmd{2}, 0, MessagePriority::LOW));
-  ManualClock::now = 1005;
+  ManualClock::now = 1'005'000;
   ASSERT_TRUE(bus.PublishWithPriority(MotorCmd{3}, 0, MessagePriority::LOW));
-  ManualClock::now = 1300;
+  ManualClock::now = 1'300'000;
   EXPECT_EQ(bus.ProcessBatch(), 3u);
 
   const sluice::LatencySnapshot snapshot = bus.GetLatencyHistograms();
   const LatencyHistogram& high = snapshot.For(MessagePriority::HIGH);
   EXPECT_EQ(high.count, 1u);
-  EXPECT_EQ(high.sum_micros, 300u);
-  EXPECT_EQ(high.buckets[9], 1u);  // 257-512 us
+  EXPECT_EQ(high.sum_nanos, 300'000u);
+  EXPECT_EQ(high.buckets[12], 1u);  // 262-524 us
   const LatencyHistogram& low = snapshot.For(MessagePriority::LOW);
   EXPECT_EQ(low.count, 2u);
-  EXPECT_EQ(low.sum_micros, 300u + 295u);
-  EXPECT_EQ(low.buckets[9], 2u);
+  EXPECT_EQ(low.sum_nanos, 300'000u + 295'000u);
+  EXPECT_EQ(low.buckets[12], 2u);
   EXPECT_EQ(snapshot.For(MessagePriority::MEDIUM).count, 0u);
-  EXPECT_EQ(low.PercentileMicros(0.99), 512u);
+  EXPECT_EQ(low.PercentileNanos(0.99), 524'288u);
 }
 
 // Runs of equal buckets are counted together: alternating buckets and
 // priorities within one batch must still land exactly.
 TEST(LatencyTest, AlternatingBucketsAndPrioritiesInOneBatch) {
   Bus<> bus;
-  ManualClock::now = 10'000;
-  const std::uint64_t ages[] = {3, 3, 100, 3, 100, 100, 3};  // buckets 2 and 7
+  ManualClock::now = 10'000'000;
+  const std::uint64_t ages[] = {300, 300, 100'000, 300, 100'000, 100'000, 300};  // buckets 2, 10
   const MessagePriority priorities[] = {
       MessagePriority::LOW,  MessagePriority::LOW, MessagePriority::LOW, MessagePriority::HIGH,
       MessagePriority::HIGH, MessagePriority::LOW, MessagePriority::LOW};
   for (int i = 0; i < 7; ++i) {
-    ASSERT_TRUE(bus.PublishFast(MotorCmd{i}, 0, 10'000 - ages[i], priorities[i]));
+    ASSERT_TRUE(bus.PublishFast(MotorCmd{i}, 0, nanoseconds(10'000'000 - ages[i]), priorities[i]));
   }
   EXPECT_EQ(bus.ProcessBatch(), 7u);
   const sluice::LatencySnapshot snapshot = bus.GetLatencyHistograms();
   const LatencyHistogram& low = snapshot.For(MessagePriority::LOW);
   EXPECT_EQ(low.buckets[2], 3u);
-  EXPECT_EQ(low.buckets[7], 2u);
+  EXPECT_EQ(low.buckets[10], 2u);
   EXPECT_EQ(low.count, 5u);
-  EXPECT_EQ(low.sum_micros, 3u + 3 + 100 + 100 + 3);
+  EXPECT_EQ(low.sum_nanos, 300u + 300 + 100'000 + 100'000 + 300);
   const LatencyHistogram& high = snapshot.For(MessagePriority::HIGH);
   EXPECT_EQ(high.buckets[2], 1u);
-  EXPECT_EQ(high.buckets[7], 1u);
-  EXPECT_EQ(high.sum_micros, 103u);
+  EXPECT_EQ(high.buckets[10], 1u);
+  EXPECT_EQ(high.sum_nanos, 100'300u);
 }
 
 TEST(LatencyTest, TheConsumerReadsTheClockOncePerBatch) {
   Bus<> bus;
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(bus.PublishFast(MotorCmd{i}, 0, 500));
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(bus.PublishFast(MotorCmd{i}, 0, nanoseconds(500'000)));
   ManualClock::reads = 0;
-  ManualClock::now = 600;
+  ManualClock::now = 600'000;
   EXPECT_EQ(bus.ProcessBatch(), 10u);
   EXPECT_EQ(ManualClock::reads.load(), 1);
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(bus.PublishFast(MotorCmd{i}, 0, 500));
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(bus.PublishFast(MotorCmd{i}, 0, nanoseconds(500'000)));
   EXPECT_EQ(bus.ProcessBatchWith([](const auto&) {}), 10u);
   EXPECT_EQ(ManualClock::reads.load(), 2);
   EXPECT_EQ(bus.ProcessBatch(), 0u);  // nothing queued: no read
   EXPECT_EQ(ManualClock::reads.load(), 2);
   EXPECT_EQ(bus.GetLatencyHistograms().For(MessagePriority::MEDIUM).count, 20u);
-  EXPECT_EQ(bus.GetLatencyHistograms().For(MessagePriority::MEDIUM).buckets[7], 20u);
+  EXPECT_EQ(bus.GetLatencyHistograms().For(MessagePriority::MEDIUM).buckets[10], 20u);
 }
 
 TEST(LatencyTest, OnlyFullFeaturedRecords) {
   Bus<> bus;
   for (PerformanceMode mode : {PerformanceMode::NO_STATS, PerformanceMode::BARE_METAL}) {
     bus.SetPerformanceMode(mode);
-    ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, 500));
+    ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, nanoseconds(500)));
     ManualClock::reads = 0;
     EXPECT_EQ(bus.ProcessBatch(), 1u);
     EXPECT_EQ(ManualClock::reads.load(), 0) << sluice::ToString(mode);
@@ -205,39 +215,84 @@ TEST(LatencyTest, OnlyFullFeaturedRecords) {
 
 TEST(LatencyTest, UnstampedAndFutureMessages) {
   Bus<> bus;
-  ManualClock::now = 100;
-  ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, 0));    // no timestamp: not counted
-  ASSERT_TRUE(bus.PublishFast(MotorCmd{2}, 0, 150));  // ahead of the clock: latency 0
+  ManualClock::now = 100'000;
+  ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, nanoseconds(0)));        // no timestamp
+  ASSERT_TRUE(bus.PublishFast(MotorCmd{2}, 0, nanoseconds(150'000)));  // ahead: latency 0
   EXPECT_EQ(bus.ProcessBatch(), 2u);
   const LatencyHistogram& medium = bus.GetLatencyHistograms().For(MessagePriority::MEDIUM);
   EXPECT_EQ(medium.count, 1u);
   EXPECT_EQ(medium.buckets[0], 1u);
-  EXPECT_EQ(medium.sum_micros, 0u);
+  EXPECT_EQ(medium.sum_nanos, 0u);
 }
 
 TEST(LatencyTest, ResetStatisticsClearsTheHistograms) {
   Bus<> bus;
-  ManualClock::now = 10;
-  ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, 5));
+  ManualClock::now = 10'000;
+  ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, nanoseconds(5'000)));
   EXPECT_EQ(bus.ProcessBatch(), 1u);
   bus.ResetStatistics();
   EXPECT_EQ(bus.GetLatencyHistograms().For(MessagePriority::MEDIUM).count, 0u);
-  ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, 6));
+  ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, nanoseconds(6'000)));
   EXPECT_EQ(bus.ProcessBatch(), 1u);
   const LatencyHistogram& medium = bus.GetLatencyHistograms().For(MessagePriority::MEDIUM);
   EXPECT_EQ(medium.count, 1u);
-  EXPECT_EQ(medium.sum_micros, 4u);
-  EXPECT_EQ(medium.buckets[2], 1u);
+  EXPECT_EQ(medium.sum_nanos, 4'000u);
+  EXPECT_EQ(medium.buckets[5], 1u);  // 2049-4096 ns
 }
 
 TEST(LatencyTest, TraitsCanTurnTheHistogramsOff) {
   Bus<NoHistogramTraits> bus;
-  ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, 5));
+  ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, nanoseconds(5)));
   ManualClock::reads = 0;
   EXPECT_EQ(bus.ProcessBatch(), 1u);
   EXPECT_EQ(ManualClock::reads.load(), 0);
   EXPECT_EQ(bus.GetLatencyHistograms().For(MessagePriority::MEDIUM).count, 0u);
   EXPECT_LT(sizeof(Bus<NoHistogramTraits>), sizeof(Bus<>));
+}
+
+// Sub-microsecond latencies fall in buckets of their own: 300, 600 and
+// 1,900 ns in three different buckets, the first two below 1.024 us.
+TEST(LatencyTest, SubMicrosecondLatenciesAreToldApart) {
+  Bus<> bus;
+  ManualClock::now = 1'000'000;
+  for (std::uint64_t age : {300u, 600u, 1'900u}) {
+    ASSERT_TRUE(
+        bus.PublishFast(MotorCmd{1}, 0, nanoseconds(1'000'000 - age), MessagePriority::HIGH));
+  }
+  EXPECT_EQ(bus.ProcessBatch(), 3u);
+  const LatencyHistogram high = bus.GetLatencyHistograms().For(MessagePriority::HIGH);
+  EXPECT_EQ(high.buckets[2], 1u);  // 300 ns: 257-512 ns
+  EXPECT_EQ(high.buckets[3], 1u);  // 600 ns: 513-1024 ns
+  EXPECT_EQ(high.buckets[4], 1u);  // 1.9 us: 1025-2048 ns
+  EXPECT_EQ(high.sum_nanos, 2'800u);
+  EXPECT_LT(LatencyHistogram::UpperBoundNanos(3), 2'000u);
+  EXPECT_EQ(high.PercentileNanos(0.6), 1024u);
+}
+
+// A clock written before 0.4, with only NowMicros(): the bus reads it times
+// 1000 (microsecond granularity).
+struct MicrosOnlyClock {
+  static inline std::uint64_t now = 0;
+  static std::uint64_t NowMicros() noexcept { return now; }
+};
+struct MicrosOnlyClockTraits : sluice::DefaultBusTraits {
+  using Clock = MicrosOnlyClock;
+};
+
+TEST(LatencyTest, AClockWithOnlyNowMicrosIsReadInNanoseconds) {
+  sluice::MpscBus<BasicPayload, 64, MicrosOnlyClockTraits> bus;
+  MicrosOnlyClock::now = 7;
+  std::uint64_t stamp = 0;
+  auto handle = bus.Subscribe<MotorCmd>(
+      [&](const MotorCmd&, const sluice::MessageHeader& header) { stamp = header.timestamp_ns; });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_TRUE(bus.Publish(MotorCmd{1}));
+  MicrosOnlyClock::now = 10;
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  EXPECT_EQ(stamp, 7'000u);
+  const LatencyHistogram medium = bus.GetLatencyHistograms().For(MessagePriority::MEDIUM);
+  EXPECT_EQ(medium.sum_nanos, 3'000u);
+  EXPECT_EQ(medium.buckets[5], 1u);  // 2049-4096 ns
 }
 
 }  // namespace

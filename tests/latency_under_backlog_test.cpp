@@ -7,10 +7,12 @@
 // its timestamp) and the time the consumer spent on the messages before it,
 // and asserts no real time at all. The bound: a recorded latency is never
 // above the true one, and below it by at most the time the
-// Latency::kClockInterval - 1 messages before it in its batch took.
+// Latency::kClockInterval - 1 messages before it in its batch took. Times are
+// in nanoseconds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -32,7 +34,7 @@ using sluice::ProducerModel;
 struct StepClock {
   static inline std::uint64_t now = 1'000'000;
   static inline std::uint64_t reads = 0;
-  static std::uint64_t NowMicros() noexcept {
+  static std::uint64_t NowNanos() noexcept {
     ++reads;
     return now;
   }
@@ -61,7 +63,7 @@ struct Observed {
   std::uint32_t batch;
 };
 
-// A message's cost in microseconds: mostly slow, some free, none alike for long.
+// A message's cost in nanoseconds: mostly slow, some free, none alike for long.
 std::uint64_t CostOf(std::int32_t speed) { return speed % 11 == 0 ? 0 : 1 + (speed * 37) % 53; }
 
 MessagePriority PriorityOf(std::int32_t i) {
@@ -80,10 +82,10 @@ std::vector<std::uint64_t> Cumulative(const LatencyHistogram& histogram) {
   return cumulative;
 }
 
-void Record(LatencyHistogram* histogram, std::uint64_t micros) {
-  ++histogram->buckets[sluice::detail::LatencyBucket(micros)];
+void Record(LatencyHistogram* histogram, std::uint64_t nanos) {
+  ++histogram->buckets[sluice::detail::LatencyBucket(nanos)];
   ++histogram->count;
-  histogram->sum_micros += micros;
+  histogram->sum_nanos += nanos;
 }
 
 template <typename C>
@@ -115,9 +117,9 @@ void RunBacklog(std::uint32_t batch_limit) {
   const sluice::SubscriptionHandle handle =
       bus->template Subscribe<MotorCmd>([&](const MotorCmd& m, const MessageHeader& h) {
         // The application's own timing: the clock as its callback starts.
-        ASSERT_GE(StepClock::now, h.timestamp_us);
+        ASSERT_GE(StepClock::now, h.timestamp_ns);
         const std::uint64_t cost = CostOf(m.speed);
-        observed.push_back(Observed{h.priority, StepClock::now - h.timestamp_us, cost, batch});
+        observed.push_back(Observed{h.priority, StepClock::now - h.timestamp_ns, cost, batch});
         StepClock::now += cost;  // spins for `cost` on the bus clock
         if (m.speed < kFollowUpBase && m.speed % 50 == 7) {
           // Published mid-batch, stamped with the clock as it is now.
@@ -178,8 +180,8 @@ void RunBacklog(std::uint32_t batch_limit) {
                                       << ", batches of " << batch_limit);
     ASSERT_GT(truth[p].count, 0u);
     EXPECT_EQ(recorded.count, truth[p].count);
-    EXPECT_LE(recorded.sum_micros, truth[p].sum_micros) << "recorded above the true latency";
-    EXPECT_GE(recorded.sum_micros, lowest[p].sum_micros) << "recorded below the bound";
+    EXPECT_LE(recorded.sum_nanos, truth[p].sum_nanos) << "recorded above the true latency";
+    EXPECT_GE(recorded.sum_nanos, lowest[p].sum_nanos) << "recorded below the bound";
     // Every message's bucket lies between its lowest allowed latency's and
     // its true latency's, so the cumulative counts lie between theirs.
     const std::vector<std::uint64_t> by_bus = Cumulative(recorded);
@@ -190,7 +192,7 @@ void RunBacklog(std::uint32_t batch_limit) {
       EXPECT_LE(by_bus[b], by_lowest[b]) << "bucket " << b << ": recorded below the bound";
     }
     if constexpr (kInterval == 1) {
-      EXPECT_EQ(recorded.sum_micros, truth[p].sum_micros);
+      EXPECT_EQ(recorded.sum_nanos, truth[p].sum_nanos);
       EXPECT_EQ(by_bus, by_truth);
     }
   }
@@ -211,11 +213,11 @@ template <typename C>
 void ProbeEveryPosition() {
   using Bus = typename C::Bus;
   constexpr std::uint32_t kInterval = C::kClockInterval;
-  constexpr std::uint64_t kCost = 100;  // every message spins 100 us
+  constexpr std::uint64_t kCost = 100;  // every message spins 100 ns
   auto bus = std::make_unique<Bus>();
   std::uint64_t probe_latency = 0;
   ASSERT_TRUE(bus->template Subscribe<MotorCmd>([&](const MotorCmd& m, const MessageHeader& h) {
-                   if (m.speed == -1) probe_latency = StepClock::now - h.timestamp_us;
+                   if (m.speed == -1) probe_latency = StepClock::now - h.timestamp_ns;
                    StepClock::now += kCost;
                  })
                   .IsValid());
@@ -233,9 +235,9 @@ void ProbeEveryPosition() {
     EXPECT_EQ(probe_latency, kCost * position);
     const LatencyHistogram high = bus->GetLatencyHistograms().For(MessagePriority::HIGH);
     ASSERT_EQ(high.count, 1u);
-    EXPECT_LE(high.sum_micros, probe_latency) << "recorded above the true latency";
+    EXPECT_LE(high.sum_nanos, probe_latency) << "recorded above the true latency";
     const std::uint64_t slack = kCost * std::min(position, kInterval - 1);
-    EXPECT_GE(high.sum_micros, probe_latency - slack) << "recorded below the bound";
+    EXPECT_GE(high.sum_nanos, probe_latency - slack) << "recorded below the bound";
   }
 }
 
@@ -258,20 +260,23 @@ TEST(LatencyUnderBacklogTest, OnlyRecordingBatchesReadTheClock) {
     auto bus = std::make_unique<Bus>();
     for (PerformanceMode mode : {PerformanceMode::NO_STATS, PerformanceMode::BARE_METAL}) {
       bus->SetPerformanceMode(mode);
-      for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(bus->PublishFast(MotorCmd{i}, 0, 7));
+      for (int i = 0; i < kMessages; ++i)
+        ASSERT_TRUE(bus->PublishFast(MotorCmd{i}, 0, std::chrono::nanoseconds(7)));
       StepClock::reads = 0;
       EXPECT_EQ(bus->ProcessBatch(), static_cast<std::uint32_t>(kMessages));
       EXPECT_EQ(StepClock::reads, 0u) << sluice::ToString(mode);
     }
     bus->SetPerformanceMode(PerformanceMode::FULL_FEATURED);
-    for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(bus->PublishFast(MotorCmd{i}, 0, 7));
+    for (int i = 0; i < kMessages; ++i)
+      ASSERT_TRUE(bus->PublishFast(MotorCmd{i}, 0, std::chrono::nanoseconds(7)));
     StepClock::reads = 0;
     EXPECT_EQ(bus->ProcessBatchWith([](const auto&) {}), static_cast<std::uint32_t>(kMessages));
     EXPECT_EQ(StepClock::reads, (kMessages + 3u) / 4u);
   }
   {
     auto bus = std::make_unique<sluice::MpscBus<BasicPayload, 1024, NoHistogramTraits>>();
-    for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(bus->PublishFast(MotorCmd{i}, 0, 7));
+    for (int i = 0; i < kMessages; ++i)
+      ASSERT_TRUE(bus->PublishFast(MotorCmd{i}, 0, std::chrono::nanoseconds(7)));
     StepClock::reads = 0;
     EXPECT_EQ(bus->ProcessBatch(), static_cast<std::uint32_t>(kMessages));
     EXPECT_EQ(StepClock::reads, 0u);

@@ -141,7 +141,8 @@ std::vector<std::string> DispatchPublishingFromACallback(Bus& bus, const std::st
   return recorder.seen;
 }
 
-// A clock the test sets.
+// A clock the test sets, in microseconds: a clock with only NowMicros (as
+// before 0.4), which the bus reads times 1000.
 struct ManualClock {
   static inline std::atomic<std::uint64_t> now{1000};
   static std::uint64_t NowMicros() noexcept { return now.load(); }
@@ -409,7 +410,7 @@ TYPED_TEST(PriorityOrderTest, LatencyHistogramsAreKeptPerPriority) {
   for (std::size_t p = 0; p < 3; ++p) {
     const sluice::LatencyHistogram& histogram = latency.by_priority[p];
     EXPECT_EQ(histogram.count, expected[p]) << p;
-    EXPECT_EQ(histogram.buckets[sluice::detail::LatencyBucket(10)], expected[p]) << p;
+    EXPECT_EQ(histogram.buckets[sluice::detail::LatencyBucket(10'000)], expected[p]) << p;
   }
 }
 
@@ -514,8 +515,8 @@ TYPED_TEST(PriorityOrderTest, EveryPublishCallIsOrderedByItsPriority) {
   ASSERT_TRUE(bus.Publish(Item{0}));                                        // MEDIUM
   ASSERT_TRUE(bus.template Emplace<Built>(0, MessagePriority::HIGH, 1u));   // in its slot
   ASSERT_TRUE(bus.template Emplace<Item>(0, MessagePriority::MEDIUM, 2u));  // an aggregate
-  ASSERT_TRUE(bus.PublishFast(Item{3}, 0, 42, MessagePriority::HIGH));
-  ASSERT_TRUE(bus.PublishFast(Built{4}, 0, 43, MessagePriority::LOW));
+  ASSERT_TRUE(bus.PublishFast(Item{3}, 0, std::chrono::nanoseconds(42), MessagePriority::HIGH));
+  ASSERT_TRUE(bus.PublishFast(Built{4}, 0, std::chrono::nanoseconds(43), MessagePriority::LOW));
   const std::vector<Payload> batch{Item{5}, Built{6}};
   ASSERT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0, MessagePriority::HIGH).AdmittedCount(),
             2u);
@@ -523,7 +524,7 @@ TYPED_TEST(PriorityOrderTest, EveryPublishCallIsOrderedByItsPriority) {
   std::vector<std::uint64_t> stamps;
   EXPECT_EQ(bus.ProcessBatchWith([&](const sluice::MessageEnvelope<Payload>& envelope) {
     seen.push_back(Label(envelope.header.priority, SeqOf(envelope.payload)));
-    stamps.push_back(envelope.header.timestamp_us);
+    stamps.push_back(envelope.header.timestamp_ns);
   }),
             9u);
   EXPECT_EQ(seen, Labels("H1 H3 H5 H6 M0 M2 L0 L1 L4"));
@@ -535,7 +536,7 @@ TYPED_TEST(PriorityOrderTest, AnUnknownPriorityIsRejectedByEveryPublishCall) {
   typename TypeParam::template Bus<> bus;
   const auto bad = static_cast<MessagePriority>(3);
   EXPECT_FALSE(bus.PublishWithPriority(Item{0}, 0, bad));
-  EXPECT_FALSE(bus.PublishFast(Item{0}, 0, 1, bad));
+  EXPECT_FALSE(bus.PublishFast(Item{0}, 0, std::chrono::nanoseconds(1), bad));
   EXPECT_FALSE(bus.template Emplace<Built>(0, bad, 0u));
   const std::vector<Item> batch{{0}};
   EXPECT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 0, bad).AdmittedCount(), 0u);

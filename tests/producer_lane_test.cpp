@@ -114,7 +114,7 @@ TYPED_TEST(ProducerLaneTest, RegistersUpToTheMaximumThenRefusesWithAnInvalidProd
   // An invalid producer refuses and counts nothing anywhere.
   EXPECT_FALSE(d.Publish(Item{1}));
   EXPECT_FALSE(d.PublishWithPriority(Item{1}, 0, MessagePriority::HIGH));
-  EXPECT_FALSE(d.PublishFast(Item{1}, 0, 5));
+  EXPECT_FALSE(d.PublishFast(Item{1}, 0, std::chrono::nanoseconds(5)));
   EXPECT_FALSE(d.template Emplace<Item>(0, MessagePriority::HIGH, Item{1}));
   const sluice::BusStatisticsSnapshot stats = bus.GetStatistics();
   EXPECT_EQ(stats.MessagesAttempted(), 0u);
@@ -183,7 +183,7 @@ TYPED_TEST(ProducerLaneTest, HeadersNameTheLaneAndIdsCountPerLane) {
     } else {
       EXPECT_EQ(h.lane, 0);
     }
-    EXPECT_NE(h.timestamp_us, 0u);  // Publish stamps in FULL_FEATURED
+    EXPECT_NE(h.timestamp_ns, 0u);  // Publish stamps in FULL_FEATURED
   }
   // Per lane: ids 0, 1, ... in that lane's publish order.
   std::vector<std::uint64_t> ids_a;

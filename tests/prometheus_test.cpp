@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -72,11 +73,11 @@ sluice::BusMetrics HandMadeMetrics(std::string_view name) {
   metrics.capacity = 8;
   sluice::LatencyHistogram& medium =
       metrics.latency.by_priority[static_cast<int>(sluice::MessagePriority::MEDIUM)];
-  medium.buckets[0] = 2;   // <= 1 us
-  medium.buckets[3] = 5;   // <= 8 us
-  medium.buckets[20] = 1;  // <= 1.048576 s
+  medium.buckets[0] = 2;   // <= 128 ns
+  medium.buckets[3] = 5;   // <= 1.024 us
+  medium.buckets[23] = 1;  // <= 1.073741824 s
   medium.count = 8;
-  medium.sum_micros = 1'500'042;
+  medium.sum_nanos = 1'500'042'007;
   return metrics;
 }
 
@@ -86,15 +87,24 @@ TEST(PrometheusTest, HistogramBucketsAreCumulativeWithBoundsInSeconds) {
   sluice::WritePrometheus(text, &metrics, 1);
   const std::string prefix =
       "sluice_dispatch_latency_seconds_bucket{bus=\"b\",priority=\"medium\",";
-  EXPECT_TRUE(Contains(text, prefix + "le=\"0.000001\"} 2"));
-  EXPECT_TRUE(Contains(text, prefix + "le=\"0.000002\"} 2"));
-  EXPECT_TRUE(Contains(text, prefix + "le=\"0.000008\"} 7"));
-  EXPECT_TRUE(Contains(text, prefix + "le=\"0.524288\"} 7"));
-  EXPECT_TRUE(Contains(text, prefix + "le=\"1.048576\"} 8"));
-  EXPECT_TRUE(Contains(text, prefix + "le=\"8.388608\"} 8"));
+  // Bounds exactly, from nanoseconds: 2^(7+i) ns, 9 decimals at most.
+  EXPECT_TRUE(Contains(text, prefix + "le=\"0.000000128\"} 2"));
+  EXPECT_TRUE(Contains(text, prefix + "le=\"0.000000256\"} 2"));
+  EXPECT_TRUE(Contains(text, prefix + "le=\"0.000001024\"} 7"));
+  EXPECT_TRUE(Contains(text, prefix + "le=\"0.000002048\"} 7"));
+  EXPECT_TRUE(Contains(text, prefix + "le=\"0.536870912\"} 7"));
+  EXPECT_TRUE(Contains(text, prefix + "le=\"1.073741824\"} 8"));
+  EXPECT_TRUE(Contains(text, prefix + "le=\"8.589934592\"} 8"));
   EXPECT_TRUE(Contains(text, prefix + "le=\"+Inf\"} 8"));
+  EXPECT_EQ(text.find(prefix + "le=\"17.179869184\""), std::string::npos);  // the last bound
+  std::size_t bounds = 0;
+  for (std::size_t at = text.find(prefix); at != std::string::npos;
+       at = text.find(prefix, at + 1)) {
+    ++bounds;
+  }
+  EXPECT_EQ(bounds, sluice::kLatencyBucketCount);
   EXPECT_TRUE(Contains(
-      text, "sluice_dispatch_latency_seconds_sum{bus=\"b\",priority=\"medium\"} 1.500042"));
+      text, "sluice_dispatch_latency_seconds_sum{bus=\"b\",priority=\"medium\"} 1.500042007"));
   EXPECT_TRUE(
       Contains(text, "sluice_dispatch_latency_seconds_count{bus=\"b\",priority=\"medium\"} 8"));
 }
@@ -114,19 +124,40 @@ TEST(PrometheusTest, EscapesTheBusNameAndWritesEachFamilyOnce) {
   EXPECT_EQ(families, 1u);
 }
 
+// Nanoseconds as seconds: exact, at most 9 decimals, trailing zeros trimmed.
+TEST(PrometheusTest, SecondsAreWrittenExactlyFromNanoseconds) {
+  const auto seconds = [](std::uint64_t nanos) {
+    std::string text;
+    sluice::detail::EmitSeconds(text, nanos);
+    return text;
+  };
+  EXPECT_EQ(seconds(0), "0");
+  EXPECT_EQ(seconds(1), "0.000000001");
+  EXPECT_EQ(seconds(128), "0.000000128");
+  EXPECT_EQ(seconds(600), "0.0000006");
+  EXPECT_EQ(seconds(1'500'000), "0.0015");
+  EXPECT_EQ(seconds(1'000'000'000), "1");
+  EXPECT_EQ(seconds(8'589'934'592), "8.589934592");
+  EXPECT_EQ(seconds(5'000'000'000'000), "5000");
+  const sluice::BusMetrics metrics = HandMadeMetrics("b");
+  std::string text;
+  sluice::WritePrometheus(text, &metrics, 1);
+  EXPECT_NE(text.find("measured in nanoseconds: bounds from 128 ns"), std::string::npos);
+}
+
 struct FixedClock {
-  static std::uint64_t NowMicros() noexcept { return 100'000'000; }
+  static std::uint64_t NowNanos() noexcept { return 100'000'000'000; }
 };
 struct FixedClockTraits : sluice::DefaultBusTraits {
   using Clock = FixedClock;
 };
 
 // 1,000 latencies of 5 s: the exported sum is 5000 s exactly, also with
-// SLUICE_ATOMIC_BITS=32 (where a 32-bit sum wrapped to 705.032704 s).
-TEST(PrometheusTest, LatencySumsPast32BitsOfMicrosecondsAreExact) {
+// SLUICE_ATOMIC_BITS=32 (where a 32-bit sum of nanoseconds would wrap).
+TEST(PrometheusTest, LatencySumsPast32BitsOfNanosecondsAreExact) {
   sluice::MpscBus<BasicPayload, 2048, FixedClockTraits> bus;
   for (int i = 0; i < 1000; ++i) {
-    ASSERT_TRUE(bus.PublishFast(MotorCmd{i}, 0, 100'000'000 - 5'000'000));
+    ASSERT_TRUE(bus.PublishFast(MotorCmd{i}, 0, std::chrono::seconds(100 - 5)));
   }
   EXPECT_EQ(bus.ProcessBatch(), 1000u);
   std::string text;

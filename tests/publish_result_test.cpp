@@ -66,7 +66,7 @@ TEST(PublishResultTest, AClosedBusRefusesWithClosedEveryCall) {
   Bus bus;
   bus.Close();
   EXPECT_EQ(bus.Publish(Reading{1}), PublishOutcome::kClosed);
-  EXPECT_EQ(bus.PublishFast(Reading{1}, 0, 5), PublishOutcome::kClosed);
+  EXPECT_EQ(bus.PublishFast(Reading{1}, 0, std::chrono::nanoseconds(5)), PublishOutcome::kClosed);
   EXPECT_EQ(bus.Emplace<Reading>(0, MessagePriority::HIGH, 1u), PublishOutcome::kClosed);
   EXPECT_TRUE(bus.PublishWithPriority(Reading{1}, 0, MessagePriority::HIGH).Closed());
   EXPECT_EQ(bus.GetStatistics().messages_refused_closed, 4u);

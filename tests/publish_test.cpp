@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -23,18 +24,19 @@ TEST(PublishTest, DeliversHeaderAndPayloadToSubscriber) {
 
   ASSERT_TRUE(bus.Publish(SensorData{25.5f}, 7));
   ASSERT_TRUE(bus.PublishWithPriority(SensorData{1.0f}, 8, MessagePriority::HIGH));
-  ASSERT_TRUE(bus.PublishFast(SensorData{2.0f}, 9, 123456));
-  ASSERT_TRUE(bus.PublishFast(SensorData{3.0f}, 10, 42, MessagePriority::LOW));
+  ASSERT_TRUE(bus.PublishFast(SensorData{2.0f}, 9, std::chrono::nanoseconds(123456)));
+  ASSERT_TRUE(
+      bus.PublishFast(SensorData{3.0f}, 10, std::chrono::nanoseconds(42), MessagePriority::LOW));
   EXPECT_EQ(bus.ProcessBatch(), 4u);
 
   ASSERT_EQ(temperatures, (std::vector<float>{25.5f, 1.0f, 2.0f, 3.0f}));
   EXPECT_EQ(headers[0].sender_id, 7u);
   EXPECT_EQ(headers[0].priority, MessagePriority::MEDIUM);
-  EXPECT_GT(headers[0].timestamp_us, 0u);
+  EXPECT_GT(headers[0].timestamp_ns, 0u);
   EXPECT_EQ(headers[1].priority, MessagePriority::HIGH);
-  EXPECT_EQ(headers[2].timestamp_us, 123456u);
+  EXPECT_EQ(headers[2].timestamp_ns, 123456u);
   EXPECT_EQ(headers[2].priority, MessagePriority::MEDIUM);
-  EXPECT_EQ(headers[3].timestamp_us, 42u);
+  EXPECT_EQ(headers[3].timestamp_ns, 42u);
   EXPECT_EQ(headers[3].priority, MessagePriority::LOW);
   for (std::size_t i = 1; i < headers.size(); ++i) {
     EXPECT_EQ(headers[i].msg_id, headers[i - 1].msg_id + 1) << "ids follow admission order";
@@ -66,11 +68,11 @@ TEST(PublishTest, BareMetalLeavesTimestampZeroButPublishFastKeepsCallers) {
   bus.SetPerformanceMode(sluice::PerformanceMode::BARE_METAL);
   std::vector<std::uint64_t> stamps;
   ASSERT_TRUE(bus.Subscribe<MotorCmd>([&](const MotorCmd&, const MessageHeader& header) {
-                   stamps.push_back(header.timestamp_us);
+                   stamps.push_back(header.timestamp_ns);
                  })
                   .IsValid());
   ASSERT_TRUE(bus.Publish(MotorCmd{1}));
-  ASSERT_TRUE(bus.PublishFast(MotorCmd{2}, 0, 99));
+  ASSERT_TRUE(bus.PublishFast(MotorCmd{2}, 0, std::chrono::nanoseconds(99)));
   bus.ProcessBatch();
   EXPECT_EQ(stamps, (std::vector<std::uint64_t>{0, 99}));
 }

@@ -45,7 +45,7 @@ __attribute__((noinline)) void PublishLoop(Bus& bus) {
     // kMessages fit below every threshold, so none is refused; checking
     // would add to the instructions measured.
     if constexpr (kFast) {
-      (void)bus.PublishFast(sample, 1, i);
+      (void)bus.PublishFast(sample, 1, std::chrono::nanoseconds(i));
     } else {
       (void)bus.Publish(sample, 1);
     }
@@ -117,9 +117,9 @@ int main(int argc, char** argv) {
   }
   // The bus clock reads steady_clock until it calibrates, 10 ms after first
   // use: count only the calibrated path.
-  (void)sluice::CounterClock::NowMicros();
+  (void)sluice::CounterClock::NowNanos();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  (void)sluice::CounterClock::NowMicros();
+  (void)sluice::CounterClock::NowNanos();
   if (one_core) return sluice::bench::RunOneCoreBreakdown(argv[2]);
   const sluice::PerformanceMode mode = ParseMode(argv[3]);
   int status = 2;

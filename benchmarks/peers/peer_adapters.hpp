@@ -22,6 +22,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -101,7 +102,7 @@ class SluiceAdapter {
   using Bus = AsyncBus<std::variant<Message>, kPeerCapacity, kModel, Traits>;
   struct Stamp {
     std::uint64_t pushes = 0;
-    std::uint64_t micros = 0;
+    std::uint64_t nanos = 0;
   };
   template <typename Target>
   bool Push(Target& target, const Message& m) {
@@ -112,8 +113,8 @@ class SluiceAdapter {
       // kStampEvery pushes. A timestamp of 0 would make the consumer skip
       // the latency histograms, which is not the configuration named.
       Stamp& stamp = producer_.value;
-      if (stamp.pushes++ % kStampEvery == 0) stamp.micros = DefaultBusTraits::Clock::NowMicros();
-      return target.PublishFast(m, 1, stamp.micros).IsAdmitted();
+      if (stamp.pushes++ % kStampEvery == 0) stamp.nanos = DefaultBusTraits::Clock::NowNanos();
+      return target.PublishFast(m, 1, std::chrono::nanoseconds(stamp.nanos)).IsAdmitted();
     }
   }
   Probe& probe_;  // read by the consumer's callback for every message

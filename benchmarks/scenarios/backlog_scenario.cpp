@@ -4,6 +4,7 @@
 // (DeliveryOrder::kPriority: the HIGH goes first), in the same run.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -194,7 +195,7 @@ void MeasureBlock(const Options& options, BacklogRig<Bus>& rig, std::size_t roun
         result.behind.Add(s.high_sent, s.high_received);
         const LatencyHistogram high = target->GetLatencyHistograms().For(MessagePriority::HIGH);
         if (high.count == 1) {
-          const double recorded_us = static_cast<double>(high.sum_micros);
+          const double recorded_us = static_cast<double>(high.sum_nanos) / 1000.0;
           const double true_us = FastClock::TicksToNanos(s.high_received - s.high_sent) / 1000.0;
           result.histogram_behind_us.push_back(recorded_us);
           result.histogram_short_us_max =

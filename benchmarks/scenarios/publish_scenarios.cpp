@@ -1,5 +1,6 @@
 // Single-threaded tables: publish cost per mode and batch size (no consumer
 // running), and dispatch cost per path (no producer running).
+#include <chrono>
 #include <map>
 
 #include "harness/stats.hpp"
@@ -21,7 +22,8 @@ double PublishNanosPerMessage(Bus& bus, std::uint64_t count, PerformanceMode mod
     for (std::uint64_t i = 0; i < count; ++i) {
       const Sample<24> sample{i, 1.0f, 2.0f, 3.0f, 4.0f};
       const bool admitted =
-          (call == PublishCall::kPublish ? bus.Publish(sample, 1) : bus.PublishFast(sample, 1, i))
+          (call == PublishCall::kPublish ? bus.Publish(sample, 1)
+                                         : bus.PublishFast(sample, 1, std::chrono::nanoseconds(i)))
               .IsAdmitted();
       refused += admitted ? 0 : 1;
     }
@@ -108,7 +110,7 @@ struct NoHistogramTraits : DefaultBusTraits {
 template <typename B>
 void FillStamped(B& bus, std::uint64_t count) {
   Drain(bus);
-  const std::uint64_t stamp = DefaultBusTraits::Clock::NowMicros();
+  const std::chrono::nanoseconds stamp(DefaultBusTraits::Clock::NowNanos());
   std::uint64_t refused = 0;
   for (std::uint64_t i = 0; i < count; ++i) {
     refused += bus.PublishFast(Sample<24>{i, 0, 0, 0, 0}, 1, stamp, MessagePriority::HIGH) ? 0 : 1;
@@ -182,7 +184,7 @@ void RunModes(const Options& options, Report& report) {
   table.notes = {
       "Mean +- stddev over rounds; variants interleaved within each round; one producer, no "
       "consumer running (the queue is drained between rounds, untimed).",
-      "Publish() reads the bus clock (CounterClock) for timestamp_us in FULL_FEATURED and "
+      "Publish() reads the bus clock (CounterClock) for timestamp_ns in FULL_FEATURED and "
       "NO_STATS, not in BARE_METAL; the PublishFast row (caller's timestamp) shows the "
       "features without the clock."};
   report.tables.push_back(table);

@@ -4,6 +4,7 @@
 // producer and bulk dequeues, same payload, same run, interleaved round by
 // round; each figure also as a ratio to moodycamel in the same round.
 #include <algorithm>
+#include <chrono>
 #include <memory>
 
 #include "harness/stats.hpp"
@@ -35,7 +36,7 @@ struct LaneFenceTraits : LaneTraits {
 // What each producer thread writes while it runs: a block of its own.
 struct ProducerState {
   std::uint64_t pushes = 0;
-  std::uint64_t micros = 0;
+  std::uint64_t nanos = 0;
 };
 
 // What a run of `total` messages returns: million messages per second from
@@ -77,9 +78,10 @@ double SluiceMps(const Options& options, int producers, std::uint64_t per_produc
               return;
             }
             if (state.pushes++ % kStampEvery == 0)
-              state.micros = DefaultBusTraits::Clock::NowMicros();
+              state.nanos = DefaultBusTraits::Clock::NowNanos();
             if (!RetryUntil(deadline, "a producer retried a refused publish", [&] {
-                  return target.PublishFast(Message{i, 1, 2, 3, 4}, 1, state.micros);
+                  return target.PublishFast(Message{i, 1, 2, 3, 4}, 1,
+                                            std::chrono::nanoseconds(state.nanos));
                 })) {
               return;
             }

@@ -65,11 +65,11 @@ void RunSoak(const Options& options, Report& report) {
     if ((++latency_counter.value & 63) == 0 && latencies.size() < latencies.capacity()) {
       // The producer's core read the clock: skew can make the difference
       // negative, which is counted, never wrapped.
-      const std::uint64_t now = CounterClock::NowMicros();
-      if (now < header.timestamp_us) {
+      const std::uint64_t now = CounterClock::NowNanos();
+      if (now < header.timestamp_ns) {
         ++negative_latencies.value;
       } else {
-        latencies.push_back(static_cast<double>(now - header.timestamp_us) * 1000.0);
+        latencies.push_back(static_cast<double>(now - header.timestamp_ns));
       }
     }
   });

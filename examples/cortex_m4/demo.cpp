@@ -24,10 +24,11 @@ using Payload = std::variant<SensorSample, EmergencyStop>;
 
 std::atomic<std::uint32_t> g_ticks{0};
 
-// The application's timer, as the bus clock: SysTick fires every millisecond.
+// The application's timer, as the bus clock (nanoseconds): SysTick fires
+// every millisecond.
 struct SysTickClock {
-  static std::uint64_t NowMicros() noexcept {
-    return std::uint64_t{g_ticks.load(std::memory_order_relaxed)} * 1000;
+  static std::uint64_t NowNanos() noexcept {
+    return std::uint64_t{g_ticks.load(std::memory_order_relaxed)} * 1'000'000;
   }
 };
 

@@ -22,7 +22,7 @@ struct Sample {
 // record only with a clock that reads something.
 volatile std::uint32_t g_ticks;
 struct TickClock {
-  static std::uint64_t NowMicros() noexcept { return std::uint64_t{g_ticks} * 1000; }
+  static std::uint64_t NowNanos() noexcept { return std::uint64_t{g_ticks} * 1'000'000; }
 };
 struct ProbeTraits : sluice::DefaultBusTraits {
   static constexpr sluice::SlotStorage kSlotStorage = sluice::SlotStorage::kInline;

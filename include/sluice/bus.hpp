@@ -298,13 +298,14 @@ class AsyncBus
   }
 
   // Publish-to-dispatch latency per priority since construction or the last
-  // reset, kept by the consumer in FULL_FEATURED mode: it reads the bus clock
-  // at the start of each batch and again every Traits::Latency::kClockInterval
-  // (N) messages, and measures each message from its timestamp_us to the
-  // latest reading before the consumer took it up: never more than the true
+  // reset, in nanoseconds, kept by the consumer in FULL_FEATURED mode: it
+  // reads the bus clock at the start of each batch and again every
+  // Traits::Latency::kClockInterval (N) messages, and measures each message
+  // from its timestamp_ns to the latest reading before the consumer took it
+  // up: never more than the true
   // latency to that moment, and short of it by at most the time the consumer
   // spent on the at most N - 1 messages it took before it in the batch
-  // (docs/api.md). Messages with timestamp_us 0 are not counted.
+  // (docs/api.md). Messages with timestamp_ns 0 are not counted.
   // Empty with NoLatencyHistograms in the traits.
   LatencySnapshot GetLatencyHistograms() const noexcept { return core_.latency_.Snapshot(); }
 

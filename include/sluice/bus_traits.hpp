@@ -146,7 +146,7 @@ struct NoLatencyHistograms {
   static constexpr std::uint32_t kClockInterval = 1;
 };
 
-// Kept by the consumer in FULL_FEATURED mode (about 1.3 KiB with 64-bit
+// Kept by the consumer in FULL_FEATURED mode (about 1.4 KiB with 64-bit
 // counters). The consumer re-reads the bus clock every kClockInterval (N)
 // messages of a batch, so a message is measured to a reading taken before it
 // was taken up and after all but at most N - 1 of the messages before it:
@@ -170,7 +170,7 @@ struct DefaultBusTraits {
   // compile error.
   static constexpr std::size_t kCallbackStorageBytes = 48;
   static constexpr SlotStorage kSlotStorage = SlotStorage::kHeap;
-  // Stamps timestamp_us in Publish(): the CPU's counter where it has a
+  // Stamps timestamp_ns in Publish(): the CPU's counter where it has a
   // constant rate (a few ns a read), steady_clock elsewhere. Use SteadyClock
   // for timestamps exactly on steady_clock's time line. Bare metal: NullClock
   // (timestamps 0) until the application names its timer here.

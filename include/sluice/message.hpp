@@ -36,8 +36,10 @@ struct MessageHeader {
   // queue, or one lane: see `lane`) and increasing in admission order there
   // (also on a priority-ordered bus, which dispatches in another order).
   std::uint64_t msg_id = 0;
-  // Microseconds from the bus clock (Publish) or from the caller (PublishFast).
-  std::uint64_t timestamp_us = 0;
+  // Nanoseconds from the bus clock (Publish) or from the caller (PublishFast);
+  // 0: no timestamp (not counted in the latency histograms). Was
+  // timestamp_us (microseconds) before 0.4.
+  std::uint64_t timestamp_ns = 0;
   std::uint32_t sender_id = 0;
   MessagePriority priority = MessagePriority::MEDIUM;
   // Whether the publish was counted in the statistics (FULL_FEATURED then);

@@ -12,7 +12,7 @@ enum class PerformanceMode : std::uint8_t {
   // Priority admission, backpressure, statistics, error callback.
   FULL_FEATURED = 0,
   // Enqueue only: capacity is the sole admission check, nothing is counted and
-  // Publish leaves timestamp_us at 0 (PublishFast still stores the caller's).
+  // Publish leaves timestamp_ns at 0 (PublishFast still stores the caller's).
   BARE_METAL = 1,
   // Priority admission without statistics counters.
   NO_STATS = 2,

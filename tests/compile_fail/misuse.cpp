@@ -229,6 +229,21 @@ int main() {
   };
   sluice::MpscBus<Payload, 8, Traits> bus;
   (void)bus.QueueDepth();
+#elif CASE == 49  // PublishFast with an integer timestamp (microseconds before 0.4)
+  sluice::MpscBus<Payload, 8> bus;
+  const std::uint64_t timestamp_us = 42;
+  (void)bus.PublishFast(A{1}, 0, timestamp_us);
+#elif CASE == 50  // a bus clock with neither NowNanos nor NowMicros
+  struct Traits : sluice::DefaultBusTraits {
+    struct Clock {
+      static std::uint64_t Now() noexcept { return 1; }
+    };
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.Publish(A{1});
+#elif CASE == 51  // the 0.3 header field
+  sluice::MessageHeader header;
+  (void)header.timestamp_us;
 #elif CASE == 40  // a 0.2 knob: the starvation limit
   struct Traits : sluice::PriorityOrderTraits {
     static constexpr std::uint32_t kStarvationLimit = 4;

@@ -28,7 +28,7 @@ int main() {
 #elif CASE == 2
   bus.PublishWithPriority(A{1}, 0, sluice::MessagePriority::HIGH);
 #elif CASE == 3
-  bus.PublishFast(A{1}, 0, 0);
+  bus.PublishFast(A{1}, 0, std::chrono::nanoseconds(0));
 #elif CASE == 4
   bus.Subscribe<A>([](const A&) {});
 #elif CASE == 5
@@ -54,7 +54,7 @@ int main() {
   // The same calls with their results used.
   bool ok = bus.Publish(A{1}).IsAdmitted();
   ok = bus.PublishWithPriority(A{1}, 0, sluice::MessagePriority::HIGH) && ok;
-  ok = bus.PublishFast(A{1}, 0, 0) && ok;
+  ok = bus.PublishFast(A{1}, 0, std::chrono::nanoseconds(0)) && ok;
   const sluice::SubscriptionHandle handle = bus.Subscribe<A>([](const A&) {});
   ok = bus.SetAdmissionThresholds(60, 80, 99) && ok;
   ok = bus.SetErrorCallback(&OnError) && ok;

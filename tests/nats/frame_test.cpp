@@ -53,6 +53,23 @@ TEST(NatsFrame, RoundTripsEveryField) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(view.payload), 3), "abc");
 }
 
+// The bus stamps nanoseconds; the wire keeps microseconds at offset 24 (the
+// layout and version unchanged): the sender divides by 1000, the receiver's
+// TimestampNanos() multiplies, so a timestamp round-trips to the microsecond.
+TEST(NatsFrame, TimestampTravelsInMicrosecondsAndRoundTripsToTheMicrosecond) {
+  const std::uint64_t timestamp_ns = 1'234'567'890'123'456'789ull;
+  FrameHeader header = SampleHeader();
+  header.timestamp_us = sluice::nats::FrameTimestampMicros(timestamp_ns);
+  const std::vector<std::uint8_t> frame = MakeFrame(header, "");
+  std::uint64_t on_wire = 0;
+  for (int i = 7; i >= 0; --i) on_wire = (on_wire << 8) | frame[24 + static_cast<std::size_t>(i)];
+  EXPECT_EQ(on_wire, 1'234'567'890'123'456u);
+  FrameView view;
+  ASSERT_EQ(DecodeFrame(frame.data(), frame.size(), &view), FrameError::kNone);
+  EXPECT_EQ(view.header.TimestampNanos(), 1'234'567'890'123'456'000ull);
+  EXPECT_EQ(view.header.TimestampNanos(), timestamp_ns / 1000 * 1000);
+}
+
 TEST(NatsFrame, LayoutIsLittleEndianWithMagicAndVersionFirst) {
   const std::vector<std::uint8_t> frame = MakeFrame(SampleHeader(), "");
   const std::vector<std::uint8_t> expected_start = {'S', 'L', 'N', 'F', 1, 2, 0xEF, 0xBE,

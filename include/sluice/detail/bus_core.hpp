@@ -221,12 +221,12 @@ class BusCore {
   // The one envelope write: the header, and the payload `make_payload()`
   // returns (a prvalue: constructed in the slot, no copy or move).
   template <typename MakePayloadFn>
-  static void WriteEnvelope(void* storage, Position id, std::uint64_t timestamp_us,
+  static void WriteEnvelope(void* storage, Position id, std::uint64_t timestamp_ns,
                             std::uint32_t sender_id, MessagePriority priority, bool counted,
                             std::uint16_t lane, MakePayloadFn& make_payload) noexcept {
     MessageHeader header;
     header.msg_id = id;
-    header.timestamp_us = timestamp_us;
+    header.timestamp_ns = timestamp_ns;
     header.sender_id = sender_id;
     header.priority = priority;
     header.counted = counted;
@@ -244,10 +244,11 @@ class BusCore {
   // wait-free (SPSC); a lane: wait-free.
   template <bool kReadClock, bool kCountRefusal = true, typename Source, typename MakePayloadFn>
   PublishResult Admit(Source& source, std::uint32_t sender_id, MessagePriority priority,
-                      std::uint64_t timestamp_us, MakePayloadFn& make_payload) noexcept {
+                      std::uint64_t timestamp_ns, MakePayloadFn& make_payload) noexcept {
     const PerformanceMode mode = policy_.Mode();
     if constexpr (kReadClock) {
-      timestamp_us = mode == PerformanceMode::BARE_METAL ? 0 : Traits::Clock::NowMicros();
+      timestamp_ns =
+          mode == PerformanceMode::BARE_METAL ? 0 : detail::ClockNanos<typename Traits::Clock>();
     }
     if (!source.Enter()) {
       return kCountRefusal ? Refuse(source, PublishOutcome::kClosed, mode, priority, 1)
@@ -269,7 +270,7 @@ class BusCore {
     // reach a cache line the consumer may be polling.
     const bool counted = mode == PerformanceMode::FULL_FEATURED;
     if (counted) source.statistics.CountPublished(priority);
-    WriteEnvelope(source.queue.Storage(claim), Source::Target::MessageId(claim), timestamp_us,
+    WriteEnvelope(source.queue.Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
                   sender_id, priority, counted, source.lane(), make_payload);
     source.queue.Publish(claim);
     source.Leave();
@@ -288,8 +289,8 @@ class BusCore {
                            MessagePriority priority) noexcept {
     using Value = std::decay_t<decltype(*first)>;
     const PerformanceMode mode = policy_.Mode();
-    const std::uint64_t timestamp_us =
-        mode == PerformanceMode::BARE_METAL ? 0 : Traits::Clock::NowMicros();
+    const std::uint64_t timestamp_ns =
+        mode == PerformanceMode::BARE_METAL ? 0 : detail::ClockNanos<typename Traits::Clock>();
     const bool counted = mode == PerformanceMode::FULL_FEATURED;
     std::uint32_t admitted = 0;
     while (first != last) {
@@ -318,7 +319,7 @@ class BusCore {
         for (Position i = 0; i < claimed; ++i, ++first) {
           const typename Source::Target::Claim claim = Source::Target::InRun(run, i);
           auto make_payload = [&] { return MakePayload(*first); };
-          WriteEnvelope(source.queue.Storage(claim), Source::Target::MessageId(claim), timestamp_us,
+          WriteEnvelope(source.queue.Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
                         sender_id, priority, counted, source.lane(), make_payload);
           source.queue.Publish(claim);
         }
@@ -505,7 +506,7 @@ class BusCore {
       return 0;
     } else {
       if (policy_.Mode() != PerformanceMode::FULL_FEATURED) return 0;
-      return Traits::Clock::NowMicros();
+      return detail::ClockNanos<typename Traits::Clock>();
     }
   }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "sluice/clock.hpp"
 #include "sluice/config.hpp"
 #include "sluice/detail/bits.hpp"
 #include "sluice/detail/counter.hpp"
@@ -20,16 +21,17 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace detail {
 
-// The bucket of a latency of `micros`: 0 for at most 1 us, else the number of
-// bits of micros - 1 (so 2^(i-1) < micros <= 2^i), capped at the last bucket.
-inline std::size_t LatencyBucket(std::uint64_t micros) noexcept {
-  if (micros <= 1) return 0;
-  const std::size_t bucket = BitWidth(micros - 1);
+// The bucket of a latency of `nanos`: 0 for at most 128 ns, else the number
+// of bits of (nanos - 1) >> 7 (so 2^(6+i) < nanos <= 2^(7+i)), capped at the
+// last bucket.
+inline std::size_t LatencyBucket(std::uint64_t nanos) noexcept {
+  if (nanos <= (std::uint64_t{1} << kLatencyFirstBucketBits)) return 0;
+  const std::size_t bucket = BitWidth((nanos - 1) >> kLatencyFirstBucketBits);
   return bucket < kLatencyBucketCount ? bucket : kLatencyBucketCount - 1;
 }
 
 // A latency sum: 64 bits in every configuration, so it does not wrap after
-// 2^32 us (71.6 minutes of total latency) where counters are 32-bit. One
+// 2^32 ns (4.3 seconds of total latency) where counters are 32-bit. One
 // thread (the consumer) adds; any thread loads; Reset stores baselines.
 //
 // Where 64-bit atomics are lock-free: one atomic.
@@ -110,36 +112,37 @@ class LatencyRecorder {
   // not once per message (a per-message increment would chain every message
   // through one memory location).
   //
-  // The clock: `now_micros`, read just before the batch's first message,
-  // serves messages 0 to kClockInterval - 1; Add() re-reads Clock before
-  // messages kClockInterval, 2 * kClockInterval, ..., so message k is
-  // measured to a reading taken before the consumer took it up (Add comes
-  // before its dispatch) and after it had taken up all but the last
-  // k mod kClockInterval <= kClockInterval - 1 messages before it. With a
+  // The clock, in nanoseconds (ClockNanos): `now_nanos`, read just before
+  // the batch's first message, serves messages 0 to kClockInterval - 1; Add()
+  // re-reads Clock before messages kClockInterval, 2 * kClockInterval, ...,
+  // so message k is measured to a reading taken before the consumer took it
+  // up (Add comes before its dispatch) and after it had taken up all but the
+  // last k mod kClockInterval <= kClockInterval - 1 messages before it. With a
   // clock that never goes back on the consumer's thread, the recorded
   // latency is at most the true one (publish to being taken up) and short of
   // it by at most the time the consumer spent on those messages (their
   // dispatch and the bus's own work). Per message: a decrement and a branch.
-  // kClockInterval 0: `now_micros` serves the whole batch (the recorder's own
+  // kClockInterval 0: `now_nanos` serves the whole batch (the recorder's own
   // tests; the bus always passes at least 1).
   template <typename Clock = void, std::uint32_t kClockInterval = 0>
   class Batch {
    public:
-    // `now_micros` (not 0) was read just before the batch's first message.
-    Batch(LatencyRecorder* recorder, std::uint64_t now_micros) noexcept
-        : recorder_(recorder), now_(now_micros) {}
+    // `now_nanos` (not 0) was read just before the batch's first message.
+    Batch(LatencyRecorder* recorder, std::uint64_t now_nanos) noexcept
+        : recorder_(recorder), now_(now_nanos) {}
 
     void Add(const MessageHeader& header) noexcept {
       if constexpr (kClockInterval != 0) {
         // Counts every message, stamped or not: the bound is in dispatches.
         if (--until_read_ == 0) {
           until_read_ = kClockInterval;
-          now_ = Clock::NowMicros();
+          now_ = ClockNanos<Clock>();
         }
       }
+      const std::uint64_t stamp = header.timestamp_ns;
       // 0: published without a clock (BARE_METAL Publish, NullClock).
-      if (header.timestamp_us == 0) return;
-      const std::uint64_t latency = now_ > header.timestamp_us ? now_ - header.timestamp_us : 0;
+      if (stamp == 0) return;
+      const std::uint64_t latency = now_ > stamp ? now_ - stamp : 0;
       const std::size_t key =
           static_cast<std::size_t>(header.priority) * kLatencyBucketCount + LatencyBucket(latency);
       if (key != run_key_) {
@@ -169,10 +172,10 @@ class LatencyRecorder {
     std::uint64_t run_sum_ = 0;
   };
 
-  // `now_micros`: Clock read just before the batch's first message.
+  // `now_nanos`: Clock read (ClockNanos) just before the batch's first message.
   template <typename Clock = void, std::uint32_t kClockInterval = 0>
-  Batch<Clock, kClockInterval> BeginBatch(std::uint64_t now_micros) noexcept {
-    return Batch<Clock, kClockInterval>(this, now_micros);
+  Batch<Clock, kClockInterval> BeginBatch(std::uint64_t now_nanos) noexcept {
+    return Batch<Clock, kClockInterval>(this, now_nanos);
   }
 
   // Any thread. Counts are read one by one; `count` is the sum of the
@@ -187,9 +190,9 @@ class LatencyRecorder {
       }
       // Baseline first, as in Since(); a baseline above the sum (two
       // overlapping Resets on a 32-bit build) reads as 0, never wraps.
-      const std::uint64_t base = baseline_[p].sum_micros.Load();
-      const std::uint64_t sum = rows_[p].sum_micros.Load();
-      histogram.sum_micros = sum >= base ? sum - base : 0;
+      const std::uint64_t base = baseline_[p].sum_nanos.Load();
+      const std::uint64_t sum = rows_[p].sum_nanos.Load();
+      histogram.sum_nanos = sum >= base ? sum - base : 0;
     }
     return snapshot;
   }
@@ -200,7 +203,7 @@ class LatencyRecorder {
       for (std::size_t b = 0; b < kLatencyBucketCount; ++b) {
         Copy(rows_[p].buckets[b], baseline_[p].buckets[b]);
       }
-      baseline_[p].sum_micros.Store(rows_[p].sum_micros.Load());
+      baseline_[p].sum_nanos.Store(rows_[p].sum_nanos.Load());
     }
   }
 
@@ -208,12 +211,12 @@ class LatencyRecorder {
   void AddRun(std::size_t key, Counter count, std::uint64_t sum) noexcept {
     Row& row = rows_[key / kLatencyBucketCount];
     Increment<true>(row.buckets[key % kLatencyBucketCount], count);
-    row.sum_micros.Add(sum);
+    row.sum_nanos.Add(sum);
   }
 
   struct Row {
     std::atomic<Counter> buckets[kLatencyBucketCount] = {};
-    LatencySum sum_micros;
+    LatencySum sum_nanos;
   };
 
   // A counter's value since the last reset, never "negative".

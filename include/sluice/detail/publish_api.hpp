@@ -52,10 +52,17 @@ class PublishApi {
   }
 
   // The caller supplies the timestamp: no clock read on the publish path.
+  // Nanoseconds on the bus clock's time line (Traits::Clock::NowNanos(), or
+  // NowMicros() * 1000 for a clock with only that), or 0 for none. A
+  // std::chrono::nanoseconds, so an integer (a count of microseconds, as
+  // before 0.4) does not compile: write std::chrono::nanoseconds(ns), or
+  // pass a std::chrono::microseconds, which converts exactly.
   template <typename Message>
-  PublishResult PublishFast(Message&& message, std::uint32_t sender_id, std::uint64_t timestamp_us,
+  PublishResult PublishFast(Message&& message, std::uint32_t sender_id,
+                            std::chrono::nanoseconds timestamp,
                             MessagePriority priority = MessagePriority::MEDIUM) {
-    return PublishOne<false>(std::forward<Message>(message), sender_id, priority, timestamp_us);
+    return PublishOne<false>(std::forward<Message>(message), sender_id, priority,
+                             static_cast<std::uint64_t>(timestamp.count()));
   }
 
   // Constructs a T from `args` in its slot (no copy or move of the message)
@@ -215,7 +222,7 @@ class PublishApi {
 
   template <bool kReadClock, typename Message>
   PublishResult PublishOne(Message&& message, std::uint32_t sender_id, MessagePriority priority,
-                           std::uint64_t timestamp_us) {
+                           std::uint64_t timestamp_ns) {
     using Value = std::decay_t<Message>;
     static_assert(kPublishable<Message>,
                   "Sluice: a published message must be exactly one alternative of the "
@@ -229,10 +236,10 @@ class PublishApi {
       // A copy that may throw is made before a slot is claimed, so a claimed
       // slot is always filled; the refusal path then wastes the copy.
       Value copy(std::forward<Message>(message));
-      return PublishOne<kReadClock>(std::move(copy), sender_id, priority, timestamp_us);
+      return PublishOne<kReadClock>(std::move(copy), sender_id, priority, timestamp_ns);
     } else {
       auto make_payload = [&] { return core.MakePayload(std::forward<Message>(message)); };
-      return core.template Admit<kReadClock>(source, sender_id, priority, timestamp_us,
+      return core.template Admit<kReadClock>(source, sender_id, priority, timestamp_ns,
                                              make_payload);
     }
   }

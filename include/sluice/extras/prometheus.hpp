@@ -99,15 +99,16 @@ void EmitNumber(Sink& sink, std::uint64_t value) {
   Emit(sink, std::string_view(digits, static_cast<std::size_t>(result.ptr - digits)));
 }
 
-// Microseconds as decimal seconds, exactly: 1500 -> "0.0015".
+// Nanoseconds as decimal seconds, exactly (up to 9 decimals, trailing zeros
+// left out): 1'500'000 -> "0.0015", 128 -> "0.000000128".
 template <typename Sink>
-void EmitSeconds(Sink& sink, std::uint64_t micros) {
-  EmitNumber(sink, micros / 1'000'000);
-  std::uint64_t fraction = micros % 1'000'000;
+void EmitSeconds(Sink& sink, std::uint64_t nanos) {
+  EmitNumber(sink, nanos / 1'000'000'000);
+  std::uint64_t fraction = nanos % 1'000'000'000;
   if (fraction == 0) return;
-  char digits[7] = {'.', '0', '0', '0', '0', '0', '0'};
-  for (int i = 6; i >= 1; --i, fraction /= 10) digits[i] = static_cast<char>('0' + fraction % 10);
-  std::size_t length = 7;
+  char digits[10] = {'.', '0', '0', '0', '0', '0', '0', '0', '0', '0'};
+  for (int i = 9; i >= 1; --i, fraction /= 10) digits[i] = static_cast<char>('0' + fraction % 10);
+  std::size_t length = 10;
   while (digits[length - 1] == '0') --length;
   Emit(sink, std::string_view(digits, length));
 }
@@ -330,10 +331,12 @@ void WritePrometheus(Sink&& sink, const BusMetrics* buses, std::size_t count) {
     }
   }
   EmitFamily(sink, "sluice_dispatch_latency_seconds", "histogram",
-             "Publish to dispatch, by priority (FULL_FEATURED mode; 1 us resolution). With a "
-             "clock that never goes back, never above the true latency but for that "
-             "resolution; below it by at most the time the consumer spent on the "
-             "Latency::kClockInterval - 1 (default 15) messages before it in its batch.");
+             "Publish to dispatch, by priority (FULL_FEATURED mode), measured in "
+             "nanoseconds: bounds from 128 ns doubling to 8.589934592 s (the bus clock's "
+             "resolution; a clock with only NowMicros gives 1 us). With a clock that never "
+             "goes back, never above the true latency; below it by at most the time the "
+             "consumer spent on the Latency::kClockInterval - 1 (default 15) messages before "
+             "it in its batch.");
   for (const BusMetrics* bus = buses; bus != end; ++bus) {
     if (!bus->has_latency) continue;
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
@@ -345,7 +348,7 @@ void WritePrometheus(Sink&& sink, const BusMetrics* buses, std::size_t count) {
                                 "priority", kPriorityLabels[p]);
         Emit(sink, ",le=\"");
         if (b + 1 < kLatencyBucketCount) {
-          detail::EmitSeconds(sink, LatencyHistogram::UpperBoundMicros(b));
+          detail::EmitSeconds(sink, LatencyHistogram::UpperBoundNanos(b));
         } else {
           Emit(sink, "+Inf");
         }
@@ -356,7 +359,7 @@ void WritePrometheus(Sink&& sink, const BusMetrics* buses, std::size_t count) {
       detail::EmitSampleStart(sink, "sluice_dispatch_latency_seconds_sum", bus->name, "priority",
                               kPriorityLabels[p]);
       Emit(sink, "} ");
-      detail::EmitSeconds(sink, histogram.sum_micros);
+      detail::EmitSeconds(sink, histogram.sum_nanos);
       Emit(sink, "\n");
       EmitSample(sink, "sluice_dispatch_latency_seconds_count", bus->name, cumulative, "priority",
                  kPriorityLabels[p]);

@@ -486,7 +486,7 @@ class Bridge {
     frame_header.sender_id = header.sender_id;
     frame_header.payload_size = static_cast<std::uint32_t>(frame.size() - kFrameHeaderSize);
     frame_header.msg_id = header.msg_id;
-    frame_header.timestamp_us = header.timestamp_us;
+    frame_header.timestamp_us = FrameTimestampMicros(header.timestamp_ns);
     frame_header.origin_id = origin_id_;
     EncodeFrameHeader(frame_header, reinterpret_cast<std::uint8_t*>(frame.data()));
     const natsStatus status = natsConnection_Publish(connection_, route.subjects[p].c_str(),

@@ -78,9 +78,21 @@ struct FrameHeader {
   std::uint32_t sender_id = 0;     // MessageHeader::sender_id at the sender
   std::uint32_t payload_size = 0;  // bytes after the header
   std::uint64_t msg_id = 0;        // MessageHeader::msg_id at the sender
-  std::uint64_t timestamp_us = 0;  // MessageHeader::timestamp_us (sender's bus clock)
-  std::uint64_t origin_id = 0;     // the sending bridge (loop prevention)
+  // MessageHeader::timestamp_ns / 1000 (the sender's bus clock): on the wire
+  // in microseconds, as before 0.4, so the frame layout and version stay;
+  // times 1000 gives nanoseconds again, to microsecond precision.
+  std::uint64_t timestamp_us = 0;
+  std::uint64_t origin_id = 0;  // the sending bridge (loop prevention)
+
+  // The sender's MessageHeader::timestamp_ns, to microsecond precision.
+  constexpr std::uint64_t TimestampNanos() const noexcept { return timestamp_us * 1000; }
 };
+
+// The wire's timestamp for a MessageHeader::timestamp_ns: microseconds
+// (rounded down), as the frame has carried since version 1.
+constexpr std::uint64_t FrameTimestampMicros(std::uint64_t timestamp_ns) noexcept {
+  return timestamp_ns / 1000;
+}
 
 // A decoded frame: the header and a view of the payload inside the input.
 struct FrameView {
