@@ -213,12 +213,16 @@ TEST(LatencyTest, OnlyFullFeaturedRecords) {
   EXPECT_EQ(bus.GetLatencyHistograms().For(MessagePriority::MEDIUM).count, 0u);
 }
 
+// A stamp ahead even of a fresh reading (clocks of two cores that disagree)
+// is recorded as 0, after that one extra read.
 TEST(LatencyTest, UnstampedAndFutureMessages) {
   Bus<> bus;
   ManualClock::now = 100'000;
   ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, nanoseconds(0)));        // no timestamp
-  ASSERT_TRUE(bus.PublishFast(MotorCmd{2}, 0, nanoseconds(150'000)));  // ahead: latency 0
+  ASSERT_TRUE(bus.PublishFast(MotorCmd{2}, 0, nanoseconds(150'000)));  // ahead of the clock
+  ManualClock::reads = 0;
   EXPECT_EQ(bus.ProcessBatch(), 2u);
+  EXPECT_EQ(ManualClock::reads.load(), 2);  // the batch's reading and the fresh one
   const LatencyHistogram& medium = bus.GetLatencyHistograms().For(MessagePriority::MEDIUM);
   EXPECT_EQ(medium.count, 1u);
   EXPECT_EQ(medium.buckets[0], 1u);
@@ -248,6 +252,106 @@ TEST(LatencyTest, TraitsCanTurnTheHistogramsOff) {
   EXPECT_EQ(ManualClock::reads.load(), 0);
   EXPECT_EQ(bus.GetLatencyHistograms().For(MessagePriority::MEDIUM).count, 0u);
   EXPECT_LT(sizeof(Bus<NoHistogramTraits>), sizeof(Bus<>));
+}
+
+// A clock whose readings the test sets one by one: NowNanos() returns the
+// next of `readings` (then the last again), counting its reads.
+struct ScriptedClock {
+  static inline std::uint64_t readings[4] = {};
+  static inline int reads = 0;
+  static std::uint64_t NowNanos() noexcept {
+    const int index = reads < 4 ? reads : 3;
+    ++reads;
+    return readings[index];
+  }
+  static void Script(std::uint64_t a, std::uint64_t b, std::uint64_t c, std::uint64_t d) {
+    readings[0] = a;
+    readings[1] = b;
+    readings[2] = c;
+    readings[3] = d;
+    reads = 0;
+  }
+};
+
+sluice::MessageHeader Stamped(std::uint64_t timestamp_ns) {
+  sluice::MessageHeader header;
+  header.priority = MessagePriority::HIGH;
+  header.timestamp_ns = timestamp_ns;
+  return header;
+}
+
+// The user report: the batch's reading is taken at 1,000 ns; an e-stop
+// published at 1,400 ns is taken in the same batch, when the clock reads
+// 2,000 ns. Its latency is 600 ns, not 0: the stamp is later than the
+// batch's reading, so the recorder reads the clock once more. The next
+// message uses that fresh reading without another read (the scripted 9,999
+// would show), and one stamped before the batch's reading reads nothing.
+TEST(LatencyTest, AMessagePublishedAfterTheBatchReadingIsMeasuredToAFreshReading) {
+  sluice::detail::LatencyRecorder<true> recorder;
+  ScriptedClock::Script(2'000, 9'999, 9'999, 9'999);
+  auto batch = recorder.BeginBatch<ScriptedClock, 16>(1'000);
+  batch.Add(Stamped(400));  // before the reading: 600 ns, no read
+  EXPECT_EQ(ScriptedClock::reads, 0);
+  batch.Add(Stamped(1'400));  // after it: measured to the fresh 2,000
+  EXPECT_EQ(ScriptedClock::reads, 1);
+  batch.Add(Stamped(1'500));  // after the first reading, before the fresh one
+  EXPECT_EQ(ScriptedClock::reads, 1);
+  batch.Finish();
+  const LatencyHistogram& high = recorder.Snapshot().For(MessagePriority::HIGH);
+  EXPECT_EQ(high.count, 3u);
+  EXPECT_EQ(high.sum_nanos, 600u + 600u + 500u);
+  EXPECT_EQ(high.buckets[0], 0u) << "a message published after the reading recorded as 0";
+  EXPECT_EQ(high.buckets[3], 2u);  // 600 ns twice: 513-1024 ns
+  EXPECT_EQ(high.buckets[2], 1u);  // 500 ns: 257-512 ns
+}
+
+// Without a clock (the recorder's own tests) a later stamp still records 0.
+TEST(LatencyTest, WithoutAClockALaterStampRecordsZero) {
+  sluice::detail::LatencyRecorder<true> recorder;
+  auto batch = recorder.BeginBatch(1'000);
+  batch.Add(Stamped(1'400));
+  batch.Finish();
+  const LatencyHistogram& high = recorder.Snapshot().For(MessagePriority::HIGH);
+  EXPECT_EQ(high.buckets[0], 1u);
+  EXPECT_EQ(high.sum_nanos, 0u);
+}
+
+// The same through a bus, FIFO and priority-ordered: a subscriber publishes
+// a HIGH message while the batch runs, the consumer takes it in that batch.
+template <typename Traits>
+struct ManualClocked : Traits {
+  using Clock = ManualClock;
+};
+
+template <typename Traits>
+void ExpectPublishedDuringTheBatchIsMeasured() {
+  sluice::MpscBus<BasicPayload, 64, ManualClocked<Traits>> bus;
+  bool published = false;
+  auto handle = bus.template Subscribe<MotorCmd>([&](const MotorCmd& command) {
+    if (command.speed != 1 || published) return;
+    ManualClock::now = 3'000'000;  // the e-stop is published now,
+    published = bus.PublishWithPriority(MotorCmd{2}, 0, MessagePriority::HIGH).IsAdmitted();
+    ManualClock::now = 3'000'600;  // and taken up 600 ns later
+  });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_TRUE(bus.PublishFast(MotorCmd{1}, 0, nanoseconds(1'000'000), MessagePriority::LOW));
+  ManualClock::now = 2'000'000;  // the batch's reading
+  EXPECT_EQ(bus.ProcessBatch(), 2u);
+  ASSERT_TRUE(published);
+  const LatencyHistogram high = bus.GetLatencyHistograms().For(MessagePriority::HIGH);
+  EXPECT_EQ(high.count, 1u);
+  EXPECT_EQ(high.sum_nanos, 600u);
+  EXPECT_EQ(high.buckets[3], 1u);  // 513-1024 ns: not 0, not "at most 1 us"
+  EXPECT_EQ(high.PercentileNanos(0.5), 1024u);
+  EXPECT_EQ(bus.GetLatencyHistograms().For(MessagePriority::LOW).sum_nanos, 1'000'000u);
+}
+
+TEST(LatencyTest, AMessagePublishedDuringTheBatchIsMeasuredFifo) {
+  ExpectPublishedDuringTheBatchIsMeasured<sluice::DefaultBusTraits>();
+}
+
+TEST(LatencyTest, AMessagePublishedDuringTheBatchIsMeasuredPriorityOrdered) {
+  ExpectPublishedDuringTheBatchIsMeasured<sluice::PriorityOrderTraits>();
 }
 
 // Sub-microsecond latencies fall in buckets of their own: 300, 600 and

@@ -302,10 +302,12 @@ class AsyncBus
   // reads the bus clock at the start of each batch and again every
   // Traits::Latency::kClockInterval (N) messages, and measures each message
   // from its timestamp_ns to the latest reading before the consumer took it
-  // up: never more than the true
-  // latency to that moment, and short of it by at most the time the consumer
-  // spent on the at most N - 1 messages it took before it in the batch
-  // (docs/api.md). Messages with timestamp_ns 0 are not counted.
+  // up: never more than the true latency to that moment, and short of it by
+  // at most the time the consumer spent on the at most N - 1 messages it took
+  // before it in the batch. A message published after that reading (taken in
+  // the same batch) is measured to a reading the consumer takes then, after
+  // it was published, not recorded as 0 (docs/api.md). Messages with
+  // timestamp_ns 0 are not counted.
   // Empty with NoLatencyHistograms in the traits.
   LatencySnapshot GetLatencyHistograms() const noexcept { return core_.latency_.Snapshot(); }
 

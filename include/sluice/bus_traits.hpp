@@ -151,8 +151,9 @@ struct NoLatencyHistograms {
 // messages of a batch, so a message is measured to a reading taken before it
 // was taken up and after all but at most N - 1 of the messages before it:
 // never more than its true latency, short by at most the time those N - 1
-// took (docs/api.md). 16: a read of the default clock costs more than the
-// histogram's whole per-message work (40 instructions against about 28,
+// took; a message published after that reading is measured to one more
+// reading, taken when the consumer meets it (docs/api.md). 16: a read of the default clock costs
+// more than the histogram's whole per-message work (40 instructions against about 28,
 // docs/performance.md), so at 16 it adds under 3 instructions a message and the error stays within
 // 15 messages' dispatch; 1 measures each message to its own dispatch at a read per message.
 template <std::uint32_t kClockIntervalMessages = 16>

@@ -117,13 +117,24 @@ class LatencyRecorder {
   // re-reads Clock before messages kClockInterval, 2 * kClockInterval, ...,
   // so message k is measured to a reading taken before the consumer took it
   // up (Add comes before its dispatch) and after it had taken up all but the
-  // last k mod kClockInterval <= kClockInterval - 1 messages before it. With a
-  // clock that never goes back on the consumer's thread, the recorded
-  // latency is at most the true one (publish to being taken up) and short of
-  // it by at most the time the consumer spent on those messages (their
-  // dispatch and the bus's own work). Per message: a decrement and a branch.
-  // kClockInterval 0: `now_nanos` serves the whole batch (the recorder's own
-  // tests; the bus always passes at least 1).
+  // last k mod kClockInterval <= kClockInterval - 1 messages before it.
+  // A message stamped later than that reading was published after it (a
+  // producer published while the batch ran, and the consumer took the
+  // message in the same batch): Add() then reads the clock once more, before
+  // its dispatch, measures it to that fresh reading and keeps the reading
+  // for the messages after it until the next scheduled one. With a clock
+  // that never goes back and that every thread reads alike, the recorded
+  // latency so is never above the true one (publish to being taken up: the
+  // start of its dispatch) and short of it by at most the time the consumer
+  // spent on those kClockInterval - 1 messages before it (their dispatch and
+  // the bus's own work), and a message published after the last reading is
+  // measured against a reading taken after it was published. It is 0 only
+  // when even the fresh reading is earlier than the stamp (clocks of two
+  // cores that disagree). Per message: a decrement, a compare and two
+  // branches; the extra read only for a message published after the reading.
+  // kClockInterval 0 and Clock void: `now_nanos` serves the whole batch and a
+  // later stamp records 0 (the recorder's own tests; the bus always passes a
+  // clock and an interval of at least 1).
   template <typename Clock = void, std::uint32_t kClockInterval = 0>
   class Batch {
    public:
@@ -142,6 +153,10 @@ class LatencyRecorder {
       const std::uint64_t stamp = header.timestamp_ns;
       // 0: published without a clock (BARE_METAL Publish, NullClock).
       if (stamp == 0) return;
+      if constexpr (!std::is_void_v<Clock>) {
+        // Published after the reading: measured to a fresh one (see above).
+        if (stamp > now_) now_ = ClockNanos<Clock>();
+      }
       const std::uint64_t latency = now_ > stamp ? now_ - stamp : 0;
       const std::size_t key =
           static_cast<std::size_t>(header.priority) * kLatencyBucketCount + LatencyBucket(latency);
