@@ -27,6 +27,7 @@
 #include "sluice/publish_result.hpp"
 #include "sluice/statistics.hpp"
 #include "sluice/subscription_handle.hpp"
+#include "sluice/wait_set.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
@@ -70,6 +71,24 @@ class AsyncBus
   AsyncBus() : core_(0) {}
   // For tests: counting starts at `first` (near the wrap), not at 0.
   explicit AsyncBus(detail::FirstPosition first) : core_(first.value) {}
+  // A bus in `set` (sluice/wait_set.hpp): its publishes and Close wake the
+  // set's signal, so one thread can sleep on this bus and others with
+  // set.Wait or set.ProcessBatchWait. The set must outlive the bus (declare
+  // it first). ProcessBatchWait on this bus still works: it sleeps on the
+  // set's signal. Needs a parker in the traits, the set's.
+  template <typename SetParker>
+  explicit AsyncBus(WaitSet<SetParker>& set) : core_(0) {
+    static_assert(Core::kCanPark,
+                  "Sluice: a bus joins a WaitSet only with a parker in its traits (`using "
+                  "Waiting = sluice::WaitWith<Parker>;`, the set's Parker)");
+    static_assert(!Core::kCanPark || std::is_same_v<SetParker, typename Core::Parker>,
+                  "Sluice: a bus joins only a WaitSet of the Parker its traits name");
+    if constexpr (std::is_same_v<SetParker, typename Core::Parker>) {
+      // Before the constructor returns, so before any other thread can
+      // publish here (handing the bus to one is the synchronisation).
+      core_.wake_.Join(&set.signal_);
+    }
+  }
   AsyncBus(const AsyncBus&) = delete;
   AsyncBus& operator=(const AsyncBus&) = delete;
   // Destroys queued payloads and subscription callables. No thread may be
@@ -352,6 +371,8 @@ class AsyncBus
 
  private:
   friend struct detail::TestAccess;
+  template <typename>
+  friend class WaitSet;
   friend class detail::PublishApi<AsyncBus, Payload>;
   static constexpr bool kOffersBlocking = true;
 

@@ -20,3 +20,4 @@
 #include "sluice/statistics.hpp"
 #include "sluice/subscription_handle.hpp"
 #include "sluice/version.hpp"
+#include "sluice/wait_set.hpp"

@@ -62,6 +62,37 @@ struct NoWakeSignal {
   void Notify() noexcept {}
 };
 
+// The signal that wakes the bus's consumer: the bus's own, or the one of the
+// WaitSet the bus joined (sluice/wait_set.hpp), which every bus of the set
+// notifies. Set once, in the bus's constructor, before any other thread can
+// reach the bus; read-only after that. `wake_->` reaches the signal in use.
+template <typename Signal>
+class ConsumerWake {
+ public:
+  ConsumerWake() noexcept = default;
+  ConsumerWake(const ConsumerWake&) = delete;
+  ConsumerWake& operator=(const ConsumerWake&) = delete;
+
+  void Join(Signal* shared) noexcept { signal_ = shared; }
+  bool Uses(const Signal* signal) const noexcept { return signal_ == signal; }
+  Signal* operator->() const noexcept { return signal_; }
+  Signal& operator*() const noexcept { return *signal_; }
+
+ private:
+  Signal own_;
+  Signal* signal_ = &own_;
+};
+
+// Without a parker: the empty signal alone, no pointer to load.
+template <>
+class ConsumerWake<NoWakeSignal> {
+ public:
+  NoWakeSignal* operator->() noexcept { return &none_; }
+
+ private:
+  NoWakeSignal none_;
+};
+
 template <typename Payload, std::size_t kCapacity, ProducerModel kProducers, typename Traits>
 class BusCore {
   static_assert(IsVariant<Payload>::value,
@@ -274,7 +305,10 @@ class BusCore {
                   sender_id, priority, counted, source.lane(), make_payload);
     source.queue.Publish(claim);
     source.Leave();
-    wake_.Notify();
+    // SYNC POINT WRITE (W): after the slot's release store, the fence and
+    // the waiter load of the consumer's signal, the bus's own or its
+    // WaitSet's (sluice/wait_set.hpp): whichever its consumer sleeps on.
+    wake_->Notify();
     return PublishResult::MakeAdmitted(priority);
   }
 
@@ -324,7 +358,7 @@ class BusCore {
           source.queue.Publish(claim);
         }
         source.Leave();
-        if (claimed != 0) wake_.Notify();
+        if (claimed != 0) wake_->Notify();
         admitted += static_cast<std::uint32_t>(claimed);
         if (claimed < wanted) {
           // The rest of the batch, this run's and every later one's, did
@@ -562,8 +596,10 @@ class BusCore {
   // Consumer: true once a message is ready, false when `timeout` passed
   // first or the bus is drained (nothing will ever come).
   bool WaitForMessage(std::chrono::nanoseconds timeout) {
+    // In a WaitSet: sleeps on the set's signal, which any bus of the set
+    // may wake (a spurious wake-up here: WaitUntil re-checks this bus).
     return WaitUntil(
-               wake_, kPollsBeforePark, timeout, [this] { return queue_.TryFront() != nullptr; },
+               *wake_, kPollsBeforePark, timeout, [this] { return queue_.TryFront() != nullptr; },
                [this] { return IsDrained(); }) == WaitEnd::kReady;
   }
 
@@ -609,7 +645,7 @@ class BusCore {
     close_.Begin();
     const Position tail = queue_.Close();
     close_.Finish(tail);
-    wake_.Notify();
+    wake_->Notify();
     // Every producer waiting for room re-checks and finds the bus closed.
     room_.NotifyWaiters(/*only_with_room=*/false, [](MessagePriority) { return true; });
   }
@@ -640,7 +676,7 @@ class BusCore {
 
   Queue queue_;
   Policy policy_;
-  WakeSignalType wake_;
+  ConsumerWake<WakeSignalType> wake_;
   // PublishBlocking's room signals and the thread inside a batch; empty
   // without a parker.
   RoomSignals<Parker, kCanPark && !SLUICE_FREESTANDING> room_;

@@ -68,7 +68,7 @@ struct TestAccess {
   // How many consumers have announced that they sleep (0 or 1).
   template <typename Bus>
   static std::uint32_t ConsumerWaiters(const Bus& bus) {
-    return bus.core_.wake_.Waiters();
+    return bus.core_.wake_->Waiters();
   }
 
   // A publish into producer lane `lane` (index from 0) of a priority-ordered

@@ -1,0 +1,202 @@
+// WaitSet: one consumer thread sleeps on several buses at once.
+//
+//   sluice::WaitSet<sluice::FutexParker> set;      // declared before its buses
+//   SensorBus sensors(set);                        // each joins at construction
+//   CommandBus commands(set);
+//   while (!(sensors.IsDrained() && commands.IsDrained())) {
+//     set.ProcessBatchWait(std::chrono::milliseconds(100), 64, commands, sensors);
+//   }
+//
+// A bus constructed with a set wakes the set's one wake signal instead of its
+// own (detail/bus_core.hpp, ConsumerWake), so a publish or Close on any of
+// them wakes the set's waiter. The buses' traits must name the set's Parker.
+//
+// Lifetime: the set must outlive every bus that joined it (declare it
+// first), as a mutex outlives the locks that name it: each publish and Close
+// of such a bus touches the set.
+//
+// Threads: the thread that calls Wait or ProcessBatchWait must be the
+// consumer of every bus it lists (one consumer per bus, as always). Other
+// threads may wait on other buses of the same set (each bus's own
+// ProcessBatchWait waits on the set's signal too); every wake-up wakes them
+// all, and each re-checks its own buses.
+//
+// No lost wake-up, SYNC POINT (W) across buses: see Wait below and
+// docs/design.md, "One thread, several buses"; model:
+// tests/spin/wait_set_wakeup.pml.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "sluice/config.hpp"
+#include "sluice/detail/waiting.hpp"
+#include "sluice/detail/wake_signal.hpp"
+#include "sluice/parker.hpp"
+#include "sluice/producer_model.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+
+// Why a WaitSet's wait ended.
+enum class WaitSetOutcome : std::uint8_t {
+  kReady,           // a listed bus has a message ready; `index` names the first
+  kTimedOut,        // the timeout passed with nothing ready
+  kAllDrained,      // every listed bus is closed and drained: nothing will come
+  kNotMember,       // `index` names a bus not constructed with this set: no wait
+  kInsideCallback,  // called from inside a callback of a listed bus: no wait
+};
+
+struct WaitSetResult {
+  WaitSetOutcome outcome = WaitSetOutcome::kTimedOut;
+  // kReady: the first bus, in argument order, with a message ready.
+  // kNotMember: the first bus, in argument order, outside the set. Else 0.
+  std::uint32_t index = 0;
+
+  explicit operator bool() const noexcept { return outcome == WaitSetOutcome::kReady; }
+};
+
+template <typename Parker>
+class WaitSet {
+  static_assert(!std::is_same_v<Parker, NoParker>,
+                "Sluice: a WaitSet needs a parker (for example sluice::FutexParker or "
+                "sluice::ConditionVariableParker), the same one its buses' traits name");
+
+ public:
+  WaitSet() noexcept = default;
+  WaitSet(const WaitSet&) = delete;
+  WaitSet& operator=(const WaitSet&) = delete;
+  // No thread may be waiting on the set, and no bus that joined it may still
+  // exist.
+  ~WaitSet() = default;
+
+  // Waits up to `timeout` until a listed bus has a message ready (kReady
+  // with its index), every listed bus is drained (kAllDrained), or the
+  // timeout passes (kTimedOut; nanoseconds::max() is for ever). Polls the
+  // first bus's Traits::Waiting::kPollsBeforePark times, then sleeps. Returns
+  // at once, without waiting, with kNotMember when a listed bus did not join
+  // this set (its publishes would not wake the set: a sleep could miss them),
+  // and with kInsideCallback from inside a callback or visitor of a listed
+  // bus. A bus that is drained is never ready; the others are still waited
+  // for. On the consumer thread of every listed bus. SLUICE_FREESTANDING:
+  // one park at most (as the bus's ProcessBatchWait), so any wake-up of the
+  // set, for any bus of it, may end the wait early with kTimedOut.
+  template <typename Rep, typename Period, typename... Buses>
+  WaitSetResult Wait(std::chrono::duration<Rep, Period> timeout, Buses&... buses) {
+    static_assert(sizeof...(Buses) > 0, "Sluice: WaitSet::Wait needs at least one bus");
+    constexpr bool kSameParker = (std::is_same_v<typename Buses::Core::Parker, Parker> && ...);
+    static_assert(kSameParker,
+                  "Sluice: every bus a WaitSet waits on must name the set's Parker in its traits");
+    WaitSetResult result;
+    if constexpr (kSameParker) result = WaitOn(detail::SaturatingNanos(timeout), buses...);
+    return result;
+  }
+
+  // Wait, then one ProcessBatch(max_per_bus) on each listed bus in argument
+  // order; returns how many messages it dispatched in all: 0 when the wait
+  // ended without a ready bus (timeout, every bus drained, a bus outside the
+  // set, inside a callback) or max_per_bus is 0. Order: a bus listed first
+  // is served first on every call, and every listed bus with messages gets
+  // a batch on every call, so none waits more than one call behind the
+  // others; within a priority-ordered bus, HIGH first as that bus delivers.
+  // Across buses no priority order is kept: a LOW message of a bus listed
+  // first goes before a HIGH one of a bus listed after it (each bus orders
+  // its own queue; comparing heads across buses would mean a second look at
+  // every queue per message). List the urgent bus first.
+  template <typename Rep, typename Period, typename... Buses>
+  std::uint32_t ProcessBatchWait(std::chrono::duration<Rep, Period> timeout,
+                                 std::uint32_t max_per_bus, Buses&... buses) {
+    if (max_per_bus == 0) return 0;
+    if (!Wait(timeout, buses...)) return 0;
+    // A comma fold: its operands run left to right (a `+` fold's need not).
+    std::uint32_t total = 0;
+    ((total += buses.ProcessBatch(max_per_bus)), ...);
+    return total;
+  }
+
+  // For tests: how many threads have announced that they sleep on the set.
+  std::uint32_t Waiters() const noexcept { return signal_.Waiters(); }
+
+ private:
+  template <typename, std::size_t, ProducerModel, typename>
+  friend class AsyncBus;
+
+  // Wait, for buses of the set's parker.
+  template <typename... Buses>
+  WaitSetResult WaitOn(std::chrono::nanoseconds timeout, Buses&... buses) {
+    WaitSetResult result;
+    if (std::uint32_t foreign = 0; FirstForeign(&foreign, buses...)) {
+      result.outcome = WaitSetOutcome::kNotMember;
+      result.index = foreign;
+      return result;
+    }
+    if ((buses.core_.dispatching_ || ...)) {
+      result.outcome = WaitSetOutcome::kInsideCallback;
+      return result;
+    }
+    // SYNC POINT READ (W), across buses. WaitUntil announces the sleep on
+    // the set's signal (PrepareWait: the waiter count's increment, then the
+    // seq_cst fence), then calls `ready` and `stop`, which re-check EVERY
+    // listed bus: its front slot (TryFront's acquire load, SYNC POINT READ
+    // (A)) and its close state (IsDrained: IsClosed's acquire load, SYNC
+    // POINT READ (S); the released position is the waiter's own).
+    // Every bus's notifier (a publish after its slot's release store, Close
+    // after the closed tail's) runs NotifierFence and loads the waiter count
+    // of the same signal, the set's (ConsumerWake in detail/bus_core.hpp).
+    // So each bus forms the Dekker pair of W with this waiter: a store made
+    // before the announcement is seen by the re-check of its bus, and a
+    // notifier that fenced after it sees the waiter and bumps the sequence,
+    // which the park compares with the ticket read before the announcement.
+    // A bus left out of the re-check, or notifying another signal, would
+    // break the pair (planted bugs of the model). The heavy-fence mode holds
+    // too: every notifier reads the set's Asymmetric(), and the set's
+    // parker runs the heavy fence in PrepareWait.
+    std::uint32_t ready_index = 0;
+    const auto ready = [&] { return FirstReady(&ready_index, buses...); };
+    const auto stop = [&] { return (buses.core_.IsDrained() && ...); };
+    switch (detail::WaitUntil(signal_, FirstPolls<Buses...>(), timeout, ready, stop)) {
+      case detail::WaitEnd::kReady:
+        result.outcome = WaitSetOutcome::kReady;
+        result.index = ready_index;
+        break;
+      case detail::WaitEnd::kStopped:
+        result.outcome = WaitSetOutcome::kAllDrained;
+        break;
+      case detail::WaitEnd::kTimedOut:
+        break;
+    }
+    return result;
+  }
+
+  template <typename First, typename...>
+  static constexpr std::uint32_t FirstPolls() noexcept {
+    return First::Core::kPollsBeforePark;
+  }
+
+  // Whether a listed bus has a message ready; the first one's index (in
+  // argument order) in *index. Consumer: TryFront is its call.
+  template <typename... Buses>
+  static bool FirstReady(std::uint32_t* index, Buses&... buses) noexcept {
+    std::uint32_t i = 0;
+    const bool found = ((buses.core_.queue_.TryFront() != nullptr || (++i, false)) || ...);
+    *index = i;
+    return found;
+  }
+
+  // Whether a listed bus did not join this set; the first one's index in
+  // *index.
+  template <typename... Buses>
+  bool FirstForeign(std::uint32_t* index, Buses&... buses) const noexcept {
+    std::uint32_t i = 0;
+    const bool found = ((!buses.core_.wake_.Uses(&signal_) || (++i, false)) || ...);
+    *index = i;
+    return found;
+  }
+
+  detail::WakeSignal<Parker> signal_;
+};
+
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
