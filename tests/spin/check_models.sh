@@ -42,6 +42,7 @@ models=(
   "freestanding_unsubscribe|1:assertion violated|||14"
   "freestanding_error_reporter|1:!(retired[c]),2:(c==x)|||14"
   "consumer_wakeup|1:invalid end state,2:invalid end state,3:invalid end state|||14"
+  "wait_set_wakeup|1:invalid end state,2:invalid end state,3:invalid end state,4:invalid end state|||18"
   "shutdown|1:!(drained),2:!(started_after_close)|||16"
   "room_wakeup|1:!(sleeper_with_room),2:invalid end state,3:!(sleeper_with_room),4:!(sleeper_after_close),5:!(sleeper_after_close),6:!(sleeper_after_close)|||22"
   "lane_close|1:(dispatched==admitted),2:(dispatched==admitted),3:(dispatched==admitted),4:(dispatched==admitted),5:(dispatched==admitted)|||18"
