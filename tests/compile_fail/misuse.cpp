@@ -244,6 +244,27 @@ int main() {
 #elif CASE == 51  // the 0.3 header field
   sluice::MessageHeader header;
   (void)header.timestamp_us;
+#elif CASE == 52  // a bus without a parker cannot join a WaitSet
+  sluice::WaitSet<sluice::ConditionVariableParker> set;
+  sluice::MpscBus<Payload, 8> bus(set);
+  (void)bus.QueueDepth();
+#elif CASE == 53  // nor can a bus whose traits name another parker
+  struct Traits : sluice::DefaultBusTraits {
+    using Waiting = sluice::WaitWith<sluice::FutexParker>;
+  };
+  sluice::WaitSet<sluice::ConditionVariableParker> set;
+  sluice::MpscBus<Payload, 8, Traits> bus(set);
+  (void)bus.QueueDepth();
+#elif CASE == 54  // nor may the set wait on one
+  struct Traits : sluice::DefaultBusTraits {
+    using Waiting = sluice::WaitWith<sluice::FutexParker>;
+  };
+  sluice::WaitSet<sluice::ConditionVariableParker> set;
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)set.Wait(std::chrono::seconds(1), bus);
+#elif CASE == 55  // a WaitSet without a parker
+  sluice::WaitSet<sluice::NoParker> set;
+  (void)set.Waiters();
 #elif CASE == 40  // a 0.2 knob: the starvation limit
   struct Traits : sluice::PriorityOrderTraits {
     static constexpr std::uint32_t kStarvationLimit = 4;
