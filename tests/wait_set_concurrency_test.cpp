@@ -242,10 +242,13 @@ TYPED_TEST(WaitSetConcurrencyTest, ProducersOnThreeBusesEveryMessageDispatchedEx
 // after the announcement) can wake the consumer. A publish that lands
 // between the consumer's last look and its announcement is found only by
 // the re-check of every bus. With the re-check of the first bus alone
-// planted in WaitSet::Wait, 7 of 9 runs of this test (3 parkers, 3 runs of
-// the binary, on a loaded 2-core machine) hung and failed, and each run of
-// the binary failed; with the publish's notify planted on the bus's own
-// signal, every run. 30,000 hand-overs (a tenth under ThreadSanitizer).
+// planted in WaitSet::Wait, 15 of 18 runs of this test (3 parkers, 6 runs
+// of the binary, on a loaded 2-core machine) left the consumer asleep and
+// failed, and every run of the binary failed (the test above, whose other
+// buses' traffic soon wakes the consumer, did not); with the publish's
+// notify planted on the bus's own signal, every run. A notifier without
+// its fence was not caught here on x86 (the SPIN model catches it).
+// 30,000 hand-overs (a tenth under ThreadSanitizer).
 TYPED_TEST(WaitSetConcurrencyTest, HandOversThatRotateAcrossBusesNeverLoseAWakeUp) {
   using Traits = EagerTraits<TypeParam>;
   sluice::WaitSet<TypeParam> set;
