@@ -203,6 +203,28 @@ TEST(LaneHolderTest, AHolderLeavingDuringAReadIsNotShown) {
   EXPECT_FALSE(holder.Read(name, [](const Counts&) {}));  // still vacant
 }
 
+// A label must be valid UTF-8 (the export is served as UTF-8): invalid
+// bytes become '?', valid characters are kept whole.
+TEST(ProducerStatisticsTest, InvalidUtf8InANameBecomesQuestionMarks) {
+  const auto registered = [](const std::string& name) {
+    LaneBus bus;
+    auto producer = bus.RegisterProducer(name.c_str());
+    std::string kept;
+    bus.ForEachProducer([&](const auto& p) { kept = p.name; });
+    return kept;
+  };
+  EXPECT_EQ(registered("abc\x80\x80"), "abc??");      // stray continuation bytes
+  EXPECT_EQ(registered("a\xC3"), "a?");               // a sequence cut short
+  EXPECT_EQ(registered("\xC0\xAF"), "??");            // an overlong form
+  EXPECT_EQ(registered("\xED\xA0\x80"), "???");       // a surrogate
+  EXPECT_EQ(registered("\xF4\x90\x80\x80"), "????");  // above U+10FFFF
+  EXPECT_EQ(registered("\xF0\x9F\x9A\x97 car"), "\xF0\x9F\x9A\x97 car");  // 4 bytes, valid
+  // 30 ASCII bytes and a 3-byte character: the character does not fit whole.
+  EXPECT_EQ(registered(std::string(30, 'x') + "\xE2\x82\xAC"), std::string(30, 'x'));
+  EXPECT_EQ(registered(std::string(28, 'x') + "\xE2\x82\xAC"),
+            std::string(28, 'x') + "\xE2\x82\xAC");
+}
+
 TEST(ProducerStatisticsTest, ABusWithoutLanesHasNoProducers) {
   FifoBus bus;
   int calls = 0;
@@ -263,6 +285,48 @@ TYPED_TEST(BackpressurePeakTest, APeakIsNeverBelowTheFillNow) {
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(bus.PublishWithPriority(i, 0, MessagePriority::HIGH));
   EXPECT_EQ(bus.TakeBackpressurePeak().fill, 5u);
   EXPECT_EQ(bus.TakeBackpressurePeak().fill, 5u);  // still queued
+}
+
+// HIGH's limit is 99 %: on a bus of more than 100 slots it is refused
+// before every slot is taken, at CRITICAL.
+TEST(BackpressurePeakLevelTest, AHighRefusedOnALargeBusReadsAtLeastCritical) {
+  sluice::AsyncBus<Payload, 128> bus;
+  int admitted = 0;
+  while (bus.PublishWithPriority(admitted, 0, MessagePriority::HIGH)) ++admitted;
+  ASSERT_LT(admitted, 128);
+  while (bus.ProcessBatchWith([](const int&) {}) > 0) {
+  }
+  const sluice::BackpressurePeak peak = bus.TakeBackpressurePeak();
+  EXPECT_EQ(peak.fill, static_cast<std::size_t>(admitted));
+  EXPECT_GE(peak.level, BackpressureLevel::CRITICAL);
+}
+
+// The level is the one the bus reported when the refusal happened, not one
+// computed later with other thresholds.
+TEST(BackpressurePeakLevelTest, TheLevelIsTakenWhenTheRefusalHappens) {
+  FifoBus bus;
+  bus.SetPerformanceMode(sluice::PerformanceMode::NO_STATS);  // batches note nothing
+  int refused = 0;
+  for (int i = 0; i < 16; ++i)
+    refused += bus.PublishWithPriority(i, 0, MessagePriority::LOW) ? 0 : 1;
+  ASSERT_GT(refused, 0);
+  while (bus.ProcessBatchWith([](const int&) {}) > 0) {
+  }
+  ASSERT_TRUE(bus.SetAdmissionThresholds(90, 95, 99));  // the refused fill is NORMAL now
+  EXPECT_GE(bus.TakeBackpressurePeak().level, BackpressureLevel::WARNING);
+}
+
+TEST(BackpressurePeakLevelTest, PeekingLeavesThePeriodRunning) {
+  FifoBus bus;
+  for (int i = 0; i < 16; ++i) (void)bus.PublishWithPriority(i, 0, MessagePriority::LOW);
+  while (bus.ProcessBatchWith([](const int&) {}) > 0) {
+  }
+  const FifoBus& view = bus;
+  const sluice::BackpressurePeak peeked = view.PeekBackpressurePeak();
+  EXPECT_GE(peeked.level, BackpressureLevel::WARNING);
+  EXPECT_EQ(view.PeekBackpressurePeak().fill, peeked.fill);
+  EXPECT_EQ(bus.TakeBackpressurePeak().fill, peeked.fill);
+  EXPECT_EQ(view.PeekBackpressurePeak().fill, 0u);
 }
 
 TEST(BackpressurePeakLaneTest, ALaneRefusalIsTheLanesNotTheSharedQueues) {

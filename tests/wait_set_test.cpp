@@ -18,6 +18,7 @@
 #include <thread>
 #include <variant>
 
+#include "sluice/detail/test_access.hpp"
 #include "sluice/extras/condition_variable_parker.hpp"
 #include "sluice/sluice.hpp"
 #include "typed_test_names.hpp"
@@ -184,6 +185,38 @@ TYPED_TEST(WaitSetTest, AllDrainedOnceEveryListedBusIsClosedAndEmpty) {
   result = set.Wait(kLongWait, readings, commands);
   EXPECT_EQ(result.outcome, WaitSetOutcome::kAllDrained);
   EXPECT_EQ(set.ProcessBatchWait(kLongWait, 8, readings, commands), 0u);
+}
+
+template <typename ParkerType>
+struct EagerLaneTraits : EagerTraits<ParkerType> {
+  using Lanes = sluice::ProducerLanes<2, 16>;
+};
+
+// A lane publish in flight keeps a closed bus from being drained (it may
+// still admit its message), so a waiter that re-checked then sleeps; the
+// publish, refused as the bus is closed, must wake it when it leaves.
+// The flag is set here as the producer's own preempted publish would have
+// set it; the producer's next call then runs the real refusal path.
+TYPED_TEST(WaitSetTest, ALanePublishRefusedAfterCloseWakesAWaiterThatSawItInFlight) {
+  using LaneBus =
+      sluice::MpscBus<ReadingPayload, 16, EagerLaneTraits<typename TestFixture::Parker>>;
+  typename TestFixture::Set set;
+  LaneBus sensors(set);
+  auto lidar = sensors.RegisterProducer("lidar");
+  ASSERT_TRUE(lidar);
+  sluice::detail::TestAccess::SetLanePublishing(sensors, 0, true);  // preempted in a publish
+  sensors.Close();
+  ASSERT_FALSE(sensors.IsDrained());
+  sluice::WaitSetResult result;
+  std::thread waiter([&] { result = set.Wait(kLongWait, sensors); });
+  TestFixture::AwaitWaiters(set);
+  // Lets the waiter finish its re-check and park (not needed for the
+  // outcome, only for the lost wake-up to have a chance to show).
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(lidar.Publish(Reading{'s', 1}).Outcome(), sluice::PublishOutcome::kClosed);
+  waiter.join();
+  EXPECT_EQ(result.outcome, WaitSetOutcome::kAllDrained);
+  this->ExpectEveryParkWoken();
 }
 
 TYPED_TEST(WaitSetTest, CloseOfTheLastOpenBusWakesTheParkedWaiter) {

@@ -102,7 +102,7 @@ class AsyncBus
   // Takes a free lane for the calling producer: a valid Producer, or an
   // invalid one when all Traits::Lanes::kMaxProducers lanes are taken.
   // `name` (optional, NUL-terminated, copied: it need not outlive the call)
-  // labels its counters in GetProducerStatistics and the Prometheus export;
+  // labels its counters in ForEachProducer and the Prometheus export;
   // a name longer than kProducerNameCapacity - 1 bytes is cut at a UTF-8
   // boundary. Lock-free; any thread. A compile error when the traits allow
   // no lanes.
@@ -352,21 +352,31 @@ class AsyncBus
   // Producer reports its lane's): by default WARNING from the fill at which LOW
   // is refused, CRITICAL from MEDIUM's (following SetAdmissionThresholds);
   // Traits::kBackpressureScale = BackpressureScale::kFixed: 75 % and 90 %.
-  BackpressureLevel GetBackpressureLevel() const noexcept { return LevelOf(core_.SharedDepth()); }
+  BackpressureLevel GetBackpressureLevel() const noexcept {
+    return core_.LevelOf(core_.SharedDepth());
+  }
 
   // Any thread: the highest fill of the shared queue since the last call (or
-  // construction), and its level as GetBackpressureLevel() classifies it
-  // now; the next period starts at this call (reset on read: two observers
-  // taking peaks split them between them). The fill counted is the largest
-  // of: the fill now, the fill every refusal by fill saw (at least the
-  // refused priority's limit; every mode), and the fill at the start of each
-  // dispatch batch (FULL_FEATURED). So a period in which a priority was
-  // refused for fill reports at least the level at which it is refused; a
-  // rise that refused nothing and that the consumer took back within one
-  // batch can be missed. Lock-free.
+  // construction) and the highest level GetBackpressureLevel() would have
+  // reported at the fills noted (each a maximum of its own, the level
+  // classified when noted); the next period starts at this call (reset on
+  // read: two observers taking peaks split them between them). Noted: the
+  // fill and level at this call, those every refusal for fill saw (at least
+  // the refused priority's limit; every mode), and those at the start of
+  // each dispatch batch (FULL_FEATURED). So, with the default
+  // BackpressureScale, a period in which a priority was refused for fill
+  // reports at least the level at which it is refused (LOW: WARNING;
+  // MEDIUM and HIGH: CRITICAL; FULL once every slot was taken); a rise that
+  // refused nothing and that the consumer took back within one batch can be
+  // missed. Lock-free.
   BackpressurePeak TakeBackpressurePeak() noexcept {
-    const Position fill = core_.peak_fill_.Take(core_.SharedDepth());
-    return BackpressurePeak{static_cast<std::size_t>(fill), LevelOf(fill)};
+    const Position now = core_.SharedDepth();
+    return core_.peak_fill_.Take(now, core_.LevelOf(now));
+  }
+  // As TakeBackpressurePeak, without starting a new period.
+  BackpressurePeak PeekBackpressurePeak() const noexcept {
+    const Position now = core_.SharedDepth();
+    return core_.peak_fill_.Peek(now, core_.LevelOf(now));
   }
 
  private:
@@ -375,14 +385,6 @@ class AsyncBus
   friend class WaitSet;
   friend class detail::PublishApi<AsyncBus, Payload>;
   static constexpr bool kOffersBlocking = true;
-
-  BackpressureLevel LevelOf(Position fill) const noexcept {
-    if constexpr (Traits::kBackpressureScale == BackpressureScale::kFixed) {
-      return ClassifyBackpressure(fill, kCapacity);
-    } else {
-      return core_.policy_.LevelAt(fill);
-    }
-  }
 
   // The publish API's hooks: the shared queue.
   static constexpr bool CanPublish() noexcept { return true; }

@@ -63,10 +63,12 @@
 #define SLUICE_ALWAYS_INLINE inline __attribute__((always_inline))
 #define SLUICE_LAMBDA_ALWAYS_INLINE __attribute__((always_inline))
 #define SLUICE_NOINLINE __attribute__((noinline))
+#define SLUICE_UNLIKELY(condition) __builtin_expect(!!(condition), 0)
 #else
 #define SLUICE_ALWAYS_INLINE inline
 #define SLUICE_LAMBDA_ALWAYS_INLINE
 #define SLUICE_NOINLINE
+#define SLUICE_UNLIKELY(condition) (condition)
 #endif
 
 // Every Sluice name lives in an inline namespace named after the settings

@@ -238,6 +238,18 @@ class BusCore {
     return PublishResult(outcome, priority, admitted);
   }
 
+  // A lane publish that ended without admitting anything: IsDrained counts
+  // a lane publish in flight (its `publishing` flag) as not drained, so a
+  // consumer that re-checked while this one was in flight and went to sleep
+  // must be woken now that it has left (SYNC POINT (W): the flag's store,
+  // then the notifier's fence and its load of the waiters). Refusals only:
+  // an admitted publish notifies anyway. Nothing for the shared queue,
+  // whose drained state does not count refused publishes.
+  template <typename Source>
+  void LeftUnadmitted(const Source&) noexcept {
+    if constexpr (!std::is_same_v<Source, SharedSource>) wake_->Notify();
+  }
+
   // A refusal for fill: the refused claim saw the shared queue at least at
   // the priority's limit (PeakFill). A lane's fill is its own.
   template <typename Source>
@@ -245,7 +257,8 @@ class BusCore {
     if constexpr (std::is_same_v<Source, SharedSource>) {
       const Position limit = Source::Limit(policy_, mode, priority);
       const Position now = SharedDepth();
-      peak_fill_.Note(limit > now ? limit : now);
+      const Position fill = limit > now ? limit : now;
+      peak_fill_.Note(fill, LevelOf(fill));
     }
   }
 
@@ -282,12 +295,14 @@ class BusCore {
           mode == PerformanceMode::BARE_METAL ? 0 : detail::ClockNanos<typename Traits::Clock>();
     }
     if (!source.Enter()) {
+      LeftUnadmitted(source);
       return kCountRefusal ? Refuse(source, PublishOutcome::kClosed, mode, priority, 1)
                            : PublishResult(PublishOutcome::kClosed, priority);
     }
     typename Source::Target::Claim claim;
     if (!source.queue.TryClaim(Source::Limit(policy_, mode, priority), priority, &claim)) {
       source.Leave();
+      LeftUnadmitted(source);
       const PublishOutcome outcome =
           source.ClosedAfterRefusal() ? PublishOutcome::kClosed : Source::kFull;
       if (outcome == Source::kFull) NoteRefusedFill(source, mode, priority);
@@ -343,6 +358,7 @@ class BusCore {
       }
       if (wanted != 0) {
         if (!source.Enter()) {
+          LeftUnadmitted(source);
           return RefuseRest(source, PublishOutcome::kClosed, mode, priority, first, last, admitted);
         }
         typename Source::Target::Run run{};
@@ -358,7 +374,11 @@ class BusCore {
           source.queue.Publish(claim);
         }
         source.Leave();
-        if (claimed != 0) wake_->Notify();
+        if (claimed != 0) {
+          wake_->Notify();
+        } else {
+          LeftUnadmitted(source);
+        }
         admitted += static_cast<std::uint32_t>(claimed);
         if (claimed < wanted) {
           // The rest of the batch, this run's and every later one's, did
@@ -430,7 +450,10 @@ class BusCore {
     Envelope* envelope = queue_.TryFront();
     if (envelope == nullptr) return 0;
     // The fill this batch starts from, for the peak between scrapes.
-    if (policy_.Mode() == PerformanceMode::FULL_FEATURED) peak_fill_.Note(SharedDepth());
+    if (policy_.Mode() == PerformanceMode::FULL_FEATURED) {
+      const Position fill = SharedDepth();
+      peak_fill_.Note(fill, LevelOf(fill));
+    }
     dispatching_ = true;
     room_.EnterBatch();
     if constexpr (kKind == BatchKind::kSubscriptions) epoch_.Enter();
@@ -490,8 +513,8 @@ class BusCore {
   // without latency recording, so a run that records nothing tests nothing
   // per message.
   template <typename DispatchOne>
-  std::uint32_t DispatchRun(Envelope* envelope, std::uint32_t max_messages,
-                            DispatchOne& dispatch_one) {
+  SLUICE_ALWAYS_INLINE std::uint32_t DispatchRun(Envelope* envelope, std::uint32_t max_messages,
+                                                 DispatchOne& dispatch_one) {
     // Counted per priority (see detail/statistics_counters.hpp).
     [[maybe_unused]] Counter counted[kPriorityCount] = {};
     const auto run = [&](auto& latency) SLUICE_LAMBDA_ALWAYS_INLINE {
@@ -660,6 +683,15 @@ class BusCore {
       return queue_.LanesDrained();
     } else {
       return true;
+    }
+  }
+
+  // The level of a fill of the shared queue, on the traits' scale.
+  BackpressureLevel LevelOf(Position fill) const noexcept {
+    if constexpr (Traits::kBackpressureScale == BackpressureScale::kFixed) {
+      return ClassifyBackpressure(fill, kCapacity);
+    } else {
+      return policy_.LevelAt(fill);
     }
   }
 

@@ -1,6 +1,6 @@
 // Who holds a producer lane: the name it registered with and the lane's
 // counters when it registered, so observers can report its counts under its
-// name (AsyncBus::GetProducerStatistics, the Prometheus `producer` label).
+// name (AsyncBus::ForEachProducer, the Prometheus `producer` label).
 //
 // SYNC POINT (N), a sequence lock with one writer at a time: the lane's
 // holder (registration is serialised by the lane's `taken` CAS, SYNC POINT
@@ -32,18 +32,59 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace detail {
 
-// How many bytes of `name` (NUL-terminated, or null) fit in `capacity` - 1
-// bytes without cutting a UTF-8 sequence.
-inline std::size_t FittingNameLength(const char* name, std::size_t capacity) noexcept {
-  if (name == nullptr) return 0;
+// The length of the UTF-8 sequence at `text` (1 to 4), or 0 when it is not
+// one: a stray continuation byte, an overlong form, a surrogate, a code
+// point above U+10FFFF, or a sequence cut short (by a NUL too).
+inline std::size_t Utf8SequenceLength(const unsigned char* text) noexcept {
+  const unsigned char lead = text[0];
+  if (lead < 0x80) return 1;
   std::size_t length = 0;
-  while (length + 1 < capacity && name[length] != '\0') ++length;
-  if (name[length] == '\0') return length;
-  // Cut: drop a sequence whose continuation bytes (10xxxxxx) did not all fit.
-  const auto continuation = [](char c) { return (static_cast<unsigned char>(c) & 0xC0u) == 0x80u; };
-  if (!continuation(name[length])) return length;
-  while (length > 0 && continuation(name[length - 1])) --length;
-  return length > 0 ? length - 1 : 0;  // the sequence's lead byte
+  unsigned char low = 0x80, high = 0xBF;  // the second byte's range
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;   // overlong
+    if (lead == 0xED) high = 0x9F;  // surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;   // overlong
+    if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (text[1] < low || text[1] > high) return 0;
+  for (std::size_t i = 2; i < length; ++i) {
+    if ((text[i] & 0xC0u) != 0x80u) return 0;
+  }
+  return length;
+}
+
+// Copies `name` (NUL-terminated, or null for none) into `out` as valid
+// UTF-8, so an exported label is valid text: each byte that does not start
+// a valid sequence becomes '?', and the copy stops before the first
+// character that does not fit whole in `capacity` - 1 bytes. `out` is
+// NUL-filled after the copy; returns the copy's length.
+inline std::size_t CopyName(const char* name, char* out, std::size_t capacity) noexcept {
+  std::size_t length = 0;
+  if (name != nullptr) {
+    const auto* in = reinterpret_cast<const unsigned char*>(name);
+    while (*in != 0) {
+      std::size_t sequence = Utf8SequenceLength(in);
+      const bool valid = sequence != 0;
+      if (!valid) sequence = 1;
+      if (length + sequence > capacity - 1) break;
+      if (valid) {
+        std::memcpy(out + length, in, sequence);
+      } else {
+        out[length] = '?';
+      }
+      length += sequence;
+      in += sequence;
+    }
+  }
+  std::memset(out + length, 0, capacity - length);
+  return length;
 }
 
 // `Counts` is StatisticsCounters::ProducerCounts: the baseline's type.
@@ -60,8 +101,8 @@ class LaneHolder {
   void Occupy(const char* name, const Counts& baseline) noexcept {
     const std::uint32_t version = version_.load(std::memory_order_relaxed);  // odd
     std::atomic_thread_fence(std::memory_order_release);
-    char bytes[kProducerNameCapacity] = {};
-    std::memcpy(bytes, name, FittingNameLength(name, kProducerNameCapacity));
+    char bytes[kProducerNameCapacity];
+    CopyName(name, bytes, kProducerNameCapacity);
     for (std::size_t w = 0; w < kWords; ++w) {
       std::uint32_t word;
       std::memcpy(&word, bytes + w * 4, 4);

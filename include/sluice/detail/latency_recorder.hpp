@@ -155,7 +155,7 @@ class LatencyRecorder {
       if (stamp == 0) return;
       if constexpr (!std::is_void_v<Clock>) {
         // Published after the reading: measured to a fresh one (see above).
-        if (stamp > now_) now_ = ClockNanos<Clock>();
+        if (SLUICE_UNLIKELY(stamp > now_)) now_ = ClockNanos<Clock>();
       }
       const std::uint64_t latency = now_ > stamp ? now_ - stamp : 0;
       const std::size_t key =

@@ -77,8 +77,6 @@ class LanedQueue {
     // Not explicit: the lane array is initialised from positions.
     Lane(Position first_position) noexcept : queue(first_position) {}  // NOLINT
     std::atomic<std::uint32_t> taken{0};
-    // Its holder's name and baseline, for observers (SYNC POINT (N)).
-    LaneHolder<typename LaneStatistics::ProducerCounts> holder;
     // Written by the lane's producer alone: 1 while a publish runs.
     alignas(kCacheLineSize) std::atomic<std::uint32_t> publishing{0};
     LaneQueue queue;
@@ -116,7 +114,7 @@ class LanedQueue {
                                                    std::memory_order_relaxed)) {
         continue;
       }
-      lanes_[i].holder.Occupy(name, lanes_[i].statistics.ReadProducerCounts());
+      holders_[i].Occupy(name, lanes_[i].statistics.ReadProducerCounts());
       std::uint32_t in_use = lanes_in_use_.load(std::memory_order_relaxed);
       // SYNC POINT WRITE (J): pairs with the consumer's acquire in Select(),
       // which then looks at this lane (it finds its messages by their slots'
@@ -132,7 +130,7 @@ class LanedQueue {
   // The lane's producer, between publishes: hands the lane back. Messages
   // still queued in it are dispatched as usual.
   void Unregister(std::uint32_t lane) noexcept {
-    lanes_[lane].holder.Vacate();
+    holders_[lane].Vacate();
     // SYNC POINT WRITE (J): this owner's producer state, for the next.
     lanes_[lane].taken.store(0, std::memory_order_release);
   }
@@ -142,7 +140,7 @@ class LanedQueue {
     const Lane& l = lanes_[lane];
     // The counters, read after the baseline: (N)'s acquire made the
     // holder's reads of them visible, and each only grows from there.
-    const bool held = l.holder.Read(
+    const bool held = holders_[lane].Read(
         out->name, [&](const auto& baseline) { l.statistics.ProducerSince(baseline, out); });
     if (!held) return false;
     out->lane = static_cast<std::uint16_t>(lane + 1);
@@ -316,6 +314,9 @@ class LanedQueue {
 
   Shared shared_;
   Lane lanes_[kLanes];
+  // Each lane's holder's name and baseline, for observers (SYNC POINT (N));
+  // apart from the lanes, whose lines the publish and dispatch paths use.
+  LaneHolder<typename LaneStatistics::ProducerCounts> holders_[kLanes];
   // Read-mostly: every lane publish loads both.
   alignas(kCacheLineSize) std::atomic<bool> closed_{false};
   bool asymmetric_ = false;  // set once, before any producer runs

@@ -65,6 +65,13 @@ struct TestAccess {
     return bus.core_.room_.Waiters(priority);
   }
 
+  // Sets lane `lane`'s `publishing` flag, as a publish of its producer
+  // preempted between that store and its check of Close leaves it.
+  template <typename Bus>
+  static void SetLanePublishing(Bus& bus, std::uint32_t lane, bool publishing) {
+    bus.core_.queue_.LaneAt(lane).publishing.store(publishing ? 1 : 0, std::memory_order_relaxed);
+  }
+
   // How many consumers have announced that they sleep (0 or 1).
   template <typename Bus>
   static std::uint32_t ConsumerWaiters(const Bus& bus) {

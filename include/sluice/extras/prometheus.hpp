@@ -40,7 +40,8 @@ struct BusMetrics {
   std::uint64_t capacity = 0;
   BackpressureLevel backpressure = BackpressureLevel::NORMAL;
   // Since the previous capture of a non-const bus (TakeBackpressurePeak);
-  // a const bus gives the values now.
+  // of a const bus, the same without starting a new period
+  // (PeekBackpressurePeak).
   BackpressurePeak peak;
   PerformanceMode mode = PerformanceMode::FULL_FEATURED;
   // The bus's registered producers (producer lanes), read when the metrics
@@ -53,7 +54,8 @@ struct BusMetrics {
 
 // Any thread. `name` must outlive the returned value. A non-const `bus`
 // also gives its backpressure peak since its previous capture and starts
-// the next period (AsyncBus::TakeBackpressurePeak: one scraper per bus).
+// the next period (AsyncBus::TakeBackpressurePeak: one scraper per bus); a
+// const one gives it without starting one.
 template <typename Bus>
 BusMetrics CaptureMetrics(std::string_view name, Bus& bus) noexcept {
   BusMetrics metrics;
@@ -65,9 +67,15 @@ BusMetrics CaptureMetrics(std::string_view name, Bus& bus) noexcept {
   metrics.capacity = Bus::Capacity();
   metrics.backpressure = bus.GetBackpressureLevel();
   if constexpr (std::is_const_v<Bus>) {
-    metrics.peak = BackpressurePeak{metrics.queue_depth, metrics.backpressure};
+    metrics.peak = bus.PeekBackpressurePeak();
   } else {
     metrics.peak = bus.TakeBackpressurePeak();
+  }
+  // Never below what this capture read a moment before (the peak reads the
+  // fill again); with lanes queue_depth also counts them, the peak not.
+  if (metrics.peak.level < metrics.backpressure) metrics.peak.level = metrics.backpressure;
+  if constexpr (!Bus::kHasProducerLanes) {
+    if (metrics.peak.fill < metrics.queue_depth) metrics.peak.fill = metrics.queue_depth;
   }
   metrics.mode = bus.GetPerformanceMode();
   if constexpr (Bus::kHasProducerLanes) {
