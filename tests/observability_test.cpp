@@ -13,6 +13,7 @@
 
 #include "sluice/detail/lane_holder.hpp"
 #include "sluice/sluice.hpp"
+#include "typed_test_names.hpp"
 
 namespace {
 
@@ -35,7 +36,7 @@ using LaneBus = sluice::AsyncBus<Payload, 16, sluice::ProducerModel::kMulti, Lan
 template <typename Bus>
 class ProcessedByPriorityTest : public ::testing::Test {};
 using Buses = ::testing::Types<FifoBus, SpscBus, OrderedBus, LaneBus>;
-TYPED_TEST_SUITE(ProcessedByPriorityTest, Buses);
+TYPED_TEST_SUITE(ProcessedByPriorityTest, Buses, sluice_test::IndexNames);
 
 TYPED_TEST(ProcessedByPriorityTest, EachPriorityIsCountedAndTheySumToTheTotal) {
   TypeParam bus;
@@ -237,7 +238,7 @@ TEST(ProducerStatisticsTest, ABusWithoutLanesHasNoProducers) {
 template <typename Bus>
 class BackpressurePeakTest : public ::testing::Test {};
 using PeakBuses = ::testing::Types<FifoBus, SpscBus, OrderedBus>;
-TYPED_TEST_SUITE(BackpressurePeakTest, PeakBuses);
+TYPED_TEST_SUITE(BackpressurePeakTest, PeakBuses, sluice_test::IndexNames);
 
 TYPED_TEST(BackpressurePeakTest, ALowRefusedIsSeenAsWarningAfterTheQueueEmptied) {
   TypeParam bus;
