@@ -6,15 +6,18 @@
 // holder (registration is serialised by the lane's `taken` CAS, SYNC POINT
 // (J)). `version_` is odd while the lane has no holder: Vacate() (the
 // leaving holder, before it hands the lane back) makes it odd; Occupy()
-// (the next holder, after it took the lane) fences with release, writes the
-// record with relaxed stores and makes the version even with a release
-// store. A reader loads the version with acquire, the record with relaxed
-// loads, fences with acquire and loads the version again: equal and even,
-// the record is one holder's whole record. If the reader read any value the
-// next Occupy wrote, the acquire fence synchronises with that Occupy's
-// release fence, which follows the Vacate store (through the lane's (J)
-// hand-over), so the second load sees the version odd or newer and the read
-// is retried. Every field is an atomic, so a torn read is only retried,
+// (the next holder, after it took the lane) writes the record with release
+// stores and makes the version even with a release store; the holder's
+// counts are release stores too (StatisticsCounters::kCountOrder). A reader
+// loads the version, the record and the counts with acquire, then the
+// version again: equal and even, the record and the counts are one
+// holder's. If the reader read any value written after the next holder
+// took the lane (a record store, which follows the Vacate store through the
+// lane's (J) hand-over, or a count, which follows the next holder's even
+// version store), that release store synchronises with the reader's
+// acquire load, so the second version load sees the change and the read is
+// retried. No fences: ThreadSanitizer models these, and on x86 they are
+// plain moves. Every field is an atomic, so a torn read is only retried,
 // never undefined.
 #pragma once
 
@@ -100,16 +103,15 @@ class LaneHolder {
   // the lane's counters now. SYNC POINT WRITE (N).
   void Occupy(const char* name, const Counts& baseline) noexcept {
     const std::uint32_t version = version_.load(std::memory_order_relaxed);  // odd
-    std::atomic_thread_fence(std::memory_order_release);
     char bytes[kProducerNameCapacity];
     CopyName(name, bytes, kProducerNameCapacity);
     for (std::size_t w = 0; w < kWords; ++w) {
       std::uint32_t word;
       std::memcpy(&word, bytes + w * 4, 4);
-      name_[w].store(word, std::memory_order_relaxed);
+      name_[w].store(word, std::memory_order_release);
     }
     for (std::size_t i = 0; i < kFields; ++i) {
-      baseline_[i].store(baseline.values[i], std::memory_order_relaxed);
+      baseline_[i].store(baseline.values[i], std::memory_order_release);
     }
     version_.store(version + 1, std::memory_order_release);
   }
@@ -130,14 +132,13 @@ class LaneHolder {
       const std::uint32_t before = version_.load(std::memory_order_acquire);
       if ((before & 1u) != 0) return false;
       for (std::size_t w = 0; w < kWords; ++w) {
-        const std::uint32_t word = name_[w].load(std::memory_order_relaxed);
+        const std::uint32_t word = name_[w].load(std::memory_order_acquire);
         std::memcpy(name + w * 4, &word, 4);
       }
       for (std::size_t i = 0; i < kFields; ++i) {
-        baseline.values[i] = baseline_[i].load(std::memory_order_relaxed);
+        baseline.values[i] = baseline_[i].load(std::memory_order_acquire);
       }
       read_counts(static_cast<const Counts&>(baseline));
-      std::atomic_thread_fence(std::memory_order_acquire);
       if (version_.load(std::memory_order_relaxed) == before) {
         name[kProducerNameCapacity - 1] = '\0';
         return true;

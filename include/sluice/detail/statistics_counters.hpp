@@ -62,20 +62,30 @@ inline void AddStatistics(BusStatisticsSnapshot* sum, const BusStatisticsSnapsho
 // counters), so no count takes a locked instruction.
 template <bool kSingleProducer, bool kSingleWriterRefusals = false>
 class StatisticsCounters {
+  // A producer lane's counters (every count single-writer) are stored with
+  // release, so that ForEachProducer, reading them with acquire, retries
+  // when it read a count of the lane's next holder (SYNC POINT (N),
+  // detail/lane_holder.hpp). A plain store on x86; elsewhere, a release
+  // store on a line only that producer writes.
+  static constexpr std::memory_order kCountOrder =
+      kSingleWriterRefusals ? std::memory_order_release : std::memory_order_relaxed;
+
  public:
   void CountPublished(MessagePriority priority, Counter count = 1) noexcept {
-    Increment<kSingleProducer>(published_.by_priority[Index(priority)], count);
+    Increment<kSingleProducer, kCountOrder>(published_.by_priority[Index(priority)], count);
   }
   void CountDropped(MessagePriority priority, Counter count = 1) noexcept {
     // Any producer, including with kSingleProducer when several threads
     // publish under an external lock: refusals are rare, so always atomic.
-    Increment<kSingleWriterRefusals>(refused_.by_priority[Index(priority)], count);
+    Increment<kSingleWriterRefusals, kCountOrder>(refused_.by_priority[Index(priority)], count);
   }
   // Any producer: bad input (a valueless payload, an unknown priority).
-  void CountRejected() noexcept { Increment<kSingleWriterRefusals>(refused_.rejected); }
+  void CountRejected() noexcept {
+    Increment<kSingleWriterRefusals, kCountOrder>(refused_.rejected);
+  }
   // Any producer: refused because the bus is closed.
   void CountClosed(Counter count = 1) noexcept {
-    Increment<kSingleWriterRefusals>(refused_.closed, count);
+    Increment<kSingleWriterRefusals, kCountOrder>(refused_.closed, count);
   }
   // Consumer only: `count` dispatched messages of `priority` whose publish
   // was counted.
@@ -157,7 +167,8 @@ class StatisticsCounters {
     for (std::size_t i = 0; i < kProducerFieldCount; ++i) {
       // SYNC POINT READ (G): the reset baseline before the counter.
       const Counter reset = baseline_[ProducerField(i)].load(std::memory_order_acquire);
-      const Counter raw = Read(ProducerCounter(i));
+      // SYNC POINT READ (N): see kCountOrder.
+      const Counter raw = ProducerCounter(i).load(std::memory_order_acquire);
       const auto since_reset = static_cast<Counter>(raw - reset);
       const auto since_holder = static_cast<Counter>(raw - holder.values[i]);
       since[i] = since_reset < since_holder ? since_reset : since_holder;
