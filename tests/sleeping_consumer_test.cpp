@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "counting_parker.hpp"
 #include "sluice/extras/condition_variable_parker.hpp"
 #include "sluice/sluice.hpp"
 #include "test_support.hpp"
@@ -32,18 +33,8 @@ struct Tick {
 };
 using Payload = std::variant<Tick>;
 
-// Counts the consumer's parks, so a test knows it exercised them.
-std::atomic<std::uint64_t> g_parks{0};
-template <typename Inner>
-struct CountingParker {
-  void Wait(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
-            std::chrono::nanoseconds timeout) noexcept {
-    g_parks.fetch_add(1, std::memory_order_relaxed);
-    inner.Wait(word, expected, timeout);
-  }
-  void WakeAll(std::atomic<std::uint32_t>& word) noexcept { inner.WakeAll(word); }
-  Inner inner;
-};
+using sluice_test::CountingParker;
+using sluice_test::g_parks;
 
 // Park at once: every empty poll is a park, so the stress test parks often.
 struct EagerCondVarTraits : sluice::DefaultBusTraits {

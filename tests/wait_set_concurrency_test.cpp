@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "counting_parker.hpp"
 #include "sluice/extras/condition_variable_parker.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/wait_set.hpp"
@@ -36,24 +37,10 @@ struct Tick {
 };
 using Payload = std::variant<Tick>;
 
-// Counts the parks, so a test knows it exercised them; forwards the heavy
-// fence where the parker has one.
-std::atomic<std::uint64_t> g_parks{0};
-template <typename Inner>
-struct CountingParker {
-  void Wait(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
-            std::chrono::nanoseconds timeout) noexcept {
-    g_parks.fetch_add(1, std::memory_order_relaxed);
-    inner.Wait(word, expected, timeout);
-  }
-  void WakeAll(std::atomic<std::uint32_t>& word) noexcept { inner.WakeAll(word); }
-  Inner inner;
-};
+using sluice_test::CountingParker;
+using sluice_test::g_parks;
 #if defined(__linux__)
-struct CountingMembarrierParker : CountingParker<sluice::MembarrierFutexParker> {
-  bool EnableHeavyFence() noexcept { return inner.EnableHeavyFence(); }
-  bool HeavyFence() noexcept { return inner.HeavyFence(); }
-};
+using sluice_test::CountingMembarrierParker;
 #endif
 
 // Park at once: every empty look is a park, the path a lost wake-up needs.
