@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <sluice/nats/codec.hpp>
+#include <tuple>
 #include <variant>
 
 namespace plant {
@@ -13,10 +15,23 @@ struct SensorData {
   std::uint64_t seq;
 };
 
+// Integers only, without padding: the built-in codec sends its bytes.
 struct EmergencyStop {
   std::uint32_t source;
   std::uint32_t reason;  // 1: over temperature
 };
+
+}  // namespace plant
+
+// A float inside: the bridge sends the fields listed here, little-endian,
+// 16 bytes (docs/nats.md, Codecs).
+template <>
+struct sluice::nats::Fields<plant::SensorData> {
+  static constexpr auto kMembers = std::make_tuple(
+      &plant::SensorData::sensor_id, &plant::SensorData::temperature, &plant::SensorData::seq);
+};
+
+namespace plant {
 
 using Payload = std::variant<SensorData, EmergencyStop>;
 

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "bridge_test_support.hpp"
 #include "nats_server_process.hpp"
 #include "test_messages.hpp"
 
@@ -37,115 +38,19 @@ using sluice_nats_test::Payload;
 using sluice_nats_test::PriorityOf;
 using sluice_nats_test::SensorReading;
 
-using Bus = sluice::MpscBus<Payload, 4096>;
-using Bridge = sluice::nats::Bridge<Bus>;
-
-constexpr std::uint32_t kTestSender = 11;
-constexpr std::uint32_t kPeerSender = 22;
-constexpr std::uint32_t kRemote = 0x8000'0000u;
-constexpr auto kHangGuard = 60s;
-
-// Polls `done` until it holds or the hang guard passes.
-bool Eventually(const std::function<bool()>& done, std::chrono::seconds guard = kHangGuard) {
-  const auto deadline = std::chrono::steady_clock::now() + guard;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
-
-// The bus's consumer on a thread of its own until the bus is closed and
-// drained (Bridge::Shutdown closes it) or Stop().
-template <typename B>
-class Consumer {
- public:
-  explicit Consumer(B& bus, std::chrono::microseconds per_message = 0us)
-      : thread_([this, &bus, per_message] {
-          // Acquire: pairs with Stop's release (nothing else rides on it).
-          while (!stop_.load(std::memory_order_acquire) && !bus.IsDrained()) {
-            const std::uint32_t count = bus.ProcessBatch(per_message.count() > 0 ? 1 : 4096);
-            if (count == 0) {
-              std::this_thread::sleep_for(100us);
-            } else if (per_message.count() > 0) {
-              std::this_thread::sleep_for(per_message);
-            }
-          }
-        }) {}
-  ~Consumer() { Stop(); }
-  void Stop() {
-    stop_.store(true, std::memory_order_release);
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
-// "key=a,b,c" -> {a, b, c} from a peer's line of key=value words.
-std::vector<std::uint64_t> Field(const std::string& line, const std::string& key) {
-  std::istringstream words(line);
-  std::string word;
-  std::vector<std::uint64_t> values;
-  while (words >> word) {
-    if (word.compare(0, key.size() + 1, key + "=") != 0) continue;
-    std::istringstream list(word.substr(key.size() + 1));
-    std::string item;
-    while (std::getline(list, item, ',')) values.push_back(std::stoull(item));
-  }
-  return values;
-}
-
-// A frame as a sender would write it, with `payload` after the header.
-std::string EncodedFrame(sluice::nats::FrameHeader header, const std::string& payload) {
-  header.payload_size = static_cast<std::uint32_t>(payload.size());
-  std::string bytes(sluice::nats::kFrameHeaderSize, '\0');
-  sluice::nats::EncodeFrameHeader(header, reinterpret_cast<std::uint8_t*>(bytes.data()));
-  return bytes + payload;
-}
-
-// Publishes raw bytes from a connection of its own, then waits until the
-// server has them.
-void PublishRaw(const std::string& url,
-                const std::vector<std::pair<std::string, std::string>>& messages) {
-  natsConnection* raw = nullptr;
-  ASSERT_EQ(natsConnection_ConnectTo(&raw, url.c_str()), NATS_OK);
-  for (const auto& [subject, data] : messages) {
-    ASSERT_EQ(
-        natsConnection_Publish(raw, subject.c_str(), data.data(), static_cast<int>(data.size())),
-        NATS_OK);
-  }
-  ASSERT_EQ(natsConnection_FlushTimeout(raw, 10000), NATS_OK);
-  natsConnection_Destroy(raw);
-}
-
-sluice::nats::BridgeOptions OptionsFor(const std::string& url) {
-  sluice::nats::BridgeOptions options;
-  options.url = url;
-  options.connection_name = "sluice-test";
-  options.reconnect_wait = 50ms;
-  return options;
-}
-
-class NatsBridgeTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (sluice_nats_test::NatsServer::Binary().empty()) {
-      GTEST_SKIP() << "nats-server is not on PATH (Debian: apt install nats-server): the "
-                      "bridge tests need a real server";
-    }
-    ASSERT_TRUE(server_.Start()) << "nats-server did not start on a free loopback port";
-  }
-  void TearDown() override { server_.Stop(); }
-
-  bool StartPeer(sluice_nats_test::ChildProcess& peer, std::vector<std::string> args) {
-    args.insert(args.begin(), SLUICE_NATS_PEER);
-    return peer.Start(args, /*capture=*/true);
-  }
-
-  sluice_nats_test::NatsServer server_;
-};
+using sluice_nats_test::Bridge;
+using sluice_nats_test::Bus;
+using sluice_nats_test::Consumer;
+using sluice_nats_test::EncodedFrame;
+using sluice_nats_test::Eventually;
+using sluice_nats_test::Field;
+using sluice_nats_test::kHangGuard;
+using sluice_nats_test::kPeerSender;
+using sluice_nats_test::kRemote;
+using sluice_nats_test::kTestSender;
+using sluice_nats_test::NatsBridgeTest;
+using sluice_nats_test::OptionsFor;
+using sluice_nats_test::PublishRaw;
 
 // Two processes: every message type, both directions, every priority.
 TEST_F(NatsBridgeTest, TwoProcessesExchangeEveryTypeBothWaysKeepingPriority) {
@@ -312,6 +217,17 @@ TEST_F(NatsBridgeTest, RecoversWhenTheServerRestarts) {
   const sluice::nats::BridgeStatisticsSnapshot stats = bridge.GetStatistics();
   EXPECT_GE(stats.disconnects, 1u);
   EXPECT_GE(stats.reconnects, 1u);
+  // Loss you can see: every reading missing between the first and the last
+  // that arrived is a gap in the one stream (the peer's MEDIUM subject)
+  // the bridge counted, and nothing arrived twice.
+  ASSERT_FALSE(unique.empty());
+  const std::uint64_t span = *unique.rbegin() - *unique.begin() + 1;
+  EXPECT_EQ(stats.streams.gaps, span - unique.size());
+  EXPECT_EQ(stats.streams.duplicates, 0u);
+  EXPECT_EQ(stats.streams.streams_opened, 2u);  // t.stream.medium and t.pong.high
+  std::printf("[ restart  ] the receiving bridge counted %llu gaps, %llu reordered\n",
+              static_cast<unsigned long long>(stats.streams.gaps),
+              static_cast<unsigned long long>(stats.streams.reordered));
 }
 
 // A LOW flood and HIGH stops into a small bus whose consumer is slow.
@@ -588,7 +504,7 @@ TEST_F(NatsBridgeTest, PrometheusTextHasTheBusAndTheBridge) {
 // ---- Configuration, without a server ---------------------------------------
 
 // Another codec for SensorReading (the same bytes): a distinct codec type.
-struct OtherSensorCodec : sluice::nats::TriviallyCopyableCodec<SensorReading> {};
+struct OtherSensorCodec : sluice::nats::WireCodec<SensorReading> {};
 
 TEST(NatsBridgeConfigTest, RoutesRefuseSubjectsNatsCannotCarryAndWildcards) {
   const std::vector<std::string> refused = {
@@ -641,9 +557,13 @@ TEST_F(NatsBridgeTest, SlowConsumerDropsAreKeptWhenTheConnectionClosesByItself) 
   header.priority = MessagePriority::LOW;
   header.type_id = kSensorType;
   header.origin_id = 42;
-  const std::string frame = EncodedFrame(header, std::string(sizeof(SensorReading), '\0'));
-  PublishRaw(server_.Url(), std::vector<std::pair<std::string, std::string>>(
-                                kCount, std::make_pair(std::string("t.slow.low"), frame)));
+  // Each frame numbered anew (EncodedFrame): a repeated one is a duplicate.
+  std::vector<std::pair<std::string, std::string>> frames;
+  for (std::uint64_t i = 0; i < kCount; ++i) {
+    frames.emplace_back("t.slow.low",
+                        EncodedFrame(header, std::string(sizeof(SensorReading), '\0')));
+  }
+  PublishRaw(server_.Url(), frames);
   ASSERT_TRUE(Eventually([&] {
     const auto s = bridge.GetStatistics();
     return s.delivered[0] + s.bus_dropped[0] + s.slow_consumer_dropped[0] == kCount;

@@ -10,7 +10,19 @@ struct Text {
 struct Raw {
   int value;
 };
-using Payload = std::variant<Text, Raw>;
+struct Padded {  // 3 padding bytes after `kind`
+  std::uint8_t kind;
+  std::uint32_t value;
+};
+struct Labelled {
+  std::string label;
+  int value;
+};
+template <>
+struct sluice::nats::Fields<Labelled> {
+  static constexpr auto kMembers = std::make_tuple(&Labelled::label, &Labelled::value);
+};
+using Payload = std::variant<Text, Raw, Padded, Labelled, sluice::nats::Remote<Raw>>;
 
 // Encodes, but cannot decode.
 struct HalfCodec {
@@ -31,7 +43,16 @@ bool Configure(sluice::nats::Bridge<sluice::MpscBus<Payload, 64>>& bridge) {
   return bridge.Forward<Text>("text", 1);  // no built-in codec for Text
 #elif CASE == 2
   return bridge.Receive<Text, HalfCodec>("text", 1);
+#elif CASE == 3
+  return bridge.Forward<Padded>("padded", 1);  // its padding would go on the wire
+#elif CASE == 4
+  return bridge.Receive<Padded, sluice::nats::TriviallyCopyableCodec<Padded>>("padded", 1);
+#elif CASE == 5
+  return bridge.Forward<Labelled>("labelled", 1);  // a std::string field has no wire form
+#elif CASE == 6
+  return bridge.Forward<sluice::nats::Remote<Raw>>("raw", 1);
 #else
-  return bridge.Forward<Text, TextCodec>("text", 1) && bridge.Receive<Raw>("raw", 2);
+  return bridge.Forward<Text, TextCodec>("text", 1) && bridge.Receive<Raw>("raw", 2) &&
+         bridge.Receive<sluice::nats::Remote<Raw>>("remote", 3);
 #endif
 }

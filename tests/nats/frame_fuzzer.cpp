@@ -42,10 +42,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const sluice::nats::FrameError error = sluice::nats::DecodeFrame(data, size, &view, bound);
     if (error != sluice::nats::FrameError::kNone) continue;
     Check(view.payload_size <= bound, "a payload above the bound was accepted");
-    Check(view.payload_size + sluice::nats::kFrameHeaderSize == size, "the sizes disagree");
+    const bool version1 = view.header.version == sluice::nats::kFrameVersion1;
+    const std::size_t header_size =
+        version1 ? sluice::nats::kFrameHeaderSizeV1 : sluice::nats::kFrameHeaderSize;
+    Check(view.payload_size + header_size == size, "the sizes disagree");
+    Check(view.payload == data + header_size, "the payload is not after the header");
     std::uint8_t header[sluice::nats::kFrameHeaderSize];
     sluice::nats::EncodeFrameHeader(view.header, header);
-    Check(std::memcmp(header, data, sizeof header) == 0, "the header re-encodes differently");
+    if (!version1) {
+      Check(std::memcmp(header, data, sizeof header) == 0, "the header re-encodes differently");
+    } else {
+      // Written again as version 2: every field but the version and the
+      // timestamp (microseconds in version 1) in the same place.
+      Check(std::memcmp(header, data, 4) == 0 && std::memcmp(header + 5, data + 5, 19) == 0 &&
+                std::memcmp(header + 32, data + 32, 8) == 0,
+            "a version 1 header re-encodes differently");
+      Check(view.header.instance_id == 0 && view.header.sequence == 0,
+            "a version 1 frame has stream fields");
+      std::uint64_t micros = 0;
+      for (int i = 7; i >= 0; --i) micros = (micros << 8) | data[24 + i];
+      const std::uint64_t nanos =
+          micros > ~std::uint64_t{0} / 1000 ? ~std::uint64_t{0} : micros * 1000;
+      Check(view.header.timestamp_ns == nanos, "a version 1 timestamp is not its nanoseconds");
+    }
     using namespace sluice_nats_test;
     switch (view.header.type_id) {
       case kSensorType:

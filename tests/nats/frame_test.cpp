@@ -1,11 +1,15 @@
 // The bridge's frame and codecs, without a server.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <sluice/nats/codec.hpp>
 #include <sluice/nats/frame.hpp>
+#include <sluice/nats/stream_tracker.hpp>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "test_messages.hpp"
@@ -33,9 +37,25 @@ FrameHeader SampleHeader() {
   header.type_id = 0xBEEF;
   header.sender_id = 0x01020304;
   header.msg_id = 0x1122334455667788ull;
-  header.timestamp_us = 0xA1A2A3A4A5A6A7A8ull;
+  header.timestamp_ns = 0xA1A2A3A4A5A6A7A8ull;
   header.origin_id = 0xFFFFFFFF00000001ull;
+  header.instance_id = 0x0102030405060708ull;
+  header.sequence = 0x8070605040302010ull;
   return header;
+}
+
+// A version 1 frame, as a 0.4 bridge writes it: 40 header bytes, the
+// timestamp in microseconds.
+std::vector<std::uint8_t> MakeVersion1Frame(const FrameHeader& header, std::uint64_t micros,
+                                            const std::string& payload) {
+  std::vector<std::uint8_t> frame = MakeFrame(header, "");
+  frame.resize(sluice::nats::kFrameHeaderSizeV1);
+  frame[4] = 1;
+  for (std::size_t i = 0; i < 8; ++i) frame[24 + i] = static_cast<std::uint8_t>(micros >> (8 * i));
+  const auto size = static_cast<std::uint32_t>(payload.size());
+  for (std::size_t i = 0; i < 4; ++i) frame[12 + i] = static_cast<std::uint8_t>(size >> (8 * i));
+  frame.insert(frame.end(), payload.begin(), payload.end());
+  return frame;
 }
 
 TEST(NatsFrame, RoundTripsEveryField) {
@@ -47,36 +67,46 @@ TEST(NatsFrame, RoundTripsEveryField) {
   EXPECT_EQ(view.header.type_id, 0xBEEF);
   EXPECT_EQ(view.header.sender_id, 0x01020304u);
   EXPECT_EQ(view.header.msg_id, 0x1122334455667788ull);
-  EXPECT_EQ(view.header.timestamp_us, 0xA1A2A3A4A5A6A7A8ull);
+  EXPECT_EQ(view.header.timestamp_ns, 0xA1A2A3A4A5A6A7A8ull);
   EXPECT_EQ(view.header.origin_id, 0xFFFFFFFF00000001ull);
+  EXPECT_EQ(view.header.instance_id, 0x0102030405060708ull);
+  EXPECT_EQ(view.header.sequence, 0x8070605040302010ull);
   ASSERT_EQ(view.payload_size, 3u);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(view.payload), 3), "abc");
 }
 
-// The bus stamps nanoseconds; the wire keeps microseconds at offset 24 (the
-// layout and version unchanged): the sender divides by 1000, the receiver's
-// TimestampNanos() multiplies, so a timestamp round-trips to the microsecond.
-TEST(NatsFrame, TimestampTravelsInMicrosecondsAndRoundTripsToTheMicrosecond) {
-  const std::uint64_t timestamp_ns = 1'234'567'890'123'456'789ull;
-  FrameHeader header = SampleHeader();
-  header.timestamp_us = sluice::nats::FrameTimestampMicros(timestamp_ns);
-  const std::vector<std::uint8_t> frame = MakeFrame(header, "");
-  std::uint64_t on_wire = 0;
-  for (int i = 7; i >= 0; --i) on_wire = (on_wire << 8) | frame[24 + static_cast<std::size_t>(i)];
-  EXPECT_EQ(on_wire, 1'234'567'890'123'456u);
+// Version 2 carries the bus's nanoseconds; a version 1 frame (a 0.4 sender)
+// still decodes, its microseconds made nanoseconds, without stream fields.
+TEST(NatsFrame, Version1FramesDecodeWithNanosecondsAndNoStream) {
+  const std::vector<std::uint8_t> frame =
+      MakeVersion1Frame(SampleHeader(), 1'234'567'890'123'456ull, "xy");
   FrameView view;
   ASSERT_EQ(DecodeFrame(frame.data(), frame.size(), &view), FrameError::kNone);
-  EXPECT_EQ(view.header.TimestampNanos(), 1'234'567'890'123'456'000ull);
-  EXPECT_EQ(view.header.TimestampNanos(), timestamp_ns / 1000 * 1000);
+  EXPECT_EQ(view.header.version, sluice::nats::kFrameVersion1);
+  EXPECT_EQ(view.header.timestamp_ns, 1'234'567'890'123'456'000ull);
+  EXPECT_EQ(view.header.instance_id, 0u);
+  EXPECT_EQ(view.header.sequence, 0u);
+  EXPECT_EQ(view.header.origin_id, 0xFFFFFFFF00000001ull);
+  ASSERT_EQ(view.payload_size, 2u);
+  EXPECT_EQ(view.payload, frame.data() + sluice::nats::kFrameHeaderSizeV1);
+  // A version 1 timestamp too large for nanoseconds saturates.
+  const std::vector<std::uint8_t> huge = MakeVersion1Frame(SampleHeader(), ~0ull, "");
+  ASSERT_EQ(DecodeFrame(huge.data(), huge.size(), &view), FrameError::kNone);
+  EXPECT_EQ(view.header.timestamp_ns, ~0ull);
 }
 
 TEST(NatsFrame, LayoutIsLittleEndianWithMagicAndVersionFirst) {
   const std::vector<std::uint8_t> frame = MakeFrame(SampleHeader(), "");
-  const std::vector<std::uint8_t> expected_start = {'S', 'L', 'N', 'F', 1, 2, 0xEF, 0xBE,
+  const std::vector<std::uint8_t> expected_start = {'S', 'L', 'N', 'F', 2, 2, 0xEF, 0xBE,
                                                     4,   3,   2,   1,   0, 0, 0,    0};
+  ASSERT_EQ(frame.size(), 56u);
   EXPECT_EQ(std::vector<std::uint8_t>(frame.begin(), frame.begin() + 16), expected_start);
   EXPECT_EQ(frame[16], 0x88);  // msg_id, low byte first
+  EXPECT_EQ(frame[24], 0xA8);  // timestamp_ns, low byte first
   EXPECT_EQ(frame[39], 0xFF);  // origin id, high byte last
+  EXPECT_EQ(frame[40], 0x08);  // instance id, low byte first
+  EXPECT_EQ(frame[48], 0x10);  // sequence, low byte first
+  EXPECT_EQ(frame[55], 0x80);
 }
 
 TEST(NatsFrame, RejectsEachKindOfBadFrame) {
@@ -89,10 +119,13 @@ TEST(NatsFrame, RejectsEachKindOfBadFrame) {
   frame[0] = 'X';
   EXPECT_EQ(DecodeFrame(frame.data(), frame.size(), &view), FrameError::kBadMagic);
   frame = good;
-  frame[4] = 2;
+  frame[4] = 3;
   EXPECT_EQ(DecodeFrame(frame.data(), frame.size(), &view), FrameError::kUnknownVersion);
   frame[4] = 0;
   EXPECT_EQ(DecodeFrame(frame.data(), frame.size(), &view), FrameError::kUnknownVersion);
+  // Long enough for a version 1 header, not for version 2's.
+  EXPECT_EQ(DecodeFrame(good.data(), sluice::nats::kFrameHeaderSizeV1, &view),
+            FrameError::kTooShort);
   frame = good;
   frame[5] = 3;
   EXPECT_EQ(DecodeFrame(frame.data(), frame.size(), &view), FrameError::kBadPriority);
@@ -115,6 +148,13 @@ TEST(NatsFrame, NoPrefixOfAFrameDecodes) {
     EXPECT_EQ(error, size < kFrameHeaderSize ? FrameError::kTooShort : FrameError::kLengthMismatch)
         << size;
   }
+  const std::vector<std::uint8_t> old = MakeVersion1Frame(SampleHeader(), 1, std::string(9, 'z'));
+  for (std::size_t size = 0; size < old.size(); ++size) {
+    const FrameError error = DecodeFrame(old.data(), size, &view);
+    EXPECT_EQ(error, size < sluice::nats::kFrameHeaderSizeV1 ? FrameError::kTooShort
+                                                             : FrameError::kLengthMismatch)
+        << size;
+  }
   EXPECT_EQ(DecodeFrame(good.data(), good.size(), &view), FrameError::kNone);
 }
 
@@ -125,17 +165,24 @@ TEST(NatsFrame, EveryErrorHasAName) {
   // The Prometheus reasons of the bridge's own checks.
   EXPECT_STREQ(sluice::nats::ToString(FrameError::kPriorityMismatch), "priority_mismatch");
   EXPECT_STREQ(sluice::nats::ToString(FrameError::kDecodeThrew), "decode_threw");
+  EXPECT_STREQ(sluice::nats::ToString(FrameError::kOriginNotAllowed), "origin_not_allowed");
+  EXPECT_STREQ(sluice::nats::ToString(FrameError::kDuplicate), "duplicate");
+  EXPECT_STREQ(sluice::nats::ToString(FrameError::kStale), "stale");
+  EXPECT_STREQ(sluice::nats::ToString(FrameError::kUnsequenced), "unsequenced");
   EXPECT_STREQ(sluice::nats::ToString(static_cast<FrameError>(sluice::nats::kFrameErrorCount)),
                "invalid");
 }
 
-TEST(NatsCodec, TriviallyCopyableRoundTripsAndRefusesOtherSizes) {
-  using Codec = sluice::nats::DefaultCodec<sluice_nats_test::SensorReading>;
-  static_assert(
-      std::is_same_v<Codec, sluice::nats::TriviallyCopyableCodec<sluice_nats_test::SensorReading>>);
+TEST(NatsCodec, ASensorReadingTravelsAsItsListedFields) {
+  using sluice_nats_test::SensorReading;
+  using Codec = sluice::nats::DefaultCodec<SensorReading>;
+  static_assert(std::is_same_v<Codec, sluice::nats::WireCodec<SensorReading>>);
   std::string bytes;
   ASSERT_TRUE(Codec::Encode({3, 2.5f, 99}, bytes));
-  ASSERT_EQ(bytes.size(), sizeof(sluice_nats_test::SensorReading));
+  // sensor (4, LE), value (IEEE 754 bits of 2.5f = 0x40200000, LE), seq (8, LE).
+  const std::string expected("\x03\x00\x00\x00\x00\x00\x20\x40\x63\x00\x00\x00\x00\x00\x00\x00",
+                             16);
+  EXPECT_EQ(bytes, expected);
   const auto* data = reinterpret_cast<const std::uint8_t*>(bytes.data());
   const auto decoded = Codec::Decode(data, bytes.size());
   ASSERT_TRUE(decoded.has_value());
@@ -146,17 +193,200 @@ TEST(NatsCodec, TriviallyCopyableRoundTripsAndRefusesOtherSizes) {
   EXPECT_FALSE(Codec::Decode(nullptr, 0).has_value());
 }
 
+// A struct with padding between and after its fields, and a bool, a float
+// array, an enum and a nested struct with fields of its own.
+enum class Mode : std::uint16_t { kIdle = 1, kDrive = 0x0203 };
+struct Inner {
+  std::uint8_t tag;
+  std::int32_t delta;  // 3 padding bytes before it
+};
+struct Padded {
+  std::uint8_t kind;  // 7 padding bytes after it
+  std::uint64_t id;
+  bool armed;  // 1 padding byte after it
+  Mode mode;
+  float gains[2];
+  Inner inner;
+  std::array<std::int16_t, 2> pair;  // padding after it, to 8
+};
+
+}  // namespace
+
+template <>
+struct sluice::nats::Fields<Inner> {
+  static constexpr auto kMembers = std::make_tuple(&Inner::tag, &Inner::delta);
+};
+template <>
+struct sluice::nats::Fields<Padded> {
+  static constexpr auto kMembers =
+      std::make_tuple(&Padded::kind, &Padded::id, &Padded::armed, &Padded::mode, &Padded::gains,
+                      &Padded::inner, &Padded::pair);
+};
+
+namespace {
+
+// Memory filled with a pattern before the struct is made in it: the
+// padding keeps the pattern, and not one of its bytes may reach the wire.
+TEST(NatsCodec, NoPaddingByteReachesTheFrame) {
+  static_assert(!std::has_unique_object_representations_v<Padded>, "the struct has padding");
+  static_assert(sizeof(Padded) > sluice::nats::kWireSize<Padded>);
+  static_assert(sluice::nats::kWireSize<Padded> == 1 + 8 + 1 + 2 + 8 + 5 + 4);
+  alignas(Padded) unsigned char memory[sizeof(Padded)];
+  std::memset(memory, 0xA5, sizeof memory);
+  auto* value = new (memory) Padded;  // default-initialised: padding untouched
+  value->kind = 1;
+  value->id = 0x0807060504030201ull;
+  value->armed = true;
+  value->mode = Mode::kDrive;
+  value->gains[0] = 1.0f;   // 0x3F800000
+  value->gains[1] = -2.0f;  // 0xC0000000
+  value->inner.tag = 9;
+  value->inner.delta = -2;
+  value->pair = {0x0102, -1};
+  ASSERT_NE(std::memchr(memory, 0xA5, sizeof memory), nullptr) << "the padding kept the pattern";
+
+  std::string frame_payload;
+  using Codec = sluice::nats::DefaultCodec<Padded>;
+  ASSERT_TRUE(Codec::Encode(*value, frame_payload));
+  const std::string expected(
+      "\x01"                              // kind
+      "\x01\x02\x03\x04\x05\x06\x07\x08"  // id
+      "\x01"                              // armed
+      "\x03\x02"                          // mode
+      "\x00\x00\x80\x3f\x00\x00\x00\xc0"  // gains
+      "\x09\xfe\xff\xff\xff"              // inner
+      "\x02\x01\xff\xff",                 // pair
+      29);
+  EXPECT_EQ(frame_payload, expected);
+  EXPECT_EQ(frame_payload.find('\xA5'), std::string::npos);
+
+  const auto* data = reinterpret_cast<const std::uint8_t*>(frame_payload.data());
+  const auto decoded = Codec::Decode(data, frame_payload.size());
+  ASSERT_TRUE(decoded.has_value());
+  EXPECT_EQ(decoded->id, value->id);
+  EXPECT_EQ(decoded->mode, Mode::kDrive);
+  EXPECT_EQ(decoded->gains[1], -2.0f);
+  EXPECT_EQ(decoded->inner.delta, -2);
+  EXPECT_EQ(decoded->pair[1], -1);
+  // A bool byte that is neither 0 nor 1 is not a bool: refused.
+  std::string bad = frame_payload;
+  bad[9] = 2;
+  EXPECT_FALSE(Codec::Decode(reinterpret_cast<const std::uint8_t*>(bad.data()), bad.size()));
+  value->~Padded();
+}
+
+TEST(NatsCodec, DefaultCodecSendsOnlyValues) {
+  using sluice::nats::DefaultCodec;
+  using sluice::nats::kHasDefaultCodec;
+  struct Counts {
+    std::uint32_t a;
+    std::uint32_t b;
+  };
+  struct Gap {
+    std::uint8_t a;
+    std::uint32_t b;
+  };
+  struct Floats {
+    float x;
+    float y;
+  };
+  // Every byte is value: the object bytes, which are the wire's on this host.
+  static_assert(std::is_same_v<DefaultCodec<Counts>, sluice::nats::TriviallyCopyableCodec<Counts>>);
+  // Scalars and arrays have a wire form of their own.
+  static_assert(std::is_same_v<DefaultCodec<double>, sluice::nats::WireCodec<double>>);
+  static_assert(std::is_same_v<DefaultCodec<std::array<float, 3>>,
+                               sluice::nats::WireCodec<std::array<float, 3>>>);
+  // Padding, or floating point, without a field list: no built-in codec.
+  static_assert(!kHasDefaultCodec<Gap>);
+  static_assert(!kHasDefaultCodec<Floats>);
+  static_assert(!kHasDefaultCodec<sluice_nats_test::Note>);
+  static_assert(kHasDefaultCodec<sluice_nats_test::EmergencyStop>);
+  std::string bytes;
+  ASSERT_TRUE(DefaultCodec<Counts>::Encode({1, 2}, bytes));
+  EXPECT_EQ(bytes, std::string("\x01\x00\x00\x00\x02\x00\x00\x00", 8));
+}
+
 TEST(NatsCodec, TheConceptAcceptsCodecsAndRefusesOthers) {
   using sluice::nats::kIsCodecFor;
   using sluice_nats_test::Note;
   static_assert(kIsCodecFor<sluice_nats_test::NoteCodec, Note>);
   static_assert(!kIsCodecFor<sluice::nats::TriviallyCopyableCodec<int>, Note>);
-  static_assert(std::is_void_v<sluice::nats::DefaultCodec<Note>>);
+  static_assert(!kIsCodecFor<sluice::nats::DefaultCodec<Note>, Note>);
   struct EncodeOnly {
     static bool Encode(const Note&, std::string&) { return true; }
   };
   static_assert(!kIsCodecFor<EncodeOnly, Note>);
   SUCCEED();
+}
+
+// ---- The receiver's view of each stream ---------------------------------------
+
+using sluice::nats::StreamTracker;
+using sluice::nats::StreamVerdict;
+
+TEST(NatsStreams, CountsGapsLateArrivalsAndRefusesDuplicates) {
+  StreamTracker tracker;
+  EXPECT_EQ(tracker.Note(7, 1, "a.high", 5), StreamVerdict::kFirst);  // the baseline
+  EXPECT_EQ(tracker.Note(7, 1, "a.high", 6), StreamVerdict::kInOrder);
+  EXPECT_EQ(tracker.Note(7, 1, "a.high", 9), StreamVerdict::kAfterGap);  // 7, 8 missing
+  EXPECT_EQ(tracker.Counts().gaps, 2u);
+  EXPECT_EQ(tracker.Note(7, 1, "a.high", 8), StreamVerdict::kLate);
+  EXPECT_EQ(tracker.Counts().gaps, 1u);
+  EXPECT_EQ(tracker.Counts().reordered, 1u);
+  EXPECT_EQ(tracker.Note(7, 1, "a.high", 8), StreamVerdict::kDuplicate);
+  EXPECT_EQ(tracker.Note(7, 1, "a.high", 9), StreamVerdict::kDuplicate);
+  EXPECT_EQ(tracker.Note(7, 1, "a.high", 6), StreamVerdict::kDuplicate);
+  EXPECT_EQ(tracker.Counts().duplicates, 3u);
+  // Another subject, instance or origin is another stream.
+  EXPECT_EQ(tracker.Note(7, 1, "a.low", 9), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(7, 2, "a.high", 9), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(8, 1, "a.high", 9), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Counts().streams_tracked, 4u);
+  EXPECT_EQ(tracker.Note(7, 1, "a.high", 0), StreamVerdict::kUnsequenced);
+}
+
+TEST(NatsStreams, ANumberBehindTheWindowIsStaleAndAJumpLeavesNoOldMarks) {
+  StreamTracker tracker;
+  const std::uint64_t window = StreamTracker::kWindow;
+  EXPECT_EQ(tracker.Note(1, 1, "s", 1), StreamVerdict::kFirst);
+  for (std::uint64_t s = 2; s <= window + 1; ++s) {
+    ASSERT_EQ(tracker.Note(1, 1, "s", s), StreamVerdict::kInOrder) << s;
+  }
+  EXPECT_EQ(tracker.Note(1, 1, "s", 1), StreamVerdict::kStale);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 2), StreamVerdict::kDuplicate);  // still in the window
+  // A jump of more than the window: everything before it is a gap, and a
+  // late number inside the new window is late, not a duplicate of the mark
+  // an older number left in its bit.
+  EXPECT_EQ(tracker.Note(1, 1, "s", 3 * window), StreamVerdict::kAfterGap);
+  EXPECT_EQ(tracker.Counts().gaps, 3 * window - (window + 1) - 1);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 3 * window - 1), StreamVerdict::kLate);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 2 * window + 1), StreamVerdict::kLate);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 2 * window), StreamVerdict::kStale);
+  // A short jump: the numbers skipped are not marked, whatever their bits
+  // held a window ago.
+  EXPECT_EQ(tracker.Note(1, 1, "s", 3 * window + 3), StreamVerdict::kAfterGap);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 3 * window + 1), StreamVerdict::kLate);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 3 * window + 2), StreamVerdict::kLate);
+}
+
+TEST(NatsStreams, HostileNumbersNeitherWrapTheCountNorGrowTheTable) {
+  StreamTracker tracker(/*max_streams=*/4);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 1), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(1, 1, "s", ~0ull), StreamVerdict::kAfterGap);
+  EXPECT_EQ(tracker.Note(2, 1, "s", 1), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(2, 1, "s", ~0ull), StreamVerdict::kAfterGap);
+  EXPECT_EQ(tracker.Counts().gaps, ~0ull);  // saturated, not wrapped
+  EXPECT_EQ(tracker.Note(1, 1, "s", ~0ull), StreamVerdict::kDuplicate);
+  for (std::uint64_t origin = 10; origin < 100; ++origin) {
+    EXPECT_EQ(tracker.Note(origin, 1, "s", 1), StreamVerdict::kFirst);
+  }
+  const auto counts = tracker.Counts();
+  EXPECT_EQ(counts.streams_tracked, 4u);
+  EXPECT_EQ(counts.streams_opened, 92u);   // 2 + 90
+  EXPECT_EQ(counts.streams_evicted, 88u);  // all but the 4 that fit
+  // The least recently heard went first: 99 is still known, 1 is not.
+  EXPECT_EQ(tracker.Note(99, 1, "s", 1), StreamVerdict::kDuplicate);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 1), StreamVerdict::kFirst);
 }
 
 }  // namespace

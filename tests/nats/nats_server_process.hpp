@@ -21,6 +21,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace sluice_nats_test {
@@ -213,8 +214,11 @@ class NatsServer {
     return found;
   }
 
-  bool Start() {
+  // `extra`: more arguments, after the address and port (a configuration
+  // file "-c", cluster "--cluster" and "--routes"), kept for Restart.
+  bool Start(std::vector<std::string> extra = {}) {
     if (port_ == 0) port_ = FreeLoopbackPort();
+    extra_ = std::move(extra);
     return Launch();
   }
   // SIGKILL: no goodbye to the clients, as a crash.
@@ -235,9 +239,9 @@ class NatsServer {
     // The port may still be held for a moment by the killed server.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (std::chrono::steady_clock::now() < deadline) {
-      if (!process_.Start({binary, "-a", "127.0.0.1", "-p", std::to_string(port_)}, false)) {
-        return false;
-      }
+      std::vector<std::string> argv = {binary, "-a", "127.0.0.1", "-p", std::to_string(port_)};
+      argv.insert(argv.end(), extra_.begin(), extra_.end());
+      if (!process_.Start(argv, false)) return false;
       while (std::chrono::steady_clock::now() < deadline) {
         if (AcceptsConnections(port_)) return true;
         if (process_.Wait(std::chrono::milliseconds(20)) != -1) break;  // exited: retry
@@ -247,6 +251,7 @@ class NatsServer {
   }
 
   int port_ = 0;
+  std::vector<std::string> extra_;
   ChildProcess process_;
 };
 

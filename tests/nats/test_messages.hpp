@@ -1,6 +1,7 @@
 // The message types the bridge tests, the test peer and the fuzzer share:
-// two trivially copyable ones (the built-in codec) and one with a string (a
-// codec of its own), with their type ids and subjects.
+// two with built-in codecs (one from its field list, one from its bytes)
+// and one with a string (a codec of its own), with their type ids and
+// subjects.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +10,7 @@
 #include <sluice/nats/codec.hpp>
 #include <sluice/nats/frame.hpp>
 #include <string>
+#include <tuple>
 #include <variant>
 
 namespace sluice_nats_test {
@@ -19,6 +21,20 @@ struct SensorReading {
   std::uint64_t seq;
 };
 
+}  // namespace sluice_nats_test
+
+// A float inside: WireCodec, from the field list (the same 16 bytes as the
+// object's, which has no padding, on a little-endian host).
+template <>
+struct sluice::nats::Fields<sluice_nats_test::SensorReading> {
+  static constexpr auto kMembers = std::make_tuple(&sluice_nats_test::SensorReading::sensor,
+                                                   &sluice_nats_test::SensorReading::value,
+                                                   &sluice_nats_test::SensorReading::seq);
+};
+
+namespace sluice_nats_test {
+
+// Integers only, no padding: TriviallyCopyableCodec.
 struct EmergencyStop {
   std::uint32_t source;
   std::uint32_t reason;

@@ -51,6 +51,18 @@ class PublishApi {
     return PublishOne<true>(std::forward<Message>(message), sender_id, priority, 0);
   }
 
+  // As PublishWithPriority, for a caller that retries a refused message: a
+  // refusal for room (or a closed bus) is not counted anywhere, since the
+  // message is not lost yet. The caller's last try, the one it gives up
+  // after, is a PublishWithPriority, so a message finally lost is counted
+  // once, and one finally admitted never counts as a drop. Bad input is
+  // counted as PublishWithPriority counts it.
+  template <typename Message>
+  PublishResult PublishAttempt(Message&& message, std::uint32_t sender_id,
+                               MessagePriority priority) {
+    return PublishOne<true, false>(std::forward<Message>(message), sender_id, priority, 0);
+  }
+
   // The caller supplies the timestamp: no clock read on the publish path.
   // Nanoseconds on the bus clock's time line (Traits::Clock::NowNanos(), or
   // NowMicros() * 1000 for a clock with only that), or 0 for none. A
@@ -220,7 +232,7 @@ class PublishApi {
     return PublishResult(PublishOutcome::kRejected, priority);
   }
 
-  template <bool kReadClock, typename Message>
+  template <bool kReadClock, bool kCountRefusal = true, typename Message>
   PublishResult PublishOne(Message&& message, std::uint32_t sender_id, MessagePriority priority,
                            std::uint64_t timestamp_ns) {
     using Value = std::decay_t<Message>;
@@ -236,11 +248,12 @@ class PublishApi {
       // A copy that may throw is made before a slot is claimed, so a claimed
       // slot is always filled; the refusal path then wastes the copy.
       Value copy(std::forward<Message>(message));
-      return PublishOne<kReadClock>(std::move(copy), sender_id, priority, timestamp_ns);
+      return PublishOne<kReadClock, kCountRefusal>(std::move(copy), sender_id, priority,
+                                                   timestamp_ns);
     } else {
       auto make_payload = [&] { return core.MakePayload(std::forward<Message>(message)); };
-      return core.template Admit<kReadClock>(source, sender_id, priority, timestamp_ns,
-                                             make_payload);
+      return core.template Admit<kReadClock, kCountRefusal>(source, sender_id, priority,
+                                                            timestamp_ns, make_payload);
     }
   }
 };

@@ -46,14 +46,53 @@
 #include "sluice/nats/codec.hpp"
 #include "sluice/nats/frame.hpp"
 #include "sluice/nats/metrics.hpp"
+#include "sluice/nats/remote.hpp"
+#include "sluice/nats/stream_tracker.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace nats {
 
+// TLS to the server (nats.c built with OpenSSL, as Debian's is).
+struct TlsOptions {
+  // Use TLS. A "tls://" URL asks for it too.
+  bool enabled = false;
+  // The CAs that may sign the server's certificate (PEM); empty: the
+  // system's.
+  std::string ca_file;
+  // A client certificate and its private key (PEM), for a server that
+  // requires them (mutual TLS). Both or neither.
+  std::string certificate_file;
+  std::string key_file;
+  // The name the server's certificate must carry, checked whatever host the
+  // URL names. Empty: the client's default check of the chain only (nats.c
+  // 3.4 does not compare the URL's host with the certificate).
+  std::string expected_hostname;
+  // No verification of the server's certificate at all: for a test bench,
+  // never a fleet.
+  bool skip_verification = false;
+};
+
 struct BridgeOptions {
   std::string url = "nats://127.0.0.1:4222";
+  // Several servers (a cluster, or one server's addresses): when not empty,
+  // used instead of `url`. The client connects to one of them and, when it
+  // is lost, reconnects to any of them (in random order unless
+  // no_randomize).
+  std::vector<std::string> servers;
+  bool no_randomize = false;
   std::string connection_name = "sluice";
+  // Credentials; each empty one is not used. A URL's own
+  // user:password@ or token@ works as well.
+  std::string user;
+  std::string password;
+  std::string token;
+  // A .creds file: the user's JWT and NKey seed (a server in operator mode).
+  std::string credentials_file;
+  // An NKey user: its public key ("U...") and the file holding its seed.
+  std::string nkey_public_key;
+  std::string nkey_seed_file;
+  TlsOptions tls;
   // Written into every frame sent; frames carrying it are never published
   // into the bus again. 0: a random id, drawn at construction.
   std::uint64_t origin_id = 0;
@@ -86,6 +125,18 @@ struct BridgeOptions {
   // which marks them as remote: a message whose sender id has it is never
   // forwarded. Local publishers of forwarded types use ids without it.
   std::uint32_t remote_sender_flag = 0x8000'0000u;
+  // Inbound trust, per priority (LOW, MEDIUM, HIGH): the origin ids whose
+  // frames are accepted; empty: any. A frame from another origin is refused
+  // (kOriginNotAllowed). An origin id is what the sender claims: make it
+  // mean something with the server's permissions (docs/nats.md, Trust).
+  std::array<std::vector<std::uint64_t>, kPriorityCount> allowed_origins;
+  // Accept version 1 frames, which carry no stream fields: they cannot be
+  // checked for gaps or replays (counted as unsequenced). Off: refused
+  // (kUnsequenced).
+  bool accept_version_1 = false;
+  // Streams (origin, instance, subject) the receiver remembers for gaps
+  // and duplicates; past it the least recently heard is forgotten.
+  std::size_t max_tracked_streams = 1024;
   // Called on a client thread for each refused frame (after it is counted).
   // An exception it throws is caught and counted (on_reject_threw).
   std::function<void(FrameError, std::string_view subject)> on_reject;
@@ -116,7 +167,7 @@ struct BusInfo<AsyncBus<Payload, kCapacity, kProducers, Traits>> {
   static constexpr bool kMultiProducer = kProducers == ProducerModel::kMulti;
 };
 
-inline std::uint64_t RandomOriginId() {
+inline std::uint64_t RandomNonZero() {
   std::random_device device;
   std::uint64_t id = 0;
   while (id == 0) {
@@ -165,9 +216,11 @@ class Bridge {
 
  public:
   // `bus` must outlive the bridge.
-  explicit Bridge(Bus& bus, BridgeOptions options = {}) : bus_(bus), options_(std::move(options)) {
-    origin_id_ = options_.origin_id != 0 ? options_.origin_id : detail::RandomOriginId();
+  explicit Bridge(Bus& bus, BridgeOptions options = {})
+      : bus_(bus), options_(std::move(options)), streams_(options_.max_tracked_streams) {
+    origin_id_ = options_.origin_id != 0 ? options_.origin_id : detail::RandomNonZero();
   }
+
   Bridge(const Bridge&) = delete;
   Bridge& operator=(const Bridge&) = delete;
   // Without Shutdown: stops forwarding, closes the connection (what the
@@ -187,21 +240,14 @@ class Bridge {
   [[nodiscard]] bool Forward(const std::string& subject, std::uint16_t type_id) {
     static_assert(sluice::detail::kIsAlternative<T, Payload>,
                   "Sluice: Forward<T> needs T to be exactly one alternative of the bus payload");
+    static_assert(!IsRemote<T>::value,
+                  "Sluice: Forward<Remote<T>> would send a received message on; forward T");
     CheckCodec<Codec, T>();
-    constexpr std::size_t kIndex = sluice::detail::VariantIndex<T, Payload>::kValue;
-    if (started_ || type_id == 0 || !IsLiteralSubject(subject)) return false;
-    for (const auto& route : outbound_) {
-      if (route->variant_index == kIndex) return false;
+    if constexpr (!kIsCodecFor<Codec, T>) {
+      return false;  // not reached: the check above fails to compile
+    } else {
+      return AddOutbound<T, Codec>(subject, type_id);
     }
-    auto route = std::make_unique<OutboundRoute>();
-    route->variant_index = kIndex;
-    route->type_id = type_id;
-    for (std::size_t p = 0; p < kPriorityCount; ++p) {
-      route->subjects[p] = SubjectFor(subject, static_cast<MessagePriority>(p));
-    }
-    route->subscribe = &SubscribeOutbound<T, Codec>;
-    outbound_.push_back(std::move(route));
-    return true;
   }
 
   // Publishes frames of `type_id` received on `subject` into the bus as T.
@@ -211,35 +257,22 @@ class Bridge {
   // received as another type or with another codec. Several types may share
   // a subject; a type may come on several. A frame whose type id was not
   // given for the subject it came on is refused (kUnknownType).
-  template <typename T, typename Codec = DefaultCodec<T>>
+  //
+  // Receive<Remote<U>>: the frames carry a U (its codec, its type id), and
+  // each arrives in the bus as a Remote<U> with the frame's Provenance.
+  template <typename T, typename Codec = DefaultCodec<WireType<T>>>
   [[nodiscard]] bool Receive(std::string subject, std::uint16_t type_id) {
     static_assert(sluice::detail::kIsAlternative<T, Payload>,
                   "Sluice: Receive<T> needs T to be exactly one alternative of the bus payload");
     static_assert(detail::BusInfo<Bus>::kMultiProducer,
                   "Sluice: Receive needs a multi-producer bus (MpscBus): the NATS client's "
                   "threads publish into it");
-    CheckCodec<Codec, T>();
-    constexpr std::size_t kIndex = sluice::detail::VariantIndex<T, Payload>::kValue;
-    if (started_ || type_id == 0 || !IsLiteralSubject(subject)) return false;
-    const DeliverFunction deliver = &Deliver<T, Codec>;
-    bool known_type = false;
-    for (const InboundType& type : inbound_types_) {
-      if (type.type_id != type_id) continue;
-      // One type and one codec per id: a second codec would never be used.
-      if (type.variant_index != kIndex || type.deliver != deliver) return false;
-      known_type = true;
+    CheckCodec<Codec, WireType<T>>();
+    if constexpr (!kIsCodecFor<Codec, WireType<T>>) {
+      return false;  // not reached: the check above fails to compile
+    } else {
+      return AddInbound<T, Codec>(std::move(subject), type_id);
     }
-    if (!known_type) inbound_types_.push_back({type_id, kIndex, deliver});
-    for (InboundSubject& known : inbound_subjects_) {
-      if (known.subject != subject) continue;
-      if (std::find(known.type_ids.begin(), known.type_ids.end(), type_id) ==
-          known.type_ids.end()) {
-        known.type_ids.push_back(type_id);
-      }
-      return true;
-    }
-    inbound_subjects_.push_back({std::move(subject), {type_id}});
-    return true;
   }
 
   // ---- Lifecycle --------------------------------------------------------------
@@ -255,8 +288,7 @@ class Bridge {
     const auto set = [&status](natsStatus next) {
       if (status == NATS_OK) status = next;
     };
-    set(natsOptions_SetURL(opts, options_.url.c_str()));
-    set(natsOptions_SetName(opts, options_.connection_name.c_str()));
+    set(ApplyConnectionOptions(opts));
     // The first loop guard: the server never delivers this connection's own
     // publishes back to it.
     set(natsOptions_SetNoEcho(opts, true));
@@ -295,6 +327,11 @@ class Bridge {
     if (status == NATS_OK && !inbound_subjects_.empty()) {
       status = natsConnection_FlushTimeout(connection_, options_.connect_timeout.count());
     }
+    // A new stream on every subject: a fresh instance id, numbers from 1.
+    // Written before the bus subscriptions below, whose dispatch reads them
+    // (Subscribe's release pairs with the consumer's acquire of the table).
+    instance_id_ = detail::RandomNonZero();
+    for (const auto& route : outbound_) route->sequence->fill(0);
     for (std::size_t r = 0; r < outbound_.size() && status == NATS_OK; ++r) {
       outbound_[r]->handle = outbound_[r]->subscribe(*this, *outbound_[r]);
       // The bus's subscription table for T is full.
@@ -377,6 +414,12 @@ class Bridge {
       s.send_dropped[p] = load(counters_.send_dropped[p]);
       s.delivered[p] = load(counters_.delivered[p]);
       s.bus_dropped[p] = load(counters_.bus_dropped[p]);
+      s.admitted_after_wait[p] = load(counters_.admitted_after_wait[p]);
+    }
+    s.unsequenced = load(counters_.unsequenced);
+    {
+      std::lock_guard<std::mutex> lock(streams_mutex_);
+      s.streams = streams_.Counts();
     }
     s.reconnect_buffer_overflows = load(counters_.reconnect_buffer_overflows);
     s.encode_failed = load(counters_.encode_failed);
@@ -395,10 +438,15 @@ class Bridge {
   std::uint64_t OriginId() const noexcept { return origin_id_; }
 
  private:
+  using SubjectSequence = std::array<std::uint64_t, kPriorityCount>;
+
   struct OutboundRoute {
     std::size_t variant_index = 0;
     std::uint16_t type_id = 0;
     std::array<std::string, kPriorityCount> subjects;
+    // The last number sent per priority on the route's subject since Start,
+    // shared with the subject's other routes: consumer thread only.
+    std::shared_ptr<SubjectSequence> sequence;
     std::string buffer;  // the frame being built: consumer thread only
     SubscriptionHandle handle;
     SubscriptionHandle (*subscribe)(Bridge&, OutboundRoute&) = nullptr;
@@ -439,6 +487,8 @@ class Bridge {
     std::array<std::atomic<std::uint64_t>, kPriorityCount> send_dropped{};
     std::array<std::atomic<std::uint64_t>, kPriorityCount> delivered{};
     std::array<std::atomic<std::uint64_t>, kPriorityCount> bus_dropped{};
+    std::array<std::atomic<std::uint64_t>, kPriorityCount> admitted_after_wait{};
+    std::atomic<std::uint64_t> unsequenced{0};
     std::atomic<std::uint64_t> reconnect_buffer_overflows{0};
     std::atomic<std::uint64_t> encode_failed{0};
     std::atomic<std::uint64_t> loop_suppressed{0};
@@ -452,6 +502,101 @@ class Bridge {
 
   static void Count(std::atomic<std::uint64_t>& counter) noexcept {
     counter.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // The server list, credentials and TLS of BridgeOptions, onto the
+  // client's options. The first failure is returned (a file that cannot be
+  // read, TLS without OpenSSL in the client).
+  natsStatus ApplyConnectionOptions(natsOptions* opts) const {
+    natsStatus status = NATS_OK;
+    const auto set = [&status](natsStatus next) {
+      if (status == NATS_OK) status = next;
+    };
+    if (options_.servers.empty()) {
+      set(natsOptions_SetURL(opts, options_.url.c_str()));
+    } else {
+      std::vector<const char*> servers;
+      servers.reserve(options_.servers.size());
+      for (const std::string& server : options_.servers) servers.push_back(server.c_str());
+      set(natsOptions_SetServers(opts, servers.data(), static_cast<int>(servers.size())));
+    }
+    set(natsOptions_SetNoRandomize(opts, options_.no_randomize));
+    set(natsOptions_SetName(opts, options_.connection_name.c_str()));
+    if (!options_.user.empty() || !options_.password.empty()) {
+      set(natsOptions_SetUserInfo(opts, options_.user.c_str(), options_.password.c_str()));
+    }
+    if (!options_.token.empty()) set(natsOptions_SetToken(opts, options_.token.c_str()));
+    if (!options_.credentials_file.empty()) {
+      set(natsOptions_SetUserCredentialsFromFiles(opts, options_.credentials_file.c_str(),
+                                                  nullptr));
+    }
+    if (!options_.nkey_public_key.empty() || !options_.nkey_seed_file.empty()) {
+      set(natsOptions_SetNKeyFromSeed(opts, options_.nkey_public_key.c_str(),
+                                      options_.nkey_seed_file.c_str()));
+    }
+    const TlsOptions& tls = options_.tls;
+    if (tls.enabled) set(natsOptions_SetSecure(opts, true));
+    if (!tls.ca_file.empty()) set(natsOptions_LoadCATrustedCertificates(opts, tls.ca_file.c_str()));
+    if (!tls.certificate_file.empty() || !tls.key_file.empty()) {
+      set(natsOptions_LoadCertificatesChain(opts, tls.certificate_file.c_str(),
+                                            tls.key_file.c_str()));
+    }
+    if (!tls.expected_hostname.empty()) {
+      set(natsOptions_SetExpectedHostname(opts, tls.expected_hostname.c_str()));
+    }
+    if (tls.skip_verification) set(natsOptions_SkipServerVerification(opts, true));
+    return status;
+  }
+
+  // ---- Routes (before Start) ------------------------------------------------------
+
+  template <typename T, typename Codec>
+  bool AddOutbound(const std::string& subject, std::uint16_t type_id) {
+    constexpr std::size_t kIndex = sluice::detail::VariantIndex<T, Payload>::kValue;
+    if (started_ || type_id == 0 || !IsLiteralSubject(subject)) return false;
+    for (const auto& route : outbound_) {
+      if (route->variant_index == kIndex) return false;
+    }
+    auto route = std::make_unique<OutboundRoute>();
+    route->variant_index = kIndex;
+    route->type_id = type_id;
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      route->subjects[p] = SubjectFor(subject, static_cast<MessagePriority>(p));
+    }
+    route->subscribe = &SubscribeOutbound<T, Codec>;
+    // Routes of one subject share its numbers: the receiver tracks a
+    // stream per subject, whatever types travel on it.
+    for (const auto& other : outbound_) {
+      if (other->subjects[0] == route->subjects[0]) route->sequence = other->sequence;
+    }
+    if (!route->sequence) route->sequence = std::make_shared<SubjectSequence>();
+    outbound_.push_back(std::move(route));
+    return true;
+  }
+
+  template <typename T, typename Codec>
+  bool AddInbound(std::string subject, std::uint16_t type_id) {
+    constexpr std::size_t kIndex = sluice::detail::VariantIndex<T, Payload>::kValue;
+    if (started_ || type_id == 0 || !IsLiteralSubject(subject)) return false;
+    const DeliverFunction deliver = &Deliver<T, Codec>;
+    bool known_type = false;
+    for (const InboundType& type : inbound_types_) {
+      if (type.type_id != type_id) continue;
+      // One type and one codec per id: a second codec would never be used.
+      if (type.variant_index != kIndex || type.deliver != deliver) return false;
+      known_type = true;
+    }
+    if (!known_type) inbound_types_.push_back({type_id, kIndex, deliver});
+    for (InboundSubject& known : inbound_subjects_) {
+      if (known.subject != subject) continue;
+      if (std::find(known.type_ids.begin(), known.type_ids.end(), type_id) ==
+          known.type_ids.end()) {
+        known.type_ids.push_back(type_id);
+      }
+      return true;
+    }
+    inbound_subjects_.push_back({std::move(subject), {type_id}});
+    return true;
   }
 
   // ---- Outbound (the bus's consumer thread) -----------------------------------
@@ -486,8 +631,12 @@ class Bridge {
     frame_header.sender_id = header.sender_id;
     frame_header.payload_size = static_cast<std::uint32_t>(frame.size() - kFrameHeaderSize);
     frame_header.msg_id = header.msg_id;
-    frame_header.timestamp_us = FrameTimestampMicros(header.timestamp_ns);
+    frame_header.timestamp_ns = header.timestamp_ns;
     frame_header.origin_id = origin_id_;
+    frame_header.instance_id = instance_id_;
+    // Every frame handed to the client takes the subject's next number,
+    // also one the client then refuses: the receiver sees it as a gap.
+    frame_header.sequence = ++(*route.sequence)[p];
     EncodeFrameHeader(frame_header, reinterpret_cast<std::uint8_t*>(frame.data()));
     const natsStatus status = natsConnection_Publish(connection_, route.subjects[p].c_str(),
                                                      frame.data(), static_cast<int>(frame.size()));
@@ -575,7 +724,8 @@ class Bridge {
   static void OnMessage(natsConnection*, natsSubscription*, natsMsg* message, void* closure) {
     auto* inbound = static_cast<InboundSubscription*>(closure);
     const int length = natsMsg_GetDataLength(message);
-    inbound->bridge->HandleFrame(*inbound,
+    const char* subject = natsMsg_GetSubject(message);
+    inbound->bridge->HandleFrame(*inbound, subject == nullptr ? std::string_view() : subject,
                                  reinterpret_cast<const std::uint8_t*>(natsMsg_GetData(message)),
                                  length < 0 ? 0 : static_cast<std::size_t>(length));
     natsMsg_Destroy(message);
@@ -583,8 +733,8 @@ class Bridge {
 
   // Never throws: user code it calls (a codec, on_reject) is caught here,
   // since an exception must not leave the client's thread.
-  void HandleFrame(const InboundSubscription& inbound, const std::uint8_t* data,
-                   std::size_t size) noexcept {
+  void HandleFrame(const InboundSubscription& inbound, std::string_view subject,
+                   const std::uint8_t* data, std::size_t size) noexcept {
     Count(counters_.frames_received);
     FrameView view;
     FrameError error = DecodeFrame(data, size, &view, options_.max_payload);
@@ -593,22 +743,31 @@ class Bridge {
         Count(counters_.echo_suppressed);
         return;
       }
-      error = Route(inbound, view);
+      error = Route(inbound, subject, view);
     }
     if (error == FrameError::kNone) return;
     Count(counters_.rejected[static_cast<std::size_t>(error)]);
     Report(error, inbound.subject);
   }
 
-  // A decoded frame to its type's Deliver, if the subscription carries it.
-  FrameError Route(const InboundSubscription& inbound, const FrameView& view) noexcept {
+  // A decoded frame to its type's Deliver, if the subscription carries it,
+  // its origin may send at its priority, and it is new on its stream.
+  FrameError Route(const InboundSubscription& inbound, std::string_view subject,
+                   const FrameView& view) noexcept {
     // Each priority has its own subscription, queue and thread: a frame on
     // another priority's subject would take the wrong one.
     if (view.header.priority != inbound.priority) return FrameError::kPriorityMismatch;
+    const auto& allowed = options_.allowed_origins[static_cast<std::size_t>(inbound.priority)];
+    if (!allowed.empty() &&
+        std::find(allowed.begin(), allowed.end(), view.header.origin_id) == allowed.end()) {
+      return FrameError::kOriginNotAllowed;
+    }
     const std::uint16_t id = view.header.type_id;
     if (std::find(inbound.type_ids.begin(), inbound.type_ids.end(), id) == inbound.type_ids.end()) {
       return FrameError::kUnknownType;  // not given for this subject
     }
+    const FrameError sequence_error = CheckSequence(subject, view.header);
+    if (sequence_error != FrameError::kNone) return sequence_error;
     for (const InboundType& type : inbound_types_) {
       if (type.type_id != id) continue;
 #if SLUICE_HAS_EXCEPTIONS
@@ -622,6 +781,39 @@ class Bridge {
 #endif
     }
     return FrameError::kUnknownType;
+  }
+
+  // The frame's place in its stream: a duplicate or a stale number is
+  // refused (so a redelivery or a replay is never dispatched twice), a gap
+  // or a late frame is counted. A version 1 frame has no stream.
+  FrameError CheckSequence(std::string_view subject, const FrameHeader& header) noexcept {
+    // Numbers start at 1: a version 2 frame numbered 0 is as unsequenced as
+    // a version 1 frame (else it would pass by the duplicate check).
+    if (header.version == kFrameVersion1 || header.sequence == 0) {
+      if (!options_.accept_version_1) return FrameError::kUnsequenced;
+      Count(counters_.unsequenced);
+      return FrameError::kNone;
+    }
+#if SLUICE_HAS_EXCEPTIONS
+    try {
+#endif
+      std::lock_guard<std::mutex> lock(streams_mutex_);
+      switch (streams_.Note(header.origin_id, header.instance_id, subject, header.sequence)) {
+        case StreamVerdict::kDuplicate:
+          return FrameError::kDuplicate;
+        case StreamVerdict::kStale:
+          return FrameError::kStale;
+        default:
+          return FrameError::kNone;
+      }
+#if SLUICE_HAS_EXCEPTIONS
+    } catch (...) {
+      // The tracker could not allocate a new stream: deliver untracked
+      // rather than lose the frame.
+      Count(counters_.unsequenced);
+      return FrameError::kNone;
+    }
+#endif
   }
 
   void Report(FrameError error, std::string_view subject) noexcept {
@@ -639,36 +831,62 @@ class Bridge {
 
   template <typename T, typename Codec>
   static FrameError Deliver(Bridge& bridge, const FrameView& view) {
-    std::optional<T> message = Codec::Decode(view.payload, view.payload_size);
-    if (!message) return FrameError::kBadPayload;
-    bridge.Admit(*message, view.header);
+    std::optional<WireType<T>> value = Codec::Decode(view.payload, view.payload_size);
+    if (!value) return FrameError::kBadPayload;
+    if constexpr (IsRemote<T>::value) {
+      const FrameHeader& frame = view.header;
+      Provenance provenance;
+      provenance.origin_id = frame.origin_id;
+      provenance.instance_id = frame.instance_id;
+      provenance.sequence = frame.sequence;
+      provenance.msg_id = frame.msg_id;
+      provenance.timestamp_ns = frame.timestamp_ns;
+      provenance.sender_id = frame.sender_id;
+      provenance.type_id = frame.type_id;
+      provenance.priority = frame.priority;
+      T message{std::move(*value), provenance};
+      bridge.Admit(message, frame);
+    } else {
+      bridge.Admit(*value, view.header);
+    }
     return FrameError::kNone;
   }
 
   // Publishes into the bus with the frame's priority. A refusal for room is
-  // retried (polling the depth, so that the bus counts few refusals) until
-  // the priority's admission_wait has passed; then it is a counted drop.
+  // retried, polling the depth against the priority's threshold, until the
+  // priority's admission_wait has passed. The tries before the last are
+  // PublishAttempt, which the bus does not count: a message admitted after
+  // waiting is not a drop anywhere (it is counted in admitted_after_wait).
+  // The last try is a PublishWithPriority: a message lost is counted once
+  // by the bus (messages_dropped or refused_closed) and once here
+  // (bus_dropped).
   template <typename T>
   void Admit(T& message, const FrameHeader& header) {
     const auto p = static_cast<std::size_t>(header.priority);
     const std::uint32_t sender = header.sender_id | options_.remote_sender_flag;
-    if (bus_.PublishWithPriority(message, sender, header.priority)) {
-      Count(counters_.delivered[p]);
-      return;
-    }
     const auto wait = options_.admission_wait[p];
     if (wait.count() > 0) {
+      if (bus_.PublishAttempt(message, sender, header.priority)) {
+        Count(counters_.delivered[p]);
+        return;
+      }
       const auto deadline = std::chrono::steady_clock::now() + wait;
       while (!bus_.IsClosed() && std::chrono::steady_clock::now() < deadline) {
         if (bus_.QueueDepth() >= LimitFor(header.priority)) {
           std::this_thread::sleep_for(std::chrono::microseconds(20));
           continue;
         }
-        if (bus_.PublishWithPriority(message, sender, header.priority)) {
+        if (bus_.PublishAttempt(message, sender, header.priority)) {
           Count(counters_.delivered[p]);
+          Count(counters_.admitted_after_wait[p]);
           return;
         }
       }
+    }
+    if (bus_.PublishWithPriority(message, sender, header.priority)) {
+      Count(counters_.delivered[p]);
+      if (wait.count() > 0) Count(counters_.admitted_after_wait[p]);
+      return;
     }
     Count(counters_.bus_dropped[p]);
   }
@@ -808,6 +1026,11 @@ class Bridge {
   std::vector<InboundType> inbound_types_;
   std::vector<InboundSubject> inbound_subjects_;
   Counters counters_;
+  // The outbound streams' instance, drawn at Start (consumer thread reads).
+  std::uint64_t instance_id_ = 0;
+  // The inbound streams, shared by the client's threads.
+  mutable std::mutex streams_mutex_;
+  StreamTracker streams_;
   std::atomic<bool> connected_{false};
   std::atomic<bool> closing_{false};  // the bridge is closing the connection
   // The server's max_payload (0: not connected yet).

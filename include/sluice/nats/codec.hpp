@@ -13,15 +13,27 @@
 //     static std::optional<Note> Decode(const std::uint8_t* data, std::size_t size);
 //   };
 //
-// Trivially copyable types get TriviallyCopyableCodec<T> by default: the
-// object's bytes, as they are in memory. See its comment for where that fits.
+// Built in, and chosen by DefaultCodec<T>, so that only a value's bytes
+// reach the wire, never padding or other memory:
+//  - WireCodec<T>: a scalar, an array, or a struct whose fields are listed
+//    in sluice::nats::Fields<T>. Each field in list order, little-endian,
+//    with nothing between them (docs/nats.md, "Payload layout").
+//  - TriviallyCopyableCodec<T>: a struct without padding whose every bit is
+//    part of its value (std::has_unique_object_representations: integers,
+//    arrays and structs of them), sent as its object bytes, which on the
+//    little-endian hosts Sluice supports are the same as WireCodec's.
+// Any other T (padding, floating-point members, not trivially copyable)
+// is a compile error that says to list its fields or name a codec.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -31,17 +43,301 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace nats {
 
-// The object representation of T: both ends must share T's layout and byte
-// order (the same type, compiler and architecture family). Decode accepts
-// exactly sizeof(T) bytes. Every byte pattern must be a valid T: integers,
-// floating-point numbers and arrays or structs of them. A T holding a bool,
-// an enum or a pointer needs a codec of its own that checks the bytes
-// before it makes a T of them.
+// A struct's wire layout, for WireCodec: specialize it with a tuple of
+// pointers to the members to send, in wire order.
+//
+//   struct Pose { std::uint8_t frame; double x, y; };   // 7 padding bytes
+//   template <>
+//   struct sluice::nats::Fields<Pose> {
+//     static constexpr auto kMembers = std::make_tuple(&Pose::frame, &Pose::x, &Pose::y);
+//   };
+//
+// On the wire: 1 + 8 + 8 = 17 bytes. A member left out is not sent and
+// arrives value-initialized. Each member is a scalar (bool, an integer, an
+// enum, float or double), an array of them, or a struct with Fields of its
+// own.
+template <typename T>
+struct Fields {};
+
+namespace detail {
+
+template <typename T, typename = void>
+struct HasFieldList : std::false_type {};
+template <typename T>
+struct HasFieldList<T, std::void_t<decltype(Fields<T>::kMembers)>> : std::true_type {};
+
+template <typename T>
+struct IsStdArray : std::false_type {};
+template <typename E, std::size_t N>
+struct IsStdArray<std::array<E, N>> : std::true_type {};
+
+template <typename T>
+constexpr bool IsLittleEndianHost() noexcept {
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
+  return __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+#else
+  return true;  // MSVC's targets are all little-endian
+#endif
+}
+
+// How a value of type T goes on the wire (kEncodable false: it does not).
+template <typename T, typename = void>
+struct Wire {
+  static constexpr bool kEncodable = false;
+  static constexpr std::size_t kSize = 0;
+};
+
+// An unsigned integer of T's size, for integers, enums and floats.
+template <std::size_t kBytes>
+struct UnsignedOfSize;
+template <>
+struct UnsignedOfSize<1> {
+  using Type = std::uint8_t;
+};
+template <>
+struct UnsignedOfSize<2> {
+  using Type = std::uint16_t;
+};
+template <>
+struct UnsignedOfSize<4> {
+  using Type = std::uint32_t;
+};
+template <>
+struct UnsignedOfSize<8> {
+  using Type = std::uint64_t;
+};
+
+template <typename U>
+void PutLittle(std::uint8_t* out, U bits) noexcept {
+  for (std::size_t i = 0; i < sizeof(U); ++i) {
+    out[i] = static_cast<std::uint8_t>(bits >> (8 * i));
+  }
+}
+template <typename U>
+U GetLittle(const std::uint8_t* in) noexcept {
+  U bits = 0;
+  for (std::size_t i = 0; i < sizeof(U); ++i) {
+    bits = static_cast<U>(bits | static_cast<U>(static_cast<U>(in[i]) << (8 * i)));
+  }
+  return bits;
+}
+
+// bool: one byte, 0 or 1; any other byte is not a bool.
+template <>
+struct Wire<bool> {
+  static constexpr bool kEncodable = true;
+  static constexpr std::size_t kSize = 1;
+  static void Put(const bool& value, std::uint8_t* out) noexcept { out[0] = value ? 1 : 0; }
+  static bool Get(const std::uint8_t* in, bool* value) noexcept {
+    if (in[0] > 1) return false;
+    *value = in[0] == 1;
+    return true;
+  }
+};
+
+// Integers (two's complement) and enums (their underlying integer; every
+// value of it is accepted), little-endian.
+template <typename T>
+struct Wire<
+    T, std::enable_if_t<(std::is_integral_v<T> && !std::is_same_v<T, bool>) || std::is_enum_v<T>>> {
+  using Bits = typename UnsignedOfSize<sizeof(T)>::Type;
+  static constexpr bool kEncodable = true;
+  static constexpr std::size_t kSize = sizeof(T);
+  static void Put(const T& value, std::uint8_t* out) noexcept {
+    Bits bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    PutLittle(out, bits);
+  }
+  static bool Get(const std::uint8_t* in, T* value) noexcept {
+    const Bits bits = GetLittle<Bits>(in);
+    std::memcpy(value, &bits, sizeof bits);
+    return true;
+  }
+};
+
+// float and double: their IEEE 754 bits, little-endian (a NaN's payload
+// included).
+template <typename T>
+struct Wire<T, std::enable_if_t<std::is_floating_point_v<T>>> {
+  static constexpr bool kEncodable =
+      std::numeric_limits<T>::is_iec559 && (sizeof(T) == 4 || sizeof(T) == 8);
+  static constexpr std::size_t kSize = sizeof(T);
+  using Bits = typename UnsignedOfSize<(sizeof(T) == 4 ? 4 : 8)>::Type;
+  static void Put(const T& value, std::uint8_t* out) noexcept {
+    Bits bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    PutLittle(out, bits);
+  }
+  static bool Get(const std::uint8_t* in, T* value) noexcept {
+    const Bits bits = GetLittle<Bits>(in);
+    std::memcpy(value, &bits, sizeof bits);
+    return true;
+  }
+};
+
+// Arrays: the elements in order.
+template <typename E, std::size_t N>
+struct WireArray {
+  static constexpr bool kEncodable = Wire<E>::kEncodable;
+  static constexpr std::size_t kSize = N * Wire<E>::kSize;
+  template <typename A>
+  static void Put(const A& values, std::uint8_t* out) noexcept {
+    for (std::size_t i = 0; i < N; ++i) Wire<E>::Put(values[i], out + i * Wire<E>::kSize);
+  }
+  template <typename A>
+  static bool Get(const std::uint8_t* in, A* values) noexcept {
+    for (std::size_t i = 0; i < N; ++i) {
+      if (!Wire<E>::Get(in + i * Wire<E>::kSize, &(*values)[i])) return false;
+    }
+    return true;
+  }
+};
+template <typename E, std::size_t N>
+struct Wire<E[N]> : WireArray<E, N> {};
+template <typename E, std::size_t N>
+struct Wire<std::array<E, N>> : WireArray<E, N> {};
+
+template <typename T, typename Member>
+struct MemberOf : std::false_type {};
+template <typename T, typename M>
+struct MemberOf<T, M T::*> : std::true_type {
+  using Type = M;
+};
+
+// A struct with a field list: each listed member in order.
+template <typename T>
+struct Wire<T, std::enable_if_t<HasFieldList<T>::value>> {
+  using List = std::decay_t<decltype(Fields<T>::kMembers)>;
+
+  template <std::size_t... kI>
+  static constexpr bool AllMembers(std::index_sequence<kI...>) {
+    return (MemberOf<T, std::tuple_element_t<kI, List>>::value && ...);
+  }
+  template <std::size_t kI>
+  using FieldType = typename MemberOf<T, std::tuple_element_t<kI, List>>::Type;
+  template <std::size_t... kI>
+  static constexpr bool AllEncodable(std::index_sequence<kI...>) {
+    return (Wire<FieldType<kI>>::kEncodable && ...);
+  }
+  template <std::size_t... kI>
+  static constexpr std::size_t SumSizes(std::index_sequence<kI...>) {
+    return (std::size_t{0} + ... + Wire<FieldType<kI>>::kSize);
+  }
+  using Indices = std::make_index_sequence<std::tuple_size_v<List>>;
+
+  // Each field's type is asked for only when every entry is a member of T.
+  static constexpr bool Encodable() {
+    if constexpr (AllMembers(Indices{})) {
+      return AllEncodable(Indices{});
+    } else {
+      return false;
+    }
+  }
+  static constexpr std::size_t Size() {
+    if constexpr (Encodable()) {
+      return SumSizes(Indices{});
+    } else {
+      return 0;
+    }
+  }
+
+  static constexpr bool kListsMembersOfT = AllMembers(Indices{});
+  static constexpr bool kEncodable = Encodable();
+  static constexpr std::size_t kSize = Size();
+
+  template <std::size_t... kI>
+  static void PutAll(const T& value, std::uint8_t* out, std::index_sequence<kI...>) noexcept {
+    std::size_t offset = 0;
+    ((Wire<FieldType<kI>>::Put(value.*std::get<kI>(Fields<T>::kMembers), out + offset),
+      offset += Wire<FieldType<kI>>::kSize),
+     ...);
+  }
+  template <std::size_t... kI>
+  static bool GetAll(const std::uint8_t* in, T* value, std::index_sequence<kI...>) noexcept {
+    std::size_t offset = 0;
+    bool ok = true;
+    ((ok =
+          ok && Wire<FieldType<kI>>::Get(in + offset, &(value->*std::get<kI>(Fields<T>::kMembers))),
+      offset += Wire<FieldType<kI>>::kSize),
+     ...);
+    return ok;
+  }
+  static void Put(const T& value, std::uint8_t* out) noexcept { PutAll(value, out, Indices{}); }
+  static bool Get(const std::uint8_t* in, T* value) noexcept {
+    return GetAll(in, value, Indices{});
+  }
+};
+
+// False only for a Fields<T> whose entries are not all members of T.
+template <typename T>
+constexpr bool FieldListIsOfT() {
+  if constexpr (HasFieldList<T>::value) {
+    return Wire<T>::kListsMembersOfT;
+  } else {
+    return true;
+  }
+}
+
+}  // namespace detail
+
+// Whether WireCodec<T> can encode T: a scalar, an array of encodable
+// elements, or a struct whose Fields list encodable members of it.
+template <typename T>
+inline constexpr bool kHasWireForm = detail::Wire<T>::kEncodable;
+
+// The bytes WireCodec<T> sends for a T.
+template <typename T>
+inline constexpr std::size_t kWireSize = detail::Wire<T>::kSize;
+
+// A value's fields, little-endian, in order, and nothing else: see Fields.
+// Decode accepts exactly kWireSize<T> bytes; a bool that is not 0 or 1
+// refuses them.
+template <typename T>
+struct WireCodec {
+  static_assert(detail::FieldListIsOfT<T>(),
+                "Sluice: every entry of sluice::nats::Fields<T>::kMembers must be a pointer to "
+                "a data member of T");
+  static_assert(kHasWireForm<T>,
+                "Sluice: a member listed in sluice::nats::Fields<T> has no wire form (bool, "
+                "integers, enums, float, double, arrays of them, or structs with Fields of "
+                "their own); give the message a codec of its own");
+  static_assert(std::is_default_constructible_v<T>,
+                "Sluice: WireCodec<T> needs a default constructible T");
+
+  static bool Encode(const T& value, std::string& out) {
+    std::array<std::uint8_t, kWireSize<T>> bytes{};
+    detail::Wire<T>::Put(value, bytes.data());
+    out.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return true;
+  }
+
+  static std::optional<T> Decode(const std::uint8_t* data, std::size_t size) {
+    if (size != kWireSize<T> || (size != 0 && data == nullptr)) return std::nullopt;
+    T value{};
+    if (!detail::Wire<T>::Get(data, &value)) return std::nullopt;
+    return value;
+  }
+};
+
+// The object representation of a T in which every byte belongs to the value
+// (std::has_unique_object_representations: no padding, no floating point):
+// integers, and arrays and structs of them, whose bytes on a little-endian
+// host are their fields in order, little-endian, as WireCodec writes them.
+// Decode accepts exactly sizeof(T) bytes. A T holding a bool or an enum
+// accepts any byte there: give it Fields (WireCodec checks a bool) or a
+// codec of its own.
 template <typename T>
 struct TriviallyCopyableCodec {
   static_assert(std::is_trivially_copyable_v<T> && std::is_default_constructible_v<T>,
                 "Sluice: TriviallyCopyableCodec<T> needs a trivially copyable, default "
                 "constructible T");
+  static_assert(std::has_unique_object_representations_v<T>,
+                "Sluice: TriviallyCopyableCodec<T> would send T's padding bytes (or T has "
+                "floating-point members, whose bytes it cannot vouch for); list T's fields in "
+                "sluice::nats::Fields<T> for WireCodec, or name a codec (docs/nats.md, Codecs)");
+  static_assert(detail::IsLittleEndianHost<T>(),
+                "Sluice: TriviallyCopyableCodec<T> sends host byte order, which is the wire's "
+                "little-endian order only on little-endian hosts; use Fields<T> (WireCodec)");
 
   static bool Encode(const T& value, std::string& out) {
     out.append(reinterpret_cast<const char*>(&value), sizeof(T));
@@ -78,15 +374,22 @@ struct HasDecode<Codec, T,
                                           std::declval<std::size_t>())),
                    std::optional<T>> {};
 
-// Selects the default codec; a type that is not trivially copyable has none.
-template <typename T, bool = std::is_trivially_copyable_v<T>>
-struct DefaultCodecFor {
-  using Type = TriviallyCopyableCodec<T>;
-};
+// Why a T has no built-in codec (DefaultCodec<T> is then one of these).
+struct NoCodecNotTriviallyCopyable {};
+struct NoCodecBytesAreNotTheValue {};
+
 template <typename T>
-struct DefaultCodecFor<T, false> {
-  using Type = void;
-};
+constexpr auto SelectDefaultCodec() {
+  if constexpr (HasFieldList<T>::value || kHasWireForm<T>) {
+    return WireCodec<T>{};
+  } else if constexpr (!std::is_trivially_copyable_v<T>) {
+    return NoCodecNotTriviallyCopyable{};
+  } else if constexpr (!std::has_unique_object_representations_v<T>) {
+    return NoCodecBytesAreNotTheValue{};
+  } else {
+    return TriviallyCopyableCodec<T>{};
+  }
+}
 
 }  // namespace detail
 
@@ -96,19 +399,30 @@ template <typename Codec, typename T>
 inline constexpr bool kIsCodecFor =
     detail::HasEncode<Codec, T>::value&& detail::HasDecode<Codec, T>::value;
 
-// What a route uses when it names no codec: TriviallyCopyableCodec<T> for a
-// trivially copyable T; void otherwise (a compile error where used).
+// What a route uses when it names no codec: WireCodec<T> for a T with
+// Fields or a scalar or array T; else TriviallyCopyableCodec<T> for a T
+// whose bytes are all value; else a type that is a compile error where used,
+// saying why.
 template <typename T>
-using DefaultCodec = typename detail::DefaultCodecFor<T>::Type;
+using DefaultCodec = decltype(detail::SelectDefaultCodec<T>());
+
+// Whether T has a built-in codec (DefaultCodec<T> is one).
+template <typename T>
+inline constexpr bool kHasDefaultCodec = kIsCodecFor<DefaultCodec<T>, T>;
 
 // The compile-time check each route applies to its codec.
 template <typename Codec, typename T>
 constexpr void CheckCodec() noexcept {
-  static_assert(!std::is_void_v<Codec>,
+  static_assert(!std::is_same_v<Codec, detail::NoCodecNotTriviallyCopyable>,
                 "Sluice: this message type is not trivially copyable, so it has no built-in "
                 "NATS codec; name one as the route's second template argument (docs/nats.md, "
                 "Codecs)");
-  if constexpr (!std::is_void_v<Codec>) {
+  static_assert(!std::is_same_v<Codec, detail::NoCodecBytesAreNotTheValue>,
+                "Sluice: this message type has padding bytes or floating-point members, so its "
+                "memory is not its value and is not sent; list its fields in "
+                "sluice::nats::Fields<T> (docs/nats.md, Codecs) or name a codec");
+  if constexpr (!std::is_same_v<Codec, detail::NoCodecNotTriviallyCopyable> &&
+                !std::is_same_v<Codec, detail::NoCodecBytesAreNotTheValue>) {
     static_assert(kIsCodecFor<Codec, T>,
                   "Sluice: a NATS codec for T needs static bool Encode(const T&, std::string&) "
                   "and static std::optional<T> Decode(const std::uint8_t*, std::size_t)");

@@ -1,6 +1,6 @@
-// The NATS bridge's wire frame: a fixed 40-byte header, then the payload
-// bytes a codec wrote. Standard library only (no NATS client), so the
-// decoder can be fuzzed and tested on its own. Every multi-byte field is
+// The NATS bridge's wire frame: a fixed 56-byte header (version 2; 40 bytes
+// in version 1, which is still read), then the payload bytes a codec wrote. Standard library only
+// (no NATS client), so the decoder can be fuzzed and tested on its own. Every multi-byte field is
 // little-endian, written and read byte by byte: no alignment, no aliasing,
 // the same bytes on every host. docs/nats.md has the layout.
 #pragma once
@@ -17,9 +17,12 @@ namespace nats {
 
 // "SLNF": Sluice NATS frame.
 inline constexpr std::uint8_t kFrameMagic[4] = {'S', 'L', 'N', 'F'};
-// The one version this header writes and reads; any other is refused.
-inline constexpr std::uint8_t kFrameVersion = 1;
-inline constexpr std::size_t kFrameHeaderSize = 40;
+// The version this header writes. It reads it and version 1 (without the
+// stream fields), and refuses any other.
+inline constexpr std::uint8_t kFrameVersion = 2;
+inline constexpr std::size_t kFrameHeaderSize = 56;
+inline constexpr std::uint8_t kFrameVersion1 = 1;
+inline constexpr std::size_t kFrameHeaderSizeV1 = 40;
 // The payload bound a decoder applies unless told another (NATS's own
 // default max_payload is 1 MiB, which also bounds the frame).
 inline constexpr std::uint32_t kDefaultMaxFramePayload = 1024 * 1024;
@@ -28,7 +31,7 @@ inline constexpr std::uint32_t kDefaultMaxFramePayload = 1024 * 1024;
 // frame reaches the bus.
 enum class FrameError : std::uint8_t {
   kNone = 0,
-  kTooShort,        // fewer bytes than the header
+  kTooShort,        // fewer bytes than the header its version has
   kBadMagic,        // not a Sluice frame
   kUnknownVersion,  // a version this decoder does not read
   kBadPriority,     // not LOW, MEDIUM or HIGH
@@ -39,8 +42,12 @@ enum class FrameError : std::uint8_t {
   // The bridge's checks, after the ones above:
   kPriorityMismatch,  // the frame's priority is not its subject's priority suffix
   kDecodeThrew,       // the type's codec threw (or making the message did)
+  kOriginNotAllowed,  // the origin is not on the route's allow-list for the priority
+  kDuplicate,         // its stream's sequence number was seen already (a replay)
+  kStale,             // its sequence number is behind its stream's window
+  kUnsequenced,       // a version 1 frame (no stream fields), and they are not accepted
 };
-inline constexpr std::size_t kFrameErrorCount = 11;
+inline constexpr std::size_t kFrameErrorCount = 15;
 
 constexpr const char* ToString(FrameError error) noexcept {
   switch (error) {
@@ -66,6 +73,14 @@ constexpr const char* ToString(FrameError error) noexcept {
       return "priority_mismatch";
     case FrameError::kDecodeThrew:
       return "decode_threw";
+    case FrameError::kOriginNotAllowed:
+      return "origin_not_allowed";
+    case FrameError::kDuplicate:
+      return "duplicate";
+    case FrameError::kStale:
+      return "stale";
+    case FrameError::kUnsequenced:
+      return "unsequenced";
   }
   return "invalid";
 }
@@ -78,21 +93,16 @@ struct FrameHeader {
   std::uint32_t sender_id = 0;     // MessageHeader::sender_id at the sender
   std::uint32_t payload_size = 0;  // bytes after the header
   std::uint64_t msg_id = 0;        // MessageHeader::msg_id at the sender
-  // MessageHeader::timestamp_ns / 1000 (the sender's bus clock): on the wire
-  // in microseconds, as before 0.4, so the frame layout and version stay;
-  // times 1000 gives nanoseconds again, to microsecond precision.
-  std::uint64_t timestamp_us = 0;
-  std::uint64_t origin_id = 0;  // the sending bridge (loop prevention)
-
-  // The sender's MessageHeader::timestamp_ns, to microsecond precision.
-  constexpr std::uint64_t TimestampNanos() const noexcept { return timestamp_us * 1000; }
+  // MessageHeader::timestamp_ns at the sender (its bus clock). Version 1
+  // carried microseconds: read from one, this is them times 1000.
+  std::uint64_t timestamp_ns = 0;
+  std::uint64_t origin_id = 0;  // the sending bridge (loop prevention, allow-lists)
+  // The stream: a random id the sending bridge draws at each Start, and the
+  // frame's number among those it sent on this subject since (from 1). Both
+  // 0 in a version 1 frame, which has no stream fields.
+  std::uint64_t instance_id = 0;
+  std::uint64_t sequence = 0;
 };
-
-// The wire's timestamp for a MessageHeader::timestamp_ns: microseconds
-// (rounded down), as the frame has carried since version 1.
-constexpr std::uint64_t FrameTimestampMicros(std::uint64_t timestamp_ns) noexcept {
-  return timestamp_ns / 1000;
-}
 
 // A decoded frame: the header and a view of the payload inside the input.
 struct FrameView {
@@ -121,9 +131,9 @@ constexpr T LoadLittle(const std::uint8_t* in) noexcept {
 
 }  // namespace detail
 
-// Writes the header into out[0, kFrameHeaderSize). `header.payload_size`
-// must be the number of payload bytes that follow; the version written is
-// always kFrameVersion.
+// Writes a version 2 header into out[0, kFrameHeaderSize).
+// `header.payload_size` must be the number of payload bytes that follow;
+// the version written is always kFrameVersion.
 inline void EncodeFrameHeader(const FrameHeader& header, std::uint8_t* out) noexcept {
   for (std::size_t i = 0; i < 4; ++i) out[i] = kFrameMagic[i];
   out[4] = kFrameVersion;
@@ -132,36 +142,54 @@ inline void EncodeFrameHeader(const FrameHeader& header, std::uint8_t* out) noex
   detail::StoreLittle<std::uint32_t>(out + 8, header.sender_id);
   detail::StoreLittle<std::uint32_t>(out + 12, header.payload_size);
   detail::StoreLittle<std::uint64_t>(out + 16, header.msg_id);
-  detail::StoreLittle<std::uint64_t>(out + 24, header.timestamp_us);
+  detail::StoreLittle<std::uint64_t>(out + 24, header.timestamp_ns);
   detail::StoreLittle<std::uint64_t>(out + 32, header.origin_id);
+  detail::StoreLittle<std::uint64_t>(out + 40, header.instance_id);
+  detail::StoreLittle<std::uint64_t>(out + 48, header.sequence);
 }
 
 // Checks and decodes `size` bytes at `data` (which may be null when size is
-// 0). On success fills `out` (its payload points into `data`) and returns
-// FrameError::kNone; otherwise returns the first failed check, in the
-// order of the enum, and leaves `out` unspecified. Reads only inside
-// [data, data + size), for any input.
+// 0): a version 2 frame, or a version 1 frame (its timestamp converted to
+// nanoseconds, no stream fields). On success fills `out` (its payload
+// points into `data`) and returns FrameError::kNone; otherwise returns the
+// first failed check, in the order of the enum, and leaves `out`
+// unspecified. Reads only inside [data, data + size), for any input.
 inline FrameError DecodeFrame(const std::uint8_t* data, std::size_t size, FrameView* out,
                               std::uint32_t max_payload = kDefaultMaxFramePayload) noexcept {
-  if (data == nullptr || size < kFrameHeaderSize) return FrameError::kTooShort;
+  // The shorter header first: magic and version are in both.
+  if (data == nullptr || size < kFrameHeaderSizeV1) return FrameError::kTooShort;
   for (std::size_t i = 0; i < 4; ++i) {
     if (data[i] != kFrameMagic[i]) return FrameError::kBadMagic;
   }
-  if (data[4] != kFrameVersion) return FrameError::kUnknownVersion;
+  const std::uint8_t version = data[4];
+  if (version != kFrameVersion && version != kFrameVersion1) return FrameError::kUnknownVersion;
+  const std::size_t header_size = version == kFrameVersion ? kFrameHeaderSize : kFrameHeaderSizeV1;
+  if (size < header_size) return FrameError::kTooShort;
   if (data[5] >= kPriorityCount) return FrameError::kBadPriority;
   FrameHeader& header = out->header;
-  header.version = data[4];
+  header.version = version;
   header.priority = static_cast<MessagePriority>(data[5]);
   header.type_id = detail::LoadLittle<std::uint16_t>(data + 6);
   header.sender_id = detail::LoadLittle<std::uint32_t>(data + 8);
   header.payload_size = detail::LoadLittle<std::uint32_t>(data + 12);
   header.msg_id = detail::LoadLittle<std::uint64_t>(data + 16);
-  header.timestamp_us = detail::LoadLittle<std::uint64_t>(data + 24);
+  header.timestamp_ns = detail::LoadLittle<std::uint64_t>(data + 24);
   header.origin_id = detail::LoadLittle<std::uint64_t>(data + 32);
+  if (version == kFrameVersion) {
+    header.instance_id = detail::LoadLittle<std::uint64_t>(data + 40);
+    header.sequence = detail::LoadLittle<std::uint64_t>(data + 48);
+  } else {
+    // Microseconds in version 1; saturates rather than wraps.
+    constexpr std::uint64_t kMaxMicros = ~std::uint64_t{0} / 1000;
+    header.timestamp_ns =
+        header.timestamp_ns > kMaxMicros ? ~std::uint64_t{0} : header.timestamp_ns * 1000;
+    header.instance_id = 0;
+    header.sequence = 0;
+  }
   if (header.payload_size > max_payload) return FrameError::kOversized;
-  // No overflow: size >= kFrameHeaderSize here.
-  if (header.payload_size != size - kFrameHeaderSize) return FrameError::kLengthMismatch;
-  out->payload = data + kFrameHeaderSize;
+  // No overflow: size >= header_size here.
+  if (header.payload_size != size - header_size) return FrameError::kLengthMismatch;
+  out->payload = data + header_size;
   out->payload_size = header.payload_size;
   return FrameError::kNone;
 }

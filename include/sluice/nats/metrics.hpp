@@ -15,6 +15,7 @@
 #include "sluice/extras/prometheus.hpp"
 #include "sluice/message.hpp"
 #include "sluice/nats/frame.hpp"
+#include "sluice/nats/stream_tracker.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
@@ -41,12 +42,24 @@ struct BridgeStatisticsSnapshot {
   // slow-consumer drops never reach it: they are not included).
   std::uint64_t frames_received = 0;
   PriorityCounts delivered{};  // admitted into the local bus
-  // Refused by the local bus: admission (backpressure) or a closed bus.
+  // Of delivered: admitted only after the bus had refused it for room and
+  // the bridge waited (admission_wait). Not a drop, in any counter: the
+  // waiting tries are not counted by the bus either.
+  PriorityCounts admitted_after_wait{};
+  // Refused by the local bus after the priority's admission_wait:
+  // admission (backpressure) or a closed bus. The bus counts each such
+  // message once too (messages_dropped, or messages_refused_closed).
   PriorityCounts bus_dropped{};
   // Dropped by the NATS client before the bridge saw them: the
   // subscription's pending limit was reached (a slow consumer). Per
   // priority: each priority has a subscription of its own.
   PriorityCounts slow_consumer_dropped{};
+  // The inbound streams (origin, instance, subject): frames that never came
+  // (gaps, net of late arrivals), came late (reordered), were refused as
+  // duplicates or stale (also in rejected[kDuplicate], rejected[kStale]).
+  StreamCounts streams{};
+  // Version 1 frames accepted (BridgeOptions::accept_version_1): untracked.
+  std::uint64_t unsequenced = 0;
   std::uint64_t echo_suppressed = 0;                       // frames this bridge sent itself
   std::array<std::uint64_t, kFrameErrorCount> rejected{};  // by FrameError
   std::uint64_t on_reject_threw = 0;  // BridgeOptions::on_reject threw (caught)
@@ -155,13 +168,38 @@ void WriteBridgePrometheus(Sink&& sink, const BridgeMetrics* bridges, std::size_
              [](const Snapshot& s) { return s.frames_received; });
   EmitFamily(sink, "sluice_nats_frames_rejected_total", "counter",
              "Received frames refused, by reason (bad input, a priority or type the "
-             "subject does not carry, a codec that threw).");
+             "subject does not carry, a codec that threw, an origin not allowed, a "
+             "duplicate or stale sequence number, an unsequenced version 1 frame).");
   for (const BridgeMetrics* b = bridges; b != end; ++b) {
     for (std::size_t e = 1; e < kFrameErrorCount; ++e) {
       EmitSample(sink, "sluice_nats_frames_rejected_total", b->name, b->statistics.rejected[e],
                  "reason", ToString(static_cast<FrameError>(e)));
     }
   }
+  per_priority("sluice_nats_messages_admitted_after_wait_total",
+               "Messages admitted into the local bus after it had refused them for room and "
+               "the bridge waited (delivered, not dropped), by priority.",
+               [](const Snapshot& s) { return s.admitted_after_wait; });
+  per_bridge("sluice_nats_frames_missing", "gauge",
+             "Sequence numbers skipped on the inbound streams and not arrived since: frames "
+             "lost between the sending bridges and this one.",
+             [](const Snapshot& s) { return s.streams.gaps; });
+  per_bridge("sluice_nats_frames_reordered_total", "counter",
+             "Frames that arrived after a later frame of their stream.",
+             [](const Snapshot& s) { return s.streams.reordered; });
+  per_bridge("sluice_nats_streams_tracked", "gauge",
+             "Inbound streams (origin, instance, subject) remembered for gaps and duplicates.",
+             [](const Snapshot& s) { return s.streams.streams_tracked; });
+  per_bridge("sluice_nats_streams_opened_total", "counter",
+             "Inbound streams heard for the first time (a sender's Start, or a new subject).",
+             [](const Snapshot& s) { return s.streams.streams_opened; });
+  per_bridge("sluice_nats_streams_evicted_total", "counter",
+             "Inbound streams forgotten to make room (max_tracked_streams).",
+             [](const Snapshot& s) { return s.streams.streams_evicted; });
+  per_bridge("sluice_nats_unsequenced_total", "counter",
+             "Version 1 frames accepted without stream fields (not checked for gaps or "
+             "duplicates).",
+             [](const Snapshot& s) { return s.unsequenced; });
   per_bridge("sluice_nats_on_reject_exceptions_total", "counter",
              "Exceptions thrown by the on_reject callback (caught on the client's thread).",
              [](const Snapshot& s) { return s.on_reject_threw; });

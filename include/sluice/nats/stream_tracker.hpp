@@ -1,0 +1,159 @@
+// What a receiving bridge knows about each stream of frames it hears: a
+// stream is one sending bridge's frames on one subject since one Start
+// (origin id, instance id, subject), numbered from 1. From the numbers it
+// counts the frames that never came (gaps), the ones that came late
+// (reordered) and refuses the ones it has seen (duplicates: a redelivery
+// or a replay) or can no longer tell (stale: behind the window).
+// Standard library only; not thread-safe (the bridge holds a mutex).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include "sluice/config.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace nats {
+
+enum class StreamVerdict : std::uint8_t {
+  kFirst,       // the first frame heard of the stream: its baseline, delivered
+  kInOrder,     // the next number, delivered
+  kAfterGap,    // ahead of the next number; the numbers skipped are counted as gaps
+  kLate,        // a number skipped earlier, now here: delivered, one gap fewer
+  kDuplicate,   // seen already: refused
+  kStale,       // behind the window, so it cannot be told from a duplicate: refused
+  kUnsequenced  // sequence 0 (a version 1 frame): not tracked
+};
+
+struct StreamCounts {
+  // Numbers skipped and not (yet) arrived, over every stream: frames lost
+  // between the senders' bridges and this one.
+  std::uint64_t gaps = 0;
+  std::uint64_t reordered = 0;   // arrived after a later number
+  std::uint64_t duplicates = 0;  // refused: seen already
+  std::uint64_t stale = 0;       // refused: behind the window
+  std::uint64_t streams_opened = 0;
+  // Forgotten to make room for a new stream (the least recently heard); a
+  // duplicate of an evicted stream's frame is no longer recognised.
+  std::uint64_t streams_evicted = 0;
+  std::uint64_t streams_tracked = 0;  // now
+};
+
+class StreamTracker {
+ public:
+  // Sequence numbers remembered per stream behind its highest.
+  static constexpr std::uint64_t kWindow = 4096;
+
+  explicit StreamTracker(std::size_t max_streams = 1024) noexcept
+      : max_streams_(max_streams == 0 ? 1 : max_streams) {}
+
+  // Judges one frame and counts it. The first frame of a stream is its
+  // baseline: numbers before it were sent before this receiver listened,
+  // and are not gaps.
+  StreamVerdict Note(std::uint64_t origin_id, std::uint64_t instance_id, std::string_view subject,
+                     std::uint64_t sequence) {
+    if (sequence == 0) return StreamVerdict::kUnsequenced;
+    ++clock_;
+    Key key{origin_id, instance_id, std::string(subject)};
+    auto found = streams_.find(key);
+    if (found == streams_.end()) {
+      if (streams_.size() >= max_streams_) EvictLeastRecent();
+      Stream& stream = streams_[std::move(key)];
+      stream.highest = sequence;
+      stream.Mark(sequence);
+      stream.last_heard = clock_;
+      ++counts_.streams_opened;
+      return StreamVerdict::kFirst;
+    }
+    Stream& stream = found->second;
+    stream.last_heard = clock_;
+    if (sequence > stream.highest) {
+      const std::uint64_t skipped = sequence - stream.highest - 1;
+      // The skipped numbers still inside the window are marked as not
+      // arrived; a jump of a window or more leaves nothing of it.
+      if (skipped >= kWindow - 1) {
+        stream.seen.fill(0);
+      } else {
+        for (std::uint64_t s = stream.highest + 1; s < sequence; ++s) stream.Unmark(s);
+      }
+      stream.Mark(sequence);
+      stream.highest = sequence;
+      // Saturating: a hostile number must not wrap the count.
+      counts_.gaps =
+          skipped > ~std::uint64_t{0} - counts_.gaps ? ~std::uint64_t{0} : counts_.gaps + skipped;
+      return skipped == 0 ? StreamVerdict::kInOrder : StreamVerdict::kAfterGap;
+    }
+    if (stream.highest - sequence >= kWindow) {
+      ++counts_.stale;
+      return StreamVerdict::kStale;
+    }
+    if (stream.Marked(sequence)) {
+      ++counts_.duplicates;
+      return StreamVerdict::kDuplicate;
+    }
+    stream.Mark(sequence);
+    ++counts_.reordered;
+    if (counts_.gaps > 0) --counts_.gaps;
+    return StreamVerdict::kLate;
+  }
+
+  StreamCounts Counts() const noexcept {
+    StreamCounts counts = counts_;
+    counts.streams_tracked = streams_.size();
+    return counts;
+  }
+
+ private:
+  struct Key {
+    std::uint64_t origin_id;
+    std::uint64_t instance_id;
+    std::string subject;
+    bool operator<(const Key& other) const {
+      return std::tie(origin_id, instance_id, subject) <
+             std::tie(other.origin_id, other.instance_id, other.subject);
+    }
+  };
+
+  struct Stream {
+    std::uint64_t highest = 0;
+    std::uint64_t last_heard = 0;
+    // Bit s % kWindow: whether s arrived, for s in (highest - kWindow, highest].
+    std::array<std::uint64_t, kWindow / 64> seen{};
+
+    bool Marked(std::uint64_t s) const noexcept {
+      return (seen[(s % kWindow) / 64] >> (s % 64)) & 1u;
+    }
+    void Mark(std::uint64_t s) noexcept {
+      seen[(s % kWindow) / 64] |= std::uint64_t{1} << (s % 64);
+    }
+    void Unmark(std::uint64_t s) noexcept {
+      seen[(s % kWindow) / 64] &= ~(std::uint64_t{1} << (s % 64));
+    }
+  };
+
+  void EvictLeastRecent() {
+    auto oldest = streams_.begin();
+    for (auto it = streams_.begin(); it != streams_.end(); ++it) {
+      if (it->second.last_heard < oldest->second.last_heard) oldest = it;
+    }
+    if (oldest != streams_.end()) {
+      streams_.erase(oldest);
+      ++counts_.streams_evicted;
+    }
+  }
+
+  std::size_t max_streams_;
+  std::uint64_t clock_ = 0;
+  std::map<Key, Stream> streams_;
+  StreamCounts counts_;
+};
+
+}  // namespace nats
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

@@ -1,0 +1,395 @@
+// What the receiving bridge knows and refuses, against a real nats-server:
+// gaps, late frames and duplicates of each stream, replays, the allow-list
+// of origins, version 1 frames, a message's provenance, a payload's bytes
+// on the wire, and a HIGH admitted after waiting that no counter calls a
+// drop. Deadlines only guard against hangs; no time is asserted.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <sluice/nats/bridge.hpp>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "bridge_test_support.hpp"
+#include "test_messages.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using sluice::MessagePriority;
+using sluice::nats::FrameError;
+using sluice::nats::FrameHeader;
+using sluice_nats_test::Bridge;
+using sluice_nats_test::Bus;
+using sluice_nats_test::Consumer;
+using sluice_nats_test::EmergencyStop;
+using sluice_nats_test::EncodedFrame;
+using sluice_nats_test::Eventually;
+using sluice_nats_test::kHangGuard;
+using sluice_nats_test::kSensorType;
+using sluice_nats_test::kStopType;
+using sluice_nats_test::kTestSender;
+using sluice_nats_test::NatsBridgeTest;
+using sluice_nats_test::OptionsFor;
+using sluice_nats_test::PublishRaw;
+using sluice_nats_test::SensorReading;
+
+std::size_t Index(FrameError error) { return static_cast<std::size_t>(error); }
+
+// An EmergencyStop frame of stream (origin, instance) numbered `sequence`,
+// carrying `seq` in its payload.
+std::string StopFrame(std::uint64_t origin, std::uint64_t instance, std::uint64_t sequence,
+                      std::uint64_t seq, MessagePriority priority = MessagePriority::HIGH) {
+  FrameHeader header;
+  header.priority = priority;
+  header.type_id = kStopType;
+  header.origin_id = origin;
+  header.instance_id = instance;
+  header.sequence = sequence;
+  std::string payload;
+  EXPECT_TRUE(sluice::nats::DefaultCodec<EmergencyStop>::Encode(EmergencyStop{1, 2, seq}, payload));
+  return EncodedFrame(header, payload);
+}
+
+// Every EmergencyStop the bus dispatches, by its seq, on the consumer thread.
+struct StopLog {
+  std::mutex mutex;
+  std::map<std::uint64_t, int> times;  // seq -> how many times dispatched
+  std::atomic<std::uint64_t> count{0};
+
+  void Add(std::uint64_t seq) {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++times[seq];
+    // Relaxed: a progress count the test polls; the map is read under the mutex.
+    count.fetch_add(1, std::memory_order_relaxed);
+  }
+};
+
+TEST_F(NatsBridgeTest, GapsLateFramesAndDuplicatesAreCountedAndReplaysRefused) {
+  Bus bus;
+  Bridge bridge(bus, OptionsFor(server_.Url()));
+  ASSERT_TRUE(bridge.Receive<EmergencyStop>("s.stop", kStopType));
+  StopLog log;
+  auto handle = bus.Subscribe<EmergencyStop>([&](const EmergencyStop& m) { log.Add(m.seq); });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(bridge.Start(), NATS_OK);
+  Consumer<Bus> consumer(bus);
+
+  // One stream: 1, 2, then 4 (3 is a gap), 3 late, 3 again and 1 again
+  // (duplicates), 5000 (4995 more gaps: 5 to 4999), then 2 (stale: behind the window).
+  std::vector<std::pair<std::string, std::string>> frames;
+  for (const std::uint64_t sequence : {1, 2, 4, 3, 3, 1}) {
+    frames.emplace_back("s.stop.high", StopFrame(0xAB, 77, sequence, sequence));
+  }
+  frames.emplace_back("s.stop.high", StopFrame(0xAB, 77, 5000, 5000));
+  frames.emplace_back("s.stop.high", StopFrame(0xAB, 77, 2, 2));
+  // The same frames replayed 20 times: every one refused.
+  const std::size_t first = frames.size();
+  ASSERT_EQ(first, 8u);
+  for (int replay = 0; replay < 20; ++replay) {
+    for (std::size_t i = 0; i < first; ++i) frames.push_back(frames[i]);
+  }
+  // The sender restarted (a new instance): its numbers start again.
+  frames.emplace_back("s.stop.high", StopFrame(0xAB, 78, 1, 6001));
+  PublishRaw(server_.Url(), frames);
+
+  ASSERT_TRUE(Eventually([&] {
+    return bridge.GetStatistics().frames_received >= frames.size() &&
+           log.count.load(std::memory_order_relaxed) >= 6;
+  }));
+  (void)bridge.Shutdown(10s);
+  consumer.Stop();
+
+  const auto stats = bridge.GetStatistics();
+  {
+    std::lock_guard<std::mutex> lock(log.mutex);
+    const std::map<std::uint64_t, int> once = {{1, 1}, {2, 1},    {3, 1},
+                                               {4, 1}, {5000, 1}, {6001, 1}};
+    EXPECT_EQ(log.times, once) << "every frame dispatched once, no replay dispatched";
+  }
+  EXPECT_EQ(stats.delivered[2], 6u);
+  EXPECT_EQ(stats.streams.gaps, 4995u) << "5..4999 never came; 3 came late";
+  EXPECT_EQ(stats.streams.reordered, 1u);
+  // In each replay, 5000 is a duplicate and the seven others are behind
+  // the window (5000 - 4 >= 4096): stale.
+  EXPECT_EQ(stats.rejected[Index(FrameError::kDuplicate)], 2u + 20u);
+  EXPECT_EQ(stats.rejected[Index(FrameError::kStale)], 1u + 20u * 7u);
+  EXPECT_EQ(stats.streams.duplicates, stats.rejected[Index(FrameError::kDuplicate)]);
+  EXPECT_EQ(stats.streams.stale, stats.rejected[Index(FrameError::kStale)]);
+  EXPECT_EQ(stats.streams.streams_opened, 2u);
+
+  std::string text;
+  sluice::nats::WritePrometheus(text, "streams", bus, bridge);
+  EXPECT_NE(text.find("sluice_nats_frames_missing{bus=\"streams\"} 4995\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("sluice_nats_frames_rejected_total{bus=\"streams\",reason=\"duplicate\"} " +
+                      std::to_string(stats.rejected[Index(FrameError::kDuplicate)]) + "\n"),
+            std::string::npos);
+}
+
+// Two bridges, a raw subscriber that records the frames between them, and
+// those frames published again: provenance arrives with each message, and
+// a replayed stream is never dispatched twice.
+TEST_F(NatsBridgeTest, RemoteCarriesProvenanceAndARecordedStreamReplayedIsRefused) {
+  constexpr std::uint64_t kCount = 200;
+  using RemotePayload = std::variant<SensorReading, sluice::nats::Remote<SensorReading>>;
+  using RemoteBus = sluice::MpscBus<RemotePayload, 1024>;
+  RemoteBus sender_bus;
+  RemoteBus receiver_bus;
+  sluice::nats::Bridge<RemoteBus> sender(sender_bus, OptionsFor(server_.Url()));
+  sluice::nats::Bridge<RemoteBus> receiver(receiver_bus, OptionsFor(server_.Url()));
+  ASSERT_TRUE(sender.Forward<SensorReading>("p.reading", kSensorType));
+  ASSERT_TRUE(receiver.Receive<sluice::nats::Remote<SensorReading>>("p.reading", kSensorType));
+
+  // The sender's headers, by seq (its consumer thread), and what arrived.
+  std::mutex mutex;
+  std::map<std::uint64_t, sluice::MessageHeader> sent;
+  std::vector<sluice::nats::Remote<SensorReading>> arrived;
+  auto on_sent = sender_bus.Subscribe<SensorReading>(
+      [&](const SensorReading& m, const sluice::MessageHeader& h) {
+        std::lock_guard<std::mutex> lock(mutex);
+        sent[m.seq] = h;
+      });
+  auto on_arrived = receiver_bus.Subscribe<sluice::nats::Remote<SensorReading>>(
+      [&](const sluice::nats::Remote<SensorReading>& m) {
+        std::lock_guard<std::mutex> lock(mutex);
+        arrived.push_back(m);
+      });
+  ASSERT_TRUE(on_sent.IsValid() && on_arrived.IsValid());
+
+  natsConnection* recorder = nullptr;
+  natsSubscription* recording = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&recorder, server_.Url().c_str()), NATS_OK);
+  ASSERT_EQ(natsConnection_SubscribeSync(&recording, recorder, "p.reading.*"), NATS_OK);
+  ASSERT_EQ(natsConnection_FlushTimeout(recorder, 10000), NATS_OK);
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  ASSERT_EQ(sender.Start(), NATS_OK);
+  Consumer<RemoteBus> sender_consumer(sender_bus);
+  Consumer<RemoteBus> receiver_consumer(receiver_bus);
+
+  for (std::uint64_t seq = 0; seq < kCount; ++seq) {
+    ASSERT_TRUE(sender_bus.PublishWithPriority(SensorReading{4, 0.5f, seq}, kTestSender,
+                                               MessagePriority::MEDIUM));
+  }
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    return arrived.size() >= kCount;
+  }));
+  std::vector<std::pair<std::string, std::string>> recorded;
+  while (recorded.size() < kCount) {
+    natsMsg* message = nullptr;
+    ASSERT_EQ(natsSubscription_NextMsg(&message, recording, 10000), NATS_OK);
+    recorded.emplace_back(natsMsg_GetSubject(message),
+                          std::string(natsMsg_GetData(message),
+                                      static_cast<std::size_t>(natsMsg_GetDataLength(message))));
+    natsMsg_Destroy(message);
+  }
+  natsSubscription_Destroy(recording);
+  natsConnection_Destroy(recorder);
+
+  // The whole recording, three times, into the receiver.
+  std::vector<std::pair<std::string, std::string>> replay;
+  for (int round = 0; round < 3; ++round)
+    replay.insert(replay.end(), recorded.begin(), recorded.end());
+  PublishRaw(server_.Url(), replay);
+  ASSERT_TRUE(Eventually(
+      [&] { return receiver.GetStatistics().frames_received >= kCount + replay.size(); }));
+  (void)sender.Shutdown(10s);
+  (void)receiver.Shutdown(10s);
+  sender_consumer.Stop();
+  receiver_consumer.Stop();
+
+  std::lock_guard<std::mutex> lock(mutex);
+  ASSERT_EQ(arrived.size(), kCount) << "a replayed frame was dispatched";
+  for (std::uint64_t i = 0; i < kCount; ++i) {
+    const auto& m = arrived[i];
+    EXPECT_EQ(m.value.seq, i);
+    const sluice::nats::Provenance& from = m.provenance;
+    EXPECT_EQ(from.origin_id, sender.OriginId());
+    EXPECT_NE(from.instance_id, 0u);
+    EXPECT_EQ(from.sequence, i + 1) << "numbered from 1 on the subject";
+    EXPECT_EQ(from.msg_id, sent.at(i).msg_id);
+    EXPECT_EQ(from.timestamp_ns, sent.at(i).timestamp_ns);
+    EXPECT_EQ(from.sender_id, kTestSender);
+    EXPECT_EQ(from.type_id, kSensorType);
+    EXPECT_EQ(from.priority, MessagePriority::MEDIUM);
+  }
+  const auto stats = receiver.GetStatistics();
+  EXPECT_EQ(stats.rejected[Index(FrameError::kDuplicate)], replay.size());
+  EXPECT_EQ(stats.streams.gaps, 0u);
+}
+
+TEST_F(NatsBridgeTest, TheAllowListRefusesOtherOriginsAtItsPriorityOnly) {
+  Bus bus;
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  options.allowed_origins[static_cast<std::size_t>(MessagePriority::HIGH)] = {0xA, 0xC};
+  std::atomic<int> reported{0};
+  options.on_reject = [&](FrameError error, std::string_view) {
+    if (error == FrameError::kOriginNotAllowed) reported.fetch_add(1);
+  };
+  Bridge bridge(bus, options);
+  ASSERT_TRUE(bridge.Receive<EmergencyStop>("a.stop", kStopType));
+  StopLog log;
+  auto handle = bus.Subscribe<EmergencyStop>([&](const EmergencyStop& m) { log.Add(m.seq); });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(bridge.Start(), NATS_OK);
+  Consumer<Bus> consumer(bus);
+  PublishRaw(server_.Url(), {
+                                {"a.stop.high", StopFrame(0xA, 1, 1, 1)},  // allowed
+                                {"a.stop.high", StopFrame(0xB, 1, 1, 2)},  // forged stop: refused
+                                {"a.stop.high", StopFrame(0xC, 1, 1, 3)},  // allowed
+                                {"a.stop.low", StopFrame(0xB, 1, 1, 4, MessagePriority::LOW)},
+                            });
+  ASSERT_TRUE(Eventually([&] { return bridge.GetStatistics().frames_received >= 4; }));
+  (void)bridge.Shutdown(10s);
+  consumer.Stop();
+  const auto stats = bridge.GetStatistics();
+  std::lock_guard<std::mutex> lock(log.mutex);
+  const std::map<std::uint64_t, int> expected = {{1, 1}, {3, 1}, {4, 1}};
+  EXPECT_EQ(log.times, expected);
+  EXPECT_EQ(stats.rejected[Index(FrameError::kOriginNotAllowed)], 1u);
+  EXPECT_EQ(reported.load(), 1);
+}
+
+TEST_F(NatsBridgeTest, UnsequencedFramesAreRefusedUnlessVersion1IsAccepted) {
+  FrameHeader header;
+  header.priority = MessagePriority::HIGH;
+  header.type_id = kStopType;
+  header.origin_id = 0xD;
+  std::string payload;
+  ASSERT_TRUE(sluice::nats::DefaultCodec<EmergencyStop>::Encode(EmergencyStop{1, 2, 9}, payload));
+  // Version 1, as a 0.4 sender wrote it: 40 header bytes.
+  std::string version1 = EncodedFrame(header, payload);
+  version1.erase(sluice::nats::kFrameHeaderSizeV1,
+                 sluice::nats::kFrameHeaderSize - sluice::nats::kFrameHeaderSizeV1);
+  version1[4] = 1;
+  // Version 2 numbered 0: not a number of any stream.
+  std::string numbered_zero(sluice::nats::kFrameHeaderSize, '\0');
+  header.payload_size = static_cast<std::uint32_t>(payload.size());
+  header.instance_id = 5;
+  header.sequence = 0;
+  sluice::nats::EncodeFrameHeader(header, reinterpret_cast<std::uint8_t*>(numbered_zero.data()));
+  numbered_zero += payload;
+
+  for (const bool accept : {false, true}) {
+    Bus bus;
+    sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+    options.accept_version_1 = accept;
+    Bridge bridge(bus, options);
+    ASSERT_TRUE(bridge.Receive<EmergencyStop>("u.stop", kStopType));
+    ASSERT_EQ(bridge.Start(), NATS_OK);
+    Consumer<Bus> consumer(bus);
+    PublishRaw(server_.Url(), {{"u.stop.high", version1}, {"u.stop.high", numbered_zero}});
+    ASSERT_TRUE(Eventually([&] { return bridge.GetStatistics().frames_received >= 2; }));
+    (void)bridge.Shutdown(10s);
+    consumer.Stop();
+    const auto stats = bridge.GetStatistics();
+    EXPECT_EQ(stats.delivered[2], accept ? 2u : 0u) << accept;
+    EXPECT_EQ(stats.unsequenced, accept ? 2u : 0u) << accept;
+    EXPECT_EQ(stats.rejected[Index(FrameError::kUnsequenced)], accept ? 0u : 2u) << accept;
+  }
+}
+
+// A padded struct with its fields listed, forwarded from a bus whose slots
+// were filled with a pattern first: the frame is the header and the fields.
+struct Pose {
+  std::uint8_t frame;  // 7 padding bytes after it
+  double x;
+  std::uint16_t flags;  // 6 padding bytes after it
+};
+
+}  // namespace
+
+template <>
+struct sluice::nats::Fields<Pose> {
+  static constexpr auto kMembers = std::make_tuple(&Pose::frame, &Pose::x, &Pose::flags);
+};
+
+namespace {
+
+TEST_F(NatsBridgeTest, AForwardedFrameCarriesTheFieldsAndNoPadding) {
+  using PoseBus = sluice::MpscBus<std::variant<Pose, SensorReading>, 16>;
+  // The bus's storage, slots included, holds the pattern before it is built.
+  alignas(PoseBus) static unsigned char storage[sizeof(PoseBus)];
+  std::memset(storage, 0xA5, sizeof storage);
+  auto* bus = new (storage) PoseBus;
+  {
+    sluice::nats::Bridge<PoseBus> bridge(*bus, OptionsFor(server_.Url()));
+    ASSERT_TRUE(bridge.Forward<Pose>("pose", 9));
+    natsConnection* raw = nullptr;
+    natsSubscription* sub = nullptr;
+    ASSERT_EQ(natsConnection_ConnectTo(&raw, server_.Url().c_str()), NATS_OK);
+    ASSERT_EQ(natsConnection_SubscribeSync(&sub, raw, "pose.high"), NATS_OK);
+    ASSERT_EQ(natsConnection_FlushTimeout(raw, 10000), NATS_OK);
+    ASSERT_EQ(bridge.Start(), NATS_OK);
+    Pose pose;  // default-initialised: its padding is whatever the stack held
+    std::memset(static_cast<void*>(&pose), 0xA5, sizeof pose);
+    pose.frame = 3;
+    pose.x = 1.5;  // 0x3FF8000000000000
+    pose.flags = 0x0102;
+    ASSERT_TRUE(bus->PublishWithPriority(pose, kTestSender, MessagePriority::HIGH));
+    EXPECT_EQ(bus->ProcessBatch(), 1u);
+    natsMsg* message = nullptr;
+    ASSERT_EQ(natsSubscription_NextMsg(&message, sub, 10000), NATS_OK);
+    const std::string frame(natsMsg_GetData(message),
+                            static_cast<std::size_t>(natsMsg_GetDataLength(message)));
+    natsMsg_Destroy(message);
+    natsSubscription_Destroy(sub);
+    natsConnection_Destroy(raw);
+    (void)bridge.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
+
+    ASSERT_EQ(frame.size(), sluice::nats::kFrameHeaderSize + 11);
+    const std::string payload = frame.substr(sluice::nats::kFrameHeaderSize);
+    EXPECT_EQ(payload, std::string("\x03\x00\x00\x00\x00\x00\x00\xf8\x3f\x02\x01", 11));
+    EXPECT_EQ(frame.find('\xA5'), std::string::npos) << "a byte of the pattern was sent";
+  }
+  bus->~PoseBus();
+}
+
+// HIGH frames into a small bus with a slow consumer: the bridge waits for
+// room, and a HIGH that was admitted after waiting is a drop in no counter,
+// the bus's or the bridge's.
+TEST_F(NatsBridgeTest, AHighAdmittedAfterWaitingIsNotADropAnywhere) {
+  constexpr std::uint64_t kHigh = 1000;
+  using SmallBus = sluice::MpscBus<sluice_nats_test::Payload, 64>;
+  SmallBus bus;
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  options.admission_wait = {0ms, 0ms, 60s};
+  sluice::nats::Bridge<SmallBus> bridge(bus, options);
+  ASSERT_TRUE(bridge.Receive<EmergencyStop>("h.stop", kStopType));
+  StopLog log;
+  auto handle = bus.Subscribe<EmergencyStop>([&](const EmergencyStop& m) { log.Add(m.seq); });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(bridge.Start(), NATS_OK);
+  Consumer<SmallBus> consumer(bus, /*per_message=*/100us);
+  std::vector<std::pair<std::string, std::string>> frames;
+  for (std::uint64_t i = 1; i <= kHigh; ++i) {
+    frames.emplace_back("h.stop.high", StopFrame(0xE, 1, i, i));
+  }
+  PublishRaw(server_.Url(), frames);
+  ASSERT_TRUE(Eventually([&] { return log.count.load(std::memory_order_relaxed) >= kHigh; }))
+      << "dispatched " << log.count.load();
+  (void)bridge.Shutdown(10s);
+  consumer.Stop();
+  const auto stats = bridge.GetStatistics();
+  const sluice::BusStatisticsSnapshot bus_stats = bus.GetStatistics();
+  EXPECT_EQ(stats.delivered[2], kHigh);
+  EXPECT_GT(stats.admitted_after_wait[2], 0u) << "the bus never refused: the test proves nothing";
+  EXPECT_EQ(stats.bus_dropped[2], 0u);
+  EXPECT_EQ(bus_stats.high_priority_dropped, 0u) << "a waiting try was counted as a drop";
+  EXPECT_EQ(bus_stats.messages_dropped, 0u);
+  std::string text;
+  sluice::nats::WritePrometheus(text, "h", bus, bridge);
+  EXPECT_NE(text.find("sluice_messages_dropped_total{bus=\"h\",priority=\"high\"} 0\n"),
+            std::string::npos)
+      << text;
+}
+
+}  // namespace
