@@ -62,6 +62,46 @@ TEST(PublishResultTest, AFullQueueRefusesWithThePriorityAndCountsADrop) {
   EXPECT_TRUE(bus.Publish(Reading{3}));
 }
 
+// PublishAttempt: the same admission and outcome, but a refusal (full or
+// closed) is counted nowhere, and an admitted attempt counts as a publish;
+// on a Producer's lane too.
+TEST(PublishResultTest, APublishAttemptRefusedCountsNothingAndAdmittedCountsAPublish) {
+  Bus bus;
+  const auto limit = sluice::FillLimit(bus.GetAdmissionThresholds().high_percent, 16);
+  for (std::size_t i = 0; i < limit; ++i) {
+    ASSERT_TRUE(bus.PublishAttempt(Reading{1}, 0, MessagePriority::HIGH));
+  }
+  EXPECT_EQ(bus.GetStatistics().high_priority_published, limit);
+  const PublishResult refused = bus.PublishAttempt(Reading{2}, 0, MessagePriority::HIGH);
+  EXPECT_EQ(refused.Outcome(), PublishOutcome::kRefusedFull);
+  EXPECT_EQ(refused.Priority(), MessagePriority::HIGH);
+  EXPECT_EQ(bus.GetStatistics().high_priority_dropped, 0u);
+  EXPECT_EQ(bus.GetStatistics().messages_dropped, 0u);
+  // The last try, the one given up after: counted once.
+  EXPECT_FALSE(bus.PublishWithPriority(Reading{2}, 0, MessagePriority::HIGH));
+  EXPECT_EQ(bus.GetStatistics().high_priority_dropped, 1u);
+  // Bad input is counted as any publish counts it.
+  EXPECT_EQ(bus.PublishAttempt(Reading{3}, 0, static_cast<MessagePriority>(7)).Outcome(),
+            PublishOutcome::kRejected);
+  EXPECT_EQ(bus.GetStatistics().messages_rejected, 1u);
+  bus.Close();
+  EXPECT_EQ(bus.PublishAttempt(Reading{4}, 0, MessagePriority::HIGH).Outcome(),
+            PublishOutcome::kClosed);
+  EXPECT_EQ(bus.GetStatistics().messages_refused_closed, 0u);
+
+  LaneBus lanes;
+  LaneBus::Producer producer = lanes.RegisterProducer();
+  ASSERT_TRUE(producer.IsValid());
+  const auto lane_limit = sluice::FillLimit(lanes.GetAdmissionThresholds().low_percent, 8);
+  for (std::size_t i = 0; i < lane_limit; ++i) {
+    ASSERT_TRUE(producer.PublishAttempt(Reading{5}, 0, MessagePriority::LOW));
+  }
+  EXPECT_EQ(producer.PublishAttempt(Reading{6}, 0, MessagePriority::LOW).Outcome(),
+            PublishOutcome::kLaneFull);
+  EXPECT_EQ(producer.GetStatistics().low_priority_dropped, 0u);
+  EXPECT_EQ(producer.GetStatistics().low_priority_published, lane_limit);
+}
+
 TEST(PublishResultTest, AClosedBusRefusesWithClosedEveryCall) {
   Bus bus;
   bus.Close();
