@@ -393,3 +393,130 @@ TEST_F(NatsBridgeTest, AHighAdmittedAfterWaitingIsNotADropAnywhere) {
 }
 
 }  // namespace
+
+// ---- Routes while running, patterns and queue groups -------------------------------
+
+namespace {
+
+// A received pattern takes frames from every subject it matches, each its
+// own stream; a subject received after Start takes frames at once; one
+// stopped takes none after StopReceiving returns; a type forwarded after
+// Start is sent, and one stopped is not.
+TEST_F(NatsBridgeTest, RoutesComeAndGoWhileRunningAndPatternsMatchEveryRobot) {
+  Bus bus;
+  Bridge bridge(bus, OptionsFor(server_.Url()));
+  ASSERT_TRUE(bridge.Receive<EmergencyStop>("fleet.*.stop", kStopType));
+  StopLog log;
+  auto handle =
+      bus.Subscribe<EmergencyStop>([&](const EmergencyStop& m, const sluice::MessageHeader& h) {
+        if (h.sender_id != kTestSender) log.Add(m.seq);  // not ours on the way out
+      });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(bridge.Start(), NATS_OK);
+  Consumer<Bus> consumer(bus);
+  PublishRaw(server_.Url(), {{"fleet.r1.stop.high", StopFrame(0x1, 1, 1, 101)},
+                             {"fleet.r2.stop.high", StopFrame(0x2, 1, 1, 201)},
+                             {"fleet.r2.stop.high", StopFrame(0x2, 1, 2, 202)}});
+  ASSERT_TRUE(Eventually([&] { return log.count.load(std::memory_order_relaxed) >= 3; }));
+  EXPECT_EQ(bridge.GetStatistics().streams.streams_opened, 2u) << "one stream per robot";
+
+  // A robot joins: its own subject, received from now on.
+  ASSERT_TRUE(bridge.Receive<EmergencyStop>("robot.r9.stop", kStopType));
+  PublishRaw(server_.Url(),
+             {{"robot.r9.stop.medium", StopFrame(0x9, 1, 1, 901, MessagePriority::MEDIUM)}});
+  ASSERT_TRUE(Eventually([&] { return log.count.load(std::memory_order_relaxed) >= 4; }));
+
+  // The pattern is stopped. A frame on it, then one on the robot's subject,
+  // from one connection: the server keeps their order, so when the second
+  // has arrived the first would have.
+  ASSERT_TRUE(bridge.StopReceiving("fleet.*.stop"));
+  PublishRaw(server_.Url(),
+             {{"fleet.r1.stop.high", StopFrame(0x1, 1, 2, 102)},
+              {"robot.r9.stop.medium", StopFrame(0x9, 1, 2, 902, MessagePriority::MEDIUM)}});
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<std::mutex> lock(log.mutex);
+    return log.times.count(902) == 1;
+  }));
+
+  // Forwarding added and removed while running, seen by a plain subscriber.
+  natsConnection* raw = nullptr;
+  natsSubscription* sub = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&raw, server_.Url().c_str()), NATS_OK);
+  ASSERT_EQ(natsConnection_SubscribeSync(&sub, raw, "out.*.high"), NATS_OK);
+  ASSERT_EQ(natsConnection_FlushTimeout(raw, 10000), NATS_OK);
+  ASSERT_TRUE(bridge.Forward<EmergencyStop>("out.stop", kStopType));
+  ASSERT_TRUE(bus.PublishWithPriority(EmergencyStop{1, 1, 1}, kTestSender, MessagePriority::HIGH));
+  natsMsg* message = nullptr;
+  ASSERT_EQ(natsSubscription_NextMsg(&message, sub, 10000), NATS_OK);
+  EXPECT_STREQ(natsMsg_GetSubject(message), "out.stop.high");
+  natsMsg_Destroy(message);
+  ASSERT_TRUE(bridge.StopForwarding<EmergencyStop>());
+  ASSERT_TRUE(bridge.Forward<SensorReading>("out.reading", kSensorType));
+  ASSERT_TRUE(bus.PublishWithPriority(EmergencyStop{1, 1, 2}, kTestSender, MessagePriority::HIGH));
+  ASSERT_TRUE(
+      bus.PublishWithPriority(SensorReading{1, 1.0f, 3}, kTestSender, MessagePriority::HIGH));
+  // The bus dispatches in order: the reading comes, the stop before it did not.
+  ASSERT_EQ(natsSubscription_NextMsg(&message, sub, 10000), NATS_OK);
+  EXPECT_STREQ(natsMsg_GetSubject(message), "out.reading.high");
+  natsMsg_Destroy(message);
+  natsSubscription_Destroy(sub);
+  natsConnection_Destroy(raw);
+
+  (void)bridge.Shutdown(10s);
+  consumer.Stop();
+  std::lock_guard<std::mutex> lock(log.mutex);
+  const std::map<std::uint64_t, int> expected = {{101, 1}, {201, 1}, {202, 1}, {901, 1}, {902, 1}};
+  EXPECT_EQ(log.times, expected) << "102 came after its subject was stopped";
+  EXPECT_EQ(bridge.GetStatistics().Rejected(), 0u);
+}
+
+// Two bridges in one queue group share a subject's frames: each frame goes
+// to one of them, none to both, and neither counts the other's share as
+// gaps.
+TEST_F(NatsBridgeTest, AQueueGroupSharesFramesWithoutGapsOrDuplicates) {
+  constexpr std::uint64_t kFrames = 400;
+  sluice::nats::ReceiveOptions group;
+  group.queue_group = "telemetry-servers";
+  Bus bus_a;
+  Bus bus_b;
+  Bridge a(bus_a, OptionsFor(server_.Url()));
+  Bridge b(bus_b, OptionsFor(server_.Url()));
+  ASSERT_TRUE(a.Receive<EmergencyStop>("q.stop", kStopType, group));
+  ASSERT_TRUE(b.Receive<EmergencyStop>("q.stop", kStopType, group));
+  StopLog log_a;
+  StopLog log_b;
+  auto ha = bus_a.Subscribe<EmergencyStop>([&](const EmergencyStop& m) { log_a.Add(m.seq); });
+  auto hb = bus_b.Subscribe<EmergencyStop>([&](const EmergencyStop& m) { log_b.Add(m.seq); });
+  ASSERT_TRUE(ha.IsValid() && hb.IsValid());
+  ASSERT_EQ(a.Start(), NATS_OK);
+  ASSERT_EQ(b.Start(), NATS_OK);
+  Consumer<Bus> consumer_a(bus_a);
+  Consumer<Bus> consumer_b(bus_b);
+  std::vector<std::pair<std::string, std::string>> frames;
+  for (std::uint64_t i = 1; i <= kFrames; ++i) {
+    frames.emplace_back("q.stop.medium", StopFrame(0x5, 1, i, i, MessagePriority::MEDIUM));
+  }
+  PublishRaw(server_.Url(), frames);
+  ASSERT_TRUE(Eventually([&] {
+    return log_a.count.load(std::memory_order_relaxed) +
+               log_b.count.load(std::memory_order_relaxed) >=
+           kFrames;
+  }));
+  (void)a.Shutdown(10s);
+  (void)b.Shutdown(10s);
+  consumer_a.Stop();
+  consumer_b.Stop();
+  std::lock_guard<std::mutex> lock_a(log_a.mutex);
+  std::lock_guard<std::mutex> lock_b(log_b.mutex);
+  EXPECT_GT(log_a.times.size(), 0u) << "the group did not share";
+  EXPECT_GT(log_b.times.size(), 0u) << "the group did not share";
+  EXPECT_EQ(log_a.times.size() + log_b.times.size(), kFrames);
+  for (const auto& [seq, times] : log_a.times) {
+    EXPECT_EQ(times, 1);
+    EXPECT_EQ(log_b.times.count(seq), 0u) << seq << " reached both members";
+  }
+  EXPECT_EQ(a.GetStatistics().streams.gaps, 0u);
+  EXPECT_EQ(b.GetStatistics().streams.gaps, 0u);
+}
+
+}  // namespace

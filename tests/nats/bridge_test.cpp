@@ -510,12 +510,16 @@ TEST(NatsBridgeConfigTest, RoutesRefuseSubjectsNatsCannotCarryAndWildcards) {
   const std::vector<std::string> refused = {
       "",  "has space", "tab\there", "new\nline", "x..y", ".x",  "x.",
       ".", "tail.>",    "wild.*",    "a.*.b",     ">",    "a*b", "del\x7f"};
+  // "*" tokens are patterns a Receive accepts; nothing else in the list.
+  const std::vector<std::string> patterns = {"wild.*", "a.*.b"};
   for (const std::string& subject : refused) {
     EXPECT_FALSE(sluice::nats::IsLiteralSubject(subject)) << subject;
     Bus bus;
     Bridge bridge(bus);
     EXPECT_FALSE(bridge.Forward<SensorReading>(subject, kSensorType)) << subject;
-    EXPECT_FALSE(bridge.Receive<SensorReading>(subject, kSensorType)) << subject;
+    const bool pattern = std::find(patterns.begin(), patterns.end(), subject) != patterns.end();
+    EXPECT_EQ(sluice::nats::IsReceiveSubject(subject), pattern) << subject;
+    EXPECT_EQ(bridge.Receive<SensorReading>(subject, kSensorType), pattern) << subject;
   }
   for (const std::string subject : {"a", "plant.sensor", "x-1_y.Z9.$sys"}) {
     EXPECT_TRUE(sluice::nats::IsLiteralSubject(subject)) << subject;
@@ -524,6 +528,36 @@ TEST(NatsBridgeConfigTest, RoutesRefuseSubjectsNatsCannotCarryAndWildcards) {
     EXPECT_TRUE(bridge.Forward<SensorReading>(subject, kSensorType)) << subject;
     EXPECT_TRUE(bridge.Receive<SensorReading>(subject, kSensorType)) << subject;
   }
+}
+
+// Two received subjects that one frame could match are refused: the frame
+// would reach two subscriptions.
+TEST(NatsBridgeConfigTest, ReceiveRefusesOverlappingSubjectsAndAnotherQueueGroup) {
+  using sluice::nats::SubjectsOverlap;
+  EXPECT_TRUE(SubjectsOverlap("fleet.*.stop", "fleet.r7.stop"));
+  EXPECT_TRUE(SubjectsOverlap("fleet.*.stop", "*.r7.*"));
+  EXPECT_TRUE(SubjectsOverlap("a", "a"));
+  EXPECT_FALSE(SubjectsOverlap("fleet.*.stop", "fleet.r7.go"));
+  EXPECT_FALSE(SubjectsOverlap("fleet.*", "fleet.r7.stop"));
+  EXPECT_FALSE(SubjectsOverlap("a.b", "a"));
+  Bus bus;
+  Bridge bridge(bus);
+  ASSERT_TRUE(bridge.Receive<EmergencyStop>("fleet.*.stop", kStopType));
+  EXPECT_FALSE(bridge.Receive<EmergencyStop>("fleet.r7.stop", kStopType));
+  EXPECT_FALSE(bridge.Receive<SensorReading>("*.r7.stop", kSensorType));
+  EXPECT_TRUE(bridge.Receive<SensorReading>("fleet.*.reading", kSensorType));
+  EXPECT_TRUE(bridge.Receive<SensorReading>("fleet.*.stop", kSensorType));  // same subject
+  sluice::nats::ReceiveOptions shared;
+  shared.queue_group = "controllers";
+  EXPECT_FALSE(bridge.Receive<EmergencyStop>("fleet.*.stop", kStopType, shared));
+  EXPECT_TRUE(bridge.Receive<EmergencyStop>("plant.stop", kStopType, shared));
+  EXPECT_TRUE(bridge.StopReceiving("fleet.*.stop"));
+  EXPECT_FALSE(bridge.StopReceiving("fleet.*.stop"));
+  EXPECT_TRUE(bridge.Receive<EmergencyStop>("fleet.r7.stop", kStopType));  // no overlap now
+  EXPECT_FALSE(bridge.StopForwarding<EmergencyStop>());
+  ASSERT_TRUE(bridge.Forward<EmergencyStop>("out.stop", kStopType));
+  EXPECT_TRUE(bridge.StopForwarding<EmergencyStop>());
+  EXPECT_TRUE(bridge.Forward<EmergencyStop>("out.stop", kStopType));  // again, after
 }
 
 TEST(NatsBridgeConfigTest, ReceiveRefusesASecondCodecOrTypeForATypeId) {

@@ -202,6 +202,47 @@ inline bool IsLiteralSubject(std::string_view subject) noexcept {
   return !token_empty;  // also false for an empty subject
 }
 
+// Whether the bridge accepts `subject` for Receive: IsLiteralSubject, or
+// tokens of which some are exactly "*" (one token, any value). ">" is never
+// accepted: the priority suffix follows the subject.
+inline bool IsReceiveSubject(std::string_view subject) noexcept {
+  std::string literal(subject);
+  std::size_t start = 0;
+  while (start <= literal.size()) {
+    std::size_t end = literal.find('.', start);
+    if (end == std::string::npos) end = literal.size();
+    if (end - start == 1 && literal[start] == '*') literal[start] = 'w';
+    start = end + 1;
+  }
+  return IsLiteralSubject(literal);
+}
+
+// Whether one subject could match both patterns (IsReceiveSubject): the
+// same number of tokens, each pair equal or one of them "*".
+inline bool SubjectsOverlap(std::string_view a, std::string_view b) noexcept {
+  for (;;) {
+    const std::size_t a_end = std::min(a.find('.'), a.size());
+    const std::size_t b_end = std::min(b.find('.'), b.size());
+    const std::string_view a_token = a.substr(0, a_end);
+    const std::string_view b_token = b.substr(0, b_end);
+    if (a_token != b_token && a_token != "*" && b_token != "*") return false;
+    const bool a_last = a_end == a.size();
+    const bool b_last = b_end == b.size();
+    if (a_last || b_last) return a_last && b_last;
+    a.remove_prefix(a_end + 1);
+    b.remove_prefix(b_end + 1);
+  }
+}
+
+// What an inbound route may add.
+struct ReceiveOptions {
+  // A NATS queue group: the bridges (or other subscribers) of one group share
+  // the subject's frames, each frame going to one of them. Empty: none, every
+  // subscriber gets every frame. A member sees part of each stream, so its
+  // gaps are not counted (duplicates still are).
+  std::string queue_group;
+};
+
 // "<subject>.<low|medium|high>": where a message of `priority` travels.
 inline std::string SubjectFor(std::string_view subject, MessagePriority priority) {
   std::string result(subject);
@@ -233,9 +274,11 @@ class Bridge {
   // ---- Configuration (before Start) -----------------------------------------
 
   // Sends local messages of type T to NATS under `type_id` (not 0). False
-  // after Start, for type id 0, a subject that is not IsLiteralSubject
-  // (empty, wildcards, whitespace, empty tokens), or when T is already
-  // forwarded.
+  // for type id 0, a subject that is not IsLiteralSubject (empty,
+  // wildcards, whitespace, empty tokens), when T is already forwarded, or
+  // (after Start) when the bus's subscription table for T is full. Before
+  // Start, or while running: forwarding then starts at once. Any thread
+  // but a bus callback.
   template <typename T, typename Codec = DefaultCodec<T>>
   [[nodiscard]] bool Forward(const std::string& subject, std::uint16_t type_id) {
     static_assert(sluice::detail::kIsAlternative<T, Payload>,
@@ -246,22 +289,31 @@ class Bridge {
     if constexpr (!kIsCodecFor<Codec, T>) {
       return false;  // not reached: the check above fails to compile
     } else {
+      std::lock_guard<std::mutex> routes(routes_mutex_);
       return AddOutbound<T, Codec>(subject, type_id);
     }
   }
 
   // Publishes frames of `type_id` received on `subject` into the bus as T.
-  // Needs a multi-producer bus (the client's threads publish). False after
-  // Start, for type id 0, a subject that is not IsLiteralSubject (empty,
-  // wildcards, whitespace, empty tokens), or when `type_id` is already
-  // received as another type or with another codec. Several types may share
-  // a subject; a type may come on several. A frame whose type id was not
-  // given for the subject it came on is refused (kUnknownType).
+  // Needs a multi-producer bus (the client's threads publish). `subject`
+  // may have "*" tokens (IsReceiveSubject: "fleet.*.stop"); each subject a
+  // frame comes on is a stream of its own. False for type id 0, a subject
+  // that is not IsReceiveSubject, one that overlaps another received
+  // subject (SubjectsOverlap: one frame would reach two subscriptions),
+  // the same subject with another queue group, when `type_id` is already
+  // received as another type or with another codec, or, while running,
+  // for a new type on a subject already received (StopReceiving it first)
+  // or a failed subscription. Several types may share a subject; a type
+  // may come on several. A frame whose type id was not given for the
+  // subject it came on is refused (kUnknownType). Before Start, or while
+  // running: the subscriptions are then made at once, and the server has
+  // them when this returns. Any thread.
   //
   // Receive<Remote<U>>: the frames carry a U (its codec, its type id), and
   // each arrives in the bus as a Remote<U> with the frame's Provenance.
   template <typename T, typename Codec = DefaultCodec<WireType<T>>>
-  [[nodiscard]] bool Receive(std::string subject, std::uint16_t type_id) {
+  [[nodiscard]] bool Receive(std::string subject, std::uint16_t type_id,
+                             ReceiveOptions route = {}) {
     static_assert(sluice::detail::kIsAlternative<T, Payload>,
                   "Sluice: Receive<T> needs T to be exactly one alternative of the bus payload");
     static_assert(detail::BusInfo<Bus>::kMultiProducer,
@@ -271,8 +323,55 @@ class Bridge {
     if constexpr (!kIsCodecFor<Codec, WireType<T>>) {
       return false;  // not reached: the check above fails to compile
     } else {
-      return AddInbound<T, Codec>(std::move(subject), type_id);
+      std::lock_guard<std::mutex> routes(routes_mutex_);
+      return AddInbound<T, Codec>(std::move(subject), type_id, std::move(route));
     }
+  }
+
+  // Stops receiving `subject` (as given to Receive): its subscriptions are
+  // removed, and once this returns none of its frames is handled any more
+  // (a frame being handled is waited for). Its type ids may then be given
+  // to other types. False for a subject not received. Any thread but a
+  // client callback (on_reject, a codec).
+  bool StopReceiving(const std::string& subject) {
+    std::lock_guard<std::mutex> routes(routes_mutex_);
+    const auto found = std::find_if(inbound_subjects_.begin(), inbound_subjects_.end(),
+                                    [&](const InboundSubject& s) { return s.subject == subject; });
+    if (found == inbound_subjects_.end()) return false;
+    inbound_subjects_.erase(found);
+    if (connection_ != nullptr) UnsubscribeInbound(subject);
+    // Ids no other subject uses are free again.
+    inbound_types_.erase(std::remove_if(inbound_types_.begin(), inbound_types_.end(),
+                                        [&](const InboundType& type) {
+                                          return std::none_of(
+                                              inbound_subjects_.begin(), inbound_subjects_.end(),
+                                              [&](const InboundSubject& s) {
+                                                return std::find(s.type_ids.begin(),
+                                                                 s.type_ids.end(),
+                                                                 type.type_id) != s.type_ids.end();
+                                              });
+                                        }),
+                         inbound_types_.end());
+    return true;
+  }
+
+  // Stops forwarding T: no message of T is sent once this returns (from a
+  // bus callback: after the callback). False when T is not forwarded. Any
+  // thread.
+  template <typename T>
+  bool StopForwarding() {
+    std::lock_guard<std::mutex> routes(routes_mutex_);
+    const auto found = std::find_if(outbound_.begin(), outbound_.end(), [](const auto& route) {
+      return route->variant_index == sluice::detail::VariantIndex<T, Payload>::kValue;
+    });
+    if (found == outbound_.end()) return false;
+    // Waits for a batch in flight (not from inside one): no Send runs after.
+    if ((*found)->handle.IsValid()) (void)bus_.Unsubscribe((*found)->handle);
+    // Kept until the bridge goes: a callback of this route may still be
+    // running when this is called from inside the bus's dispatch.
+    retired_outbound_.push_back(std::move(*found));
+    outbound_.erase(found);
+    return true;
   }
 
   // ---- Lifecycle --------------------------------------------------------------
@@ -282,6 +381,7 @@ class Bridge {
   // succeeded, later calls return NATS_ILLEGAL_STATE. A failed Start leaves
   // no connection behind and may be called again.
   [[nodiscard]] natsStatus Start() {
+    std::lock_guard<std::mutex> routes(routes_mutex_);
     if (started_) return NATS_ILLEGAL_STATE;
     natsOptions* opts = nullptr;
     natsStatus status = natsOptions_Create(&opts);
@@ -364,6 +464,7 @@ class Bridge {
   ShutdownResult Shutdown(std::chrono::milliseconds timeout,
                           ShutdownDrain drain = ShutdownDrain::kWaitForConsumer) {
     timeout = std::max(timeout, std::chrono::milliseconds(0));
+    std::lock_guard<std::mutex> routes(routes_mutex_);
     ShutdownResult result;
     bus_.Close();
     if (drain == ShutdownDrain::kDispatchHere) {
@@ -460,10 +561,12 @@ class Bridge {
     DeliverFunction deliver;  // Deliver<T, Codec>: one codec per id
   };
 
-  // An inbound subject and the type ids given for it.
+  // An inbound subject (a pattern with "*" tokens allowed), the type ids
+  // given for it and its queue group.
   struct InboundSubject {
     std::string subject;
     std::vector<std::uint16_t> type_ids;
+    std::string queue_group;
   };
 
   // One per inbound subject and priority; its address is the client's
@@ -471,9 +574,12 @@ class Bridge {
   struct InboundSubscription {
     Bridge* bridge = nullptr;
     MessagePriority priority = MessagePriority::MEDIUM;
-    std::string subject;                  // with the priority suffix
-    std::vector<std::uint16_t> type_ids;  // those the subject carries
+    std::string subject;             // with the priority suffix
+    std::string route_subject;       // as given to Receive
+    std::vector<InboundType> types;  // those the subject carries: a copy, never written
+    bool count_gaps = true;          // false in a queue group (a member sees part of a stream)
     natsSubscription* subscription = nullptr;
+    bool completed = false;  // its last handler call has returned; guarded by mutex_
     // The highest slow-consumer count the client reported for it; guarded
     // by mutex_.
     std::uint64_t dropped_seen = 0;
@@ -548,12 +654,12 @@ class Bridge {
     return status;
   }
 
-  // ---- Routes (before Start) ------------------------------------------------------
+  // ---- Routes (holding routes_mutex_) ----------------------------------------------
 
   template <typename T, typename Codec>
   bool AddOutbound(const std::string& subject, std::uint16_t type_id) {
     constexpr std::size_t kIndex = sluice::detail::VariantIndex<T, Payload>::kValue;
-    if (started_ || type_id == 0 || !IsLiteralSubject(subject)) return false;
+    if (type_id == 0 || !IsLiteralSubject(subject)) return false;
     for (const auto& route : outbound_) {
       if (route->variant_index == kIndex) return false;
     }
@@ -570,14 +676,20 @@ class Bridge {
       if (other->subjects[0] == route->subjects[0]) route->sequence = other->sequence;
     }
     if (!route->sequence) route->sequence = std::make_shared<SubjectSequence>();
+    if (started_) {
+      // Running: forwarding starts now. The route is complete before the
+      // bus subscription publishes it to the consumer thread.
+      route->handle = route->subscribe(*this, *route);
+      if (!route->handle.IsValid()) return false;  // the bus's table for T is full
+    }
     outbound_.push_back(std::move(route));
     return true;
   }
 
   template <typename T, typename Codec>
-  bool AddInbound(std::string subject, std::uint16_t type_id) {
+  bool AddInbound(std::string subject, std::uint16_t type_id, ReceiveOptions route) {
     constexpr std::size_t kIndex = sluice::detail::VariantIndex<T, Payload>::kValue;
-    if (started_ || type_id == 0 || !IsLiteralSubject(subject)) return false;
+    if (type_id == 0 || !IsReceiveSubject(subject)) return false;
     const DeliverFunction deliver = &Deliver<T, Codec>;
     bool known_type = false;
     for (const InboundType& type : inbound_types_) {
@@ -586,16 +698,44 @@ class Bridge {
       if (type.variant_index != kIndex || type.deliver != deliver) return false;
       known_type = true;
     }
-    if (!known_type) inbound_types_.push_back({type_id, kIndex, deliver});
     for (InboundSubject& known : inbound_subjects_) {
-      if (known.subject != subject) continue;
-      if (std::find(known.type_ids.begin(), known.type_ids.end(), type_id) ==
-          known.type_ids.end()) {
-        known.type_ids.push_back(type_id);
+      if (known.subject != subject) {
+        // Two subjects one frame could match would hand it to two
+        // subscriptions: refused.
+        if (SubjectsOverlap(known.subject, subject)) return false;
+        continue;
       }
+      if (known.queue_group != route.queue_group) return false;
+      const bool has_type =
+          std::find(known.type_ids.begin(), known.type_ids.end(), type_id) != known.type_ids.end();
+      if (has_type) return true;
+      // A running subscription's types are fixed: StopReceiving, then
+      // Receive again with every type.
+      if (started_) return false;
+      if (!known_type) inbound_types_.push_back({type_id, kIndex, deliver});
+      known.type_ids.push_back(type_id);
       return true;
     }
-    inbound_subjects_.push_back({std::move(subject), {type_id}});
+    if (!known_type) inbound_types_.push_back({type_id, kIndex, deliver});
+    inbound_subjects_.push_back({std::move(subject), {type_id}, std::move(route.queue_group)});
+    if (!started_) return true;
+    // Running: subscribe now, and return once the server has the
+    // subscriptions.
+    const InboundSubject& added = inbound_subjects_.back();
+    natsStatus status = NATS_OK;
+    for (std::size_t p = 0; p < kPriorityCount && status == NATS_OK; ++p) {
+      status = SubscribeInbound(added, static_cast<MessagePriority>(p));
+    }
+    if (status == NATS_OK) {
+      status = natsConnection_FlushTimeout(connection_, options_.connect_timeout.count());
+    }
+    if (status != NATS_OK) {
+      const std::string failed = added.subject;
+      UnsubscribeInbound(failed);
+      inbound_subjects_.pop_back();
+      if (!known_type) inbound_types_.pop_back();
+      return false;
+    }
     return true;
   }
 
@@ -695,13 +835,24 @@ class Bridge {
     inbound->bridge = this;
     inbound->priority = priority;
     inbound->subject = SubjectFor(subject.subject, priority);
-    inbound->type_ids = subject.type_ids;
-    // The tables the handler reads (inbound_types_, the subscription's
-    // type_ids, options_) are complete: they are not written after Start,
-    // and the client starts the subscription's thread inside this call
-    // (thread creation orders them before everything the thread does).
-    natsStatus status = natsConnection_Subscribe(
-        &inbound->subscription, connection_, inbound->subject.c_str(), &OnMessage, inbound.get());
+    inbound->route_subject = subject.subject;
+    inbound->count_gaps = subject.queue_group.empty();
+    for (const std::uint16_t id : subject.type_ids) {
+      for (const InboundType& type : inbound_types_) {
+        if (type.type_id == id) inbound->types.push_back(type);
+      }
+    }
+    // What the handler reads (the subscription's own types, options_) is
+    // complete and never written again: the client starts the
+    // subscription's thread inside this call (thread creation orders these
+    // writes before everything the thread does).
+    natsStatus status =
+        subject.queue_group.empty()
+            ? natsConnection_Subscribe(&inbound->subscription, connection_,
+                                       inbound->subject.c_str(), &OnMessage, inbound.get())
+            : natsConnection_QueueSubscribe(&inbound->subscription, connection_,
+                                            inbound->subject.c_str(), subject.queue_group.c_str(),
+                                            &OnMessage, inbound.get());
     if (status != NATS_OK) return status;
     InboundSubscription* added = inbound.get();
     {
@@ -709,11 +860,12 @@ class Bridge {
       ++live_subscriptions_;
       inbound_.push_back(std::move(inbound));
     }
-    status = natsSubscription_SetOnCompleteCB(added->subscription, &OnSubscriptionComplete, this);
+    status = natsSubscription_SetOnCompleteCB(added->subscription, &OnSubscriptionComplete, added);
     if (status != NATS_OK) {
       // No completion will be reported for it: not counted as live.
       std::lock_guard<std::mutex> lock(mutex_);
       --live_subscriptions_;
+      added->completed = true;
     } else {
       status = natsSubscription_SetPendingLimits(
           added->subscription, options_.pending_messages_limit, options_.pending_bytes_limit);
@@ -763,30 +915,29 @@ class Bridge {
       return FrameError::kOriginNotAllowed;
     }
     const std::uint16_t id = view.header.type_id;
-    if (std::find(inbound.type_ids.begin(), inbound.type_ids.end(), id) == inbound.type_ids.end()) {
-      return FrameError::kUnknownType;  // not given for this subject
-    }
-    const FrameError sequence_error = CheckSequence(subject, view.header);
+    const auto type = std::find_if(inbound.types.begin(), inbound.types.end(),
+                                   [id](const InboundType& t) { return t.type_id == id; });
+    if (type == inbound.types.end()) return FrameError::kUnknownType;  // not given for it
+    const FrameError sequence_error = CheckSequence(subject, view.header, inbound.count_gaps);
     if (sequence_error != FrameError::kNone) return sequence_error;
-    for (const InboundType& type : inbound_types_) {
-      if (type.type_id != id) continue;
+    {
 #if SLUICE_HAS_EXCEPTIONS
       try {
-        return type.deliver(*this, view);
+        return type->deliver(*this, view);
       } catch (...) {
         return FrameError::kDecodeThrew;
       }
 #else
-      return type.deliver(*this, view);
+      return type->deliver(*this, view);
 #endif
     }
-    return FrameError::kUnknownType;
   }
 
   // The frame's place in its stream: a duplicate or a stale number is
   // refused (so a redelivery or a replay is never dispatched twice), a gap
   // or a late frame is counted. A version 1 frame has no stream.
-  FrameError CheckSequence(std::string_view subject, const FrameHeader& header) noexcept {
+  FrameError CheckSequence(std::string_view subject, const FrameHeader& header,
+                           bool count_gaps) noexcept {
     // Numbers start at 1: a version 2 frame numbered 0 is as unsequenced as
     // a version 1 frame (else it would pass by the duplicate check).
     if (header.version == kFrameVersion1 || header.sequence == 0) {
@@ -798,7 +949,8 @@ class Bridge {
     try {
 #endif
       std::lock_guard<std::mutex> lock(streams_mutex_);
-      switch (streams_.Note(header.origin_id, header.instance_id, subject, header.sequence)) {
+      switch (streams_.Note(header.origin_id, header.instance_id, subject, header.sequence,
+                            count_gaps)) {
         case StreamVerdict::kDuplicate:
           return FrameError::kDuplicate;
         case StreamVerdict::kStale:
@@ -945,10 +1097,46 @@ class Bridge {
   // The client calls it once a subscription's handler has returned for the
   // last time.
   static void OnSubscriptionComplete(void* closure) {
-    auto* self = static_cast<Bridge*>(closure);
+    auto* inbound = static_cast<InboundSubscription*>(closure);
+    Bridge* self = inbound->bridge;
     std::lock_guard<std::mutex> lock(self->mutex_);
     --self->live_subscriptions_;
+    inbound->completed = true;
     self->changed_.notify_all();
+  }
+
+  // Removes the subscriptions of an inbound subject (StopReceiving, or a
+  // Receive that failed while running): unsubscribes them, waits until
+  // each has handled its last frame, keeps their slow-consumer drops and
+  // frees them.
+  void UnsubscribeInbound(const std::string& route_subject) {
+    std::vector<InboundSubscription*> removed;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      (void)ReadSlowConsumerDrops();
+      for (const auto& inbound : inbound_) {
+        if (inbound->route_subject == route_subject) removed.push_back(inbound.get());
+      }
+    }
+    for (InboundSubscription* inbound : removed) {
+      // A failure means the connection is closed: the completion comes then.
+      (void)natsSubscription_Unsubscribe(inbound->subscription);
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] {
+      return std::all_of(removed.begin(), removed.end(),
+                         [](const InboundSubscription* inbound) { return inbound->completed; });
+    });
+    for (InboundSubscription* inbound : removed) {
+      slow_consumer_released_[static_cast<std::size_t>(inbound->priority)] += inbound->dropped_seen;
+      natsSubscription_Destroy(inbound->subscription);
+    }
+    inbound_.erase(std::remove_if(inbound_.begin(), inbound_.end(),
+                                  [&](const auto& inbound) {
+                                    return std::find(removed.begin(), removed.end(),
+                                                     inbound.get()) != removed.end();
+                                  }),
+                   inbound_.end());
   }
 
   // Before the bridge closes or drains the connection itself: the
@@ -1022,7 +1210,11 @@ class Bridge {
   std::uint64_t origin_id_ = 0;
   bool started_ = false;
   natsConnection* connection_ = nullptr;
+  // Serialises the calls that change routes (Forward, Receive, the Stop
+  // calls, Start, Shutdown); the client's threads never take it.
+  std::mutex routes_mutex_;
   std::vector<std::unique_ptr<OutboundRoute>> outbound_;
+  std::vector<std::unique_ptr<OutboundRoute>> retired_outbound_;  // StopForwarding
   std::vector<InboundType> inbound_types_;
   std::vector<InboundSubject> inbound_subjects_;
   Counters counters_;

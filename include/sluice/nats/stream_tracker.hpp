@@ -55,9 +55,11 @@ class StreamTracker {
 
   // Judges one frame and counts it. The first frame of a stream is its
   // baseline: numbers before it were sent before this receiver listened,
-  // and are not gaps.
+  // and are not gaps. `count_gaps` false: a receiver that sees part of each
+  // stream by design (a queue group member) counts no gaps and no late
+  // frames, and still refuses duplicates and stale frames.
   StreamVerdict Note(std::uint64_t origin_id, std::uint64_t instance_id, std::string_view subject,
-                     std::uint64_t sequence) {
+                     std::uint64_t sequence, bool count_gaps = true) {
     if (sequence == 0) return StreamVerdict::kUnsequenced;
     ++clock_;
     Key key{origin_id, instance_id, std::string(subject)};
@@ -85,8 +87,10 @@ class StreamTracker {
       stream.Mark(sequence);
       stream.highest = sequence;
       // Saturating: a hostile number must not wrap the count.
-      counts_.gaps =
-          skipped > ~std::uint64_t{0} - counts_.gaps ? ~std::uint64_t{0} : counts_.gaps + skipped;
+      if (count_gaps) {
+        counts_.gaps =
+            skipped > ~std::uint64_t{0} - counts_.gaps ? ~std::uint64_t{0} : counts_.gaps + skipped;
+      }
       return skipped == 0 ? StreamVerdict::kInOrder : StreamVerdict::kAfterGap;
     }
     if (stream.highest - sequence >= kWindow) {
@@ -98,8 +102,10 @@ class StreamTracker {
       return StreamVerdict::kDuplicate;
     }
     stream.Mark(sequence);
-    ++counts_.reordered;
-    if (counts_.gaps > 0) --counts_.gaps;
+    if (count_gaps) {
+      ++counts_.reordered;
+      if (counts_.gaps > 0) --counts_.gaps;
+    }
     return StreamVerdict::kLate;
   }
 
