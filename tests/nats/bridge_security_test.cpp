@@ -41,6 +41,7 @@ using sluice_nats_test::kStopType;
 using sluice_nats_test::kTestSender;
 using sluice_nats_test::NatsServer;
 using sluice_nats_test::OptionsFor;
+using sluice_nats_test::ScratchDirectory;
 
 const std::string kCredentials = SLUICE_NATS_CREDENTIALS_DIR;
 
@@ -50,29 +51,6 @@ std::string ReadLine(const std::string& path) {
   std::getline(file, line);
   return line;
 }
-
-// A directory of its own under the temporary directory, removed at the end.
-class ScratchDirectory {
- public:
-  ScratchDirectory() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/sluice-nats-XXXXXX";
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~ScratchDirectory() {
-    if (!path_.empty()) (void)std::system(("rm -rf '" + path_ + "'").c_str());
-  }
-  const std::string& Path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  bool Write(const std::string& name, const std::string& text) const {
-    std::ofstream file(File(name));
-    file << text;
-    return static_cast<bool>(file);
-  }
-
- private:
-  std::string path_;
-};
 
 // Starts a bridge with `options` and returns Start's status.
 natsStatus StartWith(const BridgeOptions& options) {

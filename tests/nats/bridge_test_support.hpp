@@ -4,10 +4,13 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <sluice/nats/bridge.hpp>
 #include <sstream>
@@ -135,6 +138,29 @@ class NatsBridgeTest : public ::testing::Test {
   }
 
   NatsServer server_;
+};
+
+// A directory of its own under the temporary directory, removed at the end.
+class ScratchDirectory {
+ public:
+  ScratchDirectory() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/sluice-nats-XXXXXX";
+    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ~ScratchDirectory() {
+    if (!path_.empty()) (void)std::system(("rm -rf '" + path_ + "'").c_str());
+  }
+  const std::string& Path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+  bool Write(const std::string& name, const std::string& text) const {
+    std::ofstream file(File(name));
+    file << text;
+    return static_cast<bool>(file);
+  }
+
+ private:
+  std::string path_;
 };
 
 }  // namespace sluice_nats_test

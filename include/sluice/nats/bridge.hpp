@@ -137,6 +137,16 @@ struct BridgeOptions {
   // Streams (origin, instance, subject) the receiver remembers for gaps
   // and duplicates; past it the least recently heard is forgotten.
   std::size_t max_tracked_streams = 1024;
+  // JetStream routes (ForwardOptions::jetstream, ReceiveOptions::stream):
+  // publishes awaiting the stream's acknowledgement, at most (the consumer
+  // thread waits for room past it: backpressure into the bus); messages a
+  // JetStream consumer hands out before the bridge acknowledges them, per
+  // priority; how long the stream waits for an acknowledgement before it
+  // redelivers; and the most messages one fetch asks for.
+  int jetstream_max_pending = 4096;
+  int jetstream_max_ack_pending = 1024;
+  std::chrono::milliseconds jetstream_ack_wait{5000};
+  int jetstream_fetch_batch = 256;
   // Called on a client thread for each refused frame (after it is counted).
   // An exception it throws is caught and counted (on_reject_threw).
   std::function<void(FrameError, std::string_view subject)> on_reject;
@@ -150,6 +160,9 @@ enum class ShutdownDrain : std::uint8_t {
 
 struct ShutdownResult {
   bool bus_drained = false;  // every message admitted before Close dispatched
+  // JetStream routes: every publish acknowledged by its stream in time
+  // (js_PublishAsyncComplete); NATS_OK also when there were none.
+  natsStatus stream_acks = NATS_OK;
   natsStatus flush = NATS_OK;
   natsStatus drain = NATS_OK;  // natsConnection_DrainTimeout
   // The connection reported closed in time, or none was open (never
@@ -234,6 +247,17 @@ inline bool SubjectsOverlap(std::string_view a, std::string_view b) noexcept {
   }
 }
 
+// What an outbound route may add.
+struct ForwardOptions {
+  // At least once: each frame is published to a JetStream stream (which the
+  // operator creates over the route's subjects, with a duplicate window)
+  // with a Nats-Msg-Id made of its origin, instance, subject and sequence,
+  // and kept until the stream acknowledges it; after a reconnection the
+  // unacknowledged ones are published again, and the stream drops those it
+  // had already stored. Off: core NATS, at most once.
+  bool jetstream = false;
+};
+
 // What an inbound route may add.
 struct ReceiveOptions {
   // A NATS queue group: the bridges (or other subscribers) of one group share
@@ -241,6 +265,16 @@ struct ReceiveOptions {
   // subscriber gets every frame. A member sees part of each stream, so its
   // gaps are not counted (duplicates still are).
   std::string queue_group;
+  // At least once: read the subject from this JetStream stream through a
+  // durable pull consumer per priority, "<durable>_low", "_medium" and
+  // "_high" (so a LOW backlog never delays a HIGH redelivery), taking only
+  // what the bus can admit at that priority, and acknowledging a message
+  // once the bus has admitted it. A redelivered message the bridge has
+  // admitted before is acknowledged and not admitted again; one the bus
+  // refuses (full after admission_wait, or closed) is handed back to the
+  // stream for later redelivery. Empty: core NATS. Not with queue_group.
+  std::string stream;
+  std::string durable;
 };
 
 // "<subject>.<low|medium|high>": where a message of `priority` travels.
@@ -280,7 +314,8 @@ class Bridge {
   // Start, or while running: forwarding then starts at once. Any thread
   // but a bus callback.
   template <typename T, typename Codec = DefaultCodec<T>>
-  [[nodiscard]] bool Forward(const std::string& subject, std::uint16_t type_id) {
+  [[nodiscard]] bool Forward(const std::string& subject, std::uint16_t type_id,
+                             ForwardOptions route = {}) {
     static_assert(sluice::detail::kIsAlternative<T, Payload>,
                   "Sluice: Forward<T> needs T to be exactly one alternative of the bus payload");
     static_assert(!IsRemote<T>::value,
@@ -290,7 +325,7 @@ class Bridge {
       return false;  // not reached: the check above fails to compile
     } else {
       std::lock_guard<std::mutex> routes(routes_mutex_);
-      return AddOutbound<T, Codec>(subject, type_id);
+      return AddOutbound<T, Codec>(subject, type_id, route);
     }
   }
 
@@ -418,6 +453,22 @@ class Bridge {
     connected_.store(true, std::memory_order_relaxed);
     // Relaxed: an independent bound; see FitsServer.
     server_max_payload_.store(natsConnection_GetMaxPayload(connection_), std::memory_order_relaxed);
+    // The JetStream context serves the routes that use a stream; making it
+    // asks nothing of the server.
+    jsOptions js_options;
+    jsOptions_Init(&js_options);
+    js_options.PublishAsync.MaxPending = options_.jetstream_max_pending;
+    js_options.PublishAsync.ErrHandler = &OnStreamPublishError;
+    js_options.PublishAsync.ErrHandlerClosure = this;
+    if (status == NATS_OK) status = natsConnection_JetStream(&js_, connection_, &js_options);
+    // Relaxed: no other thread runs yet (the resender starts below).
+    published_to_stream_.store(false, std::memory_order_relaxed);
+    if (status == NATS_OK) {
+      std::lock_guard<std::mutex> lock(resend_mutex_);
+      resend_stop_ = false;
+      resend_requested_ = false;
+    }
+    if (status == NATS_OK) resender_ = std::thread([this] { ResendLoop(); });
     for (const InboundSubject& inbound : inbound_subjects_) {
       for (std::size_t p = 0; p < kPriorityCount && status == NATS_OK; ++p) {
         status = SubscribeInbound(inbound, static_cast<MessagePriority>(p));
@@ -481,6 +532,15 @@ class Bridge {
       return result;
     }
     UnsubscribeOutbound();
+    StopFetching();
+    if (js_ != nullptr && timeout.count() > 0) {
+      jsPubOptions wait;
+      jsPubOptions_Init(&wait);
+      wait.MaxWait = timeout.count();
+      result.stream_acks = js_PublishAsyncComplete(js_, &wait);
+    } else if (js_ != nullptr) {
+      result.stream_acks = NATS_TIMEOUT;
+    }
     if (timeout.count() == 0) {
       // The client refuses a zero timeout for the flush; closing without
       // either is what "no wait" means.
@@ -516,8 +576,10 @@ class Bridge {
       s.delivered[p] = load(counters_.delivered[p]);
       s.bus_dropped[p] = load(counters_.bus_dropped[p]);
       s.admitted_after_wait[p] = load(counters_.admitted_after_wait[p]);
+      s.handed_back[p] = load(counters_.handed_back[p]);
     }
     s.unsequenced = load(counters_.unsequenced);
+    s.jetstream_resent = load(counters_.jetstream_resent);
     {
       std::lock_guard<std::mutex> lock(streams_mutex_);
       s.streams = streams_.Counts();
@@ -545,6 +607,7 @@ class Bridge {
     std::size_t variant_index = 0;
     std::uint16_t type_id = 0;
     std::array<std::string, kPriorityCount> subjects;
+    bool jetstream = false;  // ForwardOptions::jetstream
     // The last number sent per priority on the route's subject since Start,
     // shared with the subject's other routes: consumer thread only.
     std::shared_ptr<SubjectSequence> sequence;
@@ -553,7 +616,7 @@ class Bridge {
     SubscriptionHandle (*subscribe)(Bridge&, OutboundRoute&) = nullptr;
   };
 
-  using DeliverFunction = FrameError (*)(Bridge&, const FrameView&);
+  using DeliverFunction = FrameError (*)(Bridge&, const FrameView&, bool, bool*);
 
   struct InboundType {
     std::uint16_t type_id;
@@ -567,6 +630,8 @@ class Bridge {
     std::string subject;
     std::vector<std::uint16_t> type_ids;
     std::string queue_group;
+    std::string stream;  // JetStream: the stream, and the consumers' durable prefix
+    std::string durable;
   };
 
   // One per inbound subject and priority; its address is the client's
@@ -580,6 +645,12 @@ class Bridge {
     bool count_gaps = true;          // false in a queue group (a member sees part of a stream)
     natsSubscription* subscription = nullptr;
     bool completed = false;  // its last handler call has returned; guarded by mutex_
+    // JetStream: a pull subscription read by a thread of the bridge's own
+    // (no client callback), stopped with `stop` (release; the thread's
+    // acquire loads see it) and joined before the subscription is freed.
+    bool pull = false;
+    std::atomic<bool> stop{false};
+    std::thread fetcher;
     // The highest slow-consumer count the client reported for it; guarded
     // by mutex_.
     std::uint64_t dropped_seen = 0;
@@ -594,6 +665,8 @@ class Bridge {
     std::array<std::atomic<std::uint64_t>, kPriorityCount> delivered{};
     std::array<std::atomic<std::uint64_t>, kPriorityCount> bus_dropped{};
     std::array<std::atomic<std::uint64_t>, kPriorityCount> admitted_after_wait{};
+    std::array<std::atomic<std::uint64_t>, kPriorityCount> handed_back{};
+    std::atomic<std::uint64_t> jetstream_resent{0};
     std::atomic<std::uint64_t> unsequenced{0};
     std::atomic<std::uint64_t> reconnect_buffer_overflows{0};
     std::atomic<std::uint64_t> encode_failed{0};
@@ -657,7 +730,7 @@ class Bridge {
   // ---- Routes (holding routes_mutex_) ----------------------------------------------
 
   template <typename T, typename Codec>
-  bool AddOutbound(const std::string& subject, std::uint16_t type_id) {
+  bool AddOutbound(const std::string& subject, std::uint16_t type_id, ForwardOptions options) {
     constexpr std::size_t kIndex = sluice::detail::VariantIndex<T, Payload>::kValue;
     if (type_id == 0 || !IsLiteralSubject(subject)) return false;
     for (const auto& route : outbound_) {
@@ -666,6 +739,7 @@ class Bridge {
     auto route = std::make_unique<OutboundRoute>();
     route->variant_index = kIndex;
     route->type_id = type_id;
+    route->jetstream = options.jetstream;
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
       route->subjects[p] = SubjectFor(subject, static_cast<MessagePriority>(p));
     }
@@ -690,6 +764,11 @@ class Bridge {
   bool AddInbound(std::string subject, std::uint16_t type_id, ReceiveOptions route) {
     constexpr std::size_t kIndex = sluice::detail::VariantIndex<T, Payload>::kValue;
     if (type_id == 0 || !IsReceiveSubject(subject)) return false;
+    // A stream needs a durable name; a queue group shares a core
+    // subscription, not a stream's consumer.
+    if (!route.stream.empty() && (route.durable.empty() || !route.queue_group.empty())) {
+      return false;
+    }
     const DeliverFunction deliver = &Deliver<T, Codec>;
     bool known_type = false;
     for (const InboundType& type : inbound_types_) {
@@ -705,7 +784,10 @@ class Bridge {
         if (SubjectsOverlap(known.subject, subject)) return false;
         continue;
       }
-      if (known.queue_group != route.queue_group) return false;
+      if (known.queue_group != route.queue_group || known.stream != route.stream ||
+          known.durable != route.durable) {
+        return false;
+      }
       const bool has_type =
           std::find(known.type_ids.begin(), known.type_ids.end(), type_id) != known.type_ids.end();
       if (has_type) return true;
@@ -717,7 +799,11 @@ class Bridge {
       return true;
     }
     if (!known_type) inbound_types_.push_back({type_id, kIndex, deliver});
-    inbound_subjects_.push_back({std::move(subject), {type_id}, std::move(route.queue_group)});
+    inbound_subjects_.push_back({std::move(subject),
+                                 {type_id},
+                                 std::move(route.queue_group),
+                                 std::move(route.stream),
+                                 std::move(route.durable)});
     if (!started_) return true;
     // Running: subscribe now, and return once the server has the
     // subscriptions.
@@ -778,6 +864,10 @@ class Bridge {
     // also one the client then refuses: the receiver sees it as a gap.
     frame_header.sequence = ++(*route.sequence)[p];
     EncodeFrameHeader(frame_header, reinterpret_cast<std::uint8_t*>(frame.data()));
+    if (route.jetstream) {
+      PublishToStream(route, p, frame, frame_header);
+      return;
+    }
     const natsStatus status = natsConnection_Publish(connection_, route.subjects[p].c_str(),
                                                      frame.data(), static_cast<int>(frame.size()));
     if (status == NATS_OK) {
@@ -789,6 +879,91 @@ class Bridge {
     } else {
       if (status == NATS_INSUFFICIENT_BUFFER) Count(counters_.reconnect_buffer_overflows);
       Count(counters_.send_dropped[p]);
+    }
+  }
+
+  // At least once (ForwardOptions::jetstream): the frame goes to the
+  // client's asynchronous JetStream publish, which keeps it until the
+  // stream acknowledges it, with a Nats-Msg-Id the stream deduplicates by.
+  // With jetstream_max_pending unacknowledged, the client stalls the call;
+  // the consumer thread tries again until there is room or the bridge
+  // closes: backpressure into the bus, never a silent drop.
+  void PublishToStream(OutboundRoute& route, std::size_t p, const std::string& frame,
+                       const FrameHeader& header) {
+    natsMsg* message = nullptr;
+    natsStatus status = natsMsg_Create(&message, route.subjects[p].c_str(), nullptr, frame.data(),
+                                       static_cast<int>(frame.size()));
+    if (status == NATS_OK) {
+      const std::string id = StreamMessageId(route.subjects[p], header);
+      status = natsMsgHeader_Set(message, "Nats-Msg-Id", id.c_str());
+    }
+    // Release: pairs with ResendLoop's acquire (set before the first
+    // asynchronous publish, which makes the client's pending list).
+    if (status == NATS_OK) published_to_stream_.store(true, std::memory_order_release);
+    while (status == NATS_OK) {
+      status = js_PublishMsgAsync(js_, &message, nullptr);
+      // Acquire: pairs with BeginOwnClose's release.
+      if (status != NATS_TIMEOUT || closing_.load(std::memory_order_acquire)) break;
+      status = NATS_OK;  // stalled at the window: again
+    }
+    natsMsg_Destroy(message);  // null once the client has it
+    if (status == NATS_OK) {
+      Count(counters_.frames_sent[p]);
+    } else {
+      Count(counters_.send_dropped[p]);
+    }
+  }
+
+  // Unique per frame: its stream and number.
+  static std::string StreamMessageId(const std::string& subject, const FrameHeader& header) {
+    char prefix[48];
+    std::snprintf(prefix, sizeof prefix, "%016llx-%016llx-",
+                  static_cast<unsigned long long>(header.origin_id),
+                  static_cast<unsigned long long>(header.instance_id));
+    return prefix + subject + "-" + std::to_string(header.sequence);
+  }
+
+  // The stream did not acknowledge a publish (no stream yet, as while a
+  // restarted server recovers it, or the acknowledgement timed out): it is
+  // published again after a pause, unless the bridge is closing (the
+  // client then frees it). Runs on a client thread.
+  static void OnStreamPublishError(jsCtx* js, jsPubAckErr* error, void* closure) {
+    auto* self = static_cast<Bridge*>(closure);
+    // Acquire: pairs with BeginOwnClose's release.
+    if (self->closing_.load(std::memory_order_acquire)) return;
+    std::this_thread::sleep_for(self->options_.reconnect_wait);
+    if (js_PublishMsgAsync(js, &error->Msg, nullptr) == NATS_OK) {
+      Count(self->counters_.jetstream_resent);
+    }
+  }
+
+  // After a reconnection, every publish the stream has not acknowledged is
+  // published again (the acknowledgements of a server that died never
+  // come); the stream drops the ones it had stored, by their
+  // Nats-Msg-Id. On the resender thread, woken by OnReconnected.
+  void ResendLoop() {
+    std::unique_lock<std::mutex> lock(resend_mutex_);
+    for (;;) {
+      resend_changed_.wait(lock, [this] { return resend_requested_ || resend_stop_; });
+      if (resend_stop_) return;
+      resend_requested_ = false;
+      lock.unlock();
+      natsMsgList pending{};
+      // Acquire: pairs with PublishToStream's release. nats.c 3.4 crashes
+      // here for a context that has never published asynchronously.
+      if (published_to_stream_.load(std::memory_order_acquire) &&
+          js_PublishAsyncGetPendingList(&pending, js_) == NATS_OK) {
+        for (int i = 0; i < pending.Count; ++i) {
+          natsStatus status = NATS_TIMEOUT;
+          // Acquire: pairs with BeginOwnClose's release.
+          while (status == NATS_TIMEOUT && !closing_.load(std::memory_order_acquire)) {
+            status = js_PublishMsgAsync(js_, &pending.Msgs[i], nullptr);
+          }
+          if (status == NATS_OK) Count(counters_.jetstream_resent);
+        }
+        natsMsgList_Destroy(&pending);
+      }
+      lock.lock();
     }
   }
 
@@ -846,6 +1021,7 @@ class Bridge {
     // complete and never written again: the client starts the
     // subscription's thread inside this call (thread creation orders these
     // writes before everything the thread does).
+    if (!subject.stream.empty()) return SubscribePull(subject, std::move(inbound));
     natsStatus status =
         subject.queue_group.empty()
             ? natsConnection_Subscribe(&inbound->subscription, connection_,
@@ -873,6 +1049,118 @@ class Bridge {
     return status;
   }
 
+  // A durable pull consumer for one priority of a JetStream route, read by
+  // a thread of its own: it fetches only what the bus can admit at that
+  // priority (FetchLoop). No completion callback: the thread is joined.
+  natsStatus SubscribePull(const InboundSubject& subject,
+                           std::unique_ptr<InboundSubscription> inbound) {
+    const std::string durable =
+        subject.durable + "_" +
+        std::string(kPrioritySubjects[static_cast<std::size_t>(inbound->priority)]);
+    jsSubOptions sub_options;
+    jsSubOptions_Init(&sub_options);
+    sub_options.Stream = subject.stream.c_str();
+    sub_options.Config.Durable = durable.c_str();
+    sub_options.Config.AckPolicy = js_AckExplicit;
+    sub_options.Config.AckWait = options_.jetstream_ack_wait.count() * 1'000'000;  // ns
+    sub_options.Config.MaxAckPending = options_.jetstream_max_ack_pending;
+    jsErrCode error = static_cast<jsErrCode>(0);
+    natsStatus status = js_PullSubscribe(&inbound->subscription, js_, inbound->subject.c_str(),
+                                         durable.c_str(), nullptr, &sub_options, &error);
+    if (status != NATS_OK) return status;
+    inbound->pull = true;
+    inbound->completed = true;  // nothing for the client to complete
+    InboundSubscription* added = inbound.get();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      inbound_.push_back(std::move(inbound));
+    }
+    // The subscription's fields are complete: thread creation orders them
+    // before everything the thread does.
+    added->fetcher = std::thread([this, added] { FetchLoop(*added); });
+    return NATS_OK;
+  }
+
+  void FetchLoop(InboundSubscription& inbound) {
+    const MessagePriority priority = inbound.priority;
+    const auto pause = [this](std::chrono::microseconds wait) {
+      std::this_thread::sleep_for(wait);
+    };
+    // Acquire: pairs with the release store in StopFetching.
+    while (!inbound.stop.load(std::memory_order_acquire)) {
+      // A closed bus admits nothing: what the stream holds stays there,
+      // for the next consumer of the durable.
+      if (bus_.IsClosed()) {
+        pause(std::chrono::milliseconds(10));
+        continue;
+      }
+      const std::size_t limit = LimitFor(priority);
+      const std::size_t depth = bus_.QueueDepth();
+      if (depth >= limit) {
+        pause(std::chrono::microseconds(200));
+        continue;
+      }
+      const int batch = static_cast<int>(std::min<std::size_t>(
+          limit - depth, static_cast<std::size_t>(std::max(1, options_.jetstream_fetch_batch))));
+      natsMsgList list{};
+      jsErrCode error = static_cast<jsErrCode>(0);
+      const natsStatus status = natsSubscription_Fetch(&list, inbound.subscription, batch,
+                                                       /*timeout ms=*/100, &error);
+      if (status == NATS_TIMEOUT) continue;  // nothing waiting
+      if (status != NATS_OK) {
+        pause(std::chrono::milliseconds(
+            options_.reconnect_wait.count() > 0 ? options_.reconnect_wait.count() : 10));
+        continue;  // disconnected, or the server is not back yet
+      }
+      for (int i = 0; i < list.Count; ++i) HandleStreamMessage(inbound, list.Msgs[i]);
+      natsMsgList_Destroy(&list);
+    }
+  }
+
+  // One message of a JetStream consumer: handled as a core frame, then
+  // acknowledged when the bus admitted it or had admitted it before (a
+  // redelivery), terminated when it can never be admitted (a bad frame:
+  // the stream stops redelivering it), and handed back (a negative
+  // acknowledgement, redelivered after a pause) when the bus refused it.
+  void HandleStreamMessage(InboundSubscription& inbound, natsMsg* message) noexcept {
+    Count(counters_.frames_received);
+    const int length = natsMsg_GetDataLength(message);
+    const char* subject = natsMsg_GetSubject(message);
+    FrameView view;
+    FrameError error =
+        DecodeFrame(reinterpret_cast<const std::uint8_t*>(natsMsg_GetData(message)),
+                    length < 0 ? 0 : static_cast<std::size_t>(length), &view, options_.max_payload);
+    bool admitted = false;
+    if (error == FrameError::kNone) {
+      if (view.header.origin_id == origin_id_) {
+        Count(counters_.echo_suppressed);
+        (void)natsMsg_Ack(message, nullptr);
+        return;
+      }
+      error = Route(inbound, subject == nullptr ? std::string_view() : subject, view, &admitted);
+    }
+    if (error == FrameError::kNone) {
+      if (admitted) {
+        (void)natsMsg_Ack(message, nullptr);
+      } else {
+        Count(counters_.handed_back[static_cast<std::size_t>(inbound.priority)]);
+        (void)natsMsg_NakWithDelay(
+            message, options_.reconnect_wait.count() > 0 ? options_.reconnect_wait.count() : 100,
+            nullptr);
+      }
+      return;
+    }
+    Count(counters_.rejected[static_cast<std::size_t>(error)]);
+    // Admitted before (a redelivery): acknowledged. Anything else refused
+    // would be refused again: terminated.
+    if (error == FrameError::kDuplicate) {
+      (void)natsMsg_Ack(message, nullptr);
+    } else {
+      (void)natsMsg_Term(message, nullptr);
+    }
+    Report(error, inbound.subject);
+  }
+
   static void OnMessage(natsConnection*, natsSubscription*, natsMsg* message, void* closure) {
     auto* inbound = static_cast<InboundSubscription*>(closure);
     const int length = natsMsg_GetDataLength(message);
@@ -895,7 +1183,7 @@ class Bridge {
         Count(counters_.echo_suppressed);
         return;
       }
-      error = Route(inbound, subject, view);
+      error = Route(inbound, subject, view, nullptr);
     }
     if (error == FrameError::kNone) return;
     Count(counters_.rejected[static_cast<std::size_t>(error)]);
@@ -904,8 +1192,11 @@ class Bridge {
 
   // A decoded frame to its type's Deliver, if the subscription carries it,
   // its origin may send at its priority, and it is new on its stream.
+  // `admitted` null: core NATS (the stream is noted before delivery, a
+  // refusal by the bus is a counted drop). Not null: a JetStream message
+  // (noted only once admitted, a refusal is handed back: *admitted false).
   FrameError Route(const InboundSubscription& inbound, std::string_view subject,
-                   const FrameView& view) noexcept {
+                   const FrameView& view, bool* admitted) noexcept {
     // Each priority has its own subscription, queue and thread: a frame on
     // another priority's subject would take the wrong one.
     if (view.header.priority != inbound.priority) return FrameError::kPriorityMismatch;
@@ -918,37 +1209,58 @@ class Bridge {
     const auto type = std::find_if(inbound.types.begin(), inbound.types.end(),
                                    [id](const InboundType& t) { return t.type_id == id; });
     if (type == inbound.types.end()) return FrameError::kUnknownType;  // not given for it
-    const FrameError sequence_error = CheckSequence(subject, view.header, inbound.count_gaps);
+    const bool at_least_once = admitted != nullptr;
+    const FrameError sequence_error =
+        CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/!at_least_once);
     if (sequence_error != FrameError::kNone) return sequence_error;
+    bool was_admitted = false;
+    FrameError result = FrameError::kNone;
     {
 #if SLUICE_HAS_EXCEPTIONS
       try {
-        return type->deliver(*this, view);
+        result = type->deliver(*this, view, at_least_once, &was_admitted);
       } catch (...) {
-        return FrameError::kDecodeThrew;
+        result = FrameError::kDecodeThrew;
       }
 #else
-      return type->deliver(*this, view);
+      result = type->deliver(*this, view, at_least_once, &was_admitted);
 #endif
     }
+    if (at_least_once) {
+      *admitted = was_admitted;
+      // Noted now: a message handed back is not seen yet, so its
+      // redelivery is admitted; one admitted is, so its redelivery is not.
+      if (result == FrameError::kNone && was_admitted) {
+        (void)CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/true);
+      }
+    }
+    return result;
   }
 
   // The frame's place in its stream: a duplicate or a stale number is
   // refused (so a redelivery or a replay is never dispatched twice), a gap
   // or a late frame is counted. A version 1 frame has no stream.
-  FrameError CheckSequence(std::string_view subject, const FrameHeader& header,
-                           bool count_gaps) noexcept {
+  // `note` false: judged, not noted (nor counted) unless refused.
+  FrameError CheckSequence(std::string_view subject, const FrameHeader& header, bool count_gaps,
+                           bool note) noexcept {
     // Numbers start at 1: a version 2 frame numbered 0 is as unsequenced as
     // a version 1 frame (else it would pass by the duplicate check).
     if (header.version == kFrameVersion1 || header.sequence == 0) {
       if (!options_.accept_version_1) return FrameError::kUnsequenced;
-      Count(counters_.unsequenced);
+      if (note) Count(counters_.unsequenced);
       return FrameError::kNone;
     }
 #if SLUICE_HAS_EXCEPTIONS
     try {
 #endif
       std::lock_guard<std::mutex> lock(streams_mutex_);
+      if (!note) {
+        const StreamVerdict verdict =
+            streams_.Peek(header.origin_id, header.instance_id, subject, header.sequence);
+        if (verdict != StreamVerdict::kDuplicate && verdict != StreamVerdict::kStale) {
+          return FrameError::kNone;
+        }
+      }
       switch (streams_.Note(header.origin_id, header.instance_id, subject, header.sequence,
                             count_gaps)) {
         case StreamVerdict::kDuplicate:
@@ -982,7 +1294,7 @@ class Bridge {
   }
 
   template <typename T, typename Codec>
-  static FrameError Deliver(Bridge& bridge, const FrameView& view) {
+  static FrameError Deliver(Bridge& bridge, const FrameView& view, bool hand_back, bool* admitted) {
     std::optional<WireType<T>> value = Codec::Decode(view.payload, view.payload_size);
     if (!value) return FrameError::kBadPayload;
     if constexpr (IsRemote<T>::value) {
@@ -997,9 +1309,9 @@ class Bridge {
       provenance.type_id = frame.type_id;
       provenance.priority = frame.priority;
       T message{std::move(*value), provenance};
-      bridge.Admit(message, frame);
+      *admitted = bridge.Admit(message, frame, hand_back);
     } else {
-      bridge.Admit(*value, view.header);
+      *admitted = bridge.Admit(*value, view.header, hand_back);
     }
     return FrameError::kNone;
   }
@@ -1012,15 +1324,18 @@ class Bridge {
   // The last try is a PublishWithPriority: a message lost is counted once
   // by the bus (messages_dropped or refused_closed) and once here
   // (bus_dropped).
+  //
+  // `hand_back` (a JetStream message): every try is a PublishAttempt, and a
+  // message still refused is not a drop: false, and the stream redelivers.
   template <typename T>
-  void Admit(T& message, const FrameHeader& header) {
+  bool Admit(T& message, const FrameHeader& header, bool hand_back) {
     const auto p = static_cast<std::size_t>(header.priority);
     const std::uint32_t sender = header.sender_id | options_.remote_sender_flag;
     const auto wait = options_.admission_wait[p];
-    if (wait.count() > 0) {
+    if (wait.count() > 0 || hand_back) {
       if (bus_.PublishAttempt(message, sender, header.priority)) {
         Count(counters_.delivered[p]);
-        return;
+        return true;
       }
       const auto deadline = std::chrono::steady_clock::now() + wait;
       while (!bus_.IsClosed() && std::chrono::steady_clock::now() < deadline) {
@@ -1031,16 +1346,18 @@ class Bridge {
         if (bus_.PublishAttempt(message, sender, header.priority)) {
           Count(counters_.delivered[p]);
           Count(counters_.admitted_after_wait[p]);
-          return;
+          return true;
         }
       }
     }
+    if (hand_back) return false;
     if (bus_.PublishWithPriority(message, sender, header.priority)) {
       Count(counters_.delivered[p]);
       if (wait.count() > 0) Count(counters_.admitted_after_wait[p]);
-      return;
+      return true;
     }
     Count(counters_.bus_dropped[p]);
+    return false;
   }
 
   std::size_t LimitFor(MessagePriority priority) const noexcept {
@@ -1077,6 +1394,11 @@ class Bridge {
   static void OnReconnected(natsConnection* connection, void* closure) {
     auto* self = static_cast<Bridge*>(closure);
     Count(self->counters_.reconnects);
+    {
+      std::lock_guard<std::mutex> lock(self->resend_mutex_);
+      self->resend_requested_ = true;
+    }
+    self->resend_changed_.notify_one();
     // Relaxed: an independent bound; see FitsBound. The server may be
     // another one, with another max_payload.
     self->server_max_payload_.store(natsConnection_GetMaxPayload(connection),
@@ -1119,8 +1441,16 @@ class Bridge {
       }
     }
     for (InboundSubscription* inbound : removed) {
-      // A failure means the connection is closed: the completion comes then.
-      (void)natsSubscription_Unsubscribe(inbound->subscription);
+      if (!inbound->pull) continue;
+      // Release: pairs with FetchLoop's acquire load.
+      inbound->stop.store(true, std::memory_order_release);
+      if (inbound->fetcher.joinable()) inbound->fetcher.join();
+    }
+    for (InboundSubscription* inbound : removed) {
+      // A pull consumer stays on the server (its durable state is the
+      // route's); a core subscription is unsubscribed. A failure means the
+      // connection is closed: the completion comes then.
+      if (!inbound->pull) (void)natsSubscription_Unsubscribe(inbound->subscription);
     }
     std::unique_lock<std::mutex> lock(mutex_);
     changed_.wait(lock, [&] {
@@ -1188,8 +1518,10 @@ class Bridge {
   void Release() {
     if (connection_ == nullptr) return;
     UnsubscribeOutbound();
+    StopFetching();
     KeepSlowConsumerDrops();
     BeginOwnClose();
+    StopResending();
     natsConnection_Close(connection_);
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -1201,8 +1533,36 @@ class Bridge {
       }
       inbound_.clear();
     }
+    if (js_ != nullptr) jsCtx_Destroy(js_);
+    js_ = nullptr;
     natsConnection_Destroy(connection_);
     connection_ = nullptr;
+  }
+
+  // Stops and joins the JetStream fetch threads (they use the bus and the
+  // subscriptions, which outlive them).
+  void StopFetching() {
+    std::vector<InboundSubscription*> pulls;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& inbound : inbound_) {
+        if (inbound->pull) pulls.push_back(inbound.get());
+      }
+    }
+    // Release: pairs with FetchLoop's acquire load.
+    for (InboundSubscription* inbound : pulls) inbound->stop.store(true, std::memory_order_release);
+    for (InboundSubscription* inbound : pulls) {
+      if (inbound->fetcher.joinable()) inbound->fetcher.join();
+    }
+  }
+
+  void StopResending() {
+    {
+      std::lock_guard<std::mutex> lock(resend_mutex_);
+      resend_stop_ = true;
+    }
+    resend_changed_.notify_one();
+    if (resender_.joinable()) resender_.join();
   }
 
   Bus& bus_;
@@ -1218,6 +1578,16 @@ class Bridge {
   std::vector<InboundType> inbound_types_;
   std::vector<InboundSubject> inbound_subjects_;
   Counters counters_;
+  // JetStream: the context (made at Start), and the thread that publishes
+  // again what the stream had not acknowledged when the connection was
+  // lost (ResendLoop), woken through resend_mutex_ and resend_changed_.
+  jsCtx* js_ = nullptr;
+  std::thread resender_;
+  std::mutex resend_mutex_;
+  std::condition_variable resend_changed_;
+  bool resend_requested_ = false;  // guarded by resend_mutex_
+  bool resend_stop_ = false;       // guarded by resend_mutex_
+  std::atomic<bool> published_to_stream_{false};
   // The outbound streams' instance, drawn at Start (consumer thread reads).
   std::uint64_t instance_id_ = 0;
   // The inbound streams, shared by the client's threads.

@@ -46,6 +46,13 @@ struct BridgeStatisticsSnapshot {
   // the bridge waited (admission_wait). Not a drop, in any counter: the
   // waiting tries are not counted by the bus either.
   PriorityCounts admitted_after_wait{};
+  // JetStream routes: messages the bus refused (full after the priority's
+  // wait, or closed) and that were handed back to the stream, which
+  // redelivers them: not drops.
+  PriorityCounts handed_back{};
+  // JetStream routes: publishes sent again because the stream had not
+  // acknowledged them (a reconnection, an error such as no stream yet).
+  std::uint64_t jetstream_resent = 0;
   // Refused by the local bus after the priority's admission_wait:
   // admission (backpressure) or a closed bus. The bus counts each such
   // message once too (messages_dropped, or messages_refused_closed).
@@ -180,6 +187,13 @@ void WriteBridgePrometheus(Sink&& sink, const BridgeMetrics* bridges, std::size_
                "Messages admitted into the local bus after it had refused them for room and "
                "the bridge waited (delivered, not dropped), by priority.",
                [](const Snapshot& s) { return s.admitted_after_wait; });
+  per_priority("sluice_nats_messages_handed_back_total",
+               "JetStream messages the local bus refused and the bridge handed back to the "
+               "stream for redelivery (not drops), by priority.",
+               [](const Snapshot& s) { return s.handed_back; });
+  per_bridge("sluice_nats_jetstream_resent_total", "counter",
+             "JetStream publishes sent again because the stream had not acknowledged them.",
+             [](const Snapshot& s) { return s.jetstream_resent; });
   per_bridge("sluice_nats_frames_missing", "gauge",
              "Sequence numbers skipped on the inbound streams and not arrived since: frames "
              "lost between the sending bridges and this one.",

@@ -109,6 +109,20 @@ class StreamTracker {
     return StreamVerdict::kLate;
   }
 
+  // The verdict Note would give, without noting the frame or counting it.
+  StreamVerdict Peek(std::uint64_t origin_id, std::uint64_t instance_id, std::string_view subject,
+                     std::uint64_t sequence) const {
+    if (sequence == 0) return StreamVerdict::kUnsequenced;
+    const auto found = streams_.find(Key{origin_id, instance_id, std::string(subject)});
+    if (found == streams_.end()) return StreamVerdict::kFirst;
+    const Stream& stream = found->second;
+    if (sequence > stream.highest) {
+      return sequence == stream.highest + 1 ? StreamVerdict::kInOrder : StreamVerdict::kAfterGap;
+    }
+    if (stream.highest - sequence >= kWindow) return StreamVerdict::kStale;
+    return stream.Marked(sequence) ? StreamVerdict::kDuplicate : StreamVerdict::kLate;
+  }
+
   StreamCounts Counts() const noexcept {
     StreamCounts counts = counts_;
     counts.streams_tracked = streams_.size();
