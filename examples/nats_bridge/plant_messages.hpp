@@ -15,7 +15,6 @@ struct SensorData {
   std::uint64_t seq;
 };
 
-// Integers only, without padding: the built-in codec sends its bytes.
 struct EmergencyStop {
   std::uint32_t source;
   std::uint32_t reason;  // 1: over temperature
@@ -23,12 +22,17 @@ struct EmergencyStop {
 
 }  // namespace plant
 
-// A float inside: the bridge sends the fields listed here, little-endian,
-// 16 bytes (docs/nats.md, Codecs).
+// The bridge sends the fields listed here, little-endian, with nothing
+// between them (docs/nats.md, Codecs): 16 and 8 bytes.
 template <>
 struct sluice::nats::Fields<plant::SensorData> {
   static constexpr auto kMembers = std::make_tuple(
       &plant::SensorData::sensor_id, &plant::SensorData::temperature, &plant::SensorData::seq);
+};
+template <>
+struct sluice::nats::Fields<plant::EmergencyStop> {
+  static constexpr auto kMembers =
+      std::make_tuple(&plant::EmergencyStop::source, &plant::EmergencyStop::reason);
 };
 
 namespace plant {

@@ -176,6 +176,31 @@ TEST_F(NatsTlsTest, TheExpectedHostnameMustBeOnTheCertificate) {
   EXPECT_EQ(StartWith(options), NATS_SSL_ERROR);
 }
 
+// Without expected_hostname the client checks the URL's host: a server
+// whose certificate names another host is refused at 127.0.0.1, and
+// accepted when the name it carries is expected.
+TEST_F(NatsTlsTest, WithoutAnExpectedHostnameTheUrlsHostIsChecked) {
+  ASSERT_TRUE(dir_.Write("elsewhere.ext", "subjectAltName=DNS:elsewhere.example\n"));
+  const std::string script =
+      "cd '" + dir_.Path() +
+      "' && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+      "-keyout elsewhere.key -out elsewhere.csr -subj /CN=elsewhere.example && "
+      "openssl x509 -req -in elsewhere.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+      "-out elsewhere.pem -days 2 -extfile elsewhere.ext";
+  ASSERT_EQ(std::system(("(" + script + ") >/dev/null 2>&1").c_str()), 0);
+  ASSERT_TRUE(dir_.Write("elsewhere.conf", "tls {\n  cert_file: \"" + dir_.File("elsewhere.pem") +
+                                               "\"\n  key_file: \"" + dir_.File("elsewhere.key") +
+                                               "\"\n}\n"));
+  NatsServer elsewhere;
+  ASSERT_TRUE(elsewhere.Start({"-c", dir_.File("elsewhere.conf")}));
+  BridgeOptions options = OptionsFor(elsewhere.Url());
+  options.tls.ca_file = dir_.File("ca.pem");  // TLS without tls.enabled: a CA file asks for it
+  EXPECT_EQ(StartWith(options), NATS_SSL_ERROR);
+  options.tls.expected_hostname = "elsewhere.example";
+  EXPECT_EQ(StartWith(options), NATS_OK);
+  elsewhere.Stop();
+}
+
 // ---- Credentials ---------------------------------------------------------------
 
 class NatsCredentialsTest : public ::testing::Test {
@@ -293,8 +318,50 @@ TEST_F(NatsCredentialsTest, ServerPermissionsKeepOthersOffTheHighSubjects) {
   (void)controller.Shutdown(10s);
   controller_consumer.Stop();
   EXPECT_EQ(stops.load(), 0) << "the server let the robot publish a stop";
-  // The robot's bridge handed the stop to its client; the server refused it.
+  // The robot's bridge handed the stop to its client; the server refused it,
+  // and the refusal is counted: the frame is lost.
   EXPECT_EQ(robot.GetStatistics().frames_sent[2], 2u);
+  EXPECT_GE(robot.GetStatistics().permission_violations, 1u);
+}
+
+// A subscription the server does not permit fails Start (and a Receive
+// while running) instead of waiting for frames that never come.
+TEST_F(NatsCredentialsTest, ASubscriptionTheServerRefusesFailsStartAndReceive) {
+  StartServer(
+      "authorization { users = [\n"
+      "  { user: robot, password: r, permissions: {\n"
+      "      publish: [\"fleet.>\"], subscribe: [\"fleet.stop.>\", \"_INBOX.>\"] } }\n"
+      "] }\n");
+  BridgeOptions options = OptionsFor(server_.Url());
+  options.user = "robot";
+  options.password = "r";
+  {
+    Bus bus;
+    Bridge bridge(bus, options);
+    ASSERT_TRUE(bridge.Receive<EmergencyStop>("fleet.telemetry", kStopType));
+    EXPECT_EQ(bridge.Start(), NATS_NOT_PERMITTED);
+  }
+  Bus bus;
+  Bridge bridge(bus, options);
+  ASSERT_TRUE(bridge.Receive<EmergencyStop>("fleet.stop", kStopType));
+  ASSERT_EQ(bridge.Start(), NATS_OK);
+  EXPECT_FALSE(bridge.Receive<sluice_nats_test::SensorReading>("fleet.other",
+                                                               sluice_nats_test::kSensorType));
+  EXPECT_TRUE(bridge.Receive<sluice_nats_test::SensorReading>("fleet.stop.extra",
+                                                              sluice_nats_test::kSensorType));
+  (void)bridge.Shutdown(10s);
+}
+
+// Half an NKey is refused by Start, not ignored.
+TEST_F(NatsCredentialsTest, HalfAnNKeyIsAnInvalidArgument) {
+  StartServer("authorization { token: \"t\" }\n");
+  BridgeOptions options = OptionsFor(server_.Url());
+  options.token = "t";
+  options.nkey_seed_file = kCredentials + "/nkey_user.seed";
+  EXPECT_EQ(StartWith(options), NATS_INVALID_ARG);
+  options.nkey_seed_file.clear();
+  options.nkey_public_key = ReadLine(kCredentials + "/nkey_user.pub");
+  EXPECT_EQ(StartWith(options), NATS_INVALID_ARG);
 }
 
 // ---- A list of servers ---------------------------------------------------------

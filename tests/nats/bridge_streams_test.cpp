@@ -520,3 +520,94 @@ TEST_F(NatsBridgeTest, AQueueGroupSharesFramesWithoutGapsOrDuplicates) {
 }
 
 }  // namespace
+
+namespace {
+
+// A subject forwarded again after StopForwarding goes on numbering where it
+// was: the receiver takes the new frames as new, not as duplicates. A frame
+// of a type the receiver does not take is refused, and is not a gap.
+TEST_F(NatsBridgeTest, ASubjectForwardedAgainIsNotADuplicateAndAnUnknownTypeIsNotAGap) {
+  Bus sender_bus;
+  Bus receiver_bus;
+  Bridge sender(sender_bus, OptionsFor(server_.Url()));
+  Bridge receiver(receiver_bus, OptionsFor(server_.Url()));
+  ASSERT_TRUE(sender.Forward<EmergencyStop>("again.stop", kStopType));
+  ASSERT_TRUE(sender.Forward<SensorReading>("again.stop", kSensorType));  // not received
+  ASSERT_TRUE(receiver.Receive<EmergencyStop>("again.stop", kStopType));
+  StopLog log;
+  auto handle =
+      receiver_bus.Subscribe<EmergencyStop>([&](const EmergencyStop& m) { log.Add(m.seq); });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  ASSERT_EQ(sender.Start(), NATS_OK);
+  Consumer<Bus> sender_consumer(sender_bus);
+  Consumer<Bus> receiver_consumer(receiver_bus);
+  for (std::uint64_t seq = 1; seq <= 50; ++seq) {
+    ASSERT_TRUE(sender_bus.PublishWithPriority(EmergencyStop{1, 1, seq}, kTestSender,
+                                               MessagePriority::HIGH));
+    ASSERT_TRUE(sender_bus.PublishWithPriority(SensorReading{1, 1.0f, seq}, kTestSender,
+                                               MessagePriority::HIGH));
+  }
+  ASSERT_TRUE(Eventually([&] { return log.count.load(std::memory_order_relaxed) >= 50; }));
+  ASSERT_TRUE(sender.StopForwarding<EmergencyStop>());
+  ASSERT_TRUE(sender.Forward<EmergencyStop>("again.stop", kStopType));
+  for (std::uint64_t seq = 51; seq <= 100; ++seq) {
+    ASSERT_TRUE(sender_bus.PublishWithPriority(EmergencyStop{1, 1, seq}, kTestSender,
+                                               MessagePriority::HIGH));
+  }
+  ASSERT_TRUE(Eventually([&] { return log.count.load(std::memory_order_relaxed) >= 100; }))
+      << "received " << log.count.load();
+  (void)sender.Shutdown(10s);
+  (void)receiver.Shutdown(10s);
+  sender_consumer.Stop();
+  receiver_consumer.Stop();
+  const auto stats = receiver.GetStatistics();
+  EXPECT_EQ(stats.rejected[Index(FrameError::kDuplicate)], 0u);
+  EXPECT_EQ(stats.rejected[Index(FrameError::kUnknownType)], 50u);
+  EXPECT_EQ(stats.streams.gaps, 0u) << "refused readings were counted as missing";
+}
+
+// A bus callback that changes routes while another thread stops a route or
+// shuts the bridge down: neither waits for the other. A hang fails the test
+// (and ends the process: a deadlock cannot be unwound).
+TEST_F(NatsBridgeTest, RouteCallsFromABusCallbackDoNotDeadlockWithStopOrShutdown) {
+  for (const bool shutdown : {false, true}) {
+    Bus bus;
+    Bridge bridge(bus, OptionsFor(server_.Url()));
+    ASSERT_TRUE(bridge.Forward<EmergencyStop>("dl.stop", kStopType));
+    ASSERT_EQ(bridge.Start(), NATS_OK);
+    std::atomic<bool> in_callback{false};
+    std::atomic<int> results{0};
+    auto handle = bus.Subscribe<SensorReading>([&](const SensorReading&) {
+      in_callback.store(true);
+      std::this_thread::sleep_for(200ms);  // the other thread calls now
+      (void)bridge.Receive<SensorReading>("dl.reading", kSensorType);
+      (void)bridge.StopReceiving("dl.reading");
+      results.fetch_add(1);
+    });
+    ASSERT_TRUE(handle.IsValid());
+    ASSERT_TRUE(bus.Publish(SensorReading{1, 1.0f, 1}));
+    std::thread consumer([&] { (void)bus.ProcessBatch(); });
+    ASSERT_TRUE(Eventually([&] { return in_callback.load(); }));
+    std::atomic<bool> returned{false};
+    std::thread stopper([&] {
+      if (shutdown) {
+        (void)bridge.Shutdown(5s);
+      } else {
+        (void)bridge.StopForwarding<EmergencyStop>();
+      }
+      returned.store(true);
+    });
+    if (!Eventually([&] { return returned.load() && results.load() == 1; }, 30s)) {
+      ADD_FAILURE() << (shutdown ? "Shutdown" : "StopForwarding")
+                    << " and a route call inside a bus callback deadlocked";
+      std::fflush(stdout);
+      std::abort();
+    }
+    stopper.join();
+    consumer.join();
+    (void)bus.Unsubscribe(handle);
+  }
+}
+
+}  // namespace

@@ -10,6 +10,13 @@ struct Text {
 struct Raw {
   int value;
 };
+template <>
+struct sluice::nats::Fields<Raw> {
+  static constexpr auto kMembers = std::make_tuple(&Raw::value);
+};
+struct Bare {  // a struct of integers without a field list
+  int value;
+};
 struct Padded {  // 3 padding bytes after `kind`
   std::uint8_t kind;
   std::uint32_t value;
@@ -22,7 +29,9 @@ template <>
 struct sluice::nats::Fields<Labelled> {
   static constexpr auto kMembers = std::make_tuple(&Labelled::label, &Labelled::value);
 };
-using Payload = std::variant<Text, Raw, Padded, Labelled, sluice::nats::Remote<Raw>>;
+enum Unscoped { kOff, kOn };
+using Payload = std::variant<Text, Raw, Bare, Padded, Labelled, sluice::nats::Remote<Raw>,
+                             const char*, Unscoped>;
 
 // Encodes, but cannot decode.
 struct HalfCodec {
@@ -51,6 +60,12 @@ bool Configure(sluice::nats::Bridge<sluice::MpscBus<Payload, 64>>& bridge) {
   return bridge.Forward<Labelled>("labelled", 1);  // a std::string field has no wire form
 #elif CASE == 6
   return bridge.Forward<sluice::nats::Remote<Raw>>("raw", 1);
+#elif CASE == 7
+  return bridge.Forward<Bare>("bare", 1);  // a struct of integers still lists its fields
+#elif CASE == 8
+  return bridge.Forward<const char*, sluice::nats::TriviallyCopyableCodec<const char*>>("p", 1);
+#elif CASE == 9
+  return bridge.Forward<Unscoped>("mode", 1);
 #else
   return bridge.Forward<Text, TextCodec>("text", 1) && bridge.Receive<Raw>("raw", 2) &&
          bridge.Receive<sluice::nats::Remote<Raw>>("remote", 3);

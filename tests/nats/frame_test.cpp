@@ -275,7 +275,9 @@ TEST(NatsCodec, NoPaddingByteReachesTheFrame) {
   value->~Padded();
 }
 
-TEST(NatsCodec, DefaultCodecSendsOnlyValues) {
+enum Unscoped { kOff, kOn };  // values 0 and 1 only: no wire form
+
+TEST(NatsCodec, DefaultCodecSendsOnlyValuesItCanCheck) {
   using sluice::nats::DefaultCodec;
   using sluice::nats::kHasDefaultCodec;
   struct Counts {
@@ -290,19 +292,34 @@ TEST(NatsCodec, DefaultCodecSendsOnlyValues) {
     float x;
     float y;
   };
-  // Every byte is value: the object bytes, which are the wire's on this host.
-  static_assert(std::is_same_v<DefaultCodec<Counts>, sluice::nats::TriviallyCopyableCodec<Counts>>);
-  // Scalars and arrays have a wire form of their own.
+  struct Flagged {  // no padding, but a bool whose byte could be 2
+    std::uint32_t id;
+    bool on;
+    std::uint8_t rest[3];
+  };
+  struct Named {
+    std::uint64_t id;
+    const char* name;  // an address
+  };
+  // Scalars, scoped enums and arrays have a wire form of their own.
   static_assert(std::is_same_v<DefaultCodec<double>, sluice::nats::WireCodec<double>>);
+  static_assert(std::is_same_v<DefaultCodec<Mode>, sluice::nats::WireCodec<Mode>>);
   static_assert(std::is_same_v<DefaultCodec<std::array<float, 3>>,
                                sluice::nats::WireCodec<std::array<float, 3>>>);
-  // Padding, or floating point, without a field list: no built-in codec.
+  // A struct only with its fields listed, whatever its bytes.
+  static_assert(!kHasDefaultCodec<Counts>);
   static_assert(!kHasDefaultCodec<Gap>);
   static_assert(!kHasDefaultCodec<Floats>);
+  static_assert(!kHasDefaultCodec<Flagged>);
+  static_assert(!kHasDefaultCodec<Named>);
+  static_assert(!kHasDefaultCodec<int*>);
+  static_assert(!kHasDefaultCodec<Unscoped>);
+  static_assert(!sluice::nats::kHasWireForm<Unscoped>);
   static_assert(!kHasDefaultCodec<sluice_nats_test::Note>);
   static_assert(kHasDefaultCodec<sluice_nats_test::EmergencyStop>);
+  // Named, the object bytes of a struct of integers: the wire's, on this host.
   std::string bytes;
-  ASSERT_TRUE(DefaultCodec<Counts>::Encode({1, 2}, bytes));
+  ASSERT_TRUE(sluice::nats::TriviallyCopyableCodec<Counts>::Encode({1, 2}, bytes));
   EXPECT_EQ(bytes, std::string("\x01\x00\x00\x00\x02\x00\x00\x00", 8));
 }
 
@@ -343,6 +360,38 @@ TEST(NatsStreams, CountsGapsLateArrivalsAndRefusesDuplicates) {
   EXPECT_EQ(tracker.Note(8, 1, "a.high", 9), StreamVerdict::kFirst);
   EXPECT_EQ(tracker.Counts().streams_tracked, 4u);
   EXPECT_EQ(tracker.Note(7, 1, "a.high", 0), StreamVerdict::kUnsequenced);
+}
+
+// A late frame only cancels a gap its own stream counted: numbers from
+// before a stream's baseline were never gaps, of it or of another stream.
+TEST(NatsStreams, ALateFrameCancelsOnlyItsOwnStreamsGap) {
+  StreamTracker tracker;
+  EXPECT_EQ(tracker.Note(1, 1, "a", 1), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(1, 1, "a", 6), StreamVerdict::kAfterGap);  // 2..5 lost
+  EXPECT_EQ(tracker.Counts().gaps, 4u);
+  EXPECT_EQ(tracker.Note(2, 1, "b", 10), StreamVerdict::kFirst);  // b's baseline
+  for (std::uint64_t s = 1; s < 10; ++s) {
+    EXPECT_EQ(tracker.Note(2, 1, "b", s), StreamVerdict::kLate) << s;
+  }
+  EXPECT_EQ(tracker.Counts().gaps, 4u) << "b's early frames cancelled a's gaps";
+  EXPECT_EQ(tracker.Note(1, 1, "a", 3), StreamVerdict::kLate);
+  EXPECT_EQ(tracker.Counts().gaps, 3u);
+  // A queue member counts no gaps and no late frames, and still refuses
+  // duplicates.
+  StreamTracker member;
+  EXPECT_EQ(member.Note(3, 1, "q", 1, /*count_gaps=*/false), StreamVerdict::kFirst);
+  EXPECT_EQ(member.Note(3, 1, "q", 5, false), StreamVerdict::kAfterGap);
+  EXPECT_EQ(member.Note(3, 1, "q", 2, false), StreamVerdict::kLate);
+  EXPECT_EQ(member.Note(3, 1, "q", 5, false), StreamVerdict::kDuplicate);
+  EXPECT_EQ(member.Counts().gaps, 0u);
+  EXPECT_EQ(member.Counts().reordered, 0u);
+  // Forgotten streams start again from a new baseline.
+  tracker.Forget([](std::string_view subject) { return subject == "a"; });
+  EXPECT_EQ(tracker.Note(1, 1, "a", 100), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Counts().gaps, 3u) << "the gaps counted before stay";
+  EXPECT_EQ(tracker.Peek(1, 1, "a", 100), StreamVerdict::kDuplicate);
+  EXPECT_EQ(tracker.Peek(1, 1, "a", 102), StreamVerdict::kAfterGap);
+  EXPECT_EQ(tracker.Peek(1, 1, "c", 1), StreamVerdict::kFirst);
 }
 
 TEST(NatsStreams, ANumberBehindTheWindowIsStaleAndAJumpLeavesNoOldMarks) {

@@ -1,7 +1,6 @@
 // The message types the bridge tests, the test peer and the fuzzer share:
-// two with built-in codecs (one from its field list, one from its bytes)
-// and one with a string (a codec of its own), with their type ids and
-// subjects.
+// two with built-in codecs (WireCodec, from their field lists) and one with
+// a string (a codec of its own), with their type ids and subjects.
 #pragma once
 
 #include <cstddef>
@@ -34,12 +33,22 @@ struct sluice::nats::Fields<sluice_nats_test::SensorReading> {
 
 namespace sluice_nats_test {
 
-// Integers only, no padding: TriviallyCopyableCodec.
 struct EmergencyStop {
   std::uint32_t source;
   std::uint32_t reason;
   std::uint64_t seq;
 };
+
+}  // namespace sluice_nats_test
+
+template <>
+struct sluice::nats::Fields<sluice_nats_test::EmergencyStop> {
+  static constexpr auto kMembers = std::make_tuple(&sluice_nats_test::EmergencyStop::source,
+                                                   &sluice_nats_test::EmergencyStop::reason,
+                                                   &sluice_nats_test::EmergencyStop::seq);
+};
+
+namespace sluice_nats_test {
 
 struct Note {
   std::uint64_t seq = 0;

@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -55,7 +56,8 @@ namespace nats {
 
 // TLS to the server (nats.c built with OpenSSL, as Debian's is).
 struct TlsOptions {
-  // Use TLS. A "tls://" URL asks for it too.
+  // Use TLS. A "tls://" URL asks for it too, and so does any field below
+  // that is set: a CA file never leaves a connection in plain text.
   bool enabled = false;
   // The CAs that may sign the server's certificate (PEM); empty: the
   // system's.
@@ -64,9 +66,9 @@ struct TlsOptions {
   // requires them (mutual TLS). Both or neither.
   std::string certificate_file;
   std::string key_file;
-  // The name the server's certificate must carry, checked whatever host the
-  // URL names. Empty: the client's default check of the chain only (nats.c
-  // 3.4 does not compare the URL's host with the certificate).
+  // The name the server's certificate must carry, checked instead of the
+  // URL's host (which the client checks when this is empty): for a server
+  // reached by an address its certificate does not name.
   std::string expected_hostname;
   // No verification of the server's certificate at all: for a test bench,
   // never a fleet.
@@ -375,6 +377,13 @@ class Bridge {
     if (found == inbound_subjects_.end()) return false;
     inbound_subjects_.erase(found);
     if (connection_ != nullptr) UnsubscribeInbound(subject);
+    {
+      // Received again later, its streams start anew (no gaps for what was
+      // sent meanwhile).
+      const std::string pattern = subject + ".*";
+      std::lock_guard<std::mutex> lock(streams_mutex_);
+      streams_.Forget([&](std::string_view heard) { return SubjectsOverlap(pattern, heard); });
+    }
     // Ids no other subject uses are free again.
     inbound_types_.erase(std::remove_if(inbound_types_.begin(), inbound_types_.end(),
                                         [&](const InboundType& type) {
@@ -395,17 +404,22 @@ class Bridge {
   // thread.
   template <typename T>
   bool StopForwarding() {
-    std::lock_guard<std::mutex> routes(routes_mutex_);
+    std::unique_lock<std::mutex> routes(routes_mutex_);
     const auto found = std::find_if(outbound_.begin(), outbound_.end(), [](const auto& route) {
       return route->variant_index == sluice::detail::VariantIndex<T, Payload>::kValue;
     });
     if (found == outbound_.end()) return false;
-    // Waits for a batch in flight (not from inside one): no Send runs after.
-    if ((*found)->handle.IsValid()) (void)bus_.Unsubscribe((*found)->handle);
+    std::unique_ptr<OutboundRoute> route = std::move(*found);
+    outbound_.erase(found);
+    const SubscriptionHandle handle = route->handle;
     // Kept until the bridge goes: a callback of this route may still be
     // running when this is called from inside the bus's dispatch.
-    retired_outbound_.push_back(std::move(*found));
-    outbound_.erase(found);
+    retired_outbound_.push_back(std::move(route));
+    // The wait for a batch in flight (no Send runs after it) is made
+    // without the routes' mutex: a bus callback in that batch may itself
+    // be calling Forward or Receive.
+    routes.unlock();
+    if (handle.IsValid()) (void)bus_.Unsubscribe(handle);
     return true;
   }
 
@@ -474,15 +488,19 @@ class Bridge {
         status = SubscribeInbound(inbound, static_cast<MessagePriority>(p));
       }
     }
-    // The server has the subscriptions once it answers the flush's PING.
+    // The server has the subscriptions once it answers the flush's PING,
+    // and has refused by then any it does not permit.
     if (status == NATS_OK && !inbound_subjects_.empty()) {
       status = natsConnection_FlushTimeout(connection_, options_.connect_timeout.count());
+      for (const InboundSubject& inbound : inbound_subjects_) {
+        if (status == NATS_OK && SubscriptionRefused(inbound)) status = NATS_NOT_PERMITTED;
+      }
     }
     // A new stream on every subject: a fresh instance id, numbers from 1.
     // Written before the bus subscriptions below, whose dispatch reads them
     // (Subscribe's release pairs with the consumer's acquire of the table).
     instance_id_ = detail::RandomNonZero();
-    for (const auto& route : outbound_) route->sequence->fill(0);
+    for (const auto& entry : subject_sequences_) entry.second->fill(0);
     for (std::size_t r = 0; r < outbound_.size() && status == NATS_OK; ++r) {
       outbound_[r]->handle = outbound_[r]->subscribe(*this, *outbound_[r]);
       // The bus's subscription table for T is full.
@@ -515,8 +533,14 @@ class Bridge {
   ShutdownResult Shutdown(std::chrono::milliseconds timeout,
                           ShutdownDrain drain = ShutdownDrain::kWaitForConsumer) {
     timeout = std::max(timeout, std::chrono::milliseconds(0));
-    std::lock_guard<std::mutex> routes(routes_mutex_);
     ShutdownResult result;
+    // The waits for the consumer (the drain, the outbound unsubscriptions)
+    // are made without the routes' mutex: a bus callback may be calling
+    // Forward or Receive, which return false from here on.
+    {
+      std::lock_guard<std::mutex> routes(routes_mutex_);
+      stopping_ = true;
+    }
     bus_.Close();
     if (drain == ShutdownDrain::kDispatchHere) {
       const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -527,11 +551,22 @@ class Bridge {
     } else {
       result.bus_drained = bus_.Drain(timeout);
     }
+    std::vector<SubscriptionHandle> handles;
+    {
+      std::lock_guard<std::mutex> routes(routes_mutex_);
+      for (const auto& route : outbound_) {
+        handles.push_back(route->handle);
+        route->handle = SubscriptionHandle();
+      }
+    }
+    for (const SubscriptionHandle& handle : handles) {
+      if (handle.IsValid()) (void)bus_.Unsubscribe(handle);
+    }
+    std::lock_guard<std::mutex> routes(routes_mutex_);
     if (connection_ == nullptr) {
       result.closed = true;  // none open: never started, or closed already
       return result;
     }
-    UnsubscribeOutbound();
     StopFetching();
     if (js_ != nullptr && timeout.count() > 0) {
       jsPubOptions wait;
@@ -580,6 +615,7 @@ class Bridge {
     }
     s.unsequenced = load(counters_.unsequenced);
     s.jetstream_resent = load(counters_.jetstream_resent);
+    s.permission_violations = load(counters_.permission_violations);
     {
       std::lock_guard<std::mutex> lock(streams_mutex_);
       s.streams = streams_.Counts();
@@ -667,6 +703,7 @@ class Bridge {
     std::array<std::atomic<std::uint64_t>, kPriorityCount> admitted_after_wait{};
     std::array<std::atomic<std::uint64_t>, kPriorityCount> handed_back{};
     std::atomic<std::uint64_t> jetstream_resent{0};
+    std::atomic<std::uint64_t> permission_violations{0};
     std::atomic<std::uint64_t> unsequenced{0};
     std::atomic<std::uint64_t> reconnect_buffer_overflows{0};
     std::atomic<std::uint64_t> encode_failed{0};
@@ -710,11 +747,21 @@ class Bridge {
                                                   nullptr));
     }
     if (!options_.nkey_public_key.empty() || !options_.nkey_seed_file.empty()) {
+      // Both or neither: half an NKey is a configuration error, not a
+      // connection without it.
+      if (options_.nkey_public_key.empty() || options_.nkey_seed_file.empty()) {
+        set(NATS_INVALID_ARG);
+      }
       set(natsOptions_SetNKeyFromSeed(opts, options_.nkey_public_key.c_str(),
                                       options_.nkey_seed_file.c_str()));
     }
     const TlsOptions& tls = options_.tls;
-    if (tls.enabled) set(natsOptions_SetSecure(opts, true));
+    // Any TLS setting asks for TLS: a CA file or an expected hostname must
+    // never leave the connection in plain text.
+    const bool any_tls = tls.enabled || !tls.ca_file.empty() || !tls.certificate_file.empty() ||
+                         !tls.key_file.empty() || !tls.expected_hostname.empty() ||
+                         tls.skip_verification;
+    if (any_tls) set(natsOptions_SetSecure(opts, true));
     if (!tls.ca_file.empty()) set(natsOptions_LoadCATrustedCertificates(opts, tls.ca_file.c_str()));
     if (!tls.certificate_file.empty() || !tls.key_file.empty()) {
       set(natsOptions_LoadCertificatesChain(opts, tls.certificate_file.c_str(),
@@ -732,7 +779,7 @@ class Bridge {
   template <typename T, typename Codec>
   bool AddOutbound(const std::string& subject, std::uint16_t type_id, ForwardOptions options) {
     constexpr std::size_t kIndex = sluice::detail::VariantIndex<T, Payload>::kValue;
-    if (type_id == 0 || !IsLiteralSubject(subject)) return false;
+    if (stopping_ || type_id == 0 || !IsLiteralSubject(subject)) return false;
     for (const auto& route : outbound_) {
       if (route->variant_index == kIndex) return false;
     }
@@ -744,12 +791,12 @@ class Bridge {
       route->subjects[p] = SubjectFor(subject, static_cast<MessagePriority>(p));
     }
     route->subscribe = &SubscribeOutbound<T, Codec>;
-    // Routes of one subject share its numbers: the receiver tracks a
-    // stream per subject, whatever types travel on it.
-    for (const auto& other : outbound_) {
-      if (other->subjects[0] == route->subjects[0]) route->sequence = other->sequence;
-    }
-    if (!route->sequence) route->sequence = std::make_shared<SubjectSequence>();
+    // Routes of one subject share its numbers, also with a route of it
+    // stopped earlier: the receiver tracks a stream per subject, whatever
+    // types travel on it, and a number used twice would be a duplicate.
+    auto& sequence = subject_sequences_[subject];
+    if (!sequence) sequence = std::make_shared<SubjectSequence>();
+    route->sequence = sequence;
     if (started_) {
       // Running: forwarding starts now. The route is complete before the
       // bus subscription publishes it to the consumer thread.
@@ -763,7 +810,7 @@ class Bridge {
   template <typename T, typename Codec>
   bool AddInbound(std::string subject, std::uint16_t type_id, ReceiveOptions route) {
     constexpr std::size_t kIndex = sluice::detail::VariantIndex<T, Payload>::kValue;
-    if (type_id == 0 || !IsReceiveSubject(subject)) return false;
+    if (stopping_ || type_id == 0 || !IsReceiveSubject(subject)) return false;
     // A stream needs a durable name; a queue group shares a core
     // subscription, not a stream's consumer.
     if (!route.stream.empty() && (route.durable.empty() || !route.queue_group.empty())) {
@@ -815,6 +862,7 @@ class Bridge {
     if (status == NATS_OK) {
       status = natsConnection_FlushTimeout(connection_, options_.connect_timeout.count());
     }
+    if (status == NATS_OK && SubscriptionRefused(added)) status = NATS_NOT_PERMITTED;
     if (status != NATS_OK) {
       const std::string failed = added.subject;
       UnsubscribeInbound(failed);
@@ -1205,14 +1253,19 @@ class Bridge {
         std::find(allowed.begin(), allowed.end(), view.header.origin_id) == allowed.end()) {
       return FrameError::kOriginNotAllowed;
     }
-    const std::uint16_t id = view.header.type_id;
-    const auto type = std::find_if(inbound.types.begin(), inbound.types.end(),
-                                   [id](const InboundType& t) { return t.type_id == id; });
-    if (type == inbound.types.end()) return FrameError::kUnknownType;  // not given for it
+    // The frame is judged on its stream before its type and payload: a frame
+    // that arrived is never a gap, whatever is refused after this.
     const bool at_least_once = admitted != nullptr;
     const FrameError sequence_error =
         CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/!at_least_once);
     if (sequence_error != FrameError::kNone) return sequence_error;
+    const std::uint16_t id = view.header.type_id;
+    const auto type = std::find_if(inbound.types.begin(), inbound.types.end(),
+                                   [id](const InboundType& t) { return t.type_id == id; });
+    if (type == inbound.types.end()) {
+      if (at_least_once) (void)CheckSequence(subject, view.header, inbound.count_gaps, true);
+      return FrameError::kUnknownType;  // not given for this subject
+    }
     bool was_admitted = false;
     FrameError result = FrameError::kNone;
     {
@@ -1229,8 +1282,9 @@ class Bridge {
     if (at_least_once) {
       *admitted = was_admitted;
       // Noted now: a message handed back is not seen yet, so its
-      // redelivery is admitted; one admitted is, so its redelivery is not.
-      if (result == FrameError::kNone && was_admitted) {
+      // redelivery is admitted; one admitted (or refused for good) is, so
+      // its redelivery is not.
+      if (result != FrameError::kNone || was_admitted) {
         (void)CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/true);
       }
     }
@@ -1370,9 +1424,32 @@ class Bridge {
 
   // ---- Client callbacks ------------------------------------------------------------
 
-  static void OnAsyncError(natsConnection*, natsSubscription*, natsStatus, void*) {
+  static void OnAsyncError(natsConnection*, natsSubscription*, natsStatus status, void* closure) {
     // Slow-consumer drops are read from the subscriptions (GetStatistics);
-    // setting a handler keeps the client from printing them.
+    // setting a handler keeps the client from printing them. A permission
+    // violation is the server refusing a publish (or a subscription) this
+    // connection made: counted, since the frame is lost.
+    if (status == NATS_NOT_PERMITTED) {
+      Count(static_cast<Bridge*>(closure)->counters_.permission_violations);
+    }
+  }
+
+  // Whether the server refused one of `subjects` (with priority suffixes)
+  // as a subscription: it answers a SUB it does not permit with an error
+  // the client keeps as the connection's last, before the flush's PONG.
+  bool SubscriptionRefused(const InboundSubject& subject) const {
+    const char* text = nullptr;
+    if (natsConnection_GetLastError(connection_, &text) != NATS_NOT_PERMITTED || text == nullptr) {
+      return false;
+    }
+    const std::string_view error(text);
+    if (error.find("ubscription") == std::string_view::npos) return false;
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      const std::string quoted =
+          "\"" + SubjectFor(subject.subject, static_cast<MessagePriority>(p)) + "\"";
+      if (error.find(quoted) != std::string_view::npos) return true;
+    }
+    return false;
   }
 
   // The client calls it when the connection is lost, and also when it is
@@ -1569,12 +1646,15 @@ class Bridge {
   BridgeOptions options_;
   std::uint64_t origin_id_ = 0;
   bool started_ = false;
+  bool stopping_ = false;  // Shutdown has begun; guarded by routes_mutex_
   natsConnection* connection_ = nullptr;
   // Serialises the calls that change routes (Forward, Receive, the Stop
   // calls, Start, Shutdown); the client's threads never take it.
   std::mutex routes_mutex_;
   std::vector<std::unique_ptr<OutboundRoute>> outbound_;
   std::vector<std::unique_ptr<OutboundRoute>> retired_outbound_;  // StopForwarding
+  // Each forwarded subject's numbers since Start, kept after its routes stop.
+  std::map<std::string, std::shared_ptr<SubjectSequence>> subject_sequences_;
   std::vector<InboundType> inbound_types_;
   std::vector<InboundSubject> inbound_subjects_;
   Counters counters_;

@@ -13,17 +13,18 @@
 //     static std::optional<Note> Decode(const std::uint8_t* data, std::size_t size);
 //   };
 //
-// Built in, and chosen by DefaultCodec<T>, so that only a value's bytes
-// reach the wire, never padding or other memory:
-//  - WireCodec<T>: a scalar, an array, or a struct whose fields are listed
-//    in sluice::nats::Fields<T>. Each field in list order, little-endian,
-//    with nothing between them (docs/nats.md, "Payload layout").
-//  - TriviallyCopyableCodec<T>: a struct without padding whose every bit is
-//    part of its value (std::has_unique_object_representations: integers,
-//    arrays and structs of them), sent as its object bytes, which on the
-//    little-endian hosts Sluice supports are the same as WireCodec's.
-// Any other T (padding, floating-point members, not trivially copyable)
-// is a compile error that says to list its fields or name a codec.
+// Built in, so that only a value's bytes reach the wire, never padding or
+// other memory, and every byte that arrives is checked:
+//  - WireCodec<T>, what DefaultCodec<T> chooses: a scalar (bool, integers,
+//    scoped enums, float, double), an array of them, or a struct whose
+//    fields are listed in sluice::nats::Fields<T>. Each field in list
+//    order, little-endian, with nothing between them (docs/nats.md,
+//    "Payload layout").
+//  - TriviallyCopyableCodec<T>, only when named: a struct of integers
+//    without padding, sent as its object bytes (the same bytes as
+//    WireCodec's on the little-endian hosts Sluice supports).
+// Any other T (a struct without Fields, a pointer, an unscoped enum, a
+// type that is not trivially copyable) is a compile error that says why.
 #pragma once
 
 #include <array>
@@ -53,9 +54,9 @@ namespace nats {
 //   };
 //
 // On the wire: 1 + 8 + 8 = 17 bytes. A member left out is not sent and
-// arrives value-initialized. Each member is a scalar (bool, an integer, an
-// enum, float or double), an array of them, or a struct with Fields of its
-// own.
+// arrives value-initialized; list each member once. Each member is a
+// scalar (bool, an integer, a scoped enum, float or double), an array of
+// them, or a struct with Fields of its own.
 template <typename T>
 struct Fields {};
 
@@ -135,11 +136,20 @@ struct Wire<bool> {
   }
 };
 
-// Integers (two's complement) and enums (their underlying integer; every
-// value of it is accepted), little-endian.
+// A scoped enum (enum class): every value of its underlying type is one of
+// its values. An unscoped enum may have a narrower range, so a byte from the
+// network could make a value it cannot hold: it has no wire form.
+template <typename T, bool = std::is_enum_v<T>>
+struct IsScopedEnum : std::false_type {};
 template <typename T>
-struct Wire<
-    T, std::enable_if_t<(std::is_integral_v<T> && !std::is_same_v<T, bool>) || std::is_enum_v<T>>> {
+struct IsScopedEnum<T, true>
+    : std::bool_constant<!std::is_convertible_v<T, std::underlying_type_t<T>>> {};
+
+// Integers (two's complement) and scoped enums (their underlying integer;
+// every value of it is accepted), little-endian.
+template <typename T>
+struct Wire<T, std::enable_if_t<(std::is_integral_v<T> && !std::is_same_v<T, bool>) ||
+                                IsScopedEnum<T>::value>> {
   using Bits = typename UnsignedOfSize<sizeof(T)>::Type;
   static constexpr bool kEncodable = true;
   static constexpr std::size_t kSize = sizeof(T);
@@ -299,8 +309,8 @@ struct WireCodec {
                 "a data member of T");
   static_assert(kHasWireForm<T>,
                 "Sluice: a member listed in sluice::nats::Fields<T> has no wire form (bool, "
-                "integers, enums, float, double, arrays of them, or structs with Fields of "
-                "their own); give the message a codec of its own");
+                "integers, scoped enums, float, double, arrays of them, or structs with Fields "
+                "of their own); give the message a codec of its own");
   static_assert(std::is_default_constructible_v<T>,
                 "Sluice: WireCodec<T> needs a default constructible T");
 
@@ -319,13 +329,14 @@ struct WireCodec {
   }
 };
 
-// The object representation of a T in which every byte belongs to the value
-// (std::has_unique_object_representations: no padding, no floating point):
-// integers, and arrays and structs of them, whose bytes on a little-endian
-// host are their fields in order, little-endian, as WireCodec writes them.
-// Decode accepts exactly sizeof(T) bytes. A T holding a bool or an enum
-// accepts any byte there: give it Fields (WireCodec checks a bool) or a
-// codec of its own.
+// Opt-in, never chosen by DefaultCodec: the object representation of a T in
+// which every byte belongs to the value (std::has_unique_object_
+// representations: no padding, no floating point), which for a struct of
+// integers on a little-endian host is its fields in order, little-endian,
+// as WireCodec writes them. Decode accepts exactly sizeof(T) bytes and
+// checks nothing else: name it only for structs of integers. A bool, an
+// enum or a pointer inside would take any bytes from the network, which is
+// undefined behaviour to read; give such a struct Fields.
 template <typename T>
 struct TriviallyCopyableCodec {
   static_assert(std::is_trivially_copyable_v<T> && std::is_default_constructible_v<T>,
@@ -335,6 +346,9 @@ struct TriviallyCopyableCodec {
                 "Sluice: TriviallyCopyableCodec<T> would send T's padding bytes (or T has "
                 "floating-point members, whose bytes it cannot vouch for); list T's fields in "
                 "sluice::nats::Fields<T> for WireCodec, or name a codec (docs/nats.md, Codecs)");
+  static_assert(!std::is_pointer_v<T> && !std::is_member_pointer_v<T>,
+                "Sluice: TriviallyCopyableCodec<T> would send an address; a pointer has no "
+                "meaning in another process");
   static_assert(detail::IsLittleEndianHost<T>(),
                 "Sluice: TriviallyCopyableCodec<T> sends host byte order, which is the wire's "
                 "little-endian order only on little-endian hosts; use Fields<T> (WireCodec)");
@@ -376,7 +390,8 @@ struct HasDecode<Codec, T,
 
 // Why a T has no built-in codec (DefaultCodec<T> is then one of these).
 struct NoCodecNotTriviallyCopyable {};
-struct NoCodecBytesAreNotTheValue {};
+struct NoCodecListTheFields {};
+struct NoCodecNoWireForm {};
 
 template <typename T>
 constexpr auto SelectDefaultCodec() {
@@ -384,10 +399,10 @@ constexpr auto SelectDefaultCodec() {
     return WireCodec<T>{};
   } else if constexpr (!std::is_trivially_copyable_v<T>) {
     return NoCodecNotTriviallyCopyable{};
-  } else if constexpr (!std::has_unique_object_representations_v<T>) {
-    return NoCodecBytesAreNotTheValue{};
+  } else if constexpr (std::is_class_v<T>) {
+    return NoCodecListTheFields{};
   } else {
-    return TriviallyCopyableCodec<T>{};
+    return NoCodecNoWireForm{};
   }
 }
 
@@ -400,9 +415,9 @@ inline constexpr bool kIsCodecFor =
     detail::HasEncode<Codec, T>::value&& detail::HasDecode<Codec, T>::value;
 
 // What a route uses when it names no codec: WireCodec<T> for a T with
-// Fields or a scalar or array T; else TriviallyCopyableCodec<T> for a T
-// whose bytes are all value; else a type that is a compile error where used,
-// saying why.
+// Fields, a scalar (not an unscoped enum) or an array of them; else a type
+// that is a compile error where used, saying why. A struct is never sent
+// as its bytes unless TriviallyCopyableCodec is named.
 template <typename T>
 using DefaultCodec = decltype(detail::SelectDefaultCodec<T>());
 
@@ -417,12 +432,16 @@ constexpr void CheckCodec() noexcept {
                 "Sluice: this message type is not trivially copyable, so it has no built-in "
                 "NATS codec; name one as the route's second template argument (docs/nats.md, "
                 "Codecs)");
-  static_assert(!std::is_same_v<Codec, detail::NoCodecBytesAreNotTheValue>,
-                "Sluice: this message type has padding bytes or floating-point members, so its "
-                "memory is not its value and is not sent; list its fields in "
-                "sluice::nats::Fields<T> (docs/nats.md, Codecs) or name a codec");
+  static_assert(!std::is_same_v<Codec, detail::NoCodecListTheFields>,
+                "Sluice: list this struct's fields in sluice::nats::Fields<T> to send it over "
+                "NATS (docs/nats.md, Codecs): its memory may hold padding, and a bool, an enum "
+                "or a pointer in it could not be checked on arrival; or name a codec");
+  static_assert(!std::is_same_v<Codec, detail::NoCodecNoWireForm>,
+                "Sluice: this message type has no wire form (a pointer, an unscoped enum or a "
+                "union); name a codec (docs/nats.md, Codecs)");
   if constexpr (!std::is_same_v<Codec, detail::NoCodecNotTriviallyCopyable> &&
-                !std::is_same_v<Codec, detail::NoCodecBytesAreNotTheValue>) {
+                !std::is_same_v<Codec, detail::NoCodecListTheFields> &&
+                !std::is_same_v<Codec, detail::NoCodecNoWireForm>) {
     static_assert(kIsCodecFor<Codec, T>,
                   "Sluice: a NATS codec for T needs static bool Encode(const T&, std::string&) "
                   "and static std::optional<T> Decode(const std::uint8_t*, std::size_t)");

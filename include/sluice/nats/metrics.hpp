@@ -53,6 +53,10 @@ struct BridgeStatisticsSnapshot {
   // JetStream routes: publishes sent again because the stream had not
   // acknowledged them (a reconnection, an error such as no stream yet).
   std::uint64_t jetstream_resent = 0;
+  // Errors the server sent for a publish (or subscription) this connection
+  // was not permitted: each refused publish is a frame lost after
+  // frames_sent counted it (the server does not say which).
+  std::uint64_t permission_violations = 0;
   // Refused by the local bus after the priority's admission_wait:
   // admission (backpressure) or a closed bus. The bus counts each such
   // message once too (messages_dropped, or messages_refused_closed).
@@ -194,6 +198,10 @@ void WriteBridgePrometheus(Sink&& sink, const BridgeMetrics* bridges, std::size_
   per_bridge("sluice_nats_jetstream_resent_total", "counter",
              "JetStream publishes sent again because the stream had not acknowledged them.",
              [](const Snapshot& s) { return s.jetstream_resent; });
+  per_bridge("sluice_nats_permission_violations_total", "counter",
+             "Publishes or subscriptions the server refused for permissions (each refused "
+             "publish is a frame lost).",
+             [](const Snapshot& s) { return s.permission_violations; });
   per_bridge("sluice_nats_frames_missing", "gauge",
              "Sequence numbers skipped on the inbound streams and not arrived since: frames "
              "lost between the sending bridges and this one.",

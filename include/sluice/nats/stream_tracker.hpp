@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <string>
 #include <string_view>
@@ -67,6 +68,7 @@ class StreamTracker {
     if (found == streams_.end()) {
       if (streams_.size() >= max_streams_) EvictLeastRecent();
       Stream& stream = streams_[std::move(key)];
+      stream.baseline = sequence;
       stream.highest = sequence;
       stream.Mark(sequence);
       stream.last_heard = clock_;
@@ -86,11 +88,7 @@ class StreamTracker {
       }
       stream.Mark(sequence);
       stream.highest = sequence;
-      // Saturating: a hostile number must not wrap the count.
-      if (count_gaps) {
-        counts_.gaps =
-            skipped > ~std::uint64_t{0} - counts_.gaps ? ~std::uint64_t{0} : counts_.gaps + skipped;
-      }
+      if (count_gaps) AddGaps(stream, skipped);
       return skipped == 0 ? StreamVerdict::kInOrder : StreamVerdict::kAfterGap;
     }
     if (stream.highest - sequence >= kWindow) {
@@ -104,7 +102,12 @@ class StreamTracker {
     stream.Mark(sequence);
     if (count_gaps) {
       ++counts_.reordered;
-      if (counts_.gaps > 0) --counts_.gaps;
+      // Only a number this stream skipped (after its baseline) was a gap; one
+      // from before the baseline was sent before this receiver listened.
+      if (sequence > stream.baseline && stream.missing > 0) {
+        --stream.missing;
+        --counts_.gaps;
+      }
     }
     return StreamVerdict::kLate;
   }
@@ -121,6 +124,16 @@ class StreamTracker {
     }
     if (stream.highest - sequence >= kWindow) return StreamVerdict::kStale;
     return stream.Marked(sequence) ? StreamVerdict::kDuplicate : StreamVerdict::kLate;
+  }
+
+  // Forgets every stream whose subject `matches` (a subject no longer
+  // received): heard again later, each starts from a new baseline, so what
+  // was sent meanwhile is not counted as gaps. Its gaps so far stay.
+  template <typename Matches>
+  void Forget(Matches matches) {
+    for (auto it = streams_.begin(); it != streams_.end();) {
+      it = matches(std::string_view(it->first.subject)) ? streams_.erase(it) : std::next(it);
+    }
   }
 
   StreamCounts Counts() const noexcept {
@@ -141,7 +154,9 @@ class StreamTracker {
   };
 
   struct Stream {
+    std::uint64_t baseline = 0;  // the first number heard
     std::uint64_t highest = 0;
+    std::uint64_t missing = 0;  // this stream's part of counts_.gaps
     std::uint64_t last_heard = 0;
     // Bit s % kWindow: whether s arrived, for s in (highest - kWindow, highest].
     std::array<std::uint64_t, kWindow / 64> seen{};
@@ -156,6 +171,15 @@ class StreamTracker {
       seen[(s % kWindow) / 64] &= ~(std::uint64_t{1} << (s % 64));
     }
   };
+
+  // Saturating: a hostile number must not wrap a count.
+  void AddGaps(Stream& stream, std::uint64_t skipped) noexcept {
+    const auto add = [skipped](std::uint64_t& count) {
+      count = skipped > ~std::uint64_t{0} - count ? ~std::uint64_t{0} : count + skipped;
+    };
+    add(stream.missing);
+    add(counts_.gaps);
+  }
 
   void EvictLeastRecent() {
     auto oldest = streams_.begin();
