@@ -99,7 +99,7 @@ struct BridgeOptions {
   // into the bus again. 0: a random id, drawn at construction.
   std::uint64_t origin_id = 0;
   // Payload bytes a frame may carry, both ways. A frame sent must also fit,
-  // with its 40-byte header, in the server's max_payload (1 MiB unless the
+  // with its 56-byte header, in the server's max_payload (1 MiB unless the
   // server is configured otherwise); one that does not is not sent and is
   // counted in encode_failed.
   std::uint32_t max_payload = kDefaultMaxFramePayload;
