@@ -2,11 +2,16 @@
 // round-trips one frame through the codec, with no server.
 #include <cstdio>
 #include <sluice/nats/bridge.hpp>
+#include <tuple>
 #include <variant>
 
 struct Reading {
   std::uint32_t id;
   float value;
+};
+template <>
+struct sluice::nats::Fields<Reading> {
+  static constexpr auto kMembers = std::make_tuple(&Reading::id, &Reading::value);
 };
 using Payload = std::variant<Reading>;
 
