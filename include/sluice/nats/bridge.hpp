@@ -1131,7 +1131,7 @@ class Bridge {
 
   void FetchLoop(InboundSubscription& inbound) {
     const MessagePriority priority = inbound.priority;
-    const auto pause = [this](std::chrono::microseconds wait) {
+    const auto pause = [](std::chrono::microseconds wait) {
       std::this_thread::sleep_for(wait);
     };
     // Acquire: pairs with the release store in StopFetching.
