@@ -160,3 +160,60 @@ TEST(NatsJetStreamTest, ThreeServerKillsLoseNothingAndDispatchNothingTwice) {
 }
 
 }  // namespace
+
+namespace {
+
+// The stream's window full and the server gone: the consumer thread waits
+// in the forwarding callback (backpressure), and Shutdown still returns,
+// counting what it gave up as send_dropped, never silently.
+TEST(NatsJetStreamTest, ShutdownEndsAWaitForTheWindowAndCountsWhatItGaveUp) {
+  if (NatsServer::Binary().empty()) {
+    GTEST_SKIP() << "nats-server is not installed (Debian: nats-server)";
+  }
+  ScratchDirectory store;
+  ASSERT_FALSE(store.Path().empty());
+  NatsServer server;
+  ASSERT_TRUE(server.Start({"-js", "-sd", store.Path()}));
+  ASSERT_TRUE(MakeStream(server.Url()));
+  BridgeOptions options = OptionsFor(server.Url());
+  options.jetstream_max_pending = 2;
+  Bus bus;
+  Bridge bridge(bus, options);
+  sluice::nats::ForwardOptions at_least_once;
+  at_least_once.jetstream = true;
+  ASSERT_TRUE(bridge.Forward<SensorReading>("js.window", kSensorType, at_least_once));
+  ASSERT_EQ(bridge.Start(), NATS_OK);
+  server.Kill();  // no acknowledgement will come
+  for (std::uint64_t seq = 0; seq < 10; ++seq) {
+    ASSERT_TRUE(
+        bus.PublishWithPriority(SensorReading{1, 1.0f, seq}, kTestSender, MessagePriority::HIGH));
+  }
+  std::thread consumer([&] {
+    while (!bus.IsDrained()) {
+      if (bus.ProcessBatch() == 0) std::this_thread::sleep_for(1ms);
+    }
+  });
+  std::this_thread::sleep_for(300ms);  // the consumer is waiting for the window now
+  std::atomic<bool> returned{false};
+  sluice::nats::ShutdownResult result;
+  std::thread stopper([&] {
+    result = bridge.Shutdown(1s);
+    returned.store(true);
+  });
+  if (!Eventually([&] { return returned.load(); }, 30s)) {
+    ADD_FAILURE() << "Shutdown waited for ever on a forwarding callback stalled at the window";
+    std::fflush(stdout);
+    std::abort();
+  }
+  stopper.join();
+  consumer.join();
+  const auto stats = bridge.GetStatistics();
+  // Two in the window, the one waiting given up and counted; the rest were
+  // still in the bus when the drain timed out, which Shutdown reports.
+  EXPECT_EQ(stats.frames_sent[2], 2u);
+  EXPECT_EQ(stats.send_dropped[2], 1u);
+  EXPECT_FALSE(result.bus_drained);
+  EXPECT_NE(result.stream_acks, NATS_OK);
+}
+
+}  // namespace

@@ -475,8 +475,10 @@ class Bridge {
     js_options.PublishAsync.ErrHandler = &OnStreamPublishError;
     js_options.PublishAsync.ErrHandlerClosure = this;
     if (status == NATS_OK) status = natsConnection_JetStream(&js_, connection_, &js_options);
-    // Relaxed: no other thread runs yet (the resender starts below).
+    // Relaxed: no other thread runs yet (the resender starts below, the
+    // forwarding callbacks after it).
     published_to_stream_.store(false, std::memory_order_relaxed);
+    give_up_stream_waits_.store(false, std::memory_order_relaxed);
     if (status == NATS_OK) {
       std::lock_guard<std::mutex> lock(resend_mutex_);
       resend_stop_ = false;
@@ -551,6 +553,10 @@ class Bridge {
     } else {
       result.bus_drained = bus_.Drain(timeout);
     }
+    // A forwarding callback waiting for room in the JetStream window (the
+    // server gone) gives up now, counting the frame as send_dropped, so the
+    // unsubscriptions below do not wait for it for ever.
+    GiveUpStreamWaits();
     std::vector<SubscriptionHandle> handles;
     {
       std::lock_guard<std::mutex> routes(routes_mutex_);
@@ -950,8 +956,8 @@ class Bridge {
     if (status == NATS_OK) published_to_stream_.store(true, std::memory_order_release);
     while (status == NATS_OK) {
       status = js_PublishMsgAsync(js_, &message, nullptr);
-      // Acquire: pairs with BeginOwnClose's release.
-      if (status != NATS_TIMEOUT || closing_.load(std::memory_order_acquire)) break;
+      // Acquire: pairs with GiveUpStreamWaits's release.
+      if (status != NATS_TIMEOUT || give_up_stream_waits_.load(std::memory_order_acquire)) break;
       status = NATS_OK;  // stalled at the window: again
     }
     natsMsg_Destroy(message);  // null once the client has it
@@ -1131,9 +1137,7 @@ class Bridge {
 
   void FetchLoop(InboundSubscription& inbound) {
     const MessagePriority priority = inbound.priority;
-    const auto pause = [](std::chrono::microseconds wait) {
-      std::this_thread::sleep_for(wait);
-    };
+    const auto pause = [](std::chrono::microseconds wait) { std::this_thread::sleep_for(wait); };
     // Acquire: pairs with the release store in StopFetching.
     while (!inbound.stop.load(std::memory_order_acquire)) {
       // A closed bus admits nothing: what the stream holds stays there,
@@ -1550,6 +1554,11 @@ class Bridge {
   // disconnection the client then reports is not counted.
   void BeginOwnClose() noexcept { closing_.store(true, std::memory_order_release); }
 
+  // Release: pairs with PublishToStream's acquire load.
+  void GiveUpStreamWaits() noexcept {
+    give_up_stream_waits_.store(true, std::memory_order_release);
+  }
+
   bool WaitClosed(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mutex_);
     return changed_.wait_for(lock, timeout, [this] { return closed_; });
@@ -1594,6 +1603,7 @@ class Bridge {
   // long it takes, since the bridge it uses is freed after this.
   void Release() {
     if (connection_ == nullptr) return;
+    GiveUpStreamWaits();
     UnsubscribeOutbound();
     StopFetching();
     KeepSlowConsumerDrops();
@@ -1668,6 +1678,9 @@ class Bridge {
   bool resend_requested_ = false;  // guarded by resend_mutex_
   bool resend_stop_ = false;       // guarded by resend_mutex_
   std::atomic<bool> published_to_stream_{false};
+  // Set by Shutdown and the destructor: the consumer thread stops waiting
+  // for room in the JetStream window.
+  std::atomic<bool> give_up_stream_waits_{false};
   // The outbound streams' instance, drawn at Start (consumer thread reads).
   std::uint64_t instance_id_ = 0;
   // The inbound streams, shared by the client's threads.
