@@ -144,7 +144,8 @@ struct BridgeOptions {
   // thread waits for room past it: backpressure into the bus); messages a
   // JetStream consumer hands out before the bridge acknowledges them, per
   // priority; how long the stream waits for an acknowledgement before it
-  // redelivers; and the most messages one fetch asks for.
+  // redelivers; and the most messages one fetch asks for (1 with nats.c
+  // before 3.8, whose batched fetch can overrun its buffer).
   int jetstream_max_pending = 4096;
   int jetstream_max_ack_pending = 1024;
   std::chrono::milliseconds jetstream_ack_wait{5000};
@@ -1137,6 +1138,11 @@ class Bridge {
 
   void FetchLoop(InboundSubscription& inbound) {
     const MessagePriority priority = inbound.priority;
+    // nats.c before 3.8 writes past its buffer when a batched fetch is
+    // answered in parts (nats.c pull request 749): one message a fetch
+    // there, whatever jetstream_fetch_batch says.
+    const int most =
+        nats_GetVersionNumber() >= 0x030800 ? std::max(1, options_.jetstream_fetch_batch) : 1;
     const auto pause = [](std::chrono::microseconds wait) { std::this_thread::sleep_for(wait); };
     // Acquire: pairs with the release store in StopFetching.
     while (!inbound.stop.load(std::memory_order_acquire)) {
@@ -1152,8 +1158,8 @@ class Bridge {
         pause(std::chrono::microseconds(200));
         continue;
       }
-      const int batch = static_cast<int>(std::min<std::size_t>(
-          limit - depth, static_cast<std::size_t>(std::max(1, options_.jetstream_fetch_batch))));
+      const int batch =
+          static_cast<int>(std::min<std::size_t>(limit - depth, static_cast<std::size_t>(most)));
       natsMsgList list{};
       jsErrCode error = static_cast<jsErrCode>(0);
       const natsStatus status = natsSubscription_Fetch(&list, inbound.subscription, batch,
