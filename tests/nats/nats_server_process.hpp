@@ -227,27 +227,53 @@ class NatsServer {
     Kill();
     return Launch();
   }
-  void Stop() { process_.Kill(SIGTERM); }
+  void Stop() {
+    process_.Kill(SIGTERM);
+    std::remove(LogPath().c_str());
+  }
 
   int Port() const { return port_; }
   std::string Url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
 
  private:
+  // Started when its own log says it is ready (a port that accepts could
+  // be another process's, and a server may accept before it has loaded
+  // all of its configuration).
   bool Launch() {
     const std::string binary = Binary();
     if (binary.empty() || port_ == 0) return false;
+    const std::string log = LogPath();
     // The port may still be held for a moment by the killed server.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (std::chrono::steady_clock::now() < deadline) {
-      std::vector<std::string> argv = {binary, "-a", "127.0.0.1", "-p", std::to_string(port_)};
+      std::remove(log.c_str());
+      std::vector<std::string> argv = {binary, "-a", "127.0.0.1", "-p", std::to_string(port_),
+                                       "-l",   log};
       argv.insert(argv.end(), extra_.begin(), extra_.end());
       if (!process_.Start(argv, false)) return false;
       while (std::chrono::steady_clock::now() < deadline) {
-        if (AcceptsConnections(port_)) return true;
+        if (LogSays(log, "Server is ready") && AcceptsConnections(port_)) return true;
         if (process_.Wait(std::chrono::milliseconds(20)) != -1) break;  // exited: retry
       }
     }
     return false;
+  }
+
+  std::string LogPath() const {
+    const char* base = std::getenv("TMPDIR");
+    return std::string(base != nullptr ? base : "/tmp") + "/sluice-nats-server-" +
+           std::to_string(getpid()) + "-" + std::to_string(port_) + ".log";
+  }
+
+  static bool LogSays(const std::string& path, const std::string& text) {
+    std::FILE* file = std::fopen(path.c_str(), "r");
+    if (file == nullptr) return false;
+    std::string content;
+    char chunk[4096];
+    std::size_t got = 0;
+    while ((got = std::fread(chunk, 1, sizeof chunk, file)) > 0) content.append(chunk, got);
+    std::fclose(file);
+    return content.find(text) != std::string::npos;
   }
 
   int port_ = 0;
