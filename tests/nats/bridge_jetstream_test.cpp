@@ -217,3 +217,73 @@ TEST(NatsJetStreamTest, ShutdownEndsAWaitForTheWindowAndCountsWhatItGaveUp) {
 }
 
 }  // namespace
+
+namespace {
+
+// One consumer per priority: a LOW backlog in the stream, which the slow
+// receiving bus admits only below LOW's threshold, does not hold up HIGH
+// messages stored after it. Every HIGH is dispatched while most of the LOW
+// backlog still waits in the stream.
+TEST(NatsJetStreamTest, ALowBacklogDoesNotDelayHigh) {
+  if (NatsServer::Binary().empty()) {
+    GTEST_SKIP() << "nats-server is not installed (Debian: nats-server)";
+  }
+  constexpr std::uint64_t kLow = 2000;
+  constexpr std::uint64_t kHigh = 20;
+  ScratchDirectory store;
+  ASSERT_FALSE(store.Path().empty());
+  NatsServer server;
+  ASSERT_TRUE(server.Start({"-js", "-sd", store.Path()}));
+  ASSERT_TRUE(MakeStream(server.Url()));
+  // The backlog is stored before the receiver starts: LOW first, then HIGH.
+  {
+    Bus bus;
+    Bridge sender(bus, OptionsFor(server.Url()));
+    sluice::nats::ForwardOptions at_least_once;
+    at_least_once.jetstream = true;
+    ASSERT_TRUE(sender.Forward<SensorReading>("js.backlog", kSensorType, at_least_once));
+    ASSERT_EQ(sender.Start(), NATS_OK);
+    for (std::uint64_t seq = 0; seq < kLow + kHigh; ++seq) {
+      const auto priority = seq < kLow ? MessagePriority::LOW : MessagePriority::HIGH;
+      ASSERT_TRUE(bus.PublishWithPriority(SensorReading{1, 0.0f, seq}, kTestSender, priority));
+      if (seq % 512 == 511) (void)bus.ProcessBatch();
+    }
+    const auto sent = sender.Shutdown(30s, sluice::nats::ShutdownDrain::kDispatchHere);
+    ASSERT_EQ(sent.stream_acks, NATS_OK);
+  }
+  using SmallBus = sluice::MpscBus<sluice_nats_test::Payload, 64>;
+  SmallBus bus;
+  sluice::nats::Bridge<SmallBus> receiver(bus, OptionsFor(server.Url()));
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "backlog";
+  ASSERT_TRUE(receiver.Receive<SensorReading>("js.backlog", kSensorType, from_stream));
+  std::atomic<std::uint64_t> low{0};
+  std::atomic<std::uint64_t> high{0};
+  std::atomic<std::uint64_t> low_when_high_done{0};
+  auto handle = bus.Subscribe<SensorReading>([&](const SensorReading&,
+                                                 const sluice::MessageHeader& h) {
+    // Relaxed: counts the test polls; the consumer thread writes them all.
+    if (h.priority == MessagePriority::HIGH) {
+      if (high.fetch_add(1, std::memory_order_relaxed) + 1 == kHigh) {
+        low_when_high_done.store(low.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      }
+    } else {
+      low.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  Consumer<SmallBus> consumer(bus, /*per_message=*/200us);
+  ASSERT_TRUE(Eventually([&] { return high.load(std::memory_order_relaxed) == kHigh; }))
+      << "HIGH dispatched " << high.load() << " of " << kHigh;
+  consumer.Stop();
+  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  server.Stop();
+  std::printf("[ jetstream] every HIGH dispatched after %llu of %llu LOW\n",
+              static_cast<unsigned long long>(low_when_high_done.load()),
+              static_cast<unsigned long long>(kLow));
+  EXPECT_LT(low_when_high_done.load(), kLow / 2) << "HIGH waited behind the LOW backlog";
+}
+
+}  // namespace
