@@ -145,13 +145,10 @@ template <typename T>
 struct IsScopedEnum<T, true>
     : std::bool_constant<!std::is_convertible_v<T, std::underlying_type_t<T>>> {};
 
-// Integers (two's complement) and scoped enums (their underlying integer;
-// every value of it is accepted), little-endian.
-template <typename T>
-struct Wire<T, std::enable_if_t<(std::is_integral_v<T> && !std::is_same_v<T, bool>) ||
-                                IsScopedEnum<T>::value>> {
-  using Bits = typename UnsignedOfSize<sizeof(T)>::Type;
-  static constexpr bool kEncodable = true;
+// A value sent as its bits, little-endian, in an unsigned integer of its
+// size.
+template <typename T, typename Bits>
+struct WireBits {
   static constexpr std::size_t kSize = sizeof(T);
   static void Put(const T& value, std::uint8_t* out) noexcept {
     Bits bits;
@@ -165,24 +162,21 @@ struct Wire<T, std::enable_if_t<(std::is_integral_v<T> && !std::is_same_v<T, boo
   }
 };
 
-// float and double: their IEEE 754 bits, little-endian (a NaN's payload
-// included).
+// Integers (two's complement) and scoped enums (their underlying integer;
+// every value of it is accepted).
 template <typename T>
-struct Wire<T, std::enable_if_t<std::is_floating_point_v<T>>> {
+struct Wire<T, std::enable_if_t<(std::is_integral_v<T> && !std::is_same_v<T, bool>) ||
+                                IsScopedEnum<T>::value>>
+    : WireBits<T, typename UnsignedOfSize<sizeof(T)>::Type> {
+  static constexpr bool kEncodable = true;
+};
+
+// float and double: their IEEE 754 bits (a NaN's payload included).
+template <typename T>
+struct Wire<T, std::enable_if_t<std::is_floating_point_v<T>>>
+    : WireBits<T, typename UnsignedOfSize<(sizeof(T) == 4 ? 4 : 8)>::Type> {
   static constexpr bool kEncodable =
       std::numeric_limits<T>::is_iec559 && (sizeof(T) == 4 || sizeof(T) == 8);
-  static constexpr std::size_t kSize = sizeof(T);
-  using Bits = typename UnsignedOfSize<(sizeof(T) == 4 ? 4 : 8)>::Type;
-  static void Put(const T& value, std::uint8_t* out) noexcept {
-    Bits bits;
-    std::memcpy(&bits, &value, sizeof bits);
-    PutLittle(out, bits);
-  }
-  static bool Get(const std::uint8_t* in, T* value) noexcept {
-    const Bits bits = GetLittle<Bits>(in);
-    std::memcpy(value, &bits, sizeof bits);
-    return true;
-  }
 };
 
 // Arrays: the elements in order.
