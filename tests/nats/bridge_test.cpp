@@ -724,7 +724,10 @@ TEST_F(NatsBridgeTest, ThrowingCodecsAndOnRejectAreCaughtAndCounted) {
 
   ASSERT_TRUE(Eventually([&] {
     (void)receiving_bus.ProcessBatch();
+    // on_reject_threw is the last thing the refused frame's handling
+    // counts: waiting for frames_received alone could read it half done.
     return receiver.GetStatistics().frames_received == 2 &&
+           receiver.GetStatistics().on_reject_threw == 1 &&
            delivered.load(std::memory_order_relaxed) == 1;
   }));
   const auto received = receiver.GetStatistics();
