@@ -551,6 +551,17 @@ TEST(NatsBridgeConfigTest, ReceiveRefusesOverlappingSubjectsAndAnotherQueueGroup
   shared.queue_group = "controllers";
   EXPECT_FALSE(bridge.Receive<EmergencyStop>("fleet.*.stop", kStopType, shared));
   EXPECT_TRUE(bridge.Receive<EmergencyStop>("plant.stop", kStopType, shared));
+  // A JetStream route needs both its stream and its durable, and no group.
+  sluice::nats::ReceiveOptions durable_only;
+  durable_only.durable = "d";
+  EXPECT_FALSE(bridge.Receive<EmergencyStop>("js.a", kStopType, durable_only));
+  sluice::nats::ReceiveOptions stream_only;
+  stream_only.stream = "S";
+  EXPECT_FALSE(bridge.Receive<EmergencyStop>("js.b", kStopType, stream_only));
+  sluice::nats::ReceiveOptions stream_in_group = shared;
+  stream_in_group.stream = "S";
+  stream_in_group.durable = "d";
+  EXPECT_FALSE(bridge.Receive<EmergencyStop>("js.c", kStopType, stream_in_group));
   EXPECT_TRUE(bridge.StopReceiving("fleet.*.stop"));
   EXPECT_FALSE(bridge.StopReceiving("fleet.*.stop"));
   EXPECT_TRUE(bridge.Receive<EmergencyStop>("fleet.r7.stop", kStopType));  // no overlap now

@@ -34,6 +34,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -693,6 +694,9 @@ class Bridge {
     // acquire loads see it) and joined before the subscription is freed.
     bool pull = false;
     std::atomic<bool> stop{false};
+    // Messages this route handed back and has not admitted since (its
+    // fetch thread only).
+    mutable std::set<std::string> handed_back;
     std::thread fetcher;
     // The highest slow-consumer count the client reported for it; guarded
     // by mutex_.
@@ -820,7 +824,8 @@ class Bridge {
     if (stopping_ || type_id == 0 || !IsReceiveSubject(subject)) return false;
     // A stream needs a durable name; a queue group shares a core
     // subscription, not a stream's consumer.
-    if (!route.stream.empty() && (route.durable.empty() || !route.queue_group.empty())) {
+    if (route.stream.empty() != route.durable.empty() ||
+        (!route.stream.empty() && !route.queue_group.empty())) {
       return false;
     }
     const DeliverFunction deliver = &Deliver<T, Codec>;
@@ -982,14 +987,40 @@ class Bridge {
   // restarted server recovers it, or the acknowledgement timed out): it is
   // published again after a pause, unless the bridge is closing (the
   // client then frees it). Runs on a client thread.
-  static void OnStreamPublishError(jsCtx* js, jsPubAckErr* error, void* closure) {
+  //
+  // Nothing is published or waited for here, on the client's thread that
+  // handles every acknowledgement: the message is taken (the field cleared,
+  // so the client does not free it) and queued for the resender thread.
+  static void OnStreamPublishError(jsCtx*, jsPubAckErr* error, void* closure) {
     auto* self = static_cast<Bridge*>(closure);
-    // Acquire: pairs with BeginOwnClose's release.
-    if (self->closing_.load(std::memory_order_acquire)) return;
-    std::this_thread::sleep_for(self->options_.reconnect_wait);
-    if (js_PublishMsgAsync(js, &error->Msg, nullptr) == NATS_OK) {
-      Count(self->counters_.jetstream_resent);
+    if (error->Msg == nullptr) return;
+    natsMsg* message = error->Msg;
+    error->Msg = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(self->resend_mutex_);
+      self->retry_.push_back(message);
     }
+    self->resend_changed_.notify_one();
+  }
+
+  // The priority a subject's suffix names (SubjectFor), MEDIUM if none.
+  static std::size_t PriorityIndexOf(std::string_view subject) noexcept {
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      const std::string_view suffix = kPrioritySubjects[p];
+      if (subject.size() > suffix.size() && subject[subject.size() - suffix.size() - 1] == '.' &&
+          subject.substr(subject.size() - suffix.size()) == suffix) {
+        return p;
+      }
+    }
+    return static_cast<std::size_t>(MessagePriority::MEDIUM);
+  }
+
+  // A message the client gave back (an error, or unacknowledged at close):
+  // counted as send_dropped under its subject's priority, and freed.
+  void CountLost(natsMsg* message) noexcept {
+    const char* subject = natsMsg_GetSubject(message);
+    Count(counters_.send_dropped[PriorityIndexOf(subject == nullptr ? "" : subject)]);
+    natsMsg_Destroy(message);
   }
 
   // After a reconnection, every publish the stream has not acknowledged is
@@ -999,8 +1030,32 @@ class Bridge {
   void ResendLoop() {
     std::unique_lock<std::mutex> lock(resend_mutex_);
     for (;;) {
-      resend_changed_.wait(lock, [this] { return resend_requested_ || resend_stop_; });
+      resend_changed_.wait(lock,
+                           [this] { return resend_requested_ || resend_stop_ || !retry_.empty(); });
       if (resend_stop_) return;
+      // Errors answered by the stream: published again after a pause (a
+      // restarted server recovering its streams answers "no stream" for a
+      // moment), on this thread.
+      std::vector<natsMsg*> retry;
+      retry.swap(retry_);
+      if (!retry.empty()) {
+        resend_changed_.wait_for(lock, options_.reconnect_wait, [this] { return resend_stop_; });
+        lock.unlock();
+        for (natsMsg*& message : retry) {
+          natsStatus status = NATS_TIMEOUT;
+          // Acquire: pairs with BeginOwnClose's release.
+          while (status == NATS_TIMEOUT && !closing_.load(std::memory_order_acquire)) {
+            status = js_PublishMsgAsync(js_, &message, nullptr);
+          }
+          if (status == NATS_OK) {
+            Count(counters_.jetstream_resent);
+          } else {
+            CountLost(message);
+          }
+        }
+        lock.lock();
+        continue;
+      }
       resend_requested_ = false;
       lock.unlock();
       natsMsgList pending{};
@@ -1014,7 +1069,12 @@ class Bridge {
           while (status == NATS_TIMEOUT && !closing_.load(std::memory_order_acquire)) {
             status = js_PublishMsgAsync(js_, &pending.Msgs[i], nullptr);
           }
-          if (status == NATS_OK) Count(counters_.jetstream_resent);
+          if (status == NATS_OK) {
+            Count(counters_.jetstream_resent);
+          } else {
+            CountLost(pending.Msgs[i]);
+            pending.Msgs[i] = nullptr;
+          }
         }
         natsMsgList_Destroy(&pending);
       }
@@ -1066,7 +1126,10 @@ class Bridge {
     inbound->priority = priority;
     inbound->subject = SubjectFor(subject.subject, priority);
     inbound->route_subject = subject.subject;
-    inbound->count_gaps = subject.queue_group.empty();
+    // A member of a queue group, or one of the bridges sharing a durable
+    // consumer, sees part of each stream: no gaps counted (a JetStream
+    // route loses nothing to count in any case).
+    inbound->count_gaps = subject.queue_group.empty() && subject.stream.empty();
     for (const std::uint16_t id : subject.type_ids) {
       for (const InboundType& type : inbound_types_) {
         if (type.type_id == id) inbound->types.push_back(type);
@@ -1266,8 +1329,16 @@ class Bridge {
     // The frame is judged on its stream before its type and payload: a frame
     // that arrived is never a gap, whatever is refused after this.
     const bool at_least_once = admitted != nullptr;
+    // A JetStream message this route handed back comes again as a
+    // redelivery, perhaps after the stream's window has moved past it: it
+    // was never admitted, so it is neither a duplicate nor stale.
+    const std::string handed_back_key =
+        at_least_once ? HandBackKey(subject, view.header) : std::string();
+    const bool was_handed_back = at_least_once && inbound.handed_back.count(handed_back_key) != 0;
     const FrameError sequence_error =
-        CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/!at_least_once);
+        was_handed_back
+            ? FrameError::kNone
+            : CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/!at_least_once);
     if (sequence_error != FrameError::kNone) return sequence_error;
     const std::uint16_t id = view.header.type_id;
     const auto type = std::find_if(inbound.types.begin(), inbound.types.end(),
@@ -1295,10 +1366,28 @@ class Bridge {
       // redelivery is admitted; one admitted (or refused for good) is, so
       // its redelivery is not.
       if (result != FrameError::kNone || was_admitted) {
-        (void)CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/true);
+        if (was_handed_back) {
+          inbound.handed_back.erase(handed_back_key);
+        } else {
+          (void)CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/true);
+        }
+      } else {
+        inbound.handed_back.insert(handed_back_key);
       }
     }
     return result;
+  }
+
+  // A JetStream message's identity in its route's hand-back set.
+  static std::string HandBackKey(std::string_view subject, const FrameHeader& header) {
+    std::string key(subject);
+    key += '|';
+    key += std::to_string(header.origin_id);
+    key += '|';
+    key += std::to_string(header.instance_id);
+    key += '|';
+    key += std::to_string(header.sequence);
+    return key;
   }
 
   // The frame's place in its stream: a duplicate or a stale number is
@@ -1626,6 +1715,7 @@ class Bridge {
       }
       inbound_.clear();
     }
+    CountUnacknowledged();
     if (js_ != nullptr) jsCtx_Destroy(js_);
     js_ = nullptr;
     natsConnection_Destroy(connection_);
@@ -1646,6 +1736,28 @@ class Bridge {
     for (InboundSubscription* inbound : pulls) inbound->stop.store(true, std::memory_order_release);
     for (InboundSubscription* inbound : pulls) {
       if (inbound->fetcher.joinable()) inbound->fetcher.join();
+    }
+  }
+
+  // At close: every JetStream publish the stream has not acknowledged, and
+  // every one waiting to be published again, is lost: counted as
+  // send_dropped (each was counted in frames_sent when handed over).
+  void CountUnacknowledged() {
+    std::vector<natsMsg*> retry;
+    {
+      std::lock_guard<std::mutex> lock(resend_mutex_);
+      retry.swap(retry_);
+    }
+    for (natsMsg* message : retry) CountLost(message);
+    natsMsgList pending{};
+    // Acquire: pairs with PublishToStream's release (see ResendLoop).
+    if (js_ != nullptr && published_to_stream_.load(std::memory_order_acquire) &&
+        js_PublishAsyncGetPendingList(&pending, js_) == NATS_OK) {
+      for (int i = 0; i < pending.Count; ++i) {
+        CountLost(pending.Msgs[i]);
+        pending.Msgs[i] = nullptr;
+      }
+      natsMsgList_Destroy(&pending);
     }
   }
 
@@ -1683,6 +1795,7 @@ class Bridge {
   std::condition_variable resend_changed_;
   bool resend_requested_ = false;  // guarded by resend_mutex_
   bool resend_stop_ = false;       // guarded by resend_mutex_
+  std::vector<natsMsg*> retry_;    // answered with an error; guarded by resend_mutex_
   std::atomic<bool> published_to_stream_{false};
   // Set by Shutdown and the destructor: the consumer thread stops waiting
   // for room in the JetStream window.
