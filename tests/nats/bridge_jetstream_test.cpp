@@ -14,6 +14,8 @@
 #include <sluice/nats/bridge.hpp>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "bridge_test_support.hpp"
@@ -28,12 +30,14 @@ using sluice::nats::BridgeOptions;
 using sluice_nats_test::Bridge;
 using sluice_nats_test::Bus;
 using sluice_nats_test::Consumer;
+using sluice_nats_test::EncodedFrame;
 using sluice_nats_test::Eventually;
 using sluice_nats_test::kHangGuard;
 using sluice_nats_test::kSensorType;
 using sluice_nats_test::kTestSender;
 using sluice_nats_test::NatsServer;
 using sluice_nats_test::OptionsFor;
+using sluice_nats_test::PublishRaw;
 using sluice_nats_test::ScratchDirectory;
 using sluice_nats_test::SensorReading;
 
@@ -285,6 +289,328 @@ TEST(NatsJetStreamTest, ALowBacklogDoesNotDelayHigh) {
               static_cast<unsigned long long>(low_when_high_done.load()),
               static_cast<unsigned long long>(kLow));
   EXPECT_LT(low_when_high_done.load(), kLow / 2) << "HIGH waited behind the LOW backlog";
+}
+
+// A reading frame of stream (origin 0xCD, instance 5) numbered `sequence`,
+// carrying `seq`, at `priority`.
+std::string ReadingFrame(std::uint64_t sequence, std::uint64_t seq, MessagePriority priority) {
+  sluice::nats::FrameHeader header;
+  header.priority = priority;
+  header.type_id = kSensorType;
+  header.origin_id = 0xCD;
+  header.instance_id = 5;
+  header.sequence = sequence;
+  std::string payload;
+  EXPECT_TRUE(
+      sluice::nats::DefaultCodec<SensorReading>::Encode(SensorReading{3, 0.0f, seq}, payload));
+  return EncodedFrame(header, payload);
+}
+
+// Readings dispatched by seq, in dispatch order, on the consumer thread.
+struct ReadingLog {
+  std::mutex mutex;
+  std::vector<std::uint64_t> order;  // guarded by mutex
+  std::size_t Size() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return order.size();
+  }
+};
+
+// A bus that refuses, as a full one would, every reading numbered up to
+// `refuse_up_to` while reporting room (so the bridge fetches them): the
+// hand-back test's way to have the bus refuse exactly the messages it names.
+using SmallBus = sluice::MpscBus<sluice_nats_test::Payload, 64>;
+class RefusingBus : public SmallBus {
+ public:
+  template <typename Message>
+  sluice::PublishResult PublishAttempt(Message&& message, std::uint32_t sender,
+                                       MessagePriority priority) {
+    if constexpr (std::is_same_v<std::decay_t<Message>, SensorReading>) {
+      // Relaxed: the test's switch; nothing else is published through it.
+      if (message.seq <= refuse_up_to.load(std::memory_order_relaxed)) {
+        return sluice::PublishResult(sluice::PublishOutcome::kRefusedFull, priority);
+      }
+    }
+    return SmallBus::PublishAttempt(std::forward<Message>(message), sender, priority);
+  }
+  std::atomic<std::uint64_t> refuse_up_to{0};
+};
+
+}  // namespace
+
+template <>
+struct sluice::nats::detail::BusInfo<RefusingBus> : sluice::nats::detail::BusInfo<SmallBus> {};
+
+namespace {
+
+// The bus refuses the first readings, so they are handed back, again each
+// time the stream redelivers them, until a reading numbered past the
+// duplicate check's window is admitted. Each redelivery is then far behind
+// its stream's newest number, and must still be admitted once (it never
+// was), not refused as stale and lost.
+TEST(NatsJetStreamTest, AMessageHandedBackIsAdmittedHoweverFarTheStreamMoved) {
+  if (NatsServer::Binary().empty()) {
+    GTEST_SKIP() << "nats-server is not installed (Debian: nats-server)";
+  }
+  constexpr std::uint64_t kEarly = 10;
+  const std::uint64_t kJump = sluice::nats::StreamTracker::kWindow + 100;
+  ScratchDirectory store;
+  ASSERT_FALSE(store.Path().empty());
+  NatsServer server;
+  ASSERT_TRUE(server.Start({"-js", "-sd", store.Path()}));
+  ASSERT_TRUE(MakeStream(server.Url()));
+  RefusingBus bus;
+  bus.refuse_up_to.store(kEarly);
+  BridgeOptions options = OptionsFor(server.Url());
+  options.reconnect_wait = 200ms;  // the pause before the stream redelivers a handed-back message
+  sluice::nats::Bridge<RefusingBus> receiver(bus, options);
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "handback";
+  ASSERT_TRUE(receiver.Receive<SensorReading>("js.handback", kSensorType, from_stream));
+  ReadingLog log;
+  auto handle = bus.Subscribe<SensorReading>([&](const SensorReading& m) {
+    std::lock_guard<std::mutex> lock(log.mutex);
+    log.order.push_back(m.seq);
+  });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  Consumer<RefusingBus> consumer(bus);
+  std::vector<std::pair<std::string, std::string>> early;
+  for (std::uint64_t n = 1; n <= kEarly; ++n) {
+    early.emplace_back("js.handback.low", ReadingFrame(n, n, MessagePriority::LOW));
+  }
+  PublishRaw(server.Url(), early);
+  constexpr auto kLow = static_cast<std::size_t>(MessagePriority::LOW);
+  ASSERT_TRUE(Eventually([&] { return receiver.GetStatistics().handed_back[kLow] >= kEarly; }))
+      << "handed back " << receiver.GetStatistics().handed_back[kLow] << " of " << kEarly;
+  PublishRaw(server.Url(), {{"js.handback.low", ReadingFrame(kJump, kJump, MessagePriority::LOW)}});
+  ASSERT_TRUE(Eventually([&] { return log.Size() == 1; })) << "the jump was not dispatched";
+  bus.refuse_up_to.store(0);  // the redeliveries are admitted from now on
+  ASSERT_TRUE(Eventually([&] { return log.Size() >= kEarly + 1; }))
+      << "dispatched " << log.Size() << " of " << kEarly + 1;
+  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  consumer.Stop();
+  server.Stop();
+  const auto stats = receiver.GetStatistics();
+  std::lock_guard<std::mutex> lock(log.mutex);
+  EXPECT_EQ(log.order.front(), kJump);
+  std::map<std::uint64_t, int> times;
+  for (const std::uint64_t seq : log.order) ++times[seq];
+  EXPECT_EQ(times.size(), kEarly + 1);
+  for (std::uint64_t n = 1; n <= kEarly; ++n) EXPECT_EQ(times[n], 1) << "reading " << n;
+  EXPECT_EQ(stats.rejected[static_cast<std::size_t>(sluice::nats::FrameError::kStale)], 0u);
+  EXPECT_EQ(stats.streams.stale, 0u);
+  std::printf("[ jetstream] %llu hand-backs of %llu readings, each admitted once later\n",
+              static_cast<unsigned long long>(stats.handed_back[kLow]),
+              static_cast<unsigned long long>(kEarly));
+}
+
+// Publishes the stream answers with an error (here: no stream yet, as
+// while a restarted server recovers its streams) are published again by
+// the resender until the stream takes them: none is lost, none stored twice.
+TEST(NatsJetStreamTest, PublishesRefusedForWantOfAStreamAreSentAgainUntilItExists) {
+  if (NatsServer::Binary().empty()) {
+    GTEST_SKIP() << "nats-server is not installed (Debian: nats-server)";
+  }
+  constexpr std::uint64_t kReadings = 20;
+  ScratchDirectory store;
+  ASSERT_FALSE(store.Path().empty());
+  NatsServer server;
+  ASSERT_TRUE(server.Start({"-js", "-sd", store.Path()}));
+  Bus sender_bus;
+  Bridge sender(sender_bus, OptionsFor(server.Url()));
+  sluice::nats::ForwardOptions at_least_once;
+  at_least_once.jetstream = true;
+  ASSERT_TRUE(sender.Forward<SensorReading>("js.late", kSensorType, at_least_once));
+  ASSERT_EQ(sender.Start(), NATS_OK);
+  for (std::uint64_t seq = 1; seq <= kReadings; ++seq) {
+    ASSERT_TRUE(sender_bus.PublishWithPriority(SensorReading{1, 0.0f, seq}, kTestSender,
+                                               MessagePriority::MEDIUM));
+  }
+  while (sender_bus.ProcessBatch() > 0) {
+  }
+  // Every reading refused and sent again at least once, on average.
+  ASSERT_TRUE(Eventually([&] { return sender.GetStatistics().jetstream_resent >= kReadings; }))
+      << "sent again " << sender.GetStatistics().jetstream_resent;
+  ASSERT_TRUE(MakeStream(server.Url()));
+
+  Bus bus;
+  Bridge receiver(bus, OptionsFor(server.Url()));
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "late";
+  ASSERT_TRUE(receiver.Receive<SensorReading>("js.late", kSensorType, from_stream));
+  ReadingLog log;
+  auto handle = bus.Subscribe<SensorReading>([&](const SensorReading& m) {
+    std::lock_guard<std::mutex> lock(log.mutex);
+    log.order.push_back(m.seq);
+  });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  Consumer<Bus> consumer(bus);
+  ASSERT_TRUE(Eventually([&] { return log.Size() >= kReadings; }))
+      << "dispatched " << log.Size() << " of " << kReadings;
+  const auto sent = sender.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
+  EXPECT_EQ(sent.stream_acks, NATS_OK);
+  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  consumer.Stop();
+  server.Stop();
+  const auto stats = sender.GetStatistics();
+  EXPECT_EQ(stats.send_dropped[static_cast<std::size_t>(MessagePriority::MEDIUM)], 0u);
+  std::lock_guard<std::mutex> lock(log.mutex);
+  std::map<std::uint64_t, int> times;
+  for (const std::uint64_t seq : log.order) ++times[seq];
+  EXPECT_EQ(times.size(), kReadings);
+  for (std::uint64_t seq = 1; seq <= kReadings; ++seq) EXPECT_EQ(times[seq], 1) << seq;
+}
+
+// A receiver shut down mid-stream leaves its durable consumers on the
+// server: a new bridge on the same durable goes on from where the first
+// stopped, losing nothing and dispatching nothing the first had (a
+// durable deleted at Shutdown would start again from the stream's start).
+TEST(NatsJetStreamTest, ADurableOutlivesItsReceiverAndANewOneGoesOn) {
+  if (NatsServer::Binary().empty()) {
+    GTEST_SKIP() << "nats-server is not installed (Debian: nats-server)";
+  }
+  constexpr std::uint64_t kReadings = 200;
+  ScratchDirectory store;
+  ASSERT_FALSE(store.Path().empty());
+  NatsServer server;
+  ASSERT_TRUE(server.Start({"-js", "-sd", store.Path()}));
+  ASSERT_TRUE(MakeStream(server.Url()));
+  {
+    Bus bus;
+    Bridge sender(bus, OptionsFor(server.Url()));
+    sluice::nats::ForwardOptions at_least_once;
+    at_least_once.jetstream = true;
+    ASSERT_TRUE(sender.Forward<SensorReading>("js.resume", kSensorType, at_least_once));
+    ASSERT_EQ(sender.Start(), NATS_OK);
+    for (std::uint64_t seq = 1; seq <= kReadings; ++seq) {
+      ASSERT_TRUE(bus.PublishWithPriority(SensorReading{1, 0.0f, seq}, kTestSender,
+                                          MessagePriority::MEDIUM));
+    }
+    const auto sent = sender.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
+    ASSERT_EQ(sent.stream_acks, NATS_OK);
+  }
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "resume";
+  ReadingLog first_log;
+  ReadingLog second_log;
+  {
+    Bus bus;
+    Bridge first(bus, OptionsFor(server.Url()));
+    ASSERT_TRUE(first.Receive<SensorReading>("js.resume", kSensorType, from_stream));
+    auto handle = bus.Subscribe<SensorReading>([&](const SensorReading& m) {
+      std::lock_guard<std::mutex> lock(first_log.mutex);
+      first_log.order.push_back(m.seq);
+    });
+    ASSERT_TRUE(handle.IsValid());
+    ASSERT_EQ(first.Start(), NATS_OK);
+    Consumer<Bus> consumer(bus);
+    ASSERT_TRUE(Eventually([&] { return first_log.Size() >= kReadings / 4; }));
+    consumer.Stop();
+    (void)first.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  }
+  {
+    Bus bus;
+    Bridge second(bus, OptionsFor(server.Url()));
+    ASSERT_TRUE(second.Receive<SensorReading>("js.resume", kSensorType, from_stream));
+    auto handle = bus.Subscribe<SensorReading>([&](const SensorReading& m) {
+      std::lock_guard<std::mutex> lock(second_log.mutex);
+      second_log.order.push_back(m.seq);
+    });
+    ASSERT_TRUE(handle.IsValid());
+    ASSERT_EQ(second.Start(), NATS_OK);
+    Consumer<Bus> consumer(bus);
+    ASSERT_TRUE(Eventually([&] { return first_log.Size() + second_log.Size() >= kReadings; }))
+        << "dispatched " << first_log.Size() << " + " << second_log.Size() << " of " << kReadings;
+    consumer.Stop();
+    (void)second.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  }
+  server.Stop();
+  std::printf("[ jetstream] %zu readings before the restart, %zu after\n", first_log.Size(),
+              second_log.Size());
+  ASSERT_LT(first_log.Size(), kReadings) << "the first read everything: the test proves nothing";
+  std::map<std::uint64_t, int> times;
+  for (const std::uint64_t seq : first_log.order) ++times[seq];
+  for (const std::uint64_t seq : second_log.order) ++times[seq];
+  EXPECT_EQ(times.size(), kReadings);
+  for (const auto& [seq, count] : times) EXPECT_EQ(count, 1) << seq;
+}
+
+// Two receiving bridges share one durable consumer, so each hears part of
+// the stream: neither counts the other's part as gaps.
+TEST(NatsJetStreamTest, BridgesSharingADurableCountNoGaps) {
+  if (NatsServer::Binary().empty()) {
+    GTEST_SKIP() << "nats-server is not installed (Debian: nats-server)";
+  }
+  constexpr std::uint64_t kReadings = 300;
+  ScratchDirectory store;
+  ASSERT_FALSE(store.Path().empty());
+  NatsServer server;
+  ASSERT_TRUE(server.Start({"-js", "-sd", store.Path()}));
+  ASSERT_TRUE(MakeStream(server.Url()));
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "shared";
+  Bus bus_a;
+  Bus bus_b;
+  Bridge receiver_a(bus_a, OptionsFor(server.Url()));
+  Bridge receiver_b(bus_b, OptionsFor(server.Url()));
+  ASSERT_TRUE(receiver_a.Receive<SensorReading>("js.shared", kSensorType, from_stream));
+  ASSERT_TRUE(receiver_b.Receive<SensorReading>("js.shared", kSensorType, from_stream));
+  ReadingLog log_a;
+  ReadingLog log_b;
+  auto handle_a = bus_a.Subscribe<SensorReading>([&](const SensorReading& m) {
+    std::lock_guard<std::mutex> lock(log_a.mutex);
+    log_a.order.push_back(m.seq);
+  });
+  auto handle_b = bus_b.Subscribe<SensorReading>([&](const SensorReading& m) {
+    std::lock_guard<std::mutex> lock(log_b.mutex);
+    log_b.order.push_back(m.seq);
+  });
+  ASSERT_TRUE(handle_a.IsValid() && handle_b.IsValid());
+  ASSERT_EQ(receiver_a.Start(), NATS_OK);
+  ASSERT_EQ(receiver_b.Start(), NATS_OK);
+  Consumer<Bus> consumer_a(bus_a);
+  Consumer<Bus> consumer_b(bus_b);
+
+  Bus sender_bus;
+  Bridge sender(sender_bus, OptionsFor(server.Url()));
+  sluice::nats::ForwardOptions at_least_once;
+  at_least_once.jetstream = true;
+  ASSERT_TRUE(sender.Forward<SensorReading>("js.shared", kSensorType, at_least_once));
+  ASSERT_EQ(sender.Start(), NATS_OK);
+  for (std::uint64_t seq = 1; seq <= kReadings; ++seq) {
+    ASSERT_TRUE(sender_bus.PublishWithPriority(SensorReading{1, 0.0f, seq}, kTestSender,
+                                               MessagePriority::MEDIUM));
+    if (seq % 64 == 0) (void)sender_bus.ProcessBatch();
+  }
+  while (sender_bus.ProcessBatch() > 0) {
+  }
+  ASSERT_TRUE(Eventually([&] { return log_a.Size() + log_b.Size() >= kReadings; }))
+      << "dispatched " << log_a.Size() + log_b.Size() << " of " << kReadings;
+  (void)sender.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
+  (void)receiver_a.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  (void)receiver_b.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  consumer_a.Stop();
+  consumer_b.Stop();
+  server.Stop();
+  const auto a = receiver_a.GetStatistics();
+  const auto b = receiver_b.GetStatistics();
+  std::printf("[ jetstream] shared durable: %zu and %zu readings\n", log_a.Size(), log_b.Size());
+  // Only meaningful if each heard part of the stream.
+  ASSERT_GT(log_a.Size(), 0u);
+  ASSERT_GT(log_b.Size(), 0u);
+  std::map<std::uint64_t, int> times;
+  for (const std::uint64_t seq : log_a.order) ++times[seq];
+  for (const std::uint64_t seq : log_b.order) ++times[seq];
+  EXPECT_EQ(times.size(), kReadings);
+  for (const auto& [seq, count] : times) EXPECT_EQ(count, 1) << seq;
+  EXPECT_EQ(a.streams.gaps + b.streams.gaps, 0u);
+  EXPECT_EQ(a.streams.reordered + b.streams.reordered, 0u);
 }
 
 }  // namespace

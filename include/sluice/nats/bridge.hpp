@@ -1736,6 +1736,15 @@ class Bridge {
     for (InboundSubscription* inbound : pulls) inbound->stop.store(true, std::memory_order_release);
     for (InboundSubscription* inbound : pulls) {
       if (inbound->fetcher.joinable()) inbound->fetcher.join();
+      // Destroyed now, not drained with the connection: the client deletes
+      // the durable consumer after an explicit unsubscribe or drain, but not
+      // on destruction (the durable and what it holds are the route's), and
+      // a pull subscription's drain never completes, so the connection's
+      // drain would wait out Shutdown's whole timeout. Under the mutex:
+      // the statistics read the subscriptions under it.
+      std::lock_guard<std::mutex> lock(mutex_);
+      natsSubscription_Destroy(inbound->subscription);
+      inbound->subscription = nullptr;
     }
   }
 
