@@ -6,7 +6,9 @@
 // Deadlines only guard against hangs; the figures are printed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -336,10 +338,35 @@ class RefusingBus : public SmallBus {
   std::atomic<std::uint64_t> refuse_up_to{0};
 };
 
+// A bus that refuses reading 1 once, then takes `delay` to admit it: long
+// enough for the stream's acknowledgement wait to pass, so that the stream
+// redelivers a message the bridge has just admitted.
+class SlowOnceBus : public SmallBus {
+ public:
+  template <typename Message>
+  sluice::PublishResult PublishAttempt(Message&& message, std::uint32_t sender,
+                                       MessagePriority priority) {
+    if constexpr (std::is_same_v<std::decay_t<Message>, SensorReading>) {
+      if (message.seq == 1) {
+        // Relaxed: one fetch thread makes every try.
+        const int attempt = attempts.fetch_add(1, std::memory_order_relaxed) + 1;
+        if (attempt == 1)
+          return sluice::PublishResult(sluice::PublishOutcome::kRefusedFull, priority);
+        if (attempt == 2) std::this_thread::sleep_for(delay);
+      }
+    }
+    return SmallBus::PublishAttempt(std::forward<Message>(message), sender, priority);
+  }
+  std::atomic<int> attempts{0};
+  std::chrono::milliseconds delay{3000};
+};
+
 }  // namespace
 
 template <>
 struct sluice::nats::detail::BusInfo<RefusingBus> : sluice::nats::detail::BusInfo<SmallBus> {};
+template <>
+struct sluice::nats::detail::BusInfo<SlowOnceBus> : sluice::nats::detail::BusInfo<SmallBus> {};
 
 namespace {
 
@@ -401,6 +428,7 @@ TEST(NatsJetStreamTest, AMessageHandedBackIsAdmittedHoweverFarTheStreamMoved) {
   for (std::uint64_t n = 1; n <= kEarly; ++n) EXPECT_EQ(times[n], 1) << "reading " << n;
   EXPECT_EQ(stats.rejected[static_cast<std::size_t>(sluice::nats::FrameError::kStale)], 0u);
   EXPECT_EQ(stats.streams.stale, 0u);
+  EXPECT_EQ(stats.jetstream_behind_window, kEarly);
   std::printf("[ jetstream] %llu hand-backs of %llu readings, each admitted once later\n",
               static_cast<unsigned long long>(stats.handed_back[kLow]),
               static_cast<unsigned long long>(kEarly));
@@ -611,6 +639,163 @@ TEST(NatsJetStreamTest, BridgesSharingADurableCountNoGaps) {
   for (const auto& [seq, count] : times) EXPECT_EQ(count, 1) << seq;
   EXPECT_EQ(a.streams.gaps + b.streams.gaps, 0u);
   EXPECT_EQ(a.streams.reordered + b.streams.reordered, 0u);
+}
+
+// A message handed back, then admitted: noted as seen once admitted, so
+// that its redelivery (the stream's acknowledgement wait passed during a
+// slow admission) is refused as a duplicate, not dispatched again.
+TEST(NatsJetStreamTest, AMessageAdmittedAfterItsHandBackIsRefusedWhenRedelivered) {
+  if (NatsServer::Binary().empty()) {
+    GTEST_SKIP() << "nats-server is not installed (Debian: nats-server)";
+  }
+  ScratchDirectory store;
+  ASSERT_FALSE(store.Path().empty());
+  NatsServer server;
+  ASSERT_TRUE(server.Start({"-js", "-sd", store.Path()}));
+  ASSERT_TRUE(MakeStream(server.Url()));
+  SlowOnceBus bus;
+  BridgeOptions options = OptionsFor(server.Url());
+  options.reconnect_wait = 200ms;
+  options.jetstream_ack_wait = 1s;  // passes well within the 3 s admission
+  sluice::nats::Bridge<SlowOnceBus> receiver(bus, options);
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "slow";
+  ASSERT_TRUE(receiver.Receive<SensorReading>("js.slow", kSensorType, from_stream));
+  ReadingLog log;
+  auto handle = bus.Subscribe<SensorReading>([&](const SensorReading& m) {
+    std::lock_guard<std::mutex> lock(log.mutex);
+    log.order.push_back(m.seq);
+  });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  Consumer<SlowOnceBus> consumer(bus);
+  PublishRaw(server.Url(), {{"js.slow.low", ReadingFrame(1, 1, MessagePriority::LOW)},
+                            {"js.slow.low", ReadingFrame(2, 2, MessagePriority::LOW)}});
+  constexpr auto kDuplicate = static_cast<std::size_t>(sluice::nats::FrameError::kDuplicate);
+  ASSERT_TRUE(Eventually([&] {
+    return log.Size() >= 2 && receiver.GetStatistics().rejected[kDuplicate] >= 1;
+  })) << "dispatched "
+      << log.Size() << ", no redelivery refused: the test proves nothing";
+  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  consumer.Stop();
+  server.Stop();
+  std::lock_guard<std::mutex> lock(log.mutex);
+  std::map<std::uint64_t, int> times;
+  for (const std::uint64_t seq : log.order) ++times[seq];
+  EXPECT_EQ(times[1], 1);
+  EXPECT_EQ(times[2], 1);
+}
+
+// A message handed back by one bridge, which then stops, comes to the next
+// bridge on the durable after that bridge has admitted a number past the
+// duplicate check's window: it was never admitted, so it is admitted
+// (behind the window, at least once), not refused as stale and lost.
+TEST(NatsJetStreamTest, AMessageNeverAdmittedIsAdmittedByTheNextBridgeHoweverFarBehind) {
+  if (NatsServer::Binary().empty()) {
+    GTEST_SKIP() << "nats-server is not installed (Debian: nats-server)";
+  }
+  const std::uint64_t kJump = sluice::nats::StreamTracker::kWindow + 100;
+  ScratchDirectory store;
+  ASSERT_FALSE(store.Path().empty());
+  NatsServer server;
+  ASSERT_TRUE(server.Start({"-js", "-sd", store.Path()}));
+  ASSERT_TRUE(MakeStream(server.Url()));
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "next";
+  BridgeOptions options = OptionsFor(server.Url());
+  options.reconnect_wait = 200ms;
+  constexpr auto kLow = static_cast<std::size_t>(MessagePriority::LOW);
+  {
+    RefusingBus bus;
+    bus.refuse_up_to.store(1);
+    sluice::nats::Bridge<RefusingBus> first(bus, options);
+    ASSERT_TRUE(first.Receive<SensorReading>("js.next", kSensorType, from_stream));
+    ASSERT_EQ(first.Start(), NATS_OK);
+    PublishRaw(server.Url(), {{"js.next.low", ReadingFrame(1, 1, MessagePriority::LOW)}});
+    ASSERT_TRUE(Eventually([&] { return first.GetStatistics().handed_back[kLow] >= 1; }));
+    (void)first.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  }
+  PublishRaw(server.Url(), {{"js.next.low", ReadingFrame(2, 2, MessagePriority::LOW)},
+                            {"js.next.low", ReadingFrame(kJump, kJump, MessagePriority::LOW)}});
+  // The next bridge refuses reading 1 until the jump is admitted, so that
+  // reading 1 is admitted behind the window whichever the stream sends first.
+  RefusingBus bus;
+  bus.refuse_up_to.store(1);
+  sluice::nats::Bridge<RefusingBus> second(bus, options);
+  ASSERT_TRUE(second.Receive<SensorReading>("js.next", kSensorType, from_stream));
+  ReadingLog log;
+  auto handle = bus.Subscribe<SensorReading>([&](const SensorReading& m) {
+    std::lock_guard<std::mutex> lock(log.mutex);
+    log.order.push_back(m.seq);
+  });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(second.Start(), NATS_OK);
+  Consumer<RefusingBus> consumer(bus);
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<std::mutex> lock(log.mutex);
+    return std::find(log.order.begin(), log.order.end(), kJump) != log.order.end();
+  })) << "the jump was not dispatched";
+  bus.refuse_up_to.store(0);
+  ASSERT_TRUE(Eventually([&] { return log.Size() >= 3; }))
+      << "dispatched " << log.Size() << " of 3";
+  (void)second.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  consumer.Stop();
+  server.Stop();
+  const auto stats = second.GetStatistics();
+  std::lock_guard<std::mutex> lock(log.mutex);
+  std::map<std::uint64_t, int> times;
+  for (const std::uint64_t seq : log.order) ++times[seq];
+  EXPECT_EQ(times.size(), 3u);
+  EXPECT_EQ(times[1], 1);
+  EXPECT_EQ(times[2], 1);
+  EXPECT_EQ(times[kJump], 1);
+  EXPECT_EQ(stats.rejected[static_cast<std::size_t>(sluice::nats::FrameError::kStale)], 0u);
+  EXPECT_EQ(stats.jetstream_behind_window, 1u);
+}
+
+// A fetch error (here: the durable consumers deleted from outside) makes
+// the fetch thread pause for reconnect_wait; Shutdown stops it at once
+// rather than waiting the pause out (60 s here, against a 200 ms timeout:
+// the bound checked is far above Shutdown's own few waits).
+TEST(NatsJetStreamTest, ShutdownDoesNotWaitOutAFetchThreadsPause) {
+  if (NatsServer::Binary().empty()) {
+    GTEST_SKIP() << "nats-server is not installed (Debian: nats-server)";
+  }
+  ScratchDirectory store;
+  ASSERT_FALSE(store.Path().empty());
+  NatsServer server;
+  ASSERT_TRUE(server.Start({"-js", "-sd", store.Path()}));
+  ASSERT_TRUE(MakeStream(server.Url()));
+  Bus bus;
+  BridgeOptions options = OptionsFor(server.Url());
+  options.reconnect_wait = 60s;
+  Bridge receiver(bus, options);
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "gone";
+  ASSERT_TRUE(receiver.Receive<SensorReading>("js.gone", kSensorType, from_stream));
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  Consumer<Bus> consumer(bus);
+  {
+    natsConnection* connection = nullptr;
+    jsCtx* js = nullptr;
+    ASSERT_EQ(natsConnection_ConnectTo(&connection, server.Url().c_str()), NATS_OK);
+    ASSERT_EQ(natsConnection_JetStream(&js, connection, nullptr), NATS_OK);
+    for (const char* name : {"gone_low", "gone_medium", "gone_high"}) {
+      EXPECT_EQ(js_DeleteConsumer(js, "SLUICE", name, nullptr, nullptr), NATS_OK);
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(connection);
+  }
+  std::this_thread::sleep_for(500ms);  // the fetches fail (at most 100 ms each) and pause
+  const auto start = std::chrono::steady_clock::now();
+  (void)receiver.Shutdown(200ms);
+  const auto took = std::chrono::steady_clock::now() - start;
+  consumer.Stop();
+  server.Stop();
+  EXPECT_LT(took, 30s) << "Shutdown waited out the fetch thread's 60 s pause";
 }
 
 }  // namespace

@@ -34,7 +34,6 @@
 #include <mutex>
 #include <optional>
 #include <random>
-#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -623,6 +622,7 @@ class Bridge {
     }
     s.unsequenced = load(counters_.unsequenced);
     s.jetstream_resent = load(counters_.jetstream_resent);
+    s.jetstream_behind_window = load(counters_.jetstream_behind_window);
     s.permission_violations = load(counters_.permission_violations);
     {
       std::lock_guard<std::mutex> lock(streams_mutex_);
@@ -694,9 +694,6 @@ class Bridge {
     // acquire loads see it) and joined before the subscription is freed.
     bool pull = false;
     std::atomic<bool> stop{false};
-    // Messages this route handed back and has not admitted since (its
-    // fetch thread only).
-    mutable std::set<std::string> handed_back;
     std::thread fetcher;
     // The highest slow-consumer count the client reported for it; guarded
     // by mutex_.
@@ -714,6 +711,7 @@ class Bridge {
     std::array<std::atomic<std::uint64_t>, kPriorityCount> admitted_after_wait{};
     std::array<std::atomic<std::uint64_t>, kPriorityCount> handed_back{};
     std::atomic<std::uint64_t> jetstream_resent{0};
+    std::atomic<std::uint64_t> jetstream_behind_window{0};
     std::atomic<std::uint64_t> permission_violations{0};
     std::atomic<std::uint64_t> unsequenced{0};
     std::atomic<std::uint64_t> reconnect_buffer_overflows{0};
@@ -1206,7 +1204,18 @@ class Bridge {
     // there, whatever jetstream_fetch_batch says.
     const int most =
         nats_GetVersionNumber() >= 0x030800 ? std::max(1, options_.jetstream_fetch_batch) : 1;
-    const auto pause = [](std::chrono::microseconds wait) { std::this_thread::sleep_for(wait); };
+    // In slices, so that StopFetching (Shutdown) does not wait out a long
+    // reconnect_wait after an error. Acquire: pairs with StopFetching's
+    // release store.
+    const auto pause = [&inbound](std::chrono::microseconds wait) {
+      const auto until = std::chrono::steady_clock::now() + wait;
+      while (!inbound.stop.load(std::memory_order_acquire)) {
+        const auto left = until - std::chrono::steady_clock::now();
+        if (left <= std::chrono::steady_clock::duration::zero()) return;
+        std::this_thread::sleep_for(
+            std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(5)));
+      }
+    };
     // Acquire: pairs with the release store in StopFetching.
     while (!inbound.stop.load(std::memory_order_acquire)) {
       // A closed bus admits nothing: what the stream holds stays there,
@@ -1329,22 +1338,24 @@ class Bridge {
     // The frame is judged on its stream before its type and payload: a frame
     // that arrived is never a gap, whatever is refused after this.
     const bool at_least_once = admitted != nullptr;
-    // A JetStream message this route handed back comes again as a
-    // redelivery, perhaps after the stream's window has moved past it: it
-    // was never admitted, so it is neither a duplicate nor stale.
-    const std::string handed_back_key =
-        at_least_once ? HandBackKey(subject, view.header) : std::string();
-    const bool was_handed_back = at_least_once && inbound.handed_back.count(handed_back_key) != 0;
+    // A JetStream message is judged now and noted only once admitted (or
+    // refused for good): one handed back comes again as new. One behind the
+    // duplicate check's window is admitted (at least once): it may never
+    // have been admitted, having been handed back (here, or by another
+    // bridge on the durable) while the stream moved on, and the stream
+    // redelivers only what was not acknowledged.
+    bool behind_window = false;
     const FrameError sequence_error =
-        was_handed_back
-            ? FrameError::kNone
-            : CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/!at_least_once);
+        CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/!at_least_once,
+                      at_least_once ? &behind_window : nullptr);
     if (sequence_error != FrameError::kNone) return sequence_error;
     const std::uint16_t id = view.header.type_id;
     const auto type = std::find_if(inbound.types.begin(), inbound.types.end(),
                                    [id](const InboundType& t) { return t.type_id == id; });
     if (type == inbound.types.end()) {
-      if (at_least_once) (void)CheckSequence(subject, view.header, inbound.count_gaps, true);
+      if (at_least_once && !behind_window) {
+        (void)CheckSequence(subject, view.header, inbound.count_gaps, true);
+      }
       return FrameError::kUnknownType;  // not given for this subject
     }
     bool was_admitted = false;
@@ -1362,40 +1373,27 @@ class Bridge {
     }
     if (at_least_once) {
       *admitted = was_admitted;
-      // Noted now: a message handed back is not seen yet, so its
-      // redelivery is admitted; one admitted (or refused for good) is, so
-      // its redelivery is not.
+      // Noted now that it was admitted (its redelivery is then a
+      // duplicate) or refused for good; one handed back is not noted.
       if (result != FrameError::kNone || was_admitted) {
-        if (was_handed_back) {
-          inbound.handed_back.erase(handed_back_key);
-        } else {
+        if (!behind_window) {
           (void)CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/true);
+        } else if (was_admitted) {
+          Count(counters_.jetstream_behind_window);
         }
-      } else {
-        inbound.handed_back.insert(handed_back_key);
       }
     }
     return result;
-  }
-
-  // A JetStream message's identity in its route's hand-back set.
-  static std::string HandBackKey(std::string_view subject, const FrameHeader& header) {
-    std::string key(subject);
-    key += '|';
-    key += std::to_string(header.origin_id);
-    key += '|';
-    key += std::to_string(header.instance_id);
-    key += '|';
-    key += std::to_string(header.sequence);
-    return key;
   }
 
   // The frame's place in its stream: a duplicate or a stale number is
   // refused (so a redelivery or a replay is never dispatched twice), a gap
   // or a late frame is counted. A version 1 frame has no stream.
   // `note` false: judged, not noted (nor counted) unless refused.
+  // `behind_window` (with `note` false): a number behind the window is
+  // not refused but reported there, uncounted.
   FrameError CheckSequence(std::string_view subject, const FrameHeader& header, bool count_gaps,
-                           bool note) noexcept {
+                           bool note, bool* behind_window = nullptr) noexcept {
     // Numbers start at 1: a version 2 frame numbered 0 is as unsequenced as
     // a version 1 frame (else it would pass by the duplicate check).
     if (header.version == kFrameVersion1 || header.sequence == 0) {
@@ -1410,6 +1408,10 @@ class Bridge {
       if (!note) {
         const StreamVerdict verdict =
             streams_.Peek(header.origin_id, header.instance_id, subject, header.sequence);
+        if (verdict == StreamVerdict::kStale && behind_window != nullptr) {
+          *behind_window = true;
+          return FrameError::kNone;
+        }
         if (verdict != StreamVerdict::kDuplicate && verdict != StreamVerdict::kStale) {
           return FrameError::kNone;
         }

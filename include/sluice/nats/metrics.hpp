@@ -53,6 +53,10 @@ struct BridgeStatisticsSnapshot {
   // JetStream routes: publishes sent again because the stream had not
   // acknowledged them (a reconnection, an error such as no stream yet).
   std::uint64_t jetstream_resent = 0;
+  // JetStream routes: messages admitted though their number was behind the
+  // duplicate check's window (at least once: a redelivery there cannot be
+  // told from a message never admitted, so it is admitted).
+  std::uint64_t jetstream_behind_window = 0;
   // Errors the server sent for a publish (or subscription) this connection
   // was not permitted: each refused publish is a frame lost after
   // frames_sent counted it (the server does not say which).
@@ -198,6 +202,9 @@ void WriteBridgePrometheus(Sink&& sink, const BridgeMetrics* bridges, std::size_
   per_bridge("sluice_nats_jetstream_resent_total", "counter",
              "JetStream publishes sent again because the stream had not acknowledged them.",
              [](const Snapshot& s) { return s.jetstream_resent; });
+  per_bridge("sluice_nats_jetstream_behind_window_total", "counter",
+             "JetStream messages admitted though behind the duplicate check's window.",
+             [](const Snapshot& s) { return s.jetstream_behind_window; });
   per_bridge("sluice_nats_permission_violations_total", "counter",
              "Publishes or subscriptions the server refused for permissions (each refused "
              "publish is a frame lost).",
