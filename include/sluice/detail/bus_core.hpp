@@ -41,6 +41,7 @@
 #include "sluice/detail/statistics_counters.hpp"
 #include "sluice/detail/subscription_registry.hpp"
 #include "sluice/detail/variant_index.hpp"
+#include "sluice/detail/visit_envelope.hpp"
 #include "sluice/detail/waiting.hpp"
 #include "sluice/detail/wake_signal.hpp"
 #include "sluice/error.hpp"
@@ -487,7 +488,7 @@ class BusCore {
           if (current.payload.valueless_by_exception()) return;
 #if SLUICE_HAS_EXCEPTIONS
           try {
-            Visit(visitor, current);
+            VisitEnvelope<Payload>(visitor, current);
           } catch (const std::exception& error) {
             ReportError<BatchKind::kVisitor>(BusErrorCode::kVisitorThrew, current, error.what());
           } catch (...) {
@@ -495,7 +496,7 @@ class BusCore {
                                              "non-standard exception");
           }
 #else
-      Visit(visitor, current);
+      VisitEnvelope<Payload>(visitor, current);
 #endif
         });
   }
@@ -582,36 +583,6 @@ class BusCore {
     if constexpr (kKind == BatchKind::kVisitor) epoch_.Enter();
     error_reporter_.Report(error);
     if constexpr (kKind == BatchKind::kVisitor) LeaveEpoch();
-  }
-
-  // A visitor that takes every alternative wins, so a generic lambda
-  // `[](const auto& message)` gets messages, not envelopes.
-  template <typename Visitor>
-  static void Visit(Visitor& visitor, const Envelope& envelope) {
-    constexpr auto kAlternatives = std::make_index_sequence<std::variant_size_v<Payload>>{};
-    if constexpr (AcceptsEveryAlternative<Visitor>(kAlternatives)) {
-      std::visit(visitor, envelope.payload);
-    } else if constexpr (AcceptsEveryAlternativeWithHeader<Visitor>(kAlternatives)) {
-      std::visit([&](const auto& message) { visitor(message, envelope.header); }, envelope.payload);
-    } else {
-      static_assert(std::is_invocable_v<Visitor&, const Envelope&>,
-                    "Sluice: a visitor takes (const T&) or (const T&, const MessageHeader&) "
-                    "for every alternative T, or (const MessageEnvelope<Payload>&)");
-      visitor(envelope);
-    }
-  }
-
-  template <typename Visitor, std::size_t... kIndex>
-  static constexpr bool AcceptsEveryAlternative(std::index_sequence<kIndex...>) noexcept {
-    return (std::is_invocable_v<Visitor&, const std::variant_alternative_t<kIndex, Payload>&> &&
-            ...);
-  }
-
-  template <typename Visitor, std::size_t... kIndex>
-  static constexpr bool AcceptsEveryAlternativeWithHeader(std::index_sequence<kIndex...>) noexcept {
-    return (std::is_invocable_v<Visitor&, const std::variant_alternative_t<kIndex, Payload>&,
-                                const MessageHeader&> &&
-            ...);
   }
 
   // ---- Waiting -----------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "sluice/bus_traits.hpp"
 #include "sluice/config.hpp"
@@ -63,6 +64,28 @@ class FifoQueue {
   RingType ring_;
 };
 
+// What the producers and the consumer of a priority-ordered queue share:
+// the fill cursor and one ring per priority. Positions and inline slots
+// only, no pointers, so it may live in memory mapped by several processes
+// (sluice/ipc/shm_bus.hpp).
+template <typename Envelope, std::size_t kCapacity, ProducerModel kModel, SlotStorage kStorage>
+struct PriorityRings {
+  using RingType = Ring<Envelope, kCapacity, kModel, kStorage>;
+  explicit PriorityRings(Position first_position) noexcept
+      : fill(first_position),
+        rings{RingType(first_position), RingType(first_position), RingType(first_position)} {}
+
+  ClaimCursor<kCapacity, kModel> fill;
+  RingType rings[kPriorityCount];
+};
+
+// Where a PriorityQueue keeps its fill cursor and rings: inside itself (a
+// bus), or in a PriorityRings at an address given at construction (a
+// segment of shared memory), while the consumer's own state stays in the
+// queue object either way.
+struct RingsInside {};
+struct RingsAt {};
+
 // Priority order: one ring per priority, each of the full capacity, and one
 // claim cursor for the fill of the whole queue (admission, Depth, Close).
 //
@@ -94,7 +117,8 @@ class FifoQueue {
 // store) before the queue's (release store), so a producer whose admission
 // acquired the queue's released position also finds the ring's.
 template <typename Envelope, std::size_t kCapacity, ProducerModel kModel, SlotStorage kStorage,
-          std::uint32_t kCheckInterval, std::uint32_t kStarvationLimit>
+          std::uint32_t kCheckInterval, std::uint32_t kStarvationLimit,
+          typename Place = RingsInside>
 class PriorityQueue {
   static_assert(kCheckInterval >= 1,
                 "Sluice: PriorityDelivery's check interval must be at least 1");
@@ -110,9 +134,16 @@ class PriorityQueue {
   static constexpr std::size_t kRingCount = kPriorityCount;
   static constexpr std::size_t kBytesPerSlot = sizeof(typename RingType::Slot);
 
+  using Rings = PriorityRings<Envelope, kCapacity, kModel, kStorage>;
+
+  // RingsInside: counting starts at `first_position`.
+  template <typename P = Place, std::enable_if_t<std::is_same_v<P, RingsInside>, int> = 0>
   explicit PriorityQueue(Position first_position) noexcept
       : fill_(first_position),
         rings_{RingType(first_position), RingType(first_position), RingType(first_position)} {}
+  // RingsAt: the rings constructed at `at` already, outliving the queue.
+  template <typename P = Place, std::enable_if_t<std::is_same_v<P, RingsAt>, int> = 0>
+  explicit PriorityQueue(Rings* at) noexcept : fill_(at->fill), rings_(at->rings) {}
 
   using Run = Claim;  // the first of the run
 
@@ -120,7 +151,9 @@ class PriorityQueue {
     Position id = 0;
     if (!fill_.TryClaim(limit, &id)) return false;
     const auto ring = static_cast<std::uint8_t>(priority);
-    *claim = Claim{id, ClaimRingSlots(ring, 1), ring};
+    Position slot = 0;
+    if (!ClaimRingSlots(ring, 1, &slot)) return false;
+    *claim = Claim{id, slot, ring};
     return true;
   }
 
@@ -132,7 +165,9 @@ class PriorityQueue {
     const auto ring = static_cast<std::uint8_t>(priority);
     // All of the run's slots with one claim, so that no other producer's
     // message falls between them in their ring either.
-    *run = Claim{first, ClaimRingSlots(ring, count), ring};
+    Position slot = 0;
+    if (!ClaimRingSlots(ring, count, &slot)) return 0;
+    *run = Claim{first, slot, ring};
     return count;
   }
   static Claim InRun(const Run& run, Position i) noexcept {
@@ -226,11 +261,24 @@ class PriorityQueue {
   // `count` consecutive slots of `ring` for admissions already claimed from
   // fill_ (see the class comment for why the loop ends as soon as the
   // consumer's release is visible).
-  Position ClaimRingSlots(std::uint8_t ring, Position count) noexcept {
-    Position slot = 0;
-    while (!rings_[ring].TryClaimExactly(kCapacity, count, &slot)) CpuRelax();
-    return slot;
+  // In shared memory (RingsAt) that argument rests on every process that
+  // can write the rings keeping to the protocol: rings written wrong must
+  // not hang a producer, so there the loop gives up after kSharedClaimTries
+  // (false; the fill position stays claimed, in a segment no longer to be
+  // trusted anyway).
+  bool ClaimRingSlots(std::uint8_t ring, Position count, Position* slot) noexcept {
+    if constexpr (std::is_same_v<Place, RingsAt>) {
+      for (std::uint32_t i = 0; i < kSharedClaimTries; ++i) {
+        if (rings_[ring].TryClaimExactly(kCapacity, count, slot)) return true;
+        CpuRelax();
+      }
+      return false;
+    } else {
+      while (!rings_[ring].TryClaimExactly(kCapacity, count, slot)) CpuRelax();
+      return true;
+    }
   }
+  static constexpr std::uint32_t kSharedClaimTries = 1u << 16;
 
   // Whether ring p holds the rings below it: a claim there not yet
   // published. Only with several producers: one producer (SPSC, or a
@@ -310,9 +358,12 @@ class PriorityQueue {
     }
   }
 
-  ClaimCursor<kCapacity, kModel> fill_;
-  RingType rings_[kPriorityCount];
-  // Consumer-private.
+  static constexpr bool kInside = std::is_same_v<Place, RingsInside>;
+  std::conditional_t<kInside, ClaimCursor<kCapacity, kModel>, ClaimCursor<kCapacity, kModel>&>
+      fill_;
+  std::conditional_t<kInside, RingType[kPriorityCount], RingType*> rings_;
+  // Consumer-private (never in the shared rings: a segment other processes
+  // can write must not hold the index of the current ring).
   std::uint8_t current_ = 0;
   std::uint32_t run_left_ = 0;
   std::uint32_t waiting_below_ = 0;

@@ -1,0 +1,188 @@
+// What two processes must agree on to share a bus segment: the payload's
+// alternatives (each one's name, size and alignment, in order), the
+// capacity, the sizes the layout comes from, and the library's ABI tag. The
+// creator writes it into the segment; an attaching process compares it
+// with its own and is refused, told which part differs, on any mismatch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+
+#include "sluice/config.hpp"
+#include "sluice/version.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace ipc {
+
+// Why an attach (or a create over an existing segment) was refused.
+enum class AttachError : std::uint8_t {
+  kNone = 0,
+  kBadName,           // not "/name": one leading '/', no other, 2 to 255 characters
+  kNotFound,          // no segment of that name (no consumer has created it)
+  kPermissionDenied,  // the segment's owner, group or mode does not admit this process
+  kNotASegment,       // too small, or not written by Sluice (no magic number)
+  kNotReady,          // its creator has not finished writing it
+  kAbiTag,            // another Sluice version, or other settings (cache line, position bits)
+  kPayloadTypes,      // other payload alternatives (names, sizes, alignments or order)
+  kCapacity,          // another capacity
+  kLayout,            // the same types and capacity, yet another envelope or queue size
+  kConsumerGone,      // the consumer that created it has exited (or was killed)
+  kConsumerExists,    // Create: a live consumer already owns a segment of that name
+  kSystemError,       // shm_open, ftruncate, mmap or fchown failed (see errno)
+  kBadOptions,        // Create: invalid admission thresholds
+};
+
+constexpr const char* ToString(AttachError error) noexcept {
+  switch (error) {
+    case AttachError::kNone:
+      return "attached";
+    case AttachError::kBadName:
+      return "bad segment name (want \"/name\", at most 255 characters, one '/')";
+    case AttachError::kNotFound:
+      return "no such segment";
+    case AttachError::kPermissionDenied:
+      return "permission denied by the segment's owner, group or mode";
+    case AttachError::kNotASegment:
+      return "not a Sluice bus segment";
+    case AttachError::kNotReady:
+      return "the segment's creator has not finished writing it";
+    case AttachError::kAbiTag:
+      return "ABI tag differs (another Sluice version or build settings)";
+    case AttachError::kPayloadTypes:
+      return "payload types differ (names, sizes, alignments or order)";
+    case AttachError::kCapacity:
+      return "capacity differs";
+    case AttachError::kLayout:
+      return "layout differs (envelope or queue size)";
+    case AttachError::kConsumerGone:
+      return "the segment's consumer has exited";
+    case AttachError::kConsumerExists:
+      return "a live consumer already owns this segment";
+    case AttachError::kSystemError:
+      return "system call failed (errno)";
+    case AttachError::kBadOptions:
+      return "invalid options (admission thresholds)";
+  }
+  return "invalid";
+}
+
+namespace detail {
+
+// The type's name as the compiler spells it in a function signature,
+// between "T = " and the next ';' or ']' (GCC and Clang both write it so).
+template <typename T>
+constexpr std::string_view SpelledSignature() noexcept {
+  return __PRETTY_FUNCTION__;
+}
+template <typename T>
+std::string_view TypeName() noexcept {
+  const std::string_view signature = SpelledSignature<T>();
+  const std::size_t start = signature.find("T = ");
+  if (start == std::string_view::npos) return signature;
+  std::string_view name = signature.substr(start + 4);
+  const std::size_t end = name.find_first_of(";]");
+  return end == std::string_view::npos ? name : name.substr(0, end);
+}
+
+// FNV-1a, 64 bits: a fingerprint, not a defence (a hostile writer can
+// forge any header; the consumer bounds what it reads regardless).
+class Fnv1a {
+ public:
+  void Add(const void* data, std::size_t size) noexcept {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < size; ++i) {
+      hash_ ^= bytes[i];
+      hash_ *= 0x100000001b3ULL;
+    }
+  }
+  void Add(std::string_view text) noexcept {
+    Add(text.data(), text.size());
+    const unsigned char separator = 0;
+    Add(&separator, 1);
+  }
+  void Add(std::uint64_t value) noexcept {
+    unsigned char bytes[8];
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>(value >> (8 * i));
+    Add(bytes, sizeof(bytes));
+  }
+  std::uint64_t Value() const noexcept { return hash_; }
+
+ private:
+  std::uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
+
+template <typename Payload, std::size_t... kIndex>
+std::uint64_t HashAlternatives(std::index_sequence<kIndex...>) noexcept {
+  Fnv1a hash;
+  ((hash.Add(TypeName<std::variant_alternative_t<kIndex, Payload>>()),
+    hash.Add(std::uint64_t{sizeof(std::variant_alternative_t<kIndex, Payload>)}),
+    hash.Add(std::uint64_t{alignof(std::variant_alternative_t<kIndex, Payload>)})),
+   ...);
+  return hash.Value();
+}
+
+#define SLUICE_IPC_STRINGIFY_INNER(x) #x
+#define SLUICE_IPC_STRINGIFY(x) SLUICE_IPC_STRINGIFY_INNER(x)
+
+}  // namespace detail
+
+// Fixed-width fields only, so that its layout is the same in every process
+// that can attach (the ABI tag covers the rest).
+struct Fingerprint {
+  static constexpr std::size_t kTagBytes = 64;
+  char abi_tag[kTagBytes] = {};
+  std::uint64_t payload_types = 0;  // hash of each alternative's name, size, alignment
+  std::uint32_t alternative_count = 0;
+  std::uint32_t reserved = 0;
+  std::uint64_t capacity = 0;
+  std::uint64_t envelope_size = 0;
+  std::uint64_t envelope_align = 0;
+  std::uint64_t queue_size = 0;  // bytes of the queue object in the segment
+  std::uint64_t segment_size = 0;
+
+  // The first part that differs, or kNone.
+  AttachError Compare(const Fingerprint& theirs) const noexcept {
+    if (std::memcmp(abi_tag, theirs.abi_tag, kTagBytes) != 0) return AttachError::kAbiTag;
+    if (payload_types != theirs.payload_types || alternative_count != theirs.alternative_count) {
+      return AttachError::kPayloadTypes;
+    }
+    if (capacity != theirs.capacity) return AttachError::kCapacity;
+    if (envelope_size != theirs.envelope_size || envelope_align != theirs.envelope_align ||
+        queue_size != theirs.queue_size || segment_size != theirs.segment_size) {
+      return AttachError::kLayout;
+    }
+    return AttachError::kNone;
+  }
+};
+static_assert(std::is_trivially_copyable_v<Fingerprint>);
+
+// The library's side of the tag: the shared-memory layout version, the
+// library version and the inline namespace (cache line, position bits).
+inline constexpr const char kAbiTag[] =
+    "sluice-ipc-1/" SLUICE_IPC_STRINGIFY(SLUICE_VERSION_MAJOR) "." SLUICE_IPC_STRINGIFY(
+        SLUICE_VERSION_MINOR) "/" SLUICE_IPC_STRINGIFY(SLUICE_ABI_NAMESPACE);
+static_assert(sizeof(kAbiTag) <= Fingerprint::kTagBytes);
+
+template <typename Payload, std::size_t kCapacity, typename Envelope, typename Queue>
+Fingerprint MakeFingerprint(std::uint64_t segment_size) noexcept {
+  Fingerprint fingerprint;
+  std::memcpy(fingerprint.abi_tag, kAbiTag, sizeof(kAbiTag));
+  fingerprint.payload_types =
+      detail::HashAlternatives<Payload>(std::make_index_sequence<std::variant_size_v<Payload>>());
+  fingerprint.alternative_count = static_cast<std::uint32_t>(std::variant_size_v<Payload>);
+  fingerprint.capacity = kCapacity;
+  fingerprint.envelope_size = sizeof(Envelope);
+  fingerprint.envelope_align = alignof(Envelope);
+  fingerprint.queue_size = sizeof(Queue);
+  fingerprint.segment_size = segment_size;
+  return fingerprint;
+}
+
+}  // namespace ipc
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

@@ -1,0 +1,76 @@
+// Which process holds a role in a shared segment, told apart from a later
+// process that reuses its pid: the pid and the process's start time (clock
+// ticks since boot, /proc/<pid>/stat field 22). Linux only.
+#pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+#include "sluice/config.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace ipc {
+
+struct ProcessIdentity {
+  std::int32_t pid = 0;
+  std::uint64_t start_time = 0;
+
+  // This process.
+  static ProcessIdentity Self() noexcept {
+    ProcessIdentity self;
+    self.pid = static_cast<std::int32_t>(::getpid());
+    self.start_time = StartTimeOf(self.pid);
+    return self;
+  }
+
+  // Whether the process is still running (a zombie counts as gone: it
+  // runs no more code). False for pid 0.
+  bool IsAlive() const noexcept {
+    if (pid <= 0) return false;
+    char state = 0;
+    const std::uint64_t now = StartTimeOf(pid, &state);
+    return now != 0 && now == start_time && state != 'Z' && state != 'X';
+  }
+
+  // 0 when the process does not exist (or /proc cannot be read).
+  static std::uint64_t StartTimeOf(std::int32_t pid, char* state = nullptr) noexcept {
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char text[1024];
+    const ssize_t length = ::read(fd, text, sizeof(text) - 1);
+    ::close(fd);
+    if (length <= 0) return 0;
+    text[length] = '\0';
+    // The command name (field 2) is in parentheses and may hold spaces or
+    // parentheses itself: the fields after it start after the last ')'.
+    const char* field = std::strrchr(text, ')');
+    if (field == nullptr) return 0;
+    ++field;
+    // Field 3 is the state; field 22 the start time.
+    for (int number = 3; number <= 22; ++number) {
+      while (*field == ' ') ++field;
+      if (*field == '\0') return 0;
+      if (number == 3 && state != nullptr) *state = *field;
+      if (number == 22) {
+        std::uint64_t value = 0;
+        for (; *field >= '0' && *field <= '9'; ++field) {
+          value = value * 10 + static_cast<std::uint64_t>(*field - '0');
+        }
+        return value;
+      }
+      while (*field != ' ' && *field != '\0') ++field;
+    }
+    return 0;
+  }
+};
+
+}  // namespace ipc
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

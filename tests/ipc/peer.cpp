@@ -1,0 +1,173 @@
+// The other process of the shared-memory bus's tests. Each mode prints
+// what it did as one line of key=value words on standard output, then
+// exits 0; every wait has a deadline (exit 3 when it passes).
+//
+//   attach NAME same|other-types|other-capacity   attach=<AttachError>
+//   publish NAME COUNT     messages 0..COUNT-1, each retried until admitted
+//   fill NAME              LOW until refused, then MEDIUM, then HIGH
+//   until-closed NAME      LOW until a publish says kClosed
+//   consume NAME COUNT     creates the bus, "ready", checks COUNT messages
+//   hold NAME              creates the bus, "ready", waits to be killed
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <sluice/ipc/shm_bus.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ipc_test_messages.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using sluice::MessagePriority;
+using sluice::PublishOutcome;
+using sluice::ipc::AttachError;
+using sluice_ipc_test::kCapacity;
+using sluice_ipc_test::Payload;
+using Producer = sluice::ipc::ShmProducer<Payload, kCapacity>;
+using Consumer = sluice::ipc::ShmBus<Payload, kCapacity>;
+
+constexpr auto kDeadline = 30s;
+
+int Fail(const char* what) {
+  std::printf("error=%s\n", what);
+  std::fflush(stdout);
+  return 3;
+}
+
+void Say(const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+int Attach(const std::string& name, const std::string& variant) {
+  AttachError error = AttachError::kNone;
+  if (variant == "same") {
+    Producer producer;
+    error = producer.Attach(name);
+  } else if (variant == "other-types") {
+    sluice::ipc::ShmProducer<sluice_ipc_test::OtherPayload, kCapacity> producer;
+    error = producer.Attach(name);
+  } else {
+    sluice::ipc::ShmProducer<Payload, kCapacity * 2> producer;
+    error = producer.Attach(name);
+  }
+  Say("attach=" + std::to_string(static_cast<int>(error)));
+  return 0;
+}
+
+int Publish(const std::string& name, std::uint64_t count) {
+  Producer producer;
+  const AttachError error = producer.Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  std::uint64_t refused = 0;
+  for (std::uint64_t seq = 0; seq < count; ++seq) {
+    for (;;) {
+      const auto result = std::visit(
+          [&](const auto& message) {
+            return producer.Publish(message, 7, sluice_ipc_test::PriorityOf(seq));
+          },
+          sluice_ipc_test::MakeMessage(seq));
+      if (result) break;
+      if (result.Outcome() != PublishOutcome::kRefusedFull) return Fail("publish");
+      if (std::chrono::steady_clock::now() > deadline) return Fail("deadline");
+      ++refused;
+      std::this_thread::yield();
+    }
+  }
+  Say("published=" + std::to_string(count) + " refused=" + std::to_string(refused));
+  return 0;
+}
+
+int Fill(const std::string& name) {
+  Producer producer;
+  const AttachError error = producer.Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  std::uint64_t seq = 0;
+  std::uint64_t admitted[3] = {0, 0, 0};
+  for (int p = 0; p < 3; ++p) {
+    const auto priority = static_cast<MessagePriority>(p);
+    while (
+        producer.Publish(sluice_ipc_test::Stop{static_cast<std::uint32_t>(p), seq}, 7, priority)) {
+      ++seq;
+      ++admitted[p];
+    }
+  }
+  Say("low=" + std::to_string(admitted[0]) + " medium=" + std::to_string(admitted[1]) +
+      " high=" + std::to_string(admitted[2]));
+  return 0;
+}
+
+int UntilClosed(const std::string& name) {
+  Producer producer;
+  const AttachError error = producer.Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  Say("attached");
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  std::uint64_t admitted = 0;
+  for (std::uint64_t seq = 0; std::chrono::steady_clock::now() < deadline; ++seq) {
+    const auto result = producer.Publish(sluice_ipc_test::Stop{0, seq}, 7, MessagePriority::LOW);
+    if (result.Outcome() == PublishOutcome::kClosed) {
+      Say("closed admitted=" + std::to_string(admitted));
+      return 0;
+    }
+    if (result) ++admitted;
+    std::this_thread::sleep_for(1ms);
+  }
+  return Fail("deadline");
+}
+
+int Consume(const std::string& name, std::uint64_t count) {
+  Consumer bus;
+  const AttachError error = bus.Create(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  Say("ready");
+  std::vector<int> times(count, 0);
+  std::uint64_t received = 0;
+  std::uint64_t bad = 0;
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (received + bad < count) {
+    if (std::chrono::steady_clock::now() > deadline) return Fail("deadline");
+    const std::uint32_t taken =
+        bus.ProcessBatchWith([&](const sluice::MessageEnvelope<Payload>& e) {
+          const std::uint64_t seq = sluice_ipc_test::SeqOf(e.payload);
+          if (seq >= count || !sluice_ipc_test::IsIntact(e.payload) ||
+              e.header.priority != sluice_ipc_test::PriorityOf(seq) || ++times[seq] != 1) {
+            ++bad;
+          } else {
+            ++received;
+          }
+        });
+    if (taken == 0) std::this_thread::sleep_for(100us);
+  }
+  Say("received=" + std::to_string(received) + " bad=" + std::to_string(bad) +
+      " corrupt=" + std::to_string(bus.GetStatistics().corrupt));
+  return 0;
+}
+
+int Hold(const std::string& name) {
+  Consumer bus;
+  const AttachError error = bus.Create(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  Say("ready");
+  std::this_thread::sleep_for(kDeadline);
+  return Fail("deadline");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 3 && args[0] == "attach") return Attach(args[1], args[2]);
+  if (args.size() == 3 && args[0] == "publish") return Publish(args[1], std::stoull(args[2]));
+  if (args.size() == 2 && args[0] == "fill") return Fill(args[1]);
+  if (args.size() == 2 && args[0] == "until-closed") return UntilClosed(args[1]);
+  if (args.size() == 3 && args[0] == "consume") return Consume(args[1], std::stoull(args[2]));
+  if (args.size() == 2 && args[0] == "hold") return Hold(args[1]);
+  std::fprintf(stderr, "usage: see the comment at the top of peer.cpp\n");
+  return 2;
+}

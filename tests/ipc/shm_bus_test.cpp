@@ -1,0 +1,480 @@
+// The shared-memory bus with real processes: a producer or consumer peer
+// (tests/ipc/peer.cpp, fork and exec) on the other side of a segment. Every
+// payload type both ways, priority admission and HIGH first across
+// processes, attach refusals that name what differs, a stale segment
+// recreated, a consumer's death seen by producers, and a consumer fed a
+// segment of random bytes. Deadlines only guard against hangs.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <sluice/ipc/shm_bus.hpp>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "../child_process.hpp"
+#include "ipc_test_messages.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using sluice::MessagePriority;
+using sluice::PublishOutcome;
+using sluice::ipc::AttachError;
+using sluice_ipc_test::Aligned;
+using sluice_ipc_test::Bytes13;
+using sluice_ipc_test::kCapacity;
+using sluice_ipc_test::Payload;
+using sluice_ipc_test::Pose;
+using sluice_ipc_test::Stop;
+using sluice_test::ChildProcess;
+using Bus = sluice::ipc::ShmBus<Payload, kCapacity>;
+using Producer = sluice::ipc::ShmProducer<Payload, kCapacity>;
+
+constexpr auto kGuard = 30s;
+
+// A segment name of this test process alone (tests run in parallel).
+std::string UniqueName() {
+  static std::atomic<int> next{0};
+  return "/sluice-test-" + std::to_string(::getpid()) + "-" + std::to_string(next.fetch_add(1));
+}
+
+bool StartPeer(ChildProcess& peer, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{SLUICE_IPC_PEER};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return peer.Start(argv, /*capture=*/true);
+}
+
+// The value of `key=` in a peer's line.
+std::uint64_t Field(const std::string& line, const std::string& key) {
+  const std::size_t at = line.find(key + "=");
+  return at == std::string::npos ? ~std::uint64_t{0}
+                                 : std::stoull(line.substr(at + key.size() + 1));
+}
+
+// Dispatches until `done` or the guard passes.
+template <typename Done>
+bool DispatchUntil(Bus& bus, Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kGuard;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    if (bus.ProcessBatch() == 0) std::this_thread::sleep_for(100us);
+  }
+  return true;
+}
+
+TEST(ShmBusTest, EveryPayloadTypeCrossesFromAProducerProcess) {
+  constexpr std::uint64_t kMessages = 4000;
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  std::vector<int> times(kMessages, 0);
+  std::uint64_t bad = 0;
+  std::uint64_t received = 0;
+  const auto check = [&](const Payload& payload, const sluice::MessageHeader& header) {
+    const std::uint64_t seq = sluice_ipc_test::SeqOf(payload);
+    if (seq >= kMessages || !sluice_ipc_test::IsIntact(payload) ||
+        header.priority != sluice_ipc_test::PriorityOf(seq) || header.sender_id != 7) {
+      ++bad;
+      return;
+    }
+    ++times[seq];
+    ++received;
+  };
+  // One typed subscription per alternative.
+  auto pose =
+      bus.Subscribe<Pose>([&](const Pose& m, const sluice::MessageHeader& h) { check(m, h); });
+  auto stop =
+      bus.Subscribe<Stop>([&](const Stop& m, const sluice::MessageHeader& h) { check(m, h); });
+  auto aligned = bus.Subscribe<Aligned>(
+      [&](const Aligned& m, const sluice::MessageHeader& h) { check(m, h); });
+  auto bytes = bus.Subscribe<Bytes13>(
+      [&](const Bytes13& m, const sluice::MessageHeader& h) { check(m, h); });
+  ASSERT_TRUE(pose.IsValid() && stop.IsValid() && aligned.IsValid() && bytes.IsValid());
+  ChildProcess peer;
+  ASSERT_TRUE(StartPeer(peer, {"publish", name, std::to_string(kMessages)}));
+  ASSERT_TRUE(DispatchUntil(bus, [&] { return received + bad >= kMessages; }))
+      << received << " received";
+  std::string line;
+  ASSERT_TRUE(peer.WaitForLine("published=", &line, kGuard));
+  EXPECT_EQ(peer.Wait(kGuard), 0);
+  EXPECT_EQ(bad, 0u);
+  for (std::uint64_t seq = 0; seq < kMessages; ++seq) ASSERT_EQ(times[seq], 1) << seq;
+  const auto stats = bus.GetStatistics();
+  EXPECT_EQ(stats.processed, kMessages);
+  EXPECT_EQ(stats.corrupt, 0u);
+  EXPECT_EQ(stats.producers_attached, 1u);
+  EXPECT_EQ(stats.published[0] + stats.published[1] + stats.published[2], kMessages);
+  std::printf("[ ipc] %llu messages from a producer process, %llu refusals while full\n",
+              static_cast<unsigned long long>(kMessages),
+              static_cast<unsigned long long>(Field(line, "refused")));
+}
+
+TEST(ShmBusTest, EveryPayloadTypeCrossesToAConsumerProcess) {
+  constexpr std::uint64_t kMessages = 4000;
+  const std::string name = UniqueName();
+  ChildProcess peer;
+  ASSERT_TRUE(StartPeer(peer, {"consume", name, std::to_string(kMessages)}));
+  std::string line;
+  ASSERT_TRUE(peer.WaitForLine("ready", &line, kGuard));
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  const auto deadline = std::chrono::steady_clock::now() + kGuard;
+  for (std::uint64_t seq = 0; seq < kMessages; ++seq) {
+    for (;;) {
+      const auto result = std::visit(
+          [&](const auto& m) { return producer.Publish(m, 7, sluice_ipc_test::PriorityOf(seq)); },
+          sluice_ipc_test::MakeMessage(seq));
+      if (result) break;
+      ASSERT_EQ(result.Outcome(), PublishOutcome::kRefusedFull);
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+      std::this_thread::yield();
+    }
+  }
+  ASSERT_TRUE(peer.WaitForLine("received=", &line, kGuard));
+  EXPECT_EQ(Field(line, "received"), kMessages) << line;
+  EXPECT_EQ(Field(line, "bad"), 0u) << line;
+  EXPECT_EQ(Field(line, "corrupt"), 0u) << line;
+  EXPECT_EQ(peer.Wait(kGuard), 0);
+}
+
+// The producer process fills the queue: LOW is refused at 60 %, MEDIUM at
+// 80 %, HIGH at 99 % (of 64: 39, 52 and 64 messages). Then the consumer
+// takes every HIGH first, then MEDIUM, then LOW, each in publish order.
+TEST(ShmBusTest, PriorityAdmissionAndHighFirstAcrossProcesses) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  ChildProcess peer;
+  ASSERT_TRUE(StartPeer(peer, {"fill", name}));
+  std::string line;
+  ASSERT_TRUE(peer.WaitForLine("low=", &line, kGuard));
+  EXPECT_EQ(peer.Wait(kGuard), 0);
+  const auto low = sluice::FillLimit(60, kCapacity);
+  const auto medium = sluice::FillLimit(80, kCapacity);
+  const auto high = sluice::FillLimit(99, kCapacity);
+  EXPECT_EQ(Field(line, "low"), low) << line;
+  EXPECT_EQ(Field(line, "medium"), medium - low) << line;
+  EXPECT_EQ(Field(line, "high"), high - medium) << line;
+  EXPECT_EQ(bus.QueueDepth(), high);
+  const auto stats = bus.GetStatistics();
+  EXPECT_EQ(stats.dropped[0], 1u);  // each priority's one refused try
+  EXPECT_EQ(stats.dropped[1], 1u);
+  EXPECT_EQ(stats.dropped[2], 1u);
+
+  std::vector<std::pair<MessagePriority, std::uint64_t>> order;
+  (void)bus.ProcessBatchWith([&](const sluice::MessageEnvelope<Payload>& envelope) {
+    order.emplace_back(envelope.header.priority, sluice_ipc_test::SeqOf(envelope.payload));
+  });
+  ASSERT_EQ(order.size(), high);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto expected = i < high - medium ? MessagePriority::HIGH
+                          : i < high - low  ? MessagePriority::MEDIUM
+                                            : MessagePriority::LOW;
+    EXPECT_EQ(order[i].first, expected) << i;
+    if (i > 0 && order[i].first == order[i - 1].first) {
+      EXPECT_GT(order[i].second, order[i - 1].second) << i;
+    }
+  }
+}
+
+TEST(ShmBusTest, AttachIsRefusedSayingWhichPartDiffers) {
+  const std::string name = UniqueName();
+  Producer early;
+  EXPECT_EQ(early.Attach(name), AttachError::kNotFound);
+  EXPECT_EQ(early.Attach("no-slash"), AttachError::kBadName);
+  EXPECT_EQ(early.Attach("/two/slashes"), AttachError::kBadName);
+  Bus bus;
+  EXPECT_EQ(bus.Create("bad"), AttachError::kBadName);
+  sluice::ipc::ShmBusOptions bad_thresholds;
+  bad_thresholds.thresholds.low_percent = 90;  // above MEDIUM's 80
+  EXPECT_EQ(bus.Create(name, bad_thresholds), AttachError::kBadOptions);
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  const auto attach = [&](const std::string& variant) {
+    ChildProcess peer;
+    std::string line;
+    if (!StartPeer(peer, {"attach", name, variant}) ||
+        !peer.WaitForLine("attach=", &line, kGuard)) {
+      return -1;
+    }
+    return static_cast<int>(Field(line, "attach"));
+  };
+  EXPECT_EQ(attach("same"), static_cast<int>(AttachError::kNone));
+  EXPECT_EQ(attach("other-types"), static_cast<int>(AttachError::kPayloadTypes));
+  EXPECT_EQ(attach("other-capacity"), static_cast<int>(AttachError::kCapacity));
+
+  // A segment somebody else made: no magic number.
+  const std::string foreign = UniqueName();
+  const int fd = ::shm_open(foreign.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(Bus::kSegmentSize)), 0);
+  void* base = ::mmap(nullptr, Bus::kSegmentSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(base, MAP_FAILED);
+  std::memset(base, 0x5A, Bus::kSegmentSize);
+  ::munmap(base, Bus::kSegmentSize);
+  ::close(fd);
+  Producer producer;
+  EXPECT_EQ(producer.Attach(foreign), AttachError::kNotASegment);
+  ::shm_unlink(foreign.c_str());
+}
+
+// 0600 by default: a process of another user is refused (run as root, the
+// test drops to user nobody in a forked child).
+TEST(ShmBusTest, TheDefaultModeAdmitsOnlyTheOwner) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to attach as another user";
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(100);
+    Producer producer;
+    ::_exit(static_cast<int>(producer.Attach(name)));
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), static_cast<int>(AttachError::kPermissionDenied));
+}
+
+// A consumer killed with SIGKILL leaves its segment behind: a new
+// consumer's Create recognises it (its consumer is gone) and makes it
+// again; while the first consumer ran, Create was refused.
+TEST(ShmBusTest, AStaleSegmentIsMadeAgainAndALiveOneRefused) {
+  const std::string name = UniqueName();
+  ChildProcess holder;
+  ASSERT_TRUE(StartPeer(holder, {"hold", name}));
+  std::string line;
+  ASSERT_TRUE(holder.WaitForLine("ready", &line, kGuard));
+  Bus bus;
+  EXPECT_EQ(bus.Create(name), AttachError::kConsumerExists);
+  holder.Kill(SIGKILL);
+  Producer late;
+  EXPECT_EQ(late.Attach(name), AttachError::kConsumerGone);
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  ASSERT_TRUE(producer.Publish(Stop{1, 2}, 7, MessagePriority::HIGH));
+  std::uint64_t seen = 0;
+  (void)bus.ProcessBatchWith([&](const auto& message) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(message)>, Stop>) seen = message.seq;
+  });
+  EXPECT_EQ(seen, 2u);
+}
+
+// A producer process publishes into a consumer that is then killed: once
+// the queue has no room, its publishes say kClosed (the consumer is gone),
+// not kRefusedFull for ever.
+TEST(ShmBusTest, ProducersSeeTheConsumerDie) {
+  const std::string name = UniqueName();
+  ChildProcess holder;
+  ASSERT_TRUE(StartPeer(holder, {"hold", name}));
+  std::string line;
+  ASSERT_TRUE(holder.WaitForLine("ready", &line, kGuard));
+  ChildProcess producer;
+  ASSERT_TRUE(StartPeer(producer, {"until-closed", name}));
+  ASSERT_TRUE(producer.WaitForLine("attached", &line, kGuard));
+  holder.Kill(SIGKILL);
+  ASSERT_TRUE(producer.WaitForLine("closed", &line, kGuard)) << line;
+  EXPECT_EQ(producer.Wait(kGuard), 0);
+  sluice::ipc::Segment::Unlink(name);
+}
+
+TEST(ShmBusTest, ACloseRefusesPublishesAndRemovesTheName) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  ASSERT_TRUE(producer.Publish(Stop{0, 1}, 7));
+  bus.Close();
+  EXPECT_EQ(producer.Publish(Stop{0, 2}, 7).Outcome(), PublishOutcome::kClosed);
+  Producer late;
+  EXPECT_EQ(late.Attach(name), AttachError::kNotFound);
+  EXPECT_EQ(bus.Create(name), AttachError::kNone);  // the name is free again
+}
+
+// Anything that can write the segment may write anything: the consumer
+// never reads or writes outside the segment, and every batch returns
+// within its bound, whatever the rings hold. Each round publishes real
+// messages, then writes random bytes over the whole segment or over a few
+// random words of it (a ring half right is the harder case), then
+// dispatches. Run under AddressSanitizer in CI.
+TEST(ShmBusTest, AConsumerFedRandomBytesStaysInsideTheSegment) {
+  constexpr int kRounds = 300;
+  std::mt19937_64 random(20261202);
+  std::uint64_t taken = 0;
+  std::uint64_t corrupt = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string name = UniqueName();
+    Bus bus;
+    ASSERT_EQ(bus.Create(name), AttachError::kNone);
+    auto handle = bus.Subscribe<Pose>([](const Pose&) {});
+    ASSERT_TRUE(handle.IsValid());
+    Producer producer;
+    ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+    for (std::uint64_t seq = 0; seq < 40; ++seq) {
+      (void)std::visit(
+          [&](const auto& m) { return producer.Publish(m, 7, sluice_ipc_test::PriorityOf(seq)); },
+          sluice_ipc_test::MakeMessage(seq));
+    }
+    sluice::ipc::Segment writer;
+    ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &writer), AttachError::kNone);
+    auto* bytes = static_cast<unsigned char*>(writer.Base());
+    if (round % 3 == 0) {
+      for (std::size_t i = 0; i < writer.Size(); ++i)
+        bytes[i] = static_cast<unsigned char>(random());
+    } else {
+      const int words = round % 3 == 1 ? 4 : 64;
+      for (int i = 0; i < words; ++i) {
+        const std::size_t at = random() % (writer.Size() - 8);
+        const std::uint64_t value = random();
+        std::memcpy(bytes + at, &value, sizeof(value));
+      }
+    }
+    for (int batch = 0; batch < 4; ++batch) {
+      const std::uint32_t n =
+          batch % 2 == 0 ? bus.ProcessBatch(256) : bus.ProcessBatchWith([](const auto&) {}, 256);
+      ASSERT_LE(n, 256u);
+      taken += n;
+    }
+    // Producers keep to their bounds too.
+    for (std::uint64_t seq = 0; seq < 8; ++seq) (void)producer.Publish(Stop{0, seq}, 7);
+    corrupt += bus.GetStatistics().corrupt;
+  }
+  std::printf("[ ipc] %d rounds of random bytes: %llu messages taken, %llu counted corrupt\n",
+              kRounds, static_cast<unsigned long long>(taken),
+              static_cast<unsigned long long>(corrupt));
+  EXPECT_GT(taken, 0u) << "no round reached a message: the test proves nothing";
+}
+
+// A producer (or anything else that can write the segment) that writes a
+// message's bytes wrong: each published message's envelope is overwritten
+// with random bytes after its publish, header and all. The consumer
+// counts each as corrupt (a priority or alternative out of range) or
+// dispatches it as some value of a valid type, never anything else.
+TEST(ShmBusTest, MessagesWrittenWrongAreCountedAsCorrupt) {
+  constexpr int kRounds = 50;
+  constexpr std::uint64_t kMessages = 30;
+  constexpr std::uint64_t kMarker = 0x5EED'0000'0000'0000ULL;
+  // Where a Pose's seq lies in an envelope, so that the envelope can be
+  // found in the segment from it.
+  sluice::MessageEnvelope<Payload> probe{{}, Pose{0, 0, 0, 0}};
+  const std::size_t seq_offset = static_cast<std::size_t>(
+      reinterpret_cast<const unsigned char*>(&std::get<Pose>(probe.payload).seq) -
+      reinterpret_cast<const unsigned char*>(&probe));
+  std::mt19937_64 random(7);
+  std::uint64_t corrupt = 0;
+  std::uint64_t dispatched = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string name = UniqueName();
+    Bus bus;
+    ASSERT_EQ(bus.Create(name), AttachError::kNone);
+    Producer producer;
+    ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+    for (std::uint64_t i = 0; i < kMessages; ++i) {
+      ASSERT_TRUE(producer.Publish(Pose{1, 2, 3, kMarker + i}, 7, MessagePriority::HIGH));
+    }
+    sluice::ipc::Segment writer;
+    ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &writer), AttachError::kNone);
+    auto* bytes = static_cast<unsigned char*>(writer.Base());
+    std::uint64_t overwritten = 0;
+    for (std::size_t at = seq_offset; at + sizeof(std::uint64_t) <= writer.Size(); at += 8) {
+      std::uint64_t word = 0;
+      std::memcpy(&word, bytes + at, sizeof(word));
+      if ((word & 0xFFFF'0000'0000'0000ULL) != kMarker) continue;
+      unsigned char* envelope = bytes + at - seq_offset;
+      for (std::size_t i = 0; i < sizeof(probe); ++i) {
+        envelope[i] = static_cast<unsigned char>(random());
+      }
+      ++overwritten;
+    }
+    ASSERT_EQ(overwritten, kMessages);
+    std::uint64_t seen = 0;
+    const std::uint32_t taken = bus.ProcessBatchWith([&](const auto&) { ++seen; });
+    EXPECT_EQ(taken, kMessages);
+    const auto stats = bus.GetStatistics();
+    EXPECT_EQ(stats.processed, seen);
+    EXPECT_EQ(stats.processed + stats.corrupt, kMessages);
+    corrupt += stats.corrupt;
+    dispatched += seen;
+  }
+  std::printf("[ ipc] %llu messages written wrong: %llu counted corrupt, %llu dispatched\n",
+              static_cast<unsigned long long>(kRounds * kMessages),
+              static_cast<unsigned long long>(corrupt),
+              static_cast<unsigned long long>(dispatched));
+  EXPECT_GT(corrupt, 0u) << "nothing was corrupt: the test proves nothing";
+}
+
+// A priority out of range is rejected (never admitted); a subscriber that
+// throws is counted and the batch goes on to the next message.
+TEST(ShmBusTest, BadInputIsRejectedAndAThrowingSubscriberCounted) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  EXPECT_EQ(producer.Publish(Stop{0, 1}, 7, static_cast<MessagePriority>(3)).Outcome(),
+            PublishOutcome::kRejected);
+  EXPECT_EQ(bus.QueueDepth(), 0u);
+  std::uint64_t after = 0;
+  auto thrower = bus.Subscribe<Stop>([](const Stop& stop) {
+    if (stop.seq == 1) throw std::runtime_error("subscriber failed");
+  });
+  auto counter = bus.Subscribe<Stop>([&](const Stop&) { ++after; });
+  ASSERT_TRUE(thrower.IsValid() && counter.IsValid());
+  ASSERT_TRUE(producer.Publish(Stop{0, 1}, 7));
+  ASSERT_TRUE(producer.Publish(Stop{0, 2}, 7));
+  EXPECT_EQ(bus.ProcessBatch(), 2u);
+  EXPECT_EQ(after, 2u);  // the second subscriber of the first message ran too
+  EXPECT_EQ(bus.GetStatistics().callback_errors, 1u);
+}
+
+// A segment whose maker has not written the magic number (being made, or
+// its maker died making it) is neither attached to nor removed.
+TEST(ShmBusTest, ASegmentNotYetWrittenIsNotReady) {
+  const std::string name = UniqueName();
+  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(Bus::kSegmentSize)), 0);  // zeros
+  ::close(fd);
+  Producer producer;
+  EXPECT_EQ(producer.Attach(name), AttachError::kNotReady);
+  Bus bus;
+  EXPECT_EQ(bus.Create(name), AttachError::kNotReady);
+  sluice::ipc::Segment::Unlink(name);
+  EXPECT_EQ(bus.Create(name), AttachError::kNone);
+}
+
+// A process is told from a later one with its pid by its start time.
+TEST(ShmBusTest, AProcessIdentityIsNotMatchedByAReusedPid) {
+  const auto self = sluice::ipc::ProcessIdentity::Self();
+  EXPECT_TRUE(self.IsAlive());
+  sluice::ipc::ProcessIdentity reused = self;
+  reused.start_time += 1;  // the same pid, started at another time
+  EXPECT_FALSE(reused.IsAlive());
+  const std::string name = UniqueName();
+  ChildProcess child;
+  ASSERT_TRUE(StartPeer(child, {"hold", name}));
+  std::string line;
+  ASSERT_TRUE(child.WaitForLine("ready", &line, kGuard));
+  sluice::ipc::ProcessIdentity other;
+  other.pid = child.Pid();
+  other.start_time = sluice::ipc::ProcessIdentity::StartTimeOf(other.pid);
+  EXPECT_TRUE(other.IsAlive());
+  child.Kill(SIGKILL);  // and reaped
+  EXPECT_FALSE(other.IsAlive());
+  sluice::ipc::Segment::Unlink(name);  // left by the killed consumer
+}
+
+}  // namespace
