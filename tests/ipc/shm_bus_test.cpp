@@ -247,6 +247,36 @@ TEST(ShmBusTest, TheDefaultModeAdmitsOnlyTheOwner) {
   EXPECT_EQ(WEXITSTATUS(status), static_cast<int>(AttachError::kPermissionDenied));
 }
 
+// The owner, group and mode given at Create: a group member may attach
+// (mode 0660, the group of user nobody), which 0600 refused above.
+TEST(ShmBusTest, TheGroupGivenMayAttach) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to attach as another user";
+  const std::string name = UniqueName();
+  sluice::ipc::ShmBusOptions options;
+  options.permissions.mode = 0660;
+  options.permissions.group = 65534;
+  Bus bus;
+  ASSERT_EQ(bus.Create(name, options), AttachError::kNone);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(100);
+    Producer producer;
+    const AttachError error = producer.Attach(name);
+    if (error != AttachError::kNone) ::_exit(static_cast<int>(error));
+    ::_exit(producer.Publish(Stop{0, 42}, 9) ? 0 : 101);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  std::uint64_t seen = 0;
+  (void)bus.ProcessBatchWith([&](const auto& message) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(message)>, Stop>) seen = message.seq;
+  });
+  EXPECT_EQ(seen, 42u);
+}
+
 // A consumer killed with SIGKILL leaves its segment behind: a new
 // consumer's Create recognises it (its consumer is gone) and makes it
 // again; while the first consumer ran, Create was refused.
