@@ -509,4 +509,28 @@ TEST(ShmBusTest, AProcessIdentityIsNotMatchedByAReusedPid) {
   sluice::ipc::Segment::Unlink(name);  // left by the killed consumer
 }
 
+// Publish stamps steady_clock (one clock for every process of the host);
+// PublishFast carries the caller's timestamp as given.
+TEST(ShmBusTest, TimestampsAreTheBusClockOrTheCallers) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  const auto before = std::chrono::steady_clock::now().time_since_epoch();
+  ASSERT_TRUE(producer.Publish(Stop{0, 1}, 7));
+  const auto after = std::chrono::steady_clock::now().time_since_epoch();
+  ASSERT_TRUE(producer.PublishFast(Stop{0, 2}, 7, std::chrono::nanoseconds(12345)));
+  std::vector<std::uint64_t> stamps;
+  (void)bus.ProcessBatchWith([&](const auto&, const sluice::MessageHeader& header) {
+    stamps.push_back(header.timestamp_ns);
+  });
+  ASSERT_EQ(stamps.size(), 2u);
+  EXPECT_GE(stamps[0], static_cast<std::uint64_t>(
+                           std::chrono::duration_cast<std::chrono::nanoseconds>(before).count()));
+  EXPECT_LE(stamps[0], static_cast<std::uint64_t>(
+                           std::chrono::duration_cast<std::chrono::nanoseconds>(after).count()));
+  EXPECT_EQ(stamps[1], 12345u);
+}
+
 }  // namespace

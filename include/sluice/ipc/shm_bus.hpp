@@ -412,6 +412,18 @@ class ShmProducer {
   template <typename Message>
   PublishResult Publish(Message&& message, std::uint32_t sender_id,
                         MessagePriority priority = MessagePriority::MEDIUM) {
+    return PublishFast(std::forward<Message>(message), sender_id,
+                       std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now().time_since_epoch()),
+                       priority);
+  }
+
+  // As Publish, with the caller's timestamp (steady_clock nanoseconds, or 0
+  // for none): no clock read on the publish path.
+  template <typename Message>
+  PublishResult PublishFast(Message&& message, std::uint32_t sender_id,
+                            std::chrono::nanoseconds timestamp,
+                            MessagePriority priority = MessagePriority::MEDIUM) {
     using T = std::decay_t<Message>;
     static_assert(sluice::detail::kIsAlternative<T, Payload>,
                   "Sluice: Publish needs a message type that is exactly one alternative of "
@@ -429,10 +441,7 @@ class ShmProducer {
     }
     MessageHeader header;
     header.msg_id = Queue::MessageId(claim);
-    header.timestamp_ns =
-        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       std::chrono::steady_clock::now().time_since_epoch())
-                                       .count());
+    header.timestamp_ns = static_cast<std::uint64_t>(timestamp.count());
     header.sender_id = sender_id;
     header.priority = priority;
     header.counted = true;
