@@ -150,7 +150,8 @@ std::vector<double> ShmRoundTrips(const Cpus& cpus, std::uint64_t pings, const s
     while (!stop && Clock::now() < deadline) {
       (void)ping_bus.ProcessBatchWith([&](const Reading& ping) {
         if (ping.seq == kStop) stop = true;
-        while (!answer.PublishFast(ping, 2, std::chrono::nanoseconds(0))) {
+        while (!answer.PublishFast(ping, 2, std::chrono::nanoseconds(0)) &&
+               answer.ConsumerAlive() && Clock::now() < deadline) {
         }
       });
     }
@@ -196,7 +197,8 @@ std::vector<double> LocalRoundTrips(const Cpus& cpus, std::uint64_t pings) {
     const auto deadline = Clock::now() + kRowDeadline + 5s;
     while (!stop.load(std::memory_order_relaxed) && Clock::now() < deadline) {
       (void)ping_bus->ProcessBatchWith([&](const Reading& ping) {
-        while (!pong_bus->PublishFast(ping, 2, std::chrono::nanoseconds(0))) {
+        while (!pong_bus->PublishFast(ping, 2, std::chrono::nanoseconds(0)) &&
+               Clock::now() < deadline) {
         }
       });
     }
