@@ -8,6 +8,7 @@
 //   until-closed NAME      LOW until a publish says kClosed
 //   consume NAME COUNT     creates the bus, "ready", checks COUNT messages
 //   hold NAME              creates the bus, "ready", waits to be killed
+//   create NAME            create=<AttachError> of a Create; keeps the bus 100 ms
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -158,6 +159,14 @@ int Hold(const std::string& name) {
   return Fail("deadline");
 }
 
+int CreateOnce(const std::string& name) {
+  Consumer bus;
+  const AttachError error = bus.Create(name);
+  Say("create=" + std::to_string(static_cast<int>(error)));
+  std::this_thread::sleep_for(100ms);  // owns the name meanwhile, if it won
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,6 +177,7 @@ int main(int argc, char** argv) {
   if (args.size() == 2 && args[0] == "until-closed") return UntilClosed(args[1]);
   if (args.size() == 3 && args[0] == "consume") return Consume(args[1], std::stoull(args[2]));
   if (args.size() == 2 && args[0] == "hold") return Hold(args[1]);
+  if (args.size() == 2 && args[0] == "create") return CreateOnce(args[1]);
   std::fprintf(stderr, "usage: see the comment at the top of peer.cpp\n");
   return 2;
 }

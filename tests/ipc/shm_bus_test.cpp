@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -403,6 +404,7 @@ TEST(ShmBusTest, MessagesWrittenWrongAreCountedAsCorrupt) {
   const std::size_t seq_offset = static_cast<std::size_t>(
       reinterpret_cast<const unsigned char*>(&std::get<Pose>(probe.payload).seq) -
       reinterpret_cast<const unsigned char*>(&probe));
+  const std::size_t pose_seq_offset = offsetof(Pose, seq);
   std::mt19937_64 random(7);
   std::uint64_t corrupt = 0;
   std::uint64_t dispatched = 0;
@@ -424,8 +426,16 @@ TEST(ShmBusTest, MessagesWrittenWrongAreCountedAsCorrupt) {
       std::memcpy(&word, bytes + at, sizeof(word));
       if ((word & 0xFFFF'0000'0000'0000ULL) != kMarker) continue;
       unsigned char* envelope = bytes + at - seq_offset;
-      for (std::size_t i = 0; i < sizeof(probe); ++i) {
-        envelope[i] = static_cast<unsigned char>(random());
+      if (round % 2 == 0) {
+        for (std::size_t i = 0; i < sizeof(probe); ++i) {
+          envelope[i] = static_cast<unsigned char>(random());
+        }
+      } else {
+        // The Pose alone (header and alternative index left right): it
+        // is dispatched, as some Pose.
+        unsigned char* pose = bytes + at - pose_seq_offset;
+        for (std::size_t i = 0; i < sizeof(Pose); ++i)
+          pose[i] = static_cast<unsigned char>(random());
       }
       ++overwritten;
     }
@@ -444,6 +454,7 @@ TEST(ShmBusTest, MessagesWrittenWrongAreCountedAsCorrupt) {
               static_cast<unsigned long long>(corrupt),
               static_cast<unsigned long long>(dispatched));
   EXPECT_GT(corrupt, 0u) << "nothing was corrupt: the test proves nothing";
+  EXPECT_GT(dispatched, 0u) << "nothing was dispatched: half the test proves nothing";
 }
 
 // A priority out of range is rejected (never admitted); a subscriber that
@@ -531,6 +542,147 @@ TEST(ShmBusTest, TimestampsAreTheBusClockOrTheCallers) {
   EXPECT_LE(stamps[0], static_cast<std::uint64_t>(
                            std::chrono::duration_cast<std::chrono::nanoseconds>(after).count()));
   EXPECT_EQ(stamps[1], 12345u);
+}
+
+// Two consumers make a stale name again at the same instant: one wins, the
+// other is refused (it would otherwise remove the winner's new segment
+// and both would think they own the name).
+TEST(ShmBusTest, TwoConsumersMakingAStaleNameAgainTakeTurns) {
+  constexpr int kRounds = 30;
+  int both = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string name = UniqueName();
+    ChildProcess holder;
+    ASSERT_TRUE(StartPeer(holder, {"hold", name}));
+    std::string line;
+    ASSERT_TRUE(holder.WaitForLine("ready", &line, kGuard));
+    holder.Kill(SIGKILL);  // the stale segment
+    ChildProcess first;
+    ChildProcess second;
+    ASSERT_TRUE(StartPeer(first, {"create", name}));
+    ASSERT_TRUE(StartPeer(second, {"create", name}));
+    std::string a;
+    std::string b;
+    ASSERT_TRUE(first.WaitForLine("create=", &a, kGuard));
+    ASSERT_TRUE(second.WaitForLine("create=", &b, kGuard));
+    const auto ca = Field(a, "create");
+    const auto cb = Field(b, "create");
+    const auto none = static_cast<std::uint64_t>(AttachError::kNone);
+    if (ca == none && cb == none) ++both;
+    EXPECT_TRUE(ca == none || cb == none) << a << " / " << b;
+    for (const auto code : {ca, cb}) {
+      EXPECT_TRUE(code == none ||
+                  code == static_cast<std::uint64_t>(AttachError::kConsumerExists) ||
+                  code == static_cast<std::uint64_t>(AttachError::kNotReady))
+          << code;
+    }
+    EXPECT_EQ(first.Wait(kGuard), 0);
+    EXPECT_EQ(second.Wait(kGuard), 0);
+    sluice::ipc::Segment::Unlink(name);
+  }
+  EXPECT_EQ(both, 0) << "both consumers were told they made the name";
+}
+
+// The header's other parts, forged one at a time in a live segment: each
+// refusal names its part.
+TEST(ShmBusTest, EachForgedHeaderPartIsNamed) {
+  using Header = sluice::ipc::detail::Layout<Payload, kCapacity, sluice::ipc::ShmBusTraits>::Header;
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  sluice::ipc::Segment writer;
+  ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &writer), AttachError::kNone);
+  auto* header = static_cast<Header*>(writer.Base());
+  const sluice::ipc::Fingerprint fingerprint = header->fingerprint;
+  const auto attach = [&] {
+    Producer producer;
+    return producer.Attach(name);
+  };
+  header->fingerprint.abi_tag[0] ^= 1;
+  EXPECT_EQ(attach(), AttachError::kAbiTag);
+  header->fingerprint = fingerprint;
+  header->fingerprint.envelope_size += 8;
+  EXPECT_EQ(attach(), AttachError::kLayout);
+  header->fingerprint = fingerprint;
+  header->fingerprint.segment_size *= 2;
+  EXPECT_EQ(attach(), AttachError::kLayout);
+  header->fingerprint = fingerprint;
+  header->fingerprint.payload_types ^= 1;
+  EXPECT_EQ(attach(), AttachError::kPayloadTypes);
+  header->fingerprint = fingerprint;
+  EXPECT_EQ(attach(), AttachError::kNone);
+  header->thresholds.low_percent = 0;
+  EXPECT_EQ(attach(), AttachError::kNotASegment);
+  header->thresholds = sluice::AdmissionThresholds{};
+  header->state.store(sluice::ipc::detail::kClosed);
+  EXPECT_EQ(attach(), AttachError::kConsumerGone);
+  header->state.store(sluice::ipc::detail::kOpen);
+  header->magic.store(0x1234);
+  EXPECT_EQ(attach(), AttachError::kNotASegment);
+  header->magic.store(0);
+  EXPECT_EQ(attach(), AttachError::kNotReady);
+  header->magic.store(sluice::ipc::detail::kMagic);
+  EXPECT_EQ(attach(), AttachError::kNone);
+}
+
+// A payload whose shape changed without its names, sizes or alignments
+// showing it is told apart by the traits' schema version.
+struct SchemaTwo : sluice::ipc::ShmBusTraits {
+  static constexpr std::uint64_t kSchemaVersion = 2;
+};
+TEST(ShmBusTest, TheSchemaVersionIsPartOfThePayloadTypes) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  sluice::ipc::ShmProducer<Payload, kCapacity, SchemaTwo> other;
+  EXPECT_EQ(other.Attach(name), AttachError::kPayloadTypes);
+}
+
+struct InAnonymous {};
+
+// GCC and Clang spell some names apart; the fingerprint's spelling is one.
+// Run under both compilers in CI, each must give these strings.
+TEST(ShmBusTest, TypeNamesAreSpelledAlikeByEveryCompiler) {
+  using sluice::ipc::detail::TypeName;
+  EXPECT_EQ(TypeName<long>(), "long");
+  EXPECT_EQ(TypeName<unsigned long>(), "unsigned long");
+  EXPECT_EQ(TypeName<long long>(), "long long");
+  EXPECT_EQ(TypeName<unsigned long long>(), "unsigned long long");
+  EXPECT_EQ(TypeName<short>(), "short");
+  EXPECT_EQ(TypeName<unsigned short>(), "unsigned short");
+  EXPECT_EQ(TypeName<unsigned int>(), "unsigned int");
+  EXPECT_EQ(TypeName<sluice_ipc_test::Pose>(), "sluice_ipc_test::Pose");
+  EXPECT_EQ(TypeName<InAnonymous>(), "(anonymous namespace)::InAnonymous");
+}
+
+// A process in another PID namespace cannot look the consumer's pid up:
+// the consumer counts as alive there (attach works, Create is refused),
+// never as gone. Run as root with unshare(1).
+TEST(ShmBusTest, AnotherPidNamespaceNeverTakesALiveConsumerForGone) {
+  const std::string unshare = "/usr/bin/unshare";
+  if (::geteuid() != 0 || ::access(unshare.c_str(), X_OK) != 0) {
+    GTEST_SKIP() << "needs root and unshare(1), for a PID namespace";
+  }
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  const auto in_namespace = [&](std::vector<std::string> args, const std::string& key) {
+    ChildProcess peer;
+    std::vector<std::string> argv{unshare, "-p", "-f", "--mount-proc", SLUICE_IPC_PEER};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string line;
+    if (!peer.Start(argv, /*capture=*/true) || !peer.WaitForLine(key + "=", &line, kGuard)) {
+      return std::uint64_t{999};
+    }
+    return Field(line, key);
+  };
+  const std::uint64_t attached = in_namespace({"attach", name, "same"}, "attach");
+  if (attached == 999) GTEST_SKIP() << "unshare -p did not run here (no PID namespaces?)";
+  EXPECT_EQ(attached, static_cast<std::uint64_t>(AttachError::kNone));
+  EXPECT_EQ(in_namespace({"create", name}, "create"),
+            static_cast<std::uint64_t>(AttachError::kConsumerExists));
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);  // the segment is still the first's
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <variant>
@@ -28,7 +29,7 @@ enum class AttachError : std::uint8_t {
   kNotASegment,       // too small, or not written by Sluice (no magic number)
   kNotReady,          // its creator has not finished writing it
   kAbiTag,            // another Sluice version, or other settings (cache line, position bits)
-  kPayloadTypes,      // other payload alternatives (names, sizes, alignments or order)
+  kPayloadTypes,      // other payload alternatives (names, sizes, alignments, order, schema)
   kCapacity,          // another capacity
   kLayout,            // the same types and capacity, yet another envelope or queue size
   kConsumerGone,      // the consumer that created it has exited (or was killed)
@@ -54,7 +55,7 @@ constexpr const char* ToString(AttachError error) noexcept {
     case AttachError::kAbiTag:
       return "ABI tag differs (another Sluice version or build settings)";
     case AttachError::kPayloadTypes:
-      return "payload types differ (names, sizes, alignments or order)";
+      return "payload types differ (names, sizes, alignments, order or schema version)";
     case AttachError::kCapacity:
       return "capacity differs";
     case AttachError::kLayout:
@@ -74,19 +75,35 @@ constexpr const char* ToString(AttachError error) noexcept {
 namespace detail {
 
 // The type's name as the compiler spells it in a function signature,
-// between "T = " and the next ';' or ']' (GCC and Clang both write it so).
+// between "T = " and the next ';' or ']', in one spelling for GCC and
+// Clang: GCC writes "long unsigned int" and "{anonymous}" where Clang writes
+// "unsigned long" and "(anonymous namespace)"; GCC's are rewritten.
 template <typename T>
 constexpr std::string_view SpelledSignature() noexcept {
   return __PRETTY_FUNCTION__;
 }
+inline void ReplaceAll(std::string& text, std::string_view from, std::string_view to) {
+  for (std::size_t at = text.find(from); at != std::string::npos;
+       at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+}
 template <typename T>
-std::string_view TypeName() noexcept {
+std::string TypeName() {
   const std::string_view signature = SpelledSignature<T>();
   const std::size_t start = signature.find("T = ");
-  if (start == std::string_view::npos) return signature;
-  std::string_view name = signature.substr(start + 4);
+  std::string_view name = start == std::string_view::npos ? signature : signature.substr(start + 4);
   const std::size_t end = name.find_first_of(";]");
-  return end == std::string_view::npos ? name : name.substr(0, end);
+  std::string spelled(end == std::string_view::npos ? name : name.substr(0, end));
+  // Longest first: "long long unsigned int" before "long unsigned int".
+  ReplaceAll(spelled, "long long unsigned int", "unsigned long long");
+  ReplaceAll(spelled, "long long int", "long long");
+  ReplaceAll(spelled, "long unsigned int", "unsigned long");
+  ReplaceAll(spelled, "short unsigned int", "unsigned short");
+  ReplaceAll(spelled, "long int", "long");
+  ReplaceAll(spelled, "short int", "short");
+  ReplaceAll(spelled, "{anonymous}", "(anonymous namespace)");
+  return spelled;
 }
 
 // FNV-1a, 64 bits: a fingerprint, not a defence (a hostile writer can
@@ -117,8 +134,9 @@ class Fnv1a {
 };
 
 template <typename Payload, std::size_t... kIndex>
-std::uint64_t HashAlternatives(std::index_sequence<kIndex...>) noexcept {
+std::uint64_t HashAlternatives(std::uint64_t schema_version, std::index_sequence<kIndex...>) {
   Fnv1a hash;
+  hash.Add(schema_version);
   ((hash.Add(TypeName<std::variant_alternative_t<kIndex, Payload>>()),
     hash.Add(std::uint64_t{sizeof(std::variant_alternative_t<kIndex, Payload>)}),
     hash.Add(std::uint64_t{alignof(std::variant_alternative_t<kIndex, Payload>)})),
@@ -136,7 +154,8 @@ std::uint64_t HashAlternatives(std::index_sequence<kIndex...>) noexcept {
 struct Fingerprint {
   static constexpr std::size_t kTagBytes = 64;
   char abi_tag[kTagBytes] = {};
-  std::uint64_t payload_types = 0;  // hash of each alternative's name, size, alignment
+  // Hash of the schema version and each alternative's name, size, alignment.
+  std::uint64_t payload_types = 0;
   std::uint32_t alternative_count = 0;
   std::uint32_t reserved = 0;
   std::uint64_t capacity = 0;
@@ -168,12 +187,15 @@ inline constexpr const char kAbiTag[] =
         SLUICE_VERSION_MINOR) "/" SLUICE_IPC_STRINGIFY(SLUICE_ABI_NAMESPACE);
 static_assert(sizeof(kAbiTag) <= Fingerprint::kTagBytes);
 
+// `schema_version`: the user's own number for the payload's shape (the
+// traits' kSchemaVersion), for changes the names, sizes and alignments do
+// not show (fields reordered, a field put where padding was).
 template <typename Payload, std::size_t kCapacity, typename Envelope, typename Queue>
-Fingerprint MakeFingerprint(std::uint64_t segment_size) noexcept {
+Fingerprint MakeFingerprint(std::uint64_t segment_size, std::uint64_t schema_version) {
   Fingerprint fingerprint;
   std::memcpy(fingerprint.abi_tag, kAbiTag, sizeof(kAbiTag));
-  fingerprint.payload_types =
-      detail::HashAlternatives<Payload>(std::make_index_sequence<std::variant_size_v<Payload>>());
+  fingerprint.payload_types = detail::HashAlternatives<Payload>(
+      schema_version, std::make_index_sequence<std::variant_size_v<Payload>>());
   fingerprint.alternative_count = static_cast<std::uint32_t>(std::variant_size_v<Payload>);
   fingerprint.capacity = kCapacity;
   fingerprint.envelope_size = sizeof(Envelope);

@@ -1,9 +1,12 @@
 // Which process holds a role in a shared segment, told apart from a later
-// process that reuses its pid: the pid and the process's start time (clock
-// ticks since boot, /proc/<pid>/stat field 22). Linux only.
+// process that reuses its pid: the pid, the process's start time (clock
+// ticks since boot, /proc/<pid>/stat field 22) and its PID namespace (a pid
+// means another process in another namespace: there it cannot be checked,
+// and counts as alive). Linux only.
 #pragma once
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -19,22 +22,39 @@ namespace ipc {
 struct ProcessIdentity {
   std::int32_t pid = 0;
   std::uint64_t start_time = 0;
+  std::uint64_t pid_namespace = 0;  // the inode of /proc/self/ns/pid; 0 unknown
 
   // This process.
   static ProcessIdentity Self() noexcept {
     ProcessIdentity self;
     self.pid = static_cast<std::int32_t>(::getpid());
     self.start_time = StartTimeOf(self.pid);
+    self.pid_namespace = OwnPidNamespace();
     return self;
   }
 
-  // Whether the process is still running (a zombie counts as gone: it
-  // runs no more code). False for pid 0.
+  // Whether the process is still running, as seen from this process's PID
+  // namespace (a zombie counts as gone: it runs no more code). False for
+  // pid 0.
   bool IsAlive() const noexcept {
     if (pid <= 0) return false;
     char state = 0;
     const std::uint64_t now = StartTimeOf(pid, &state);
     return now != 0 && now == start_time && state != 'Z' && state != 'X';
+  }
+
+  // Whether the process is known to have exited: false when it runs, and
+  // when it lives in another PID namespace (or one unknown), where its pid
+  // cannot be looked up. What removes a segment or reports a consumer gone.
+  bool IsGone() const noexcept {
+    if (pid_namespace == 0 || pid_namespace != OwnPidNamespace()) return false;
+    return !IsAlive();
+  }
+
+  static std::uint64_t OwnPidNamespace() noexcept {
+    struct stat status {};
+    if (::stat("/proc/self/ns/pid", &status) != 0) return 0;
+    return static_cast<std::uint64_t>(status.st_ino);
   }
 
   // 0 when the process does not exist (or /proc cannot be read).

@@ -1,11 +1,14 @@
 // A named POSIX shared-memory segment (shm_open + mmap), owned by one
-// mapping: Create makes a new one of a given size (O_EXCL), Open maps an
-// existing one whole. Moving transfers the mapping; the destructor unmaps
-// (the name stays until Unlink). Linux; no locking, no layout: the bus
-// (sluice/ipc/shm_bus.hpp) puts its header and queue inside.
+// mapping and its descriptor: Create makes a new one of a given size
+// (O_EXCL), Open maps an existing one whole. Moving transfers both; the
+// destructor unmaps and closes (the name stays until Unlink). Lock and
+// IsNamed let a process remove a name only while it still names the object
+// it judged (another may have made a new one under it meanwhile). Linux; no
+// layout: the bus (sluice/ipc/shm_bus.hpp) puts its header and rings inside.
 #pragma once
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -42,12 +45,15 @@ class Segment {
  public:
   Segment() noexcept = default;
   Segment(Segment&& other) noexcept
-      : base_(std::exchange(other.base_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+      : base_(std::exchange(other.base_, nullptr)),
+        size_(std::exchange(other.size_, 0)),
+        fd_(std::exchange(other.fd_, -1)) {}
   Segment& operator=(Segment&& other) noexcept {
     if (this != &other) {
       Unmap();
       base_ = std::exchange(other.base_, nullptr);
       size_ = std::exchange(other.size_, 0);
+      fd_ = std::exchange(other.fd_, -1);
     }
     return *this;
   }
@@ -74,14 +80,14 @@ class Segment {
     }
     ok = ok && ::ftruncate(fd, static_cast<off_t>(size)) == 0;
     void* base = ok ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-    const int saved = errno;
-    ::close(fd);
     if (base == MAP_FAILED) {
+      const int saved = errno;
+      ::close(fd);
       ::shm_unlink(name.c_str());
       errno = saved;
       return AttachError::kSystemError;
     }
-    *out = Segment(base, size);
+    *out = Segment(base, size, fd);
     return AttachError::kNone;
   }
 
@@ -105,10 +111,33 @@ class Segment {
       return AttachError::kNotASegment;
     }
     void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (base == MAP_FAILED) return AttachError::kSystemError;
-    *out = Segment(base, size);
+    if (base == MAP_FAILED) {
+      ::close(fd);
+      return AttachError::kSystemError;
+    }
+    *out = Segment(base, size, fd);
     return AttachError::kNone;
+  }
+
+  // An exclusive advisory lock on the object (not the name), held until
+  // Unlock or destruction: the processes that judge whether to remove a
+  // name take it in turn.
+  bool Lock() noexcept { return fd_ >= 0 && ::flock(fd_, LOCK_EX) == 0; }
+  void Unlock() noexcept {
+    if (fd_ >= 0) (void)::flock(fd_, LOCK_UN);
+  }
+
+  // Whether `name` names this object still (not removed, nor made anew).
+  bool IsNamed(const std::string& name) const noexcept {
+    if (fd_ < 0) return false;
+    const int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) return false;
+    struct stat named {};
+    struct stat mine {};
+    const bool same = ::fstat(fd, &named) == 0 && ::fstat(fd_, &mine) == 0 &&
+                      named.st_dev == mine.st_dev && named.st_ino == mine.st_ino;
+    ::close(fd);
+    return same;
   }
 
   static void Unlink(const std::string& name) noexcept { (void)::shm_unlink(name.c_str()); }
@@ -118,15 +147,18 @@ class Segment {
   bool IsMapped() const noexcept { return base_ != nullptr; }
 
  private:
-  Segment(void* base, std::size_t size) noexcept : base_(base), size_(size) {}
+  Segment(void* base, std::size_t size, int fd) noexcept : base_(base), size_(size), fd_(fd) {}
   void Unmap() noexcept {
     if (base_ != nullptr) ::munmap(base_, size_);
+    if (fd_ >= 0) ::close(fd_);
     base_ = nullptr;
     size_ = 0;
+    fd_ = -1;
   }
 
   void* base_ = nullptr;
   std::size_t size_ = 0;
+  int fd_ = -1;
 };
 
 }  // namespace ipc

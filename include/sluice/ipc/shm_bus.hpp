@@ -79,6 +79,11 @@ struct CrossProcessAlternatives<std::variant<Ts...>> {
 // order's knobs (always priority order across processes) and the
 // subscription table's sizes.
 struct ShmBusTraits {
+  // Part of the fingerprint: raise it when a payload type changes in a way
+  // its name, size and alignment do not show (fields reordered or retyped
+  // alike, a field put where padding was), so old and new builds refuse
+  // each other.
+  static constexpr std::uint64_t kSchemaVersion = 0;
   static constexpr std::size_t kMaxSubscribersPerType = 16;
   static constexpr std::size_t kCallbackStorageBytes = 48;
   static constexpr std::uint32_t kCheckInterval = 1;
@@ -148,8 +153,9 @@ struct Layout {
   static constexpr std::size_t kRingsOffset = RoundUp(sizeof(Header), kRingsAlign);
   static constexpr std::size_t kSegmentSize = RoundUp(kRingsOffset + sizeof(Rings), 4096);
 
-  static Fingerprint Expected() noexcept {
-    return MakeFingerprint<Payload, kCapacity, Envelope, Rings>(kSegmentSize);
+  static Fingerprint Expected() {
+    return MakeFingerprint<Payload, kCapacity, Envelope, Rings>(kSegmentSize,
+                                                                Traits::kSchemaVersion);
   }
   static Header* HeaderOf(void* base) noexcept { return static_cast<Header*>(base); }
   static Rings* RingsOf(void* base) noexcept {
@@ -186,7 +192,8 @@ class ShmBus {
     if (!options.thresholds.IsValid()) return AttachError::kBadOptions;
     AttachError error = Segment::Create(name, kSegmentSize, options.permissions, &segment_);
     if (error == AttachError::kConsumerExists) {
-      error = RemoveIfStale(name);
+      Segment old;  // locked, while its name is judged and made again
+      error = RemoveIfStale(name, &old);
       if (error != AttachError::kNone) return error;
       error = Segment::Create(name, kSegmentSize, options.permissions, &segment_);
     }
@@ -212,8 +219,14 @@ class ShmBus {
   void Close() noexcept {
     if (header_ == nullptr) return;
     (void)queue_->Close();
+    // The name is removed only while it is still this segment's (under the
+    // lock a consumer making the name again takes), then producers learn
+    // why their claims fail.
+    if (segment_.Lock()) {
+      if (segment_.IsNamed(name_)) Segment::Unlink(name_);
+      segment_.Unlock();
+    }
     header_->state.store(detail::kClosed, std::memory_order_relaxed);
-    Segment::Unlink(name_);
     segment_ = Segment();
     header_ = nullptr;
     queue_.reset();
@@ -284,25 +297,24 @@ class ShmBus {
 
  private:
   // A segment of this name exists: removed if its consumer is gone (or it
-  // is no Sluice segment of a live consumer); else kConsumerExists.
-  AttachError RemoveIfStale(const std::string& name) {
-    Segment old;
-    const AttachError opened = Segment::Open(name, sizeof(Header), &old);
+  // closed); else why not. `old` stays locked until the caller has made the
+  // new segment, so that two consumers making the name again take turns:
+  // the second finds it named anew and is refused by the first's.
+  AttachError RemoveIfStale(const std::string& name, Segment* old) {
+    const AttachError opened = Segment::Open(name, sizeof(Header), old);
     if (opened == AttachError::kNotFound) return AttachError::kNone;  // gone meanwhile
-    if (opened == AttachError::kNotASegment) {
-      Segment::Unlink(name);  // too small to be anyone's bus
-      return AttachError::kNone;
-    }
-    if (opened != AttachError::kNone) return opened;
-    const Header* header = LayoutType::HeaderOf(old.Base());
+    if (opened != AttachError::kNone) return opened;  // too small: not ours, left alone
+    if (!old->Lock()) return AttachError::kSystemError;
+    if (!old->IsNamed(name)) return AttachError::kNone;  // made anew meanwhile: Create says so
+    const Header* header = LayoutType::HeaderOf(old->Base());
     // (S): the identity is read only from a segment whose creator finished.
-    if (header->magic.load(std::memory_order_acquire) != detail::kMagic) {
-      // Being made by another consumer now, or its creator died while
-      // making it: not told apart, so left alone.
-      return AttachError::kNotReady;
-    }
-    if (header->consumer.IsAlive() &&
-        header->state.load(std::memory_order_relaxed) != detail::kClosed) {
+    const std::uint64_t magic = header->magic.load(std::memory_order_acquire);
+    // Being made by another consumer now, or its maker died making it: not
+    // told apart, so left alone.
+    if (magic == 0) return AttachError::kNotReady;
+    if (magic != detail::kMagic) return AttachError::kNotASegment;  // someone else's
+    if (header->state.load(std::memory_order_relaxed) != detail::kClosed &&
+        !header->consumer.IsGone()) {
       return AttachError::kConsumerExists;
     }
     Segment::Unlink(name);
@@ -323,12 +335,17 @@ class ShmBus {
       std::memcpy(bytes, static_cast<const void*>(front), sizeof(Envelope));
       queue_->PopFront();
       ++taken;
-      const Envelope& envelope = *std::launder(reinterpret_cast<const Envelope*>(bytes));
+      Envelope& envelope = *std::launder(reinterpret_cast<Envelope*>(bytes));
       if (envelope.payload.index() >= std::variant_size_v<Payload> ||
           static_cast<std::size_t>(envelope.header.priority) >= kPriorityCount) {
         ++corrupt_;
         continue;
       }
+      // Fields a writer could leave as any byte, set to what they mean
+      // here: `counted` is a bool (only 0 and 1 are values), lanes are not
+      // shared across processes.
+      std::memset(static_cast<void*>(&envelope.header.counted), 1, sizeof(bool));
+      envelope.header.lane = 0;
       ++processed_;
       deliver(envelope);
     }
@@ -383,7 +400,7 @@ class ShmProducer {
     // hold it (a segment that lies about its size is refused here).
     if (segment.Size() < LayoutType::kSegmentSize) return AttachError::kNotASegment;
     if (header->state.load(std::memory_order_relaxed) != detail::kOpen ||
-        !header->consumer.IsAlive()) {
+        header->consumer.IsGone()) {
       return AttachError::kConsumerGone;
     }
     const AdmissionThresholds thresholds = header->thresholds;
@@ -433,7 +450,7 @@ class ShmProducer {
     if (!queue_) return PublishResult(PublishOutcome::kClosed, priority);
     typename Queue::Claim claim;
     if (!queue_->TryClaim(limits_[p], priority, &claim)) {
-      if (header_->state.load(std::memory_order_relaxed) != detail::kOpen || !consumer_.IsAlive()) {
+      if (header_->state.load(std::memory_order_relaxed) != detail::kOpen || consumer_.IsGone()) {
         return PublishResult(PublishOutcome::kClosed, priority);
       }
       header_->dropped[p].fetch_add(1, std::memory_order_relaxed);
@@ -451,8 +468,9 @@ class ShmProducer {
     return PublishResult::MakeAdmitted(priority);
   }
 
-  // Whether the consumer that created the segment still runs.
-  bool ConsumerAlive() const noexcept { return header_ != nullptr && consumer_.IsAlive(); }
+  // Whether the consumer that created the segment has not been seen to
+  // exit (one in another PID namespace cannot be seen: alive).
+  bool ConsumerAlive() const noexcept { return header_ != nullptr && !consumer_.IsGone(); }
 
  private:
   Segment segment_;
