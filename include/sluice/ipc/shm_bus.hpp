@@ -360,8 +360,8 @@ class ShmBus {
   std::string name_;
   sluice::detail::SubscriptionRegistry<Payload, Traits> registry_;
   sluice::detail::DispatchEpoch epoch_;
-  // The consumer thread's tallies; GetStatistics from another thread reads
-  // them without synchronisation only as approximations.
+  // The consumer thread's tallies, plain: GetStatistics reads them, so it is
+  // for the consumer thread too (from another thread it would be a data race).
   std::uint64_t processed_ = 0;
   std::uint64_t corrupt_ = 0;
   std::uint64_t callback_errors_ = 0;
