@@ -106,7 +106,13 @@ class Segment {
       return AttachError::kSystemError;
     }
     const auto size = static_cast<std::size_t>(status.st_size);
-    if (status.st_size < 0 || size < minimum) {
+    if (status.st_size <= 0) {
+      // Made (O_EXCL) and not yet sized: its maker is between shm_open and
+      // ftruncate.
+      ::close(fd);
+      return AttachError::kNotReady;
+    }
+    if (size < minimum) {
       ::close(fd);
       return AttachError::kNotASegment;
     }

@@ -303,7 +303,8 @@ class ShmBus {
   AttachError RemoveIfStale(const std::string& name, Segment* old) {
     const AttachError opened = Segment::Open(name, sizeof(Header), old);
     if (opened == AttachError::kNotFound) return AttachError::kNone;  // gone meanwhile
-    if (opened != AttachError::kNone) return opened;  // too small: not ours, left alone
+    // Too small: not ours, left alone; empty: being made (kNotReady).
+    if (opened != AttachError::kNone) return opened;
     if (!old->Lock()) return AttachError::kSystemError;
     if (!old->IsNamed(name)) return AttachError::kNone;  // made anew meanwhile: Create says so
     const Header* header = LayoutType::HeaderOf(old->Base());
