@@ -9,10 +9,23 @@
 //   consume NAME COUNT     creates the bus, "ready", checks COUNT messages
 //   hold NAME              creates the bus, "ready", waits to be killed
 //   create NAME            create=<AttachError> of a Create; keeps the bus 100 ms
+//   die NAME PHASE         publishes HIGH 0-2 and LOW 3-4, then at HIGH:
+//                          before-claim: nothing; fill-claimed: claims the
+//                          fill only; ring-claimed: the fill and a ring slot;
+//                          half-written: and writes half the envelope;
+//                          published: publishes 5. Then HIGH 6-7 and LOW 8,
+//                          "dying lane=L", and SIGKILL to itself.
+//   publish-threads NAME THREADS   "publishing lane=L", then each thread
+//                          publishes (thread << 40) + i, i = 0, 1, ..., with
+//                          PriorityOf(i), until killed
+#include <signal.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sluice/ipc/shm_bus.hpp>
 #include <string>
 #include <thread>
@@ -167,6 +180,79 @@ int CreateOnce(const std::string& name) {
   return 0;
 }
 
+bool PublishSeq(Producer& producer, std::uint64_t seq, MessagePriority priority) {
+  return static_cast<bool>(
+      std::visit([&](const auto& message) { return producer.Publish(message, 7, priority); },
+                 sluice_ipc_test::MakeMessage(seq)));
+}
+
+int Die(const std::string& name, const std::string& phase) {
+  using Layout = sluice::ipc::detail::Layout<Payload, kCapacity, sluice::ipc::ShmBusTraits>;
+  Producer producer;
+  const AttachError error = producer.Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  for (std::uint64_t seq = 0; seq < 5; ++seq) {
+    if (!PublishSeq(producer, seq, seq < 3 ? MessagePriority::HIGH : MessagePriority::LOW)) {
+      return Fail("publish");
+    }
+  }
+  // The lane's rings, through a mapping of this test's own: a claim taken
+  // as Publish takes it, step by step, to die between two steps.
+  sluice::ipc::Segment segment;
+  if (sluice::ipc::Segment::Open(name, Layout::kSegmentSize, &segment) != AttachError::kNone) {
+    return Fail("map");
+  }
+  auto* rings = Layout::RingsOf(segment.Base(), producer.Lane() - 1u);
+  auto& high = rings->rings[static_cast<int>(MessagePriority::HIGH)];
+  sluice::Position id = 0;
+  sluice::Position slot = 0;
+  if (phase == "published") {
+    if (!PublishSeq(producer, 5, MessagePriority::HIGH)) return Fail("publish");
+  } else if (phase != "before-claim") {
+    if (!rings->fill.TryClaim(kCapacity, &id)) return Fail("fill claim");
+    if (phase != "fill-claimed") {
+      if (!high.TryClaimExactly(kCapacity, 1, &slot)) return Fail("ring claim");
+      if (phase == "half-written") {
+        std::memset(high.Storage(slot), 0xAB, sizeof(sluice::MessageEnvelope<Payload>) / 2);
+      } else if (phase != "ring-claimed") {
+        return Fail("phase");
+      }
+    }
+  }
+  for (std::uint64_t seq = 6; seq < 9; ++seq) {
+    if (!PublishSeq(producer, seq, seq < 8 ? MessagePriority::HIGH : MessagePriority::LOW)) {
+      return Fail("publish");
+    }
+  }
+  Say("dying lane=" + std::to_string(producer.Lane()));
+  ::raise(SIGKILL);
+  return Fail("alive");
+}
+
+int PublishThreads(const std::string& name, unsigned threads) {
+  Producer producer;
+  const AttachError error = producer.Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  Say("publishing lane=" + std::to_string(producer.Lane()));
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&producer, t, deadline] {
+      std::uint64_t i = 0;
+      while (std::chrono::steady_clock::now() < deadline) {
+        const std::uint64_t seq = (std::uint64_t{t} << 40) + i;
+        if (PublishSeq(producer, seq, sluice_ipc_test::PriorityOf(i))) {
+          ++i;
+        } else {
+          std::this_thread::yield();
+        }
+      }
+    });
+  }
+  for (auto& worker : workers) worker.join();
+  return Fail("deadline");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,6 +264,10 @@ int main(int argc, char** argv) {
   if (args.size() == 3 && args[0] == "consume") return Consume(args[1], std::stoull(args[2]));
   if (args.size() == 2 && args[0] == "hold") return Hold(args[1]);
   if (args.size() == 2 && args[0] == "create") return CreateOnce(args[1]);
+  if (args.size() == 3 && args[0] == "die") return Die(args[1], args[2]);
+  if (args.size() == 3 && args[0] == "publish-threads") {
+    return PublishThreads(args[1], static_cast<unsigned>(std::stoul(args[2])));
+  }
   std::fprintf(stderr, "usage: see the comment at the top of peer.cpp\n");
   return 2;
 }

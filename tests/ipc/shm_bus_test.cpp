@@ -24,6 +24,7 @@
 
 #include "../child_process.hpp"
 #include "ipc_test_messages.hpp"
+#include "ipc_test_peer.hpp"
 
 namespace {
 
@@ -33,45 +34,18 @@ using sluice::PublishOutcome;
 using sluice::ipc::AttachError;
 using sluice_ipc_test::Aligned;
 using sluice_ipc_test::Bytes13;
+using sluice_ipc_test::DispatchUntil;
+using sluice_ipc_test::Field;
 using sluice_ipc_test::kCapacity;
+using sluice_ipc_test::kGuard;
 using sluice_ipc_test::Payload;
 using sluice_ipc_test::Pose;
+using sluice_ipc_test::StartPeer;
 using sluice_ipc_test::Stop;
+using sluice_ipc_test::UniqueName;
 using sluice_test::ChildProcess;
 using Bus = sluice::ipc::ShmBus<Payload, kCapacity>;
 using Producer = sluice::ipc::ShmProducer<Payload, kCapacity>;
-
-constexpr auto kGuard = 30s;
-
-// A segment name of this test process alone (tests run in parallel).
-std::string UniqueName() {
-  static std::atomic<int> next{0};
-  return "/sluice-test-" + std::to_string(::getpid()) + "-" + std::to_string(next.fetch_add(1));
-}
-
-bool StartPeer(ChildProcess& peer, const std::vector<std::string>& args) {
-  std::vector<std::string> argv{SLUICE_IPC_PEER};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return peer.Start(argv, /*capture=*/true);
-}
-
-// The value of `key=` in a peer's line.
-std::uint64_t Field(const std::string& line, const std::string& key) {
-  const std::size_t at = line.find(key + "=");
-  return at == std::string::npos ? ~std::uint64_t{0}
-                                 : std::stoull(line.substr(at + key.size() + 1));
-}
-
-// Dispatches until `done` or the guard passes.
-template <typename Done>
-bool DispatchUntil(Bus& bus, Done done) {
-  const auto deadline = std::chrono::steady_clock::now() + kGuard;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    if (bus.ProcessBatch() == 0) std::this_thread::sleep_for(100us);
-  }
-  return true;
-}
 
 TEST(ShmBusTest, EveryPayloadTypeCrossesFromAProducerProcess) {
   constexpr std::uint64_t kMessages = 4000;

@@ -247,6 +247,33 @@ class PriorityQueue {
   // ring first, as at the end of a run.
   void EndRun() noexcept { run_left_ = 0; }
 
+  // Consumer, once no producer can write the rings again (shared memory:
+  // the producer process that owned them is gone). Moves past every front
+  // claimed and never published, at most kCapacity per ring (positions read
+  // from shared memory bound nothing); returns how many. Each skipped
+  // message is released in the fill as a taken one is.
+  template <typename P = Place, std::enable_if_t<std::is_same_v<P, RingsAt>, int> = 0>
+  Position SkipUnpublishedFronts() noexcept {
+    Position skipped = 0;
+    for (RingType* ring = rings_; ring != rings_ + kPriorityCount; ++ring) {
+      for (Position i = 0; i < kCapacity && ring->HasUnpublishedFront(); ++i) {
+        ring->SkipFront();
+        fill_.Release();
+        ++skipped;
+      }
+    }
+    run_left_ = 0;
+    return skipped;
+  }
+  // Consumer: whether every ring's claims have been taken or skipped.
+  template <typename P = Place, std::enable_if_t<std::is_same_v<P, RingsAt>, int> = 0>
+  bool IsDrained() const noexcept {
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      if (!rings_[p].IsDrained()) return false;
+    }
+    return true;
+  }
+
   int ReadyPriority(int* held) noexcept {
     *held = -1;
     for (int p = static_cast<int>(kTop); p >= 0; --p) {

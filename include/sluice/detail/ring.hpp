@@ -145,6 +145,19 @@ class Ring {
     cursor_.Release();
   }
 
+  // Consumer, for a ring no producer can write any more (shared memory,
+  // its producer process gone): whether a position is claimed at the front
+  // and not published, and moving past it without reading its slot (what
+  // a dead producer began writing there is never looked at).
+  bool HasUnpublishedFront() noexcept {
+    const Position position = cursor_.ConsumerPosition();
+    return cursor_.ClaimedTail() != position &&
+           slots_[position & kIndexMask].sequence.load(std::memory_order_acquire) != position + 1;
+  }
+  void SkipFront() noexcept { cursor_.Release(); }
+  // Consumer: whether every claimed position has been taken or skipped.
+  bool IsDrained() const noexcept { return cursor_.ClaimedTail() == cursor_.ConsumerPosition(); }
+
   // Closes the ring to new claims: see ClaimCursor::Close.
   Position Close() noexcept { return cursor_.Close(); }
 

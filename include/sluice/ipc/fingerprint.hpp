@@ -35,7 +35,8 @@ enum class AttachError : std::uint8_t {
   kConsumerGone,      // the consumer that created it has exited (or was killed)
   kConsumerExists,    // Create: a live consumer already owns a segment of that name
   kSystemError,       // shm_open, ftruncate, mmap or fchown failed (see errno)
-  kBadOptions,        // Create: invalid admission thresholds
+  kBadOptions,        // Create: invalid admission thresholds or check interval
+  kNoFreeLane,        // Attach: every producer lane is taken (ShmBusTraits::kMaxProducers)
 };
 
 constexpr const char* ToString(AttachError error) noexcept {
@@ -67,7 +68,9 @@ constexpr const char* ToString(AttachError error) noexcept {
     case AttachError::kSystemError:
       return "system call failed (errno)";
     case AttachError::kBadOptions:
-      return "invalid options (admission thresholds)";
+      return "invalid options (admission thresholds or producer check interval)";
+    case AttachError::kNoFreeLane:
+      return "every producer lane is taken (raise ShmBusTraits::kMaxProducers)";
   }
   return "invalid";
 }
@@ -157,7 +160,7 @@ struct Fingerprint {
   // Hash of the schema version and each alternative's name, size, alignment.
   std::uint64_t payload_types = 0;
   std::uint32_t alternative_count = 0;
-  std::uint32_t reserved = 0;
+  std::uint32_t lanes = 0;  // producer processes the segment has room for
   std::uint64_t capacity = 0;
   std::uint64_t envelope_size = 0;
   std::uint64_t envelope_align = 0;
@@ -172,7 +175,8 @@ struct Fingerprint {
     }
     if (capacity != theirs.capacity) return AttachError::kCapacity;
     if (envelope_size != theirs.envelope_size || envelope_align != theirs.envelope_align ||
-        queue_size != theirs.queue_size || segment_size != theirs.segment_size) {
+        queue_size != theirs.queue_size || segment_size != theirs.segment_size ||
+        lanes != theirs.lanes) {
       return AttachError::kLayout;
     }
     return AttachError::kNone;
@@ -183,7 +187,7 @@ static_assert(std::is_trivially_copyable_v<Fingerprint>);
 // The library's side of the tag: the shared-memory layout version, the
 // library version and the inline namespace (cache line, position bits).
 inline constexpr const char kAbiTag[] =
-    "sluice-ipc-1/" SLUICE_IPC_STRINGIFY(SLUICE_VERSION_MAJOR) "." SLUICE_IPC_STRINGIFY(
+    "sluice-ipc-2/" SLUICE_IPC_STRINGIFY(SLUICE_VERSION_MAJOR) "." SLUICE_IPC_STRINGIFY(
         SLUICE_VERSION_MINOR) "/" SLUICE_IPC_STRINGIFY(SLUICE_ABI_NAMESPACE);
 static_assert(sizeof(kAbiTag) <= Fingerprint::kTagBytes);
 
@@ -191,7 +195,8 @@ static_assert(sizeof(kAbiTag) <= Fingerprint::kTagBytes);
 // traits' kSchemaVersion), for changes the names, sizes and alignments do
 // not show (fields reordered, a field put where padding was).
 template <typename Payload, std::size_t kCapacity, typename Envelope, typename Queue>
-Fingerprint MakeFingerprint(std::uint64_t segment_size, std::uint64_t schema_version) {
+Fingerprint MakeFingerprint(std::uint64_t segment_size, std::uint64_t schema_version,
+                            std::uint32_t lanes) {
   Fingerprint fingerprint;
   std::memcpy(fingerprint.abi_tag, kAbiTag, sizeof(kAbiTag));
   fingerprint.payload_types = detail::HashAlternatives<Payload>(
@@ -202,6 +207,7 @@ Fingerprint MakeFingerprint(std::uint64_t segment_size, std::uint64_t schema_ver
   fingerprint.envelope_align = alignof(Envelope);
   fingerprint.queue_size = sizeof(Queue);
   fingerprint.segment_size = segment_size;
+  fingerprint.lanes = lanes;
   return fingerprint;
 }
 

@@ -1,31 +1,54 @@
 // The bus across processes on one host: the queue of the in-process bus
 // (detail/message_queue.hpp: one ring per priority, HIGH first, one fill
-// cursor for admission) placed in a named shared-memory segment. One
-// consumer process creates the segment and dispatches (ShmBus); producer
-// processes attach and publish (ShmProducer). No daemon. Linux.
+// cursor for admission) placed in a named shared-memory segment, once per
+// producer process (its lane). One consumer process creates the segment
+// and dispatches (ShmBus); producer processes attach, each taking a lane,
+// and publish (ShmProducer). No daemon. Linux.
 //
 // Segment layout: a Header (magic, fingerprint, consumer identity, admission
-// thresholds, state, counters), then the queue at kQueueOffset. Everything
-// in it is fixed-width or a lock-free atomic, and holds offsets, never
-// pointers, so each process may map it at another address.
+// thresholds, state, one LaneControl per lane: owner, state, counters), then
+// each lane's rings at LaneOffset(lane). Everything in it is fixed-width or
+// a lock-free atomic, and holds offsets, never pointers, so each process
+// may map it at another address.
+//
+// Why a lane per process: a process killed between its claim and its
+// publish leaves a claim no one will publish. In a lane only that
+// process's threads claim, so once its process is gone every claim left
+// there is known to be abandoned: the consumer skips each (counted lost),
+// dispatches what the process did publish, and hands the lane to the next
+// producer. In a queue shared by processes no one could tell whose claim a
+// hole is.
 //
 // Synchronisation, each release named with its acquire:
 //  (S) segment ready, creator -> attacher: Create writes the header and
-//      constructs the queue, then stores `magic` with release; Attach loads
+//      constructs the rings, then stores `magic` with release; Attach loads
 //      it with acquire before reading anything else.
 //  (A), (B), (H) of the rings and the fill cursor, as in process
 //      (detail/ring.hpp, detail/claim_cursor.hpp): a lock-free atomic is
 //      address-free, so they hold between processes as between threads.
-//  (X) close: the consumer closes the fill cursor (every later claim is
-//      refused) and then stores `state` = kClosed; a producer reads `state`
-//      only after a refused claim, to say why (relaxed: it carries no data).
+//  (J) a lane changing hands. Taking, producer -> consumer: under the
+//      segment's lock (flock, which the kernel drops with a dead holder),
+//      Attach loads a lane's `state` with acquire, and on kLaneFree writes
+//      `owner`, stores kLaneOwned with release and sets the lane's bit in
+//      `lanes_active` with release; the consumer loads `lanes_active` with
+//      acquire before reading the lane's rings, and `state` with acquire
+//      before reading `owner`. Leaving, producer -> consumer: Detach stores
+//      kLaneDetached with release after its last publish; the consumer's
+//      acquire of `state` then sees every publish and count of the lane.
+//      Handing back, consumer -> next producer: the consumer clears the bit,
+//      constructs the lane's rings and counters anew, then stores
+//      kLaneFree with release, which the next Attach's acquire pairs with.
+//  (X) close: the consumer closes every lane's fill cursor (every later
+//      claim is refused) and then stores `state` = kClosed; a producer reads
+//      `state` only after a refused claim, to say why (relaxed: it carries
+//      no data).
 //
 // The consumer copies each message out of the segment before it looks at
 // it: a producer process (or anything else that can write the segment)
 // could change it while it is read. The copy's priority and alternative
 // index are checked before dispatch; a message that fails is counted as
-// corrupt and skipped. Slot indices are masked, so no position read from
-// the segment reaches outside it.
+// corrupt and skipped. Slot indices are masked and lane numbers bounded,
+// so no position read from the segment reaches outside it.
 #pragma once
 
 #include <atomic>
@@ -33,6 +56,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <optional>
 #include <string>
@@ -77,13 +101,16 @@ struct CrossProcessAlternatives<std::variant<Ts...>> {
 
 // The parts of the in-process traits the shared bus uses: its delivery
 // order's knobs (always priority order across processes) and the
-// subscription table's sizes.
+// subscription table's sizes, and how many producer processes it holds.
 struct ShmBusTraits {
   // Part of the fingerprint: raise it when a payload type changes in a way
   // its name, size and alignment do not show (fields reordered or retyped
   // alike, a field put where padding was), so old and new builds refuse
   // each other.
   static constexpr std::uint64_t kSchemaVersion = 0;
+  // Producers attached at once (ShmProducer objects, in any processes):
+  // each has a lane of kCapacity messages per priority in the segment.
+  static constexpr std::size_t kMaxProducers = 8;
   static constexpr std::size_t kMaxSubscribersPerType = 16;
   static constexpr std::size_t kCallbackStorageBytes = 48;
   static constexpr std::uint32_t kCheckInterval = 1;
@@ -94,10 +121,15 @@ struct ShmBusOptions {
   SegmentPermissions permissions;
   // Fixed for the segment's life; producers read them at Attach.
   AdmissionThresholds thresholds;
+  // How often, at most, ProcessBatch looks for producer processes that
+  // exited without detaching (one read of /proc per attached producer): on
+  // a batch that took nothing, or after 4,096 batches. 0: on every such
+  // batch. ShmBus::CheckProducers looks at once.
+  std::chrono::nanoseconds producer_check_interval = std::chrono::milliseconds(10);
 };
 
-// What the consumer process counted; the per-priority counts come from the
-// segment (every producer's publishes).
+// What the consumer process counted; `published` and `dropped` come from
+// the segment (every producer's publishes).
 struct ShmBusStatistics {
   std::uint64_t published[kPriorityCount] = {};  // admitted, by every producer
   std::uint64_t dropped[kPriorityCount] = {};    // refused for room
@@ -105,6 +137,18 @@ struct ShmBusStatistics {
   std::uint64_t corrupt = 0;             // skipped: a priority or alternative index out of range
   std::uint64_t callback_errors = 0;     // subscriber or visitor threw (counted, batch went on)
   std::uint64_t producers_attached = 0;  // attaches since the segment was made
+  std::uint64_t lost = 0;                // claims a killed producer never published, skipped
+  std::uint64_t producers_killed = 0;    // lanes taken back from processes that exited attached
+  std::uint64_t producers_detached = 0;  // lanes handed back by Detach (or a destructor)
+};
+
+// A producer's lane handed back, reported to ShmBus::OnProducerExit after
+// everything it published has been dispatched.
+struct ProducerExit {
+  std::uint16_t lane = 0;  // 1..kMaxProducers, as MessageHeader::lane of its messages
+  std::int32_t pid = 0;    // its process, as seen from the consumer's PID namespace
+  bool killed = false;     // its process exited without detaching
+  std::uint64_t lost = 0;  // its claims never published (killed between claim and publish)
 };
 
 namespace detail {
@@ -116,6 +160,7 @@ constexpr std::size_t RoundUp(std::size_t value, std::size_t alignment) noexcept
 }
 
 enum SegmentState : std::uint32_t { kOpen = 1, kClosed = 2 };
+enum LaneState : std::uint32_t { kLaneFree = 0, kLaneOwned = 1, kLaneDetached = 2 };
 
 template <typename Payload, std::size_t kCapacity, typename Traits>
 struct Layout {
@@ -125,8 +170,15 @@ struct Layout {
                 "Sluice: every payload alternative of a shared-memory bus must be trivially "
                 "copyable and not a pointer: it is copied between processes as bytes");
   static_assert(std::atomic<Position>::is_always_lock_free &&
-                    std::atomic<std::uint32_t>::is_always_lock_free,
+                    std::atomic<std::uint32_t>::is_always_lock_free &&
+                    std::atomic<std::uint64_t>::is_always_lock_free,
                 "Sluice: a shared-memory bus needs lock-free (address-free) atomics");
+  static_assert(Traits::kMaxProducers >= 1 && Traits::kMaxProducers <= 64,
+                "Sluice: ShmBusTraits::kMaxProducers must be 1 to 64");
+
+  static constexpr std::size_t kLanes = Traits::kMaxProducers;
+  static constexpr std::uint64_t kAllLanes =
+      kLanes == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << kLanes) - 1;
 
   using Envelope = MessageEnvelope<Payload>;
   // The consumer's state (which ring, how long a run) lives in each
@@ -136,6 +188,14 @@ struct Layout {
                                               Traits::kStarvationLimit, sluice::detail::RingsAt>;
   using Rings = typename Queue::Rings;
 
+  struct alignas(kCacheLineSize) LaneControl {
+    std::atomic<std::uint32_t> state;  // LaneState: (J)
+    ProcessIdentity owner;             // written before kLaneOwned
+    // The owner's threads count here (relaxed: tallies). Their own line.
+    alignas(kCacheLineSize) std::atomic<std::uint64_t> published[kPriorityCount];
+    std::atomic<std::uint64_t> dropped[kPriorityCount];
+  };
+
   struct alignas(kCacheLineSize) Header {
     std::atomic<std::uint64_t> magic;  // kMagic once ready: (S)
     Fingerprint fingerprint;
@@ -143,37 +203,46 @@ struct Layout {
     AdmissionThresholds thresholds;
     std::atomic<std::uint32_t> state;
     std::atomic<std::uint64_t> producers_attached;
-    // Producers count here (relaxed: tallies). Their own line.
-    alignas(kCacheLineSize) std::atomic<std::uint64_t> published[kPriorityCount];
-    std::atomic<std::uint64_t> dropped[kPriorityCount];
+    std::atomic<std::uint64_t> lanes_active;  // bit l: lane l has an owner: (J)
+    LaneControl lanes[kLanes];
   };
 
   static constexpr std::size_t kRingsAlign = alignof(Rings) > kCacheLineSize ? alignof(Rings)
                                                                              : kCacheLineSize;
-  static constexpr std::size_t kRingsOffset = RoundUp(sizeof(Header), kRingsAlign);
-  static constexpr std::size_t kSegmentSize = RoundUp(kRingsOffset + sizeof(Rings), 4096);
+  static constexpr std::size_t kLanesOffset = RoundUp(sizeof(Header), kRingsAlign);
+  static constexpr std::size_t kLaneStride = RoundUp(sizeof(Rings), kRingsAlign);
+  static constexpr std::size_t kSegmentSize = RoundUp(kLanesOffset + kLanes * kLaneStride, 4096);
 
   static Fingerprint Expected() {
-    return MakeFingerprint<Payload, kCapacity, Envelope, Rings>(kSegmentSize,
-                                                                Traits::kSchemaVersion);
+    return MakeFingerprint<Payload, kCapacity, Envelope, Rings>(
+        kSegmentSize, Traits::kSchemaVersion, static_cast<std::uint32_t>(kLanes));
   }
   static Header* HeaderOf(void* base) noexcept { return static_cast<Header*>(base); }
-  static Rings* RingsOf(void* base) noexcept {
-    return std::launder(reinterpret_cast<Rings*>(static_cast<unsigned char*>(base) + kRingsOffset));
+  // `lane` < kLanes (callers bound it).
+  static void* LaneAt(void* base, std::size_t lane) noexcept {
+    return static_cast<unsigned char*>(base) + kLanesOffset + lane * kLaneStride;
+  }
+  static Rings* RingsOf(void* base, std::size_t lane) noexcept {
+    return std::launder(reinterpret_cast<Rings*>(LaneAt(base, lane)));
   }
 };
+
+inline int LowestBit(std::uint64_t bits) noexcept { return __builtin_ctzll(bits); }
 
 }  // namespace detail
 
 // The consumer: creates the segment and dispatches what producer processes
 // publish, HIGH first. One thread dispatches (ProcessBatch,
-// ProcessBatchWith); Subscribe and Unsubscribe are safe from any thread of
-// this process. Not movable (subscriptions point into it).
+// ProcessBatchWith, CheckProducers); Subscribe and Unsubscribe are safe from
+// any thread of this process. Not movable (subscriptions point into it).
 template <typename Payload, std::size_t kCapacity, typename Traits = ShmBusTraits>
 class ShmBus {
   using LayoutType = detail::Layout<Payload, kCapacity, Traits>;
   using Header = typename LayoutType::Header;
+  using LaneControl = typename LayoutType::LaneControl;
   using Queue = typename LayoutType::Queue;
+  using Rings = typename LayoutType::Rings;
+  static constexpr std::size_t kLanes = LayoutType::kLanes;
 
  public:
   using Envelope = MessageEnvelope<Payload>;
@@ -189,7 +258,9 @@ class ShmBus {
   // and made again; one whose consumer still runs is kConsumerExists.
   AttachError Create(const std::string& name, const ShmBusOptions& options = {}) {
     if (header_ != nullptr) return AttachError::kConsumerExists;
-    if (!options.thresholds.IsValid()) return AttachError::kBadOptions;
+    if (!options.thresholds.IsValid() || options.producer_check_interval.count() < 0) {
+      return AttachError::kBadOptions;
+    }
     AttachError error = Segment::Create(name, kSegmentSize, options.permissions, &segment_);
     if (error == AttachError::kConsumerExists) {
       Segment old;  // locked, while its name is judged and made again
@@ -204,11 +275,11 @@ class ShmBus {
     header_->consumer = ProcessIdentity::Self();
     header_->thresholds = options.thresholds;
     header_->state.store(detail::kOpen, std::memory_order_relaxed);
-    auto* rings = new (static_cast<unsigned char*>(base) + LayoutType::kRingsOffset)
-        typename LayoutType::Rings(0);
-    queue_.emplace(rings);
+    for (std::size_t lane = 0; lane < kLanes; ++lane) ResetLane(lane);
+    check_interval_ = options.producer_check_interval;
+    last_check_ = std::chrono::steady_clock::now();
     name_ = name;
-    // SYNC POINT WRITE (S): the header and queue above, before any attach.
+    // SYNC POINT WRITE (S): the header and rings above, before any attach.
     header_->magic.store(detail::kMagic, std::memory_order_release);
     return AttachError::kNone;
   }
@@ -218,7 +289,7 @@ class ShmBus {
   // still queued is not dispatched. Then Create may be called again.
   void Close() noexcept {
     if (header_ == nullptr) return;
-    (void)queue_->Close();
+    for (auto& lane : lanes_) (void)lane.queue->Close();
     // The name is removed only while it is still this segment's (under the
     // lock a consumer making the name again takes), then producers learn
     // why their claims fail.
@@ -229,7 +300,8 @@ class ShmBus {
     header_->state.store(detail::kClosed, std::memory_order_relaxed);
     segment_ = Segment();
     header_ = nullptr;
-    queue_.reset();
+    for (auto& lane : lanes_) lane.Clear();
+    gone_ = 0;
   }
 
   bool IsOpen() const noexcept { return header_ != nullptr; }
@@ -242,6 +314,13 @@ class ShmBus {
   }
   UnsubscribeResult Unsubscribe(const SubscriptionHandle& handle) noexcept {
     return registry_.Unsubscribe(handle, epoch_);
+  }
+
+  // Called on the consumer thread, from ProcessBatch, each time a
+  // producer's lane is handed back (after its last message was taken).
+  // Set it before dispatching.
+  void OnProducerExit(std::function<void(const ProducerExit&)> handler) {
+    on_exit_ = std::move(handler);
   }
 
   // ---- Dispatch (the consumer thread) -------------------------------------------
@@ -273,22 +352,55 @@ class ShmBus {
     });
   }
 
+  // Looks now for producers that left: a lane whose process exited without
+  // detaching (killed), or that detached. Their published messages are
+  // still dispatched; then their claims never published are skipped and
+  // counted lost, and the lane is handed back (OnProducerExit). ProcessBatch
+  // calls it itself (ShmBusOptions::producer_check_interval).
+  void CheckProducers() {
+    if (header_ == nullptr) return;
+    for (std::size_t lane = 0; lane < kLanes; ++lane) {
+      const std::uint64_t bit = std::uint64_t{1} << lane;
+      if ((gone_ & bit) != 0) continue;
+      const LaneControl& control = header_->lanes[lane];
+      // SYNC POINT READ (J): the owner's identity, or its last publishes.
+      const std::uint32_t state = control.state.load(std::memory_order_acquire);
+      if (state == detail::kLaneDetached) {
+        lanes_[lane].killed = false;
+      } else if (state == detail::kLaneOwned) {
+        const ProcessIdentity owner = control.owner;
+        if (!owner.IsGone()) continue;
+        lanes_[lane].killed = true;
+      } else {
+        continue;  // free (or a value no producer writes: left alone)
+      }
+      lanes_[lane].pid = control.owner.pid;
+      gone_ |= bit;
+    }
+    if (gone_ != 0) TendGoneLanes();
+  }
+
   // ---- Observation ---------------------------------------------------------------
 
-  // Messages admitted and not yet taken (0 when closed).
+  // Messages admitted and not yet taken, in every lane (0 when closed).
   std::size_t QueueDepth() const noexcept {
-    return queue_ ? static_cast<std::size_t>(queue_->Depth()) : 0;
+    if (header_ == nullptr) return 0;
+    std::size_t depth = 0;
+    for (const auto& lane : lanes_) depth += static_cast<std::size_t>(lane.queue->Depth());
+    return depth;
   }
 
   ShmBusStatistics GetStatistics() const noexcept {
-    ShmBusStatistics s;
+    ShmBusStatistics s = totals_;
     s.processed = processed_;
     s.corrupt = corrupt_;
     s.callback_errors = callback_errors_;
     if (header_ != nullptr) {
-      for (std::size_t p = 0; p < kPriorityCount; ++p) {
-        s.published[p] = header_->published[p].load(std::memory_order_relaxed);
-        s.dropped[p] = header_->dropped[p].load(std::memory_order_relaxed);
+      for (const LaneControl& control : header_->lanes) {
+        for (std::size_t p = 0; p < kPriorityCount; ++p) {
+          s.published[p] += control.published[p].load(std::memory_order_relaxed);
+          s.dropped[p] += control.dropped[p].load(std::memory_order_relaxed);
+        }
       }
       s.producers_attached = header_->producers_attached.load(std::memory_order_relaxed);
     }
@@ -296,6 +408,20 @@ class ShmBus {
   }
 
  private:
+  // The consumer's side of one lane.
+  struct ConsumerLane {
+    std::optional<Queue> queue;  // its view of the lane's rings
+    std::uint64_t lost = 0;      // claims skipped since its owner left
+    std::int32_t pid = 0;        // the owner that left
+    bool killed = false;
+    void Clear() noexcept {
+      queue.reset();  // a view holds references: made again, never assigned
+      lost = 0;
+      pid = 0;
+      killed = false;
+    }
+  };
+
   // A segment of this name exists: removed if its consumer is gone (or it
   // closed); else why not. `old` stays locked until the caller has made the
   // new segment, so that two consumers making the name again take turns:
@@ -322,19 +448,95 @@ class ShmBus {
     return AttachError::kNone;
   }
 
+  // Constructs lane `lane`'s rings and counters anew and makes its queue
+  // view; the lane is free afterwards (SYNC POINT WRITE (J)).
+  void ResetLane(std::size_t lane) noexcept {
+    void* base = segment_.Base();
+    LaneControl& control = header_->lanes[lane];
+    new (LayoutType::LaneAt(base, lane)) Rings(0);
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      control.published[p].store(0, std::memory_order_relaxed);
+      control.dropped[p].store(0, std::memory_order_relaxed);
+    }
+    lanes_[lane].Clear();
+    lanes_[lane].queue.emplace(LayoutType::RingsOf(base, lane));
+    control.state.store(detail::kLaneFree, std::memory_order_release);
+  }
+
+  // Lanes whose owner left: moves past the claims it never published at
+  // each ring's front (what it published is dispatched as usual), and
+  // hands each lane with nothing left back.
+  void TendGoneLanes() {
+    for (std::uint64_t gone = gone_; gone != 0; gone &= gone - 1) {
+      const auto lane = static_cast<std::size_t>(detail::LowestBit(gone));
+      ConsumerLane& consumer = lanes_[lane];
+      consumer.lost += consumer.queue->SkipUnpublishedFronts();
+      if (!consumer.queue->IsDrained()) continue;
+      LaneControl& control = header_->lanes[lane];
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
+        totals_.published[p] += control.published[p].load(std::memory_order_relaxed);
+        totals_.dropped[p] += control.dropped[p].load(std::memory_order_relaxed);
+      }
+      totals_.lost += consumer.lost;
+      ++(consumer.killed ? totals_.producers_killed : totals_.producers_detached);
+      ProducerExit exit;
+      exit.lane = static_cast<std::uint16_t>(lane + 1);
+      exit.pid = consumer.pid;
+      exit.killed = consumer.killed;
+      exit.lost = consumer.lost;
+      // Off the active set before it is free, so that the next owner's bit
+      // is not cleared after it was set.
+      header_->lanes_active.fetch_and(~(std::uint64_t{1} << lane), std::memory_order_relaxed);
+      gone_ &= ~(std::uint64_t{1} << lane);
+      ResetLane(lane);
+      if (on_exit_) on_exit_(exit);
+    }
+  }
+
+  // The front of the lane to take from next: the highest priority published
+  // in any lane not held (a claim above it in the same lane not yet
+  // published: the in-process rule, per lane, since only one process's
+  // threads can order their publishes); ties go round the lanes.
+  Envelope* Next(std::uint64_t active, std::size_t* lane) noexcept {
+    if (active == 0) return nullptr;
+    if ((active & (active - 1)) == 0) {
+      *lane = static_cast<std::size_t>(detail::LowestBit(active));
+      return lanes_[*lane].queue->TryFront();
+    }
+    int best = -1;
+    for (std::size_t i = 1; i <= kLanes; ++i) {
+      const std::size_t candidate = (last_lane_ + i) % kLanes;
+      if ((active & (std::uint64_t{1} << candidate)) == 0) continue;
+      int held = -1;
+      const int priority = lanes_[candidate].queue->ReadyPriority(&held);
+      if (priority > best && held < priority) {
+        best = priority;
+        *lane = candidate;
+      }
+    }
+    if (best < 0) return nullptr;
+    last_lane_ = *lane;
+    return lanes_[*lane].queue->TryFront();
+  }
+
   template <typename Deliver>
   std::uint32_t Run(std::uint32_t max_messages, Deliver&& deliver) {
-    if (!queue_) return 0;
+    if (header_ == nullptr) return 0;
     std::uint32_t taken = 0;
     epoch_.Enter();
+    if (gone_ != 0) TendGoneLanes();
+    // SYNC POINT READ (J): the lanes taken, before their rings are read.
+    const std::uint64_t active =
+        header_->lanes_active.load(std::memory_order_acquire) & LayoutType::kAllLanes;
     while (taken < max_messages) {
-      Envelope* front = queue_->TryFront();
+      std::size_t lane = 0;
+      Envelope* front = Next(active, &lane);
       if (front == nullptr) break;
       // The copy is what gets checked and dispatched: the slot is memory
       // other processes can write. Freed at once for the producers.
       alignas(Envelope) unsigned char bytes[sizeof(Envelope)];
       std::memcpy(bytes, static_cast<const void*>(front), sizeof(Envelope));
-      queue_->PopFront();
+      lanes_[lane].queue->PopFront();
       ++taken;
       Envelope& envelope = *std::launder(reinterpret_cast<Envelope*>(bytes));
       if (envelope.payload.index() >= std::variant_size_v<Payload> ||
@@ -343,48 +545,86 @@ class ShmBus {
         continue;
       }
       // Fields a writer could leave as any byte, set to what they mean
-      // here: `counted` is a bool (only 0 and 1 are values), lanes are not
-      // shared across processes.
+      // here: `counted` is a bool (only 0 and 1 are values); `lane` says
+      // which producer's lane the message came through.
       std::memset(static_cast<void*>(&envelope.header.counted), 1, sizeof(bool));
-      envelope.header.lane = 0;
+      envelope.header.lane = static_cast<std::uint16_t>(lane + 1);
       ++processed_;
       deliver(envelope);
     }
     registry_.ReclaimDeferred();
     epoch_.Exit();
+    if (taken == 0 || ++batches_since_check_ >= kBatchesPerCheck) {
+      batches_since_check_ = 0;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_check_ >= check_interval_) {
+        last_check_ = now;
+        CheckProducers();
+      }
+    }
     return taken;
   }
 
+  static constexpr std::uint32_t kBatchesPerCheck = 4096;
+
   Segment segment_;
   Header* header_ = nullptr;
-  std::optional<Queue> queue_;  // the consumer's view of the segment's rings
+  ConsumerLane lanes_[kLanes];
+  std::uint64_t gone_ = 0;  // bit l: lane l's owner left, its lane not yet handed back
+  std::size_t last_lane_ = 0;
   std::string name_;
   sluice::detail::SubscriptionRegistry<Payload, Traits> registry_;
   sluice::detail::DispatchEpoch epoch_;
+  std::function<void(const ProducerExit&)> on_exit_;
+  std::chrono::nanoseconds check_interval_{0};
+  std::chrono::steady_clock::time_point last_check_{};
+  std::uint32_t batches_since_check_ = 0;
   // The consumer thread's tallies, plain: GetStatistics reads them, so it is
   // for the consumer thread too (from another thread it would be a data race).
   std::uint64_t processed_ = 0;
   std::uint64_t corrupt_ = 0;
   std::uint64_t callback_errors_ = 0;
+  ShmBusStatistics totals_;  // of lanes handed back
 };
 
-// A producer process's handle on a bus segment: attaches (checking the
-// fingerprint) and publishes with priority admission. Publish is lock-free
-// and safe from any thread of this process. Movable.
+// A producer's handle on a bus segment: attaches (checking the
+// fingerprint), takes a lane of its own, and publishes into it with
+// priority admission. Publish is lock-free and safe from any thread of
+// this process. Movable; detaches when destroyed. Not for a forked child
+// (attach there anew): the lane belongs to the process that attached.
 template <typename Payload, std::size_t kCapacity, typename Traits = ShmBusTraits>
 class ShmProducer {
   using LayoutType = detail::Layout<Payload, kCapacity, Traits>;
   using Header = typename LayoutType::Header;
+  using LaneControl = typename LayoutType::LaneControl;
   using Queue = typename LayoutType::Queue;
+  static constexpr std::size_t kLanes = LayoutType::kLanes;
 
  public:
   using Envelope = MessageEnvelope<Payload>;
 
   ShmProducer() noexcept = default;
+  ShmProducer(ShmProducer&& other) noexcept { *this = std::move(other); }
+  ShmProducer& operator=(ShmProducer&& other) noexcept {
+    if (this != &other) {
+      Detach();
+      segment_ = std::move(other.segment_);
+      header_ = std::exchange(other.header_, nullptr);
+      control_ = std::exchange(other.control_, nullptr);
+      consumer_ = other.consumer_;
+      lane_ = std::exchange(other.lane_, 0);
+      // A view holds references into the mapping, which did not move.
+      if (other.queue_) queue_.emplace(LayoutType::RingsOf(segment_.Base(), lane_ - 1u));
+      other.queue_.reset();
+      for (std::size_t p = 0; p < kPriorityCount; ++p) limits_[p] = other.limits_[p];
+    }
+    return *this;
+  }
+  ~ShmProducer() { Detach(); }
 
-  // Maps the segment and checks that it is a ready Sluice bus of this
-  // payload, capacity and layout whose consumer runs; on any mismatch
-  // nothing stays mapped and the error says which part differs.
+  // Maps the segment, checks that it is a ready Sluice bus of this
+  // payload, capacity and layout whose consumer runs, and takes a free
+  // lane; on any refusal nothing stays mapped and the error says why.
   AttachError Attach(const std::string& name) {
     Detach();
     Segment segment;
@@ -406,6 +646,24 @@ class ShmProducer {
     }
     const AdmissionThresholds thresholds = header->thresholds;
     if (!thresholds.IsValid()) return AttachError::kNotASegment;
+    // Producers take lanes in turn; the kernel drops a dead taker's lock.
+    if (!segment.Lock()) return AttachError::kSystemError;
+    std::size_t lane = kLanes;
+    for (std::size_t l = 0; l < kLanes && lane == kLanes; ++l) {
+      // SYNC POINT READ (J): a free lane's rings as the consumer reset them.
+      if (header->lanes[l].state.load(std::memory_order_acquire) == detail::kLaneFree) lane = l;
+    }
+    if (lane == kLanes) {
+      segment.Unlock();
+      return AttachError::kNoFreeLane;
+    }
+    LaneControl& control = header->lanes[lane];
+    control.owner = ProcessIdentity::Self();
+    // SYNC POINT WRITE (J): the owner, before the consumer judges it; then
+    // the lane's bit, before any publish into it.
+    control.state.store(detail::kLaneOwned, std::memory_order_release);
+    header->lanes_active.fetch_or(std::uint64_t{1} << lane, std::memory_order_release);
+    segment.Unlock();
     limits_[0] = FillLimit(thresholds.low_percent, kCapacity);
     limits_[1] = FillLimit(thresholds.medium_percent, kCapacity);
     limits_[2] = FillLimit(thresholds.high_percent, kCapacity);
@@ -413,20 +671,36 @@ class ShmProducer {
     header->producers_attached.fetch_add(1, std::memory_order_relaxed);
     segment_ = std::move(segment);
     header_ = header;
-    queue_.emplace(LayoutType::RingsOf(segment_.Base()));
+    control_ = &control;
+    lane_ = static_cast<std::uint16_t>(lane + 1);
+    queue_.emplace(LayoutType::RingsOf(segment_.Base(), lane));
     return AttachError::kNone;
   }
 
+  // Hands the lane back (the consumer dispatches what it published, then
+  // frees the lane for the next producer) and unmaps. No publish of this
+  // producer may be running.
   void Detach() noexcept {
+    if (control_ != nullptr) {
+      // SYNC POINT WRITE (J): every publish and count of this lane, before
+      // the consumer hands it on.
+      control_->state.store(detail::kLaneDetached, std::memory_order_release);
+    }
     segment_ = Segment();
     header_ = nullptr;
+    control_ = nullptr;
     queue_.reset();
+    lane_ = 0;
   }
   bool IsAttached() const noexcept { return header_ != nullptr; }
+  // This producer's lane (1..kMaxProducers, MessageHeader::lane of its
+  // messages at the consumer), 0 when not attached.
+  std::uint16_t Lane() const noexcept { return lane_; }
 
-  // Admits `message` at `priority` if the queue is below that priority's
-  // threshold. kClosed when not attached, or when the consumer closed the
-  // bus or is no longer running (checked only when a publish is refused).
+  // Admits `message` at `priority` if this producer's lane is below that
+  // priority's threshold. kClosed when not attached, or when the consumer
+  // closed the bus or is no longer running (checked only when a publish is
+  // refused).
   template <typename Message>
   PublishResult Publish(Message&& message, std::uint32_t sender_id,
                         MessagePriority priority = MessagePriority::MEDIUM) {
@@ -454,7 +728,7 @@ class ShmProducer {
       if (header_->state.load(std::memory_order_relaxed) != detail::kOpen || consumer_.IsGone()) {
         return PublishResult(PublishOutcome::kClosed, priority);
       }
-      header_->dropped[p].fetch_add(1, std::memory_order_relaxed);
+      control_->dropped[p].fetch_add(1, std::memory_order_relaxed);
       return PublishResult(PublishOutcome::kRefusedFull, priority);
     }
     MessageHeader header;
@@ -465,7 +739,7 @@ class ShmProducer {
     header.counted = true;
     new (queue_->Storage(claim)) Envelope{header, Payload(std::forward<Message>(message))};
     queue_->Publish(claim);
-    header_->published[p].fetch_add(1, std::memory_order_relaxed);
+    control_->published[p].fetch_add(1, std::memory_order_relaxed);
     return PublishResult::MakeAdmitted(priority);
   }
 
@@ -476,8 +750,10 @@ class ShmProducer {
  private:
   Segment segment_;
   Header* header_ = nullptr;
-  std::optional<Queue> queue_;  // the consumer's view of the segment's rings
+  LaneControl* control_ = nullptr;  // this producer's lane
+  std::optional<Queue> queue_;      // its rings
   ProcessIdentity consumer_;
+  std::uint16_t lane_ = 0;
   Position limits_[kPriorityCount] = {};
 };
 

@@ -1,0 +1,53 @@
+// What the shared-memory bus's test files share: unique segment names, the
+// peer process (tests/ipc/peer.cpp) and a dispatch loop with a guard.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <sluice/ipc/shm_bus.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../child_process.hpp"
+
+namespace sluice_ipc_test {
+
+using namespace std::chrono_literals;
+
+inline constexpr auto kGuard = 30s;
+
+// A segment name of this test process alone (tests run in parallel).
+inline std::string UniqueName() {
+  static std::atomic<int> next{0};
+  return "/sluice-test-" + std::to_string(::getpid()) + "-" + std::to_string(next.fetch_add(1));
+}
+
+inline bool StartPeer(sluice_test::ChildProcess& peer, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{SLUICE_IPC_PEER};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return peer.Start(argv, /*capture=*/true);
+}
+
+// The value of `key=` in a peer's line.
+inline std::uint64_t Field(const std::string& line, const std::string& key) {
+  const std::size_t at = line.find(key + "=");
+  return at == std::string::npos ? ~std::uint64_t{0}
+                                 : std::stoull(line.substr(at + key.size() + 1));
+}
+
+// Dispatches until `done` or the guard passes.
+template <typename Bus, typename Done>
+bool DispatchUntil(Bus& bus, Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kGuard;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    if (bus.ProcessBatch() == 0) std::this_thread::sleep_for(100us);
+  }
+  return true;
+}
+
+}  // namespace sluice_ipc_test

@@ -1,0 +1,289 @@
+// Producers leaving the shared-memory bus: a producer process killed at
+// each step of a publish (before its claim, holding a claim of the fill, a
+// claim of a ring slot, half its message written, after its publish), and
+// at random times with two threads publishing; a producer that detaches;
+// every lane taken. Each time: the consumer and the other producers go on,
+// what the dead process published is dispatched, what it claimed and never
+// published is counted lost with its pid, and its lane is handed to the
+// next producer whole. Deadlines only guard against hangs.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <set>
+#include <sluice/ipc/shm_bus.hpp>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "../child_process.hpp"
+#include "ipc_test_messages.hpp"
+#include "ipc_test_peer.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using sluice::MessagePriority;
+using sluice::ipc::AttachError;
+using sluice::ipc::ProducerExit;
+using sluice_ipc_test::DispatchUntil;
+using sluice_ipc_test::Field;
+using sluice_ipc_test::kCapacity;
+using sluice_ipc_test::kGuard;
+using sluice_ipc_test::Payload;
+using sluice_ipc_test::StartPeer;
+using sluice_ipc_test::Stop;
+using sluice_ipc_test::UniqueName;
+using sluice_test::ChildProcess;
+using Bus = sluice::ipc::ShmBus<Payload, kCapacity>;
+using Producer = sluice::ipc::ShmProducer<Payload, kCapacity>;
+using Envelope = sluice::MessageEnvelope<Payload>;
+
+struct Received {
+  std::uint16_t lane;
+  MessagePriority priority;
+  std::uint64_t seq;
+  bool intact;
+};
+
+// Creates `bus` on `name`, looking for producers that left at most every
+// `interval`; each lane handed back is added to `exits`.
+AttachError CreateWatching(Bus& bus, const std::string& name, std::chrono::nanoseconds interval,
+                           std::vector<ProducerExit>* exits) {
+  sluice::ipc::ShmBusOptions options;
+  options.producer_check_interval = interval;
+  bus.OnProducerExit([exits](const ProducerExit& exit) { exits->push_back(exit); });
+  return bus.Create(name, options);
+}
+
+// Publishes LOW until refused; how many were admitted.
+std::uint64_t FillLow(Producer& producer) {
+  std::uint64_t admitted = 0;
+  while (producer.Publish(Stop{0, admitted}, 1, MessagePriority::LOW)) ++admitted;
+  return admitted;
+}
+
+// The peer publishes HIGH 0-2 and LOW 3-4, stops at one step of a HIGH
+// publish, publishes HIGH 6-7 and LOW 8, and is killed. A producer of this
+// process publishes LOW meanwhile and is never held up by the dead lane.
+// The consumer looks for dead producers only when told (CheckProducers), so
+// the test sees the dead lane holding its own lower rings first.
+TEST(ShmProducerExitTest, AProducerKilledAtAnyStepWedgesNothingAndItsLaneIsHandedOn) {
+  struct Phase {
+    const char* name;
+    bool publishes_five;
+    std::uint64_t lost;
+  };
+  const Phase phases[] = {{"before-claim", false, 0},
+                          {"fill-claimed", false, 0},
+                          {"ring-claimed", false, 1},
+                          {"half-written", false, 1},
+                          {"published", true, 0}};
+  for (const Phase& phase : phases) {
+    SCOPED_TRACE(phase.name);
+    const std::string name = UniqueName();
+    Bus bus;
+    std::vector<ProducerExit> exits;
+    ASSERT_EQ(CreateWatching(bus, name, std::chrono::hours(1), &exits), AttachError::kNone);
+    std::vector<Received> received;
+    const auto record = [&](const Envelope& e) {
+      received.push_back({e.header.lane, e.header.priority, sluice_ipc_test::SeqOf(e.payload),
+                          sluice_ipc_test::IsIntact(e.payload)});
+    };
+    Producer other;
+    ASSERT_EQ(other.Attach(name), AttachError::kNone);
+    ASSERT_EQ(other.Lane(), 1);
+
+    ChildProcess peer;
+    ASSERT_TRUE(StartPeer(peer, {"die", name, phase.name}));
+    std::string line;
+    ASSERT_TRUE(peer.WaitForLine("dying", &line, kGuard)) << line;
+    ASSERT_EQ(Field(line, "lane"), 2u) << line;
+    const pid_t pid = peer.Pid();
+    const int status = peer.Wait(kGuard);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+
+    // The other producer's LOW messages pass the dead lane's.
+    for (std::uint64_t seq = 100; seq < 105; ++seq) {
+      ASSERT_TRUE(other.Publish(Stop{0, seq}, 1, MessagePriority::LOW));
+    }
+    const auto from_other = [&] {
+      std::size_t n = 0;
+      for (const Received& r : received) n += r.lane == 1 ? 1 : 0;
+      return n;
+    };
+    ASSERT_TRUE(DispatchUntil(bus, [&] {
+      (void)bus.ProcessBatchWith(record);
+      return from_other() == 5;
+    }));
+    EXPECT_TRUE(exits.empty()) << "no one looked for dead producers yet";
+
+    bus.CheckProducers();
+    ASSERT_TRUE(DispatchUntil(bus, [&] {
+      (void)bus.ProcessBatchWith(record);
+      return !exits.empty();
+    }));
+    ASSERT_EQ(exits.size(), 1u);
+    EXPECT_EQ(exits[0].lane, 2);
+    EXPECT_EQ(exits[0].pid, pid);
+    EXPECT_TRUE(exits[0].killed);
+    EXPECT_EQ(exits[0].lost, phase.lost);
+
+    // Everything it published, intact, each once, HIGH before LOW.
+    std::vector<std::uint64_t> dead_high;
+    std::vector<std::uint64_t> dead_low;
+    std::size_t first_low = received.size();
+    std::size_t last_high = 0;
+    for (std::size_t i = 0; i < received.size(); ++i) {
+      const Received& r = received[i];
+      if (r.lane != 2) continue;
+      EXPECT_TRUE(r.intact) << r.seq;
+      if (r.priority == MessagePriority::HIGH) {
+        dead_high.push_back(r.seq);
+        last_high = i;
+      } else {
+        dead_low.push_back(r.seq);
+        if (first_low == received.size()) first_low = i;
+      }
+    }
+    std::vector<std::uint64_t> want_high{0, 1, 2, 6, 7};
+    if (phase.publishes_five) want_high = {0, 1, 2, 5, 6, 7};
+    EXPECT_EQ(dead_high, want_high);
+    EXPECT_EQ(dead_low, (std::vector<std::uint64_t>{3, 4, 8}));
+    EXPECT_LT(last_high, first_low);
+
+    const auto stats = bus.GetStatistics();
+    EXPECT_EQ(stats.lost, phase.lost);
+    EXPECT_EQ(stats.producers_killed, 1u);
+    EXPECT_EQ(stats.published[0] + stats.published[1] + stats.published[2],
+              5u + want_high.size() + dead_low.size());
+
+    // The lane is handed on whole: the next producer gets it, with the
+    // full capacity (a fill claim left by the dead one would cost one).
+    Producer next;
+    ASSERT_EQ(next.Attach(name), AttachError::kNone);
+    EXPECT_EQ(next.Lane(), 2);
+    EXPECT_EQ(FillLow(next), sluice::FillLimit(60, kCapacity));
+  }
+}
+
+// Two threads of a producer process publish without pause; the process is
+// killed at a random moment, 20 times. Every message it published is
+// dispatched intact, once, each thread's in its order within a priority;
+// at most one claim per thread is lost.
+TEST(ShmProducerExitTest, AProducerKilledAtRandomLosesAtMostOneClaimPerThread) {
+  constexpr int kRounds = 20;
+  constexpr unsigned kThreads = 2;
+  std::mt19937 random(11);
+  std::uint64_t total_received = 0;
+  std::uint64_t total_lost = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE(round);
+    const std::string name = UniqueName();
+    Bus bus;
+    std::vector<ProducerExit> exits;
+    ASSERT_EQ(CreateWatching(bus, name, std::chrono::nanoseconds(0), &exits), AttachError::kNone);
+    std::set<std::uint64_t> seen;
+    std::map<std::pair<std::uint64_t, int>, std::uint64_t> next_of;  // (thread, priority)
+    std::uint64_t bad = 0;
+    const auto record = [&](const Envelope& e) {
+      const std::uint64_t seq = sluice_ipc_test::SeqOf(e.payload);
+      const std::uint64_t i = seq & ((std::uint64_t{1} << 40) - 1);
+      const auto key = std::make_pair(seq >> 40, static_cast<int>(e.header.priority));
+      const bool in_order = next_of.count(key) == 0 || next_of[key] < i;
+      if (!sluice_ipc_test::IsIntact(e.payload) || !seen.insert(seq).second || !in_order ||
+          e.header.priority != sluice_ipc_test::PriorityOf(i)) {
+        ++bad;
+      }
+      next_of[key] = i;
+    };
+    ChildProcess peer;
+    ASSERT_TRUE(StartPeer(peer, {"publish-threads", name, std::to_string(kThreads)}));
+    std::string line;
+    ASSERT_TRUE(peer.WaitForLine("publishing", &line, kGuard)) << line;
+    const pid_t pid = peer.Pid();
+    const auto until =
+        std::chrono::steady_clock::now() +
+        std::chrono::microseconds(std::uniform_int_distribution<int>(0, 5000)(random));
+    while (std::chrono::steady_clock::now() < until) (void)bus.ProcessBatchWith(record);
+    peer.Kill(SIGKILL);
+    ASSERT_TRUE(DispatchUntil(bus, [&] {
+      (void)bus.ProcessBatchWith(record);
+      return !exits.empty();
+    }));
+    ASSERT_EQ(exits.size(), 1u);
+    EXPECT_EQ(exits[0].pid, pid);
+    EXPECT_TRUE(exits[0].killed);
+    EXPECT_LE(exits[0].lost, kThreads);
+    EXPECT_EQ(bad, 0u);
+    const auto stats = bus.GetStatistics();
+    EXPECT_EQ(stats.published[0] + stats.published[1] + stats.published[2], seen.size());
+    EXPECT_EQ(bus.QueueDepth(), 0u);
+    total_received += seen.size();
+    total_lost += exits[0].lost;
+  }
+  std::printf(
+      "[ ipc] %d producer processes killed while publishing: %llu messages dispatched, "
+      "%llu claims lost\n",
+      kRounds, static_cast<unsigned long long>(total_received),
+      static_cast<unsigned long long>(total_lost));
+}
+
+// Every lane taken: the next Attach says kNoFreeLane. A producer that
+// detaches hands its lane back once its messages are dispatched; a
+// moved-from producer hands back nothing.
+TEST(ShmProducerExitTest, DetachHandsTheLaneBackAndAFullBusSaysNoFreeLane) {
+  const std::string name = UniqueName();
+  Bus bus;
+  std::vector<ProducerExit> exits;
+  ASSERT_EQ(CreateWatching(bus, name, std::chrono::nanoseconds(0), &exits), AttachError::kNone);
+  constexpr std::size_t kLanes = sluice::ipc::ShmBusTraits::kMaxProducers;
+  std::vector<Producer> producers(kLanes);
+  std::set<std::uint16_t> lanes;
+  for (Producer& producer : producers) {
+    ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+    lanes.insert(producer.Lane());
+  }
+  EXPECT_EQ(lanes.size(), kLanes);
+  EXPECT_EQ(*lanes.begin(), 1);
+  EXPECT_EQ(*lanes.rbegin(), kLanes);
+  Producer extra;
+  EXPECT_EQ(extra.Attach(name), AttachError::kNoFreeLane);
+
+  // A moved producer keeps its lane; the moved-from one leaves nothing.
+  {
+    Producer moved(std::move(producers[2]));
+    producers[2] = std::move(moved);
+  }
+  EXPECT_TRUE(producers[2].IsAttached());  // and no exit reported for it below
+  ASSERT_TRUE(producers[2].Publish(Stop{0, 22}, 1, MessagePriority::HIGH));
+  ASSERT_TRUE(producers[3].Publish(Stop{0, 33}, 1, MessagePriority::LOW));
+  const std::uint16_t lane3 = producers[3].Lane();
+  producers[3].Detach();
+  EXPECT_EQ(extra.Attach(name), AttachError::kNoFreeLane);  // not yet handed back
+  std::vector<std::pair<std::uint16_t, std::uint64_t>> got;
+  ASSERT_TRUE(DispatchUntil(bus, [&] {
+    (void)bus.ProcessBatchWith([&](const Envelope& e) {
+      got.emplace_back(e.header.lane, sluice_ipc_test::SeqOf(e.payload));
+    });
+    return !exits.empty();
+  }));
+  EXPECT_EQ(got, (std::vector<std::pair<std::uint16_t, std::uint64_t>>{{producers[2].Lane(), 22},
+                                                                       {lane3, 33}}));
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].lane, lane3);
+  EXPECT_EQ(exits[0].pid, ::getpid());
+  EXPECT_FALSE(exits[0].killed);
+  EXPECT_EQ(exits[0].lost, 0u);
+  EXPECT_EQ(bus.GetStatistics().producers_detached, 1u);
+  ASSERT_EQ(extra.Attach(name), AttachError::kNone);
+  EXPECT_EQ(extra.Lane(), lane3);
+}
+
+}  // namespace
