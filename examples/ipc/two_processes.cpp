@@ -1,7 +1,9 @@
 // Two processes, one bus: the parent is the consumer (a controller), a
 // forked child is a producer (a driver) that publishes odometry at LOW and
 // an emergency stop at HIGH into a segment of shared memory. The consumer
-// dispatches by type, HIGH first. Exits non-zero when what arrived is wrong.
+// dispatches by type, HIGH first; each side sleeps on a futex in the
+// segment while it has to wait for the other. Exits non-zero when what
+// arrived is wrong.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,7 +12,6 @@
 #include <cstdio>
 #include <sluice/ipc/shm_bus.hpp>
 #include <string>
-#include <thread>
 #include <variant>
 
 struct Odometry {
@@ -37,9 +38,11 @@ int Driver(const std::string& name) {
     return 1;
   }
   for (std::uint32_t tick = 1; tick <= kTicks; ++tick) {
-    while (!producer.Publish(Odometry{tick * 0.01, tick}, /*sender_id=*/2,
-                             sluice::MessagePriority::LOW)) {
-      std::this_thread::yield();  // LOW refused at 60 %: the controller catches up
+    // LOW is refused at 60 % full: wait (asleep) for the controller to
+    // catch up, up to a second.
+    if (!producer.PublishBlocking(Odometry{tick * 0.01, tick}, /*sender_id=*/2,
+                                  sluice::MessagePriority::LOW, std::chrono::seconds(1))) {
+      return 1;
     }
   }
   if (!producer.Publish(EmergencyStop{2}, 2, sluice::MessagePriority::HIGH)) return 1;
@@ -65,8 +68,8 @@ int main() {
   });
   auto stop =
       bus.Subscribe<EmergencyStop>([&](const EmergencyStop& s, const sluice::MessageHeader& h) {
-        std::printf("EMERGENCY STOP from source %u (process-wide msg %llu)\n", s.source,
-                    static_cast<unsigned long long>(h.msg_id));
+        std::printf("EMERGENCY STOP from source %u (message %llu of lane %u)\n", s.source,
+                    static_cast<unsigned long long>(h.msg_id), static_cast<unsigned>(h.lane));
         stopped = true;
       });
   if (!odometry.IsValid() || !stop.IsValid()) return 1;
@@ -77,7 +80,7 @@ int main() {
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (!stopped && std::chrono::steady_clock::now() < deadline) {
-    if (bus.ProcessBatch() == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    (void)bus.ProcessBatchWait(std::chrono::milliseconds(100));  // asleep while nothing comes
   }
   int status = 0;
   ::waitpid(child, &status, 0);

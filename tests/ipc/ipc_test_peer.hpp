@@ -50,4 +50,16 @@ bool DispatchUntil(Bus& bus, Done done) {
   return true;
 }
 
+// Dispatches to `visitor` until `done` or the guard passes (every message
+// goes to the visitor).
+template <typename Bus, typename Visitor, typename Done>
+bool DispatchWithUntil(Bus& bus, Visitor&& visitor, Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kGuard;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    if (bus.ProcessBatchWith(visitor) == 0) std::this_thread::sleep_for(100us);
+  }
+  return true;
+}
+
 }  // namespace sluice_ipc_test

@@ -13,11 +13,30 @@
 //                          before-claim: nothing; fill-claimed: claims the
 //                          fill only; ring-claimed: the fill and a ring slot;
 //                          half-written: and writes half the envelope;
-//                          published: publishes 5. Then HIGH 6-7 and LOW 8,
+//                          published: publishes 5; published-uncounted:
+//                          publishes 5 but is killed before it counts it
+//                          (or wakes anyone). Then HIGH 6-7 and LOW 8,
 //                          "dying lane=L", and SIGKILL to itself.
+//   publish-when-asleep NAME   once the consumer sleeps, publishes Stop 1;
+//                          "published"
+//   publish-unwoken NAME   once the consumer sleeps, publishes Stop 1 as a
+//                          publish does but without the wake-up call, says
+//                          "published-unwoken" and SIGKILLs itself (killed
+//                          between its publish and its wake-up call)
+//   block NAME             LOW until refused ("full count=N"), then a
+//                          PublishBlocking of Stop 999 at LOW, 20 s:
+//                          "blocked outcome=<PublishOutcome>"
+//   bursts NAME COUNT BURST    PublishBlocking (an hour) of Stop 0..COUNT-1
+//                          at LOW, 1 ms apart after every BURST:
+//                          "published=COUNT timeouts=K"
+//   leader-exits NAME COUNT    a thread publishes Stop 0..COUNT-1 at LOW
+//                          while the main thread has exited (pthread_exit);
+//                          the process ends with that thread, never
+//                          detaching
 //   publish-threads NAME THREADS   "publishing lane=L", then each thread
 //                          publishes (thread << 40) + i, i = 0, 1, ..., with
 //                          PriorityOf(i), until killed
+#include <pthread.h>
 #include <signal.h>
 
 #include <atomic>
@@ -43,6 +62,7 @@ using sluice_ipc_test::kCapacity;
 using sluice_ipc_test::Payload;
 using Producer = sluice::ipc::ShmProducer<Payload, kCapacity>;
 using Consumer = sluice::ipc::ShmBus<Payload, kCapacity>;
+using Layout = sluice::ipc::detail::Layout<Payload, kCapacity, sluice::ipc::ShmBusTraits>;
 
 constexpr auto kDeadline = 30s;
 
@@ -186,8 +206,26 @@ bool PublishSeq(Producer& producer, std::uint64_t seq, MessagePriority priority)
                  sluice_ipc_test::MakeMessage(seq)));
 }
 
+// Publishes `payload` at HIGH into `rings` as a publish does, but neither
+// counts it nor wakes anyone: a producer killed right after its publish.
+bool PublishBare(Layout::Rings* rings, const Payload& payload) {
+  auto& high = rings->rings[static_cast<int>(MessagePriority::HIGH)];
+  sluice::Position id = 0;
+  sluice::Position slot = 0;
+  if (!rings->fill.TryClaim(kCapacity, &id) || !high.TryClaimExactly(kCapacity, 1, &slot)) {
+    return false;
+  }
+  sluice::MessageHeader header;
+  header.msg_id = id;
+  header.sender_id = 7;
+  header.priority = MessagePriority::HIGH;
+  new (high.Storage(slot)) sluice::MessageEnvelope<Payload>{header, payload};
+  rings->fill.Commit(id);
+  high.Publish(slot);
+  return true;
+}
+
 int Die(const std::string& name, const std::string& phase) {
-  using Layout = sluice::ipc::detail::Layout<Payload, kCapacity, sluice::ipc::ShmBusTraits>;
   Producer producer;
   const AttachError error = producer.Attach(name);
   if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
@@ -208,6 +246,8 @@ int Die(const std::string& name, const std::string& phase) {
   sluice::Position slot = 0;
   if (phase == "published") {
     if (!PublishSeq(producer, 5, MessagePriority::HIGH)) return Fail("publish");
+  } else if (phase == "published-uncounted") {
+    if (!PublishBare(rings, sluice_ipc_test::MakeMessage(5))) return Fail("claim");
   } else if (phase != "before-claim") {
     if (!rings->fill.TryClaim(kCapacity, &id)) return Fail("fill claim");
     if (phase != "fill-claimed") {
@@ -227,6 +267,90 @@ int Die(const std::string& name, const std::string& phase) {
   Say("dying lane=" + std::to_string(producer.Lane()));
   ::raise(SIGKILL);
   return Fail("alive");
+}
+
+// Waits until the consumer of the segment mapped at `base` sleeps.
+bool WaitForSleepingConsumer(void* base) {
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (Layout::HeaderOf(base)->consumer_wake.Waiters() == 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(100us);
+  }
+  return true;
+}
+
+int PublishWhenAsleep(const std::string& name, bool wake) {
+  Producer producer;
+  const AttachError error = producer.Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  sluice::ipc::Segment segment;
+  if (sluice::ipc::Segment::Open(name, Layout::kSegmentSize, &segment) != AttachError::kNone) {
+    return Fail("map");
+  }
+  if (!WaitForSleepingConsumer(segment.Base())) return Fail("consumer never slept");
+  // Past its re-check, most likely: the test is then sure to need the
+  // wake-up (it passes either way when the bus is right).
+  std::this_thread::sleep_for(50ms);
+  if (wake) {
+    if (!producer.Publish(sluice_ipc_test::Stop{0, 1}, 7, MessagePriority::HIGH)) {
+      return Fail("publish");
+    }
+    Say("published");
+    return 0;
+  }
+  auto* rings = Layout::RingsOf(segment.Base(), producer.Lane() - 1u);
+  if (!PublishBare(rings, sluice_ipc_test::Stop{0, 1})) return Fail("claim");
+  Say("published-unwoken");
+  ::raise(SIGKILL);
+  return Fail("alive");
+}
+
+int Block(const std::string& name) {
+  Producer producer;
+  const AttachError error = producer.Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  std::uint64_t count = 0;
+  while (producer.Publish(sluice_ipc_test::Stop{0, count}, 7, MessagePriority::LOW)) ++count;
+  Say("full count=" + std::to_string(count));
+  const auto result =
+      producer.PublishBlocking(sluice_ipc_test::Stop{0, 999}, 7, MessagePriority::LOW, 1h);
+  Say("blocked outcome=" + std::to_string(static_cast<int>(result.Outcome())));
+  return 0;
+}
+
+int Bursts(const std::string& name, std::uint64_t count, std::uint64_t burst) {
+  Producer producer;
+  const AttachError error = producer.Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  std::uint64_t timeouts = 0;
+  for (std::uint64_t seq = 0; seq < count; ++seq) {
+    while (!producer.PublishBlocking(sluice_ipc_test::Stop{0, seq}, 7, MessagePriority::LOW, 1h)) {
+      ++timeouts;
+    }
+    if ((seq + 1) % burst == 0) std::this_thread::sleep_for(1ms);
+  }
+  Say("published=" + std::to_string(count) + " timeouts=" + std::to_string(timeouts));
+  return 0;
+}
+
+int LeaderExits(const std::string& name, std::uint64_t count) {
+  // Never destroyed: the process ends when its last thread does, attached.
+  auto* producer = new Producer;
+  const AttachError error = producer->Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  std::thread([producer, count] {
+    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    for (std::uint64_t seq = 0; seq < count && std::chrono::steady_clock::now() < deadline;) {
+      if (producer->Publish(sluice_ipc_test::Stop{0, seq}, 7, MessagePriority::LOW)) {
+        ++seq;
+        if (seq % 100 == 0) std::this_thread::sleep_for(200us);
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }).detach();
+  Say("attached lane=" + std::to_string(producer->Lane()));
+  ::pthread_exit(nullptr);
 }
 
 int PublishThreads(const std::string& name, unsigned threads) {
@@ -265,6 +389,14 @@ int main(int argc, char** argv) {
   if (args.size() == 2 && args[0] == "hold") return Hold(args[1]);
   if (args.size() == 2 && args[0] == "create") return CreateOnce(args[1]);
   if (args.size() == 3 && args[0] == "die") return Die(args[1], args[2]);
+  if (args.size() == 2 && args[0] == "publish-when-asleep") return PublishWhenAsleep(args[1], true);
+  if (args.size() == 2 && args[0] == "publish-unwoken") return PublishWhenAsleep(args[1], false);
+  if (args.size() == 2 && args[0] == "block") return Block(args[1]);
+  if (args.size() == 3 && args[0] == "leader-exits")
+    return LeaderExits(args[1], std::stoull(args[2]));
+  if (args.size() == 4 && args[0] == "bursts") {
+    return Bursts(args[1], std::stoull(args[2]), std::stoull(args[3]));
+  }
   if (args.size() == 3 && args[0] == "publish-threads") {
     return PublishThreads(args[1], static_cast<unsigned>(std::stoul(args[2])));
   }

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -32,7 +33,7 @@ using namespace std::chrono_literals;
 using sluice::MessagePriority;
 using sluice::ipc::AttachError;
 using sluice::ipc::ProducerExit;
-using sluice_ipc_test::DispatchUntil;
+using sluice_ipc_test::DispatchWithUntil;
 using sluice_ipc_test::Field;
 using sluice_ipc_test::kCapacity;
 using sluice_ipc_test::kGuard;
@@ -57,7 +58,7 @@ struct Received {
 AttachError CreateWatching(Bus& bus, const std::string& name, std::chrono::nanoseconds interval,
                            std::vector<ProducerExit>* exits) {
   sluice::ipc::ShmBusOptions options;
-  options.producer_check_interval = interval;
+  options.peer_check_interval = interval;
   bus.OnProducerExit([exits](const ProducerExit& exit) { exits->push_back(exit); });
   return bus.Create(name, options);
 }
@@ -80,11 +81,9 @@ TEST(ShmProducerExitTest, AProducerKilledAtAnyStepWedgesNothingAndItsLaneIsHande
     bool publishes_five;
     std::uint64_t lost;
   };
-  const Phase phases[] = {{"before-claim", false, 0},
-                          {"fill-claimed", false, 0},
-                          {"ring-claimed", false, 1},
-                          {"half-written", false, 1},
-                          {"published", true, 0}};
+  const Phase phases[] = {{"before-claim", false, 0}, {"fill-claimed", false, 0},
+                          {"ring-claimed", false, 1}, {"half-written", false, 1},
+                          {"published", true, 0},     {"published-uncounted", true, 0}};
   for (const Phase& phase : phases) {
     SCOPED_TRACE(phase.name);
     const std::string name = UniqueName();
@@ -118,17 +117,11 @@ TEST(ShmProducerExitTest, AProducerKilledAtAnyStepWedgesNothingAndItsLaneIsHande
       for (const Received& r : received) n += r.lane == 1 ? 1 : 0;
       return n;
     };
-    ASSERT_TRUE(DispatchUntil(bus, [&] {
-      (void)bus.ProcessBatchWith(record);
-      return from_other() == 5;
-    }));
+    ASSERT_TRUE(DispatchWithUntil(bus, record, [&] { return from_other() == 5; }));
     EXPECT_TRUE(exits.empty()) << "no one looked for dead producers yet";
 
     bus.CheckProducers();
-    ASSERT_TRUE(DispatchUntil(bus, [&] {
-      (void)bus.ProcessBatchWith(record);
-      return !exits.empty();
-    }));
+    ASSERT_TRUE(DispatchWithUntil(bus, record, [&] { return !exits.empty(); }));
     ASSERT_EQ(exits.size(), 1u);
     EXPECT_EQ(exits[0].lane, 2);
     EXPECT_EQ(exits[0].pid, pid);
@@ -161,6 +154,7 @@ TEST(ShmProducerExitTest, AProducerKilledAtAnyStepWedgesNothingAndItsLaneIsHande
     const auto stats = bus.GetStatistics();
     EXPECT_EQ(stats.lost, phase.lost);
     EXPECT_EQ(stats.producers_killed, 1u);
+    EXPECT_EQ(stats.producers_attached, 2u);  // `other`, and the one killed
     EXPECT_EQ(stats.published[0] + stats.published[1] + stats.published[2],
               5u + want_high.size() + dead_low.size());
 
@@ -170,6 +164,7 @@ TEST(ShmProducerExitTest, AProducerKilledAtAnyStepWedgesNothingAndItsLaneIsHande
     ASSERT_EQ(next.Attach(name), AttachError::kNone);
     EXPECT_EQ(next.Lane(), 2);
     EXPECT_EQ(FillLow(next), sluice::FillLimit(60, kCapacity));
+    EXPECT_EQ(bus.GetStatistics().producers_attached, 3u);
   }
 }
 
@@ -213,10 +208,7 @@ TEST(ShmProducerExitTest, AProducerKilledAtRandomLosesAtMostOneClaimPerThread) {
         std::chrono::microseconds(std::uniform_int_distribution<int>(0, 5000)(random));
     while (std::chrono::steady_clock::now() < until) (void)bus.ProcessBatchWith(record);
     peer.Kill(SIGKILL);
-    ASSERT_TRUE(DispatchUntil(bus, [&] {
-      (void)bus.ProcessBatchWith(record);
-      return !exits.empty();
-    }));
+    ASSERT_TRUE(DispatchWithUntil(bus, record, [&] { return !exits.empty(); }));
     ASSERT_EQ(exits.size(), 1u);
     EXPECT_EQ(exits[0].pid, pid);
     EXPECT_TRUE(exits[0].killed);
@@ -268,12 +260,12 @@ TEST(ShmProducerExitTest, DetachHandsTheLaneBackAndAFullBusSaysNoFreeLane) {
   producers[3].Detach();
   EXPECT_EQ(extra.Attach(name), AttachError::kNoFreeLane);  // not yet handed back
   std::vector<std::pair<std::uint16_t, std::uint64_t>> got;
-  ASSERT_TRUE(DispatchUntil(bus, [&] {
-    (void)bus.ProcessBatchWith([&](const Envelope& e) {
-      got.emplace_back(e.header.lane, sluice_ipc_test::SeqOf(e.payload));
-    });
-    return !exits.empty();
-  }));
+  ASSERT_TRUE(DispatchWithUntil(
+      bus,
+      [&](const Envelope& e) {
+        got.emplace_back(e.header.lane, sluice_ipc_test::SeqOf(e.payload));
+      },
+      [&] { return !exits.empty(); }));
   EXPECT_EQ(got, (std::vector<std::pair<std::uint16_t, std::uint64_t>>{{producers[2].Lane(), 22},
                                                                        {lane3, 33}}));
   ASSERT_EQ(exits.size(), 1u);
@@ -284,6 +276,76 @@ TEST(ShmProducerExitTest, DetachHandsTheLaneBackAndAFullBusSaysNoFreeLane) {
   EXPECT_EQ(bus.GetStatistics().producers_detached, 1u);
   ASSERT_EQ(extra.Attach(name), AttachError::kNone);
   EXPECT_EQ(extra.Lane(), lane3);
+}
+
+// A process whose main thread has exited while another thread publishes is
+// alive (its first thread shows as a zombie in /proc): its lane is handed
+// back only once the process is gone, after its last message.
+TEST(ShmProducerExitTest, AProcessWhoseMainThreadExitedKeepsItsLaneWhileItPublishes) {
+  constexpr std::uint64_t kMessages = 3000;
+  const std::string name = UniqueName();
+  Bus bus;
+  std::vector<ProducerExit> exits;
+  ASSERT_EQ(CreateWatching(bus, name, std::chrono::nanoseconds(0), &exits), AttachError::kNone);
+  std::uint64_t received = 0;
+  std::uint64_t received_at_exit = 0;
+  bus.OnProducerExit([&](const ProducerExit& exit) {
+    exits.push_back(exit);
+    received_at_exit = received;
+  });
+  ChildProcess peer;
+  ASSERT_TRUE(StartPeer(peer, {"leader-exits", name, std::to_string(kMessages)}));
+  ASSERT_TRUE(DispatchWithUntil(
+      bus, [&](const auto&) { ++received; }, [&] { return !exits.empty(); }));
+  EXPECT_EQ(received, kMessages);
+  EXPECT_EQ(received_at_exit, kMessages) << "its lane was handed back while it still published";
+  EXPECT_TRUE(exits[0].killed);
+  EXPECT_EQ(peer.Wait(kGuard), 0);
+}
+
+// The exit handler may call CheckProducers and attach producers: each lane
+// is handed back once, and the lanes it gives the new producers stay theirs.
+TEST(ShmProducerExitTest, AnExitHandlerThatChecksAgainHandsEachLaneBackOnce) {
+  const std::string name = UniqueName();
+  Bus bus;
+  std::vector<ProducerExit> exits;
+  ASSERT_EQ(CreateWatching(bus, name, std::chrono::nanoseconds(0), &exits), AttachError::kNone);
+  Producer first;
+  Producer second;
+  ASSERT_EQ(first.Attach(name), AttachError::kNone);
+  ASSERT_EQ(second.Attach(name), AttachError::kNone);
+  first.Detach();
+  second.Detach();
+  Producer third;
+  Producer fourth;
+  bus.OnProducerExit([&](const ProducerExit& exit) {
+    exits.push_back(exit);
+    bus.CheckProducers();
+    if (exits.size() == 1) {
+      EXPECT_EQ(third.Attach(name), AttachError::kNone);
+      EXPECT_EQ(fourth.Attach(name), AttachError::kNone);
+    }
+  });
+  bus.CheckProducers();
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_EQ(exits[0].lane, 1);
+  EXPECT_EQ(exits[1].lane, 2);
+  EXPECT_EQ(exits[0].pid, ::getpid());
+  EXPECT_EQ(exits[1].pid, ::getpid());
+  EXPECT_NE(third.Lane(), fourth.Lane());
+  ASSERT_TRUE(third.Publish(Stop{0, 3}, 1, MessagePriority::LOW));
+  ASSERT_TRUE(fourth.Publish(Stop{0, 4}, 1, MessagePriority::LOW));
+  bus.CheckProducers();
+  std::vector<std::pair<std::uint16_t, std::uint64_t>> got;
+  (void)bus.ProcessBatchWith([&](const Envelope& e) {
+    got.emplace_back(e.header.lane, sluice_ipc_test::SeqOf(e.payload));
+  });
+  std::sort(got.begin(), got.end(),
+            [](const auto& a, const auto& b) { return a.second < b.second; });
+  EXPECT_EQ(got, (std::vector<std::pair<std::uint16_t, std::uint64_t>>{{third.Lane(), 3},
+                                                                       {fourth.Lane(), 4}}));
+  EXPECT_EQ(exits.size(), 2u);
+  EXPECT_EQ(bus.GetStatistics().producers_detached, 2u);
 }
 
 }  // namespace

@@ -7,12 +7,14 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <sluice/ipc/shm_bus.hpp>
@@ -657,6 +659,122 @@ TEST(ShmBusTest, AnotherPidNamespaceNeverTakesALiveConsumerForGone) {
             static_cast<std::uint64_t>(AttachError::kConsumerExists));
   Producer producer;
   ASSERT_EQ(producer.Attach(name), AttachError::kNone);  // the segment is still the first's
+}
+
+}  // namespace
+
+namespace {
+
+// A lane taken during a batch (by a subscriber, here) has its HIGH taken
+// next, ahead of the LOW messages the batch was taking.
+TEST(ShmBusTest, ALaneTakenDuringABatchHasItsHighTakenFirst) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  Producer low;
+  ASSERT_EQ(low.Attach(name), AttachError::kNone);
+  for (std::uint64_t seq = 0; seq < 10; ++seq) {
+    ASSERT_TRUE(low.Publish(Stop{0, seq}, 1, MessagePriority::LOW));
+  }
+  Producer high;
+  std::vector<std::uint64_t> order;
+  (void)bus.ProcessBatchWith([&](const auto& message) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(message)>, Stop>) {
+      order.push_back(message.seq);
+      if (order.size() == 1) {
+        ASSERT_EQ(high.Attach(name), AttachError::kNone);
+        ASSERT_TRUE(high.Publish(Stop{0, 99}, 2, MessagePriority::HIGH));
+      }
+    }
+  });
+  ASSERT_GE(order.size(), 2u);
+  EXPECT_EQ(order[1], 99u);
+}
+
+// Publishes racing Close: a refusal on a lane far from full says kClosed,
+// never kRefusedFull (and is not counted as a drop).
+TEST(ShmBusTest, APublishRefusedByCloseSaysClosed) {
+  constexpr int kRounds = 200;
+  std::mt19937 random(5);
+  int refused_by_close = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string name = UniqueName();
+    Bus bus;
+    ASSERT_EQ(bus.Create(name), AttachError::kNone);
+    Producer producer;
+    ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+    std::atomic<int> outcome{-1};
+    std::thread publisher([&] {
+      // At most 30 messages: a lane of 64 is never full at HIGH.
+      for (std::uint64_t seq = 0; seq < 30; ++seq) {
+        const auto result = producer.Publish(Stop{0, seq}, 1, MessagePriority::HIGH);
+        if (!result) {
+          outcome = static_cast<int>(result.Outcome());
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(10));
+      }
+    });
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(std::uniform_int_distribution<int>(0, 200)(random)));
+    bus.Close();
+    publisher.join();
+    if (outcome.load() < 0) continue;  // all 30 admitted before the close
+    ++refused_by_close;
+    EXPECT_EQ(outcome.load(), static_cast<int>(PublishOutcome::kClosed)) << round;
+    EXPECT_EQ(bus.GetStatistics().dropped[2], 0u) << round;
+  }
+  std::printf("[ ipc] %d of %d rounds refused a publish at the close\n", refused_by_close, kRounds);
+  EXPECT_GT(refused_by_close, 0) << "no publish met the close: the test proves nothing";
+}
+
+// A child forked after Create holds a copy of the consumer: destroying it
+// there (or closing it) leaves the parent's bus as it was.
+TEST(ShmBusTest, AConsumerCopiedIntoAForkedChildDoesNotCloseTheParentsBus) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    bus.Close();
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  ASSERT_TRUE(producer.Publish(Stop{0, 1}, 1, MessagePriority::HIGH));
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+}
+
+// Callbacks that call back into the bus: a batch inside a batch takes
+// nothing; a Close from a callback ends the batch at once.
+TEST(ShmBusTest, ACallbackMayCloseTheBusAndNoBatchRunsInsideAnother) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  for (std::uint64_t seq = 0; seq < 5; ++seq) {
+    ASSERT_TRUE(producer.Publish(Stop{0, seq}, 1, MessagePriority::HIGH));
+  }
+  std::vector<std::uint32_t> inner;
+  std::uint64_t seen = 0;
+  auto handle = bus.Subscribe<Stop>([&](const Stop& stop) {
+    ++seen;
+    inner.push_back(bus.ProcessBatch());
+    inner.push_back(bus.ProcessBatchWait(std::chrono::hours(1)));
+    if (stop.seq == 1) bus.Close();
+  });
+  ASSERT_TRUE(handle.IsValid());
+  EXPECT_EQ(bus.ProcessBatch(), 2u);
+  EXPECT_EQ(seen, 2u);
+  EXPECT_EQ(inner, (std::vector<std::uint32_t>{0, 0, 0, 0}));
+  EXPECT_FALSE(bus.IsOpen());
+  EXPECT_EQ(bus.GetStatistics().processed, 2u);
+  EXPECT_EQ(producer.Publish(Stop{0, 9}, 1, MessagePriority::HIGH).Outcome(),
+            PublishOutcome::kClosed);
 }
 
 }  // namespace

@@ -250,20 +250,24 @@ class PriorityQueue {
   // Consumer, once no producer can write the rings again (shared memory:
   // the producer process that owned them is gone). Moves past every front
   // claimed and never published, at most kCapacity per ring (positions read
-  // from shared memory bound nothing); returns how many. Each skipped
-  // message is released in the fill as a taken one is.
+  // from shared memory bound nothing), adding how many to skipped[ring].
+  // Each skipped message is released in the fill as a taken one is.
   template <typename P = Place, std::enable_if_t<std::is_same_v<P, RingsAt>, int> = 0>
-  Position SkipUnpublishedFronts() noexcept {
-    Position skipped = 0;
-    for (RingType* ring = rings_; ring != rings_ + kPriorityCount; ++ring) {
-      for (Position i = 0; i < kCapacity && ring->HasUnpublishedFront(); ++i) {
-        ring->SkipFront();
+  void SkipUnpublishedFronts(Position (&skipped)[kPriorityCount]) noexcept {
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      for (Position i = 0; i < kCapacity && rings_[p].HasUnpublishedFront(); ++i) {
+        rings_[p].SkipFront();
         fill_.Release();
-        ++skipped;
+        ++skipped[p];
       }
     }
     run_left_ = 0;
-    return skipped;
+  }
+  // Consumer: how many slots of ring p have been claimed since the rings
+  // were made at position 0 (once no producer can claim any more).
+  template <typename P = Place, std::enable_if_t<std::is_same_v<P, RingsAt>, int> = 0>
+  Position RingClaims(std::size_t p) const noexcept {
+    return rings_[p].ClaimedTail();
   }
   // Consumer: whether every ring's claims have been taken or skipped.
   template <typename P = Place, std::enable_if_t<std::is_same_v<P, RingsAt>, int> = 0>

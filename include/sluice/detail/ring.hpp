@@ -155,6 +155,9 @@ class Ring {
            slots_[position & kIndexMask].sequence.load(std::memory_order_acquire) != position + 1;
   }
   void SkipFront() noexcept { cursor_.Release(); }
+  // The claim tail: the next position a producer will claim. Relaxed: it
+  // carries no data.
+  Position ClaimedTail() const noexcept { return cursor_.ClaimedTail(); }
   // Consumer: whether every claimed position has been taken or skipped.
   bool IsDrained() const noexcept { return cursor_.ClaimedTail() == cursor_.ConsumerPosition(); }
 

@@ -34,32 +34,43 @@
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 
-class FutexParker {
+namespace detail {
+
+// A futex wait on `word` while it holds `expected`, at most `timeout`, and a
+// wake of every waiter; `op` says whether the word is private to the process
+// (FUTEX_*_PRIVATE) or shared through a mapping (sluice/ipc).
+inline void FutexWait(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
+                      std::chrono::nanoseconds timeout, int op) noexcept {
   static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t) &&
                     std::atomic<std::uint32_t>::is_always_lock_free,
                 "Sluice: a futex word must be a plain 32-bit lock-free atomic");
+  if (timeout <= std::chrono::nanoseconds::zero()) return;
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout);
+  timespec relative{};
+  relative.tv_sec = static_cast<std::time_t>(seconds.count());
+  relative.tv_nsec = static_cast<long>((timeout - seconds).count());
+  // Returns at once (EAGAIN) when the word no longer holds `expected`;
+  // EINTR and ETIMEDOUT are returns too: the caller re-checks. The kernel
+  // reads the word's 4 bytes; the atomic is exactly those.
+  syscall(SYS_futex, reinterpret_cast<const std::uint32_t*>(&word), op, expected, &relative,
+          nullptr, 0);
+}
 
+inline void FutexWakeAll(std::atomic<std::uint32_t>& word, int op) noexcept {
+  syscall(SYS_futex, reinterpret_cast<const std::uint32_t*>(&word), op, INT_MAX, nullptr, nullptr,
+          0);
+}
+
+}  // namespace detail
+
+class FutexParker {
  public:
   void Wait(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
             std::chrono::nanoseconds timeout) noexcept {
-    if (timeout <= std::chrono::nanoseconds::zero()) return;
-    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout);
-    timespec relative{};
-    relative.tv_sec = static_cast<std::time_t>(seconds.count());
-    relative.tv_nsec = static_cast<long>((timeout - seconds).count());
-    // Returns at once (EAGAIN) when the word no longer holds `expected`;
-    // EINTR and ETIMEDOUT are returns too: the caller re-checks.
-    syscall(SYS_futex, Address(word), FUTEX_WAIT_PRIVATE, expected, &relative, nullptr, 0);
+    detail::FutexWait(word, expected, timeout, FUTEX_WAIT_PRIVATE);
   }
-
   void WakeAll(std::atomic<std::uint32_t>& word) noexcept {
-    syscall(SYS_futex, Address(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
-  }
-
- private:
-  static const std::uint32_t* Address(const std::atomic<std::uint32_t>& word) noexcept {
-    // The kernel reads the word's 4 bytes; the atomic is exactly those.
-    return reinterpret_cast<const std::uint32_t*>(&word);
+    detail::FutexWakeAll(word, FUTEX_WAKE_PRIVATE);
   }
 };
 

@@ -35,12 +35,15 @@ struct ProcessIdentity {
 
   // Whether the process is still running, as seen from this process's PID
   // namespace (a zombie counts as gone: it runs no more code). False for
-  // pid 0.
+  // pid 0. A process whose main thread has exited shows its first thread
+  // as a zombie while its other threads run: alive while it has any.
   bool IsAlive() const noexcept {
     if (pid <= 0) return false;
     char state = 0;
     const std::uint64_t now = StartTimeOf(pid, &state);
-    return now != 0 && now == start_time && state != 'Z' && state != 'X';
+    if (now == 0 || now != start_time) return false;
+    if (state != 'Z' && state != 'X') return true;
+    return HasOtherThreads(pid);
   }
 
   // Whether the process is known to have exited: false when it runs, and
@@ -55,6 +58,30 @@ struct ProcessIdentity {
     struct stat status {};
     if (::stat("/proc/self/ns/pid", &status) != 0) return 0;
     return static_cast<std::uint64_t>(status.st_ino);
+  }
+
+  // Whether the process has threads besides its first: the "Threads:" line
+  // of /proc/<pid>/status counts them all, a zombie first thread included
+  // (an exited process shows 1).
+  static bool HasOtherThreads(std::int32_t pid) noexcept {
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/%d/status", static_cast<int>(pid));
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char text[4096];
+    const ssize_t length = ::read(fd, text, sizeof(text) - 1);
+    ::close(fd);
+    if (length <= 0) return false;
+    text[length] = '\0';
+    const char* field = std::strstr(text, "\nThreads:");
+    if (field == nullptr) return false;
+    field += std::strlen("\nThreads:");
+    while (*field == ' ' || *field == '\t') ++field;
+    std::uint64_t threads = 0;
+    for (; *field >= '0' && *field <= '9'; ++field) {
+      threads = threads * 10 + static_cast<std::uint64_t>(*field - '0');
+    }
+    return threads > 1;
   }
 
   // 0 when the process does not exist (or /proc cannot be read).

@@ -38,10 +38,27 @@
 //      Handing back, consumer -> next producer: the consumer clears the bit,
 //      constructs the lane's rings and counters anew, then stores
 //      kLaneFree with release, which the next Attach's acquire pairs with.
-//  (X) close: the consumer closes every lane's fill cursor (every later
-//      claim is refused) and then stores `state` = kClosed; a producer reads
-//      `state` only after a refused claim, to say why (relaxed: it carries
-//      no data).
+//  (W) sleeping, the in-process Dekker pair of detail/wake_signal.hpp
+//      with its signals in the segment and a futex any process can wait on
+//      (ipc/shared_futex_parker.hpp): the consumer in ProcessBatchWait on
+//      `consumer_wake`, woken by each publish; a producer in PublishBlocking
+//      on its lane's `room`, woken after each batch that took from its lane
+//      and by Close. The heavy fence is membarrier's global expedited
+//      command, which reaches every process that registered at Attach (or
+//      at Create); a producer whose registration failed fences itself.
+//      Processes can die: a producer killed between its publish and its
+//      wake-up call leaves the consumer asleep with a message queued, so
+//      the consumer's sleep is cut into slices of the producer check
+//      interval; a consumer killed leaves producers waiting for room, so
+//      their sleep is cut into slices after which they look for it
+//      (tests/spin/ipc_wakeup.pml models both).
+//  (X) close: the consumer stores `state` = kClosed, a release fence, then
+//      closes every lane's fill cursor (every later claim is refused); a
+//      producer whose claim was refused runs an acquire fence and then reads
+//      `state`, so a refusal that read a closed tail says kClosed. Then the
+//      consumer fences and wakes every producer waiting for room, which
+//      reads `state` after announcing its sleep (the other half of that
+//      Dekker pair).
 //
 // The consumer copies each message out of the segment before it looks at
 // it: a producer process (or anything else that can write the segment)
@@ -72,9 +89,12 @@
 #include "sluice/detail/subscription_registry.hpp"
 #include "sluice/detail/variant_index.hpp"
 #include "sluice/detail/visit_envelope.hpp"
+#include "sluice/detail/waiting.hpp"
+#include "sluice/detail/wake_signal.hpp"
 #include "sluice/ipc/fingerprint.hpp"
 #include "sluice/ipc/process_identity.hpp"
 #include "sluice/ipc/segment.hpp"
+#include "sluice/ipc/shared_futex_parker.hpp"
 #include "sluice/message.hpp"
 #include "sluice/publish_result.hpp"
 #include "sluice/subscription_handle.hpp"
@@ -115,17 +135,24 @@ struct ShmBusTraits {
   static constexpr std::size_t kCallbackStorageBytes = 48;
   static constexpr std::uint32_t kCheckInterval = 1;
   static constexpr std::uint32_t kStarvationLimit = 0;
+  // Looks at the queue (or for room) this many times, with a pause before
+  // each, before a wait parks on its futex.
+  static constexpr std::uint32_t kPollsBeforePark = 256;
 };
 
 struct ShmBusOptions {
   SegmentPermissions permissions;
   // Fixed for the segment's life; producers read them at Attach.
   AdmissionThresholds thresholds;
-  // How often, at most, ProcessBatch looks for producer processes that
-  // exited without detaching (one read of /proc per attached producer): on
-  // a batch that took nothing, or after 4,096 batches. 0: on every such
-  // batch. ShmBus::CheckProducers looks at once.
-  std::chrono::nanoseconds producer_check_interval = std::chrono::milliseconds(10);
+  // How often, at most, each side looks whether the other still runs.
+  // ProcessBatch looks for producer processes that exited without
+  // detaching (one read of /proc per attached producer) on a batch that
+  // took nothing, or after 4,096 batches; 0: on every such batch
+  // (ShmBus::CheckProducers looks at once). It is also the longest a wait
+  // sleeps between two looks (1 ms when 0): ProcessBatchWait (a producer
+  // killed between its publish and its wake-up call costs at most that),
+  // and PublishBlocking (a consumer killed wakes no one).
+  std::chrono::nanoseconds peer_check_interval = std::chrono::milliseconds(10);
 };
 
 // What the consumer process counted; `published` and `dropped` come from
@@ -135,8 +162,8 @@ struct ShmBusStatistics {
   std::uint64_t dropped[kPriorityCount] = {};    // refused for room
   std::uint64_t processed = 0;                   // dispatched by this consumer
   std::uint64_t corrupt = 0;             // skipped: a priority or alternative index out of range
-  std::uint64_t callback_errors = 0;     // subscriber or visitor threw (counted, batch went on)
-  std::uint64_t producers_attached = 0;  // attaches since the segment was made
+  std::uint64_t callback_errors = 0;     // a subscriber, visitor or exit handler threw (counted)
+  std::uint64_t producers_attached = 0;  // lanes taken: held now, killed or detached
   std::uint64_t lost = 0;                // claims a killed producer never published, skipped
   std::uint64_t producers_killed = 0;    // lanes taken back from processes that exited attached
   std::uint64_t producers_detached = 0;  // lanes handed back by Detach (or a destructor)
@@ -188,9 +215,12 @@ struct Layout {
                                               Traits::kStarvationLimit, sluice::detail::RingsAt>;
   using Rings = typename Queue::Rings;
 
+  using Signal = sluice::detail::WakeSignal<SharedFutexParker>;
+
   struct alignas(kCacheLineSize) LaneControl {
     std::atomic<std::uint32_t> state;  // LaneState: (J)
     ProcessIdentity owner;             // written before kLaneOwned
+    Signal room;                       // the owner's PublishBlocking waits here: (W)
     // The owner's threads count here (relaxed: tallies). Their own line.
     alignas(kCacheLineSize) std::atomic<std::uint64_t> published[kPriorityCount];
     std::atomic<std::uint64_t> dropped[kPriorityCount];
@@ -201,9 +231,10 @@ struct Layout {
     Fingerprint fingerprint;
     ProcessIdentity consumer;
     AdmissionThresholds thresholds;
+    std::uint64_t peer_check_nanoseconds;  // how long a wait sleeps between looks
     std::atomic<std::uint32_t> state;
-    std::atomic<std::uint64_t> producers_attached;
     std::atomic<std::uint64_t> lanes_active;  // bit l: lane l has an owner: (J)
+    Signal consumer_wake;                     // ProcessBatchWait sleeps here: (W)
     LaneControl lanes[kLanes];
   };
 
@@ -258,7 +289,7 @@ class ShmBus {
   // and made again; one whose consumer still runs is kConsumerExists.
   AttachError Create(const std::string& name, const ShmBusOptions& options = {}) {
     if (header_ != nullptr) return AttachError::kConsumerExists;
-    if (!options.thresholds.IsValid() || options.producer_check_interval.count() < 0) {
+    if (!options.thresholds.IsValid() || options.peer_check_interval.count() < 0) {
       return AttachError::kBadOptions;
     }
     AttachError error = Segment::Create(name, kSegmentSize, options.permissions, &segment_);
@@ -274,9 +305,16 @@ class ShmBus {
     header_->fingerprint = LayoutType::Expected();
     header_->consumer = ProcessIdentity::Self();
     header_->thresholds = options.thresholds;
+    header_->peer_check_nanoseconds = static_cast<std::uint64_t>(SleepSlice(options).count());
     header_->state.store(detail::kOpen, std::memory_order_relaxed);
     for (std::size_t lane = 0; lane < kLanes; ++lane) ResetLane(lane);
-    check_interval_ = options.producer_check_interval;
+    totals_ = ShmBusStatistics();
+    processed_ = 0;
+    corrupt_ = 0;
+    callback_errors_ = 0;
+    creator_ = ::getpid();
+    check_interval_ = options.peer_check_interval;
+    sleep_slice_ = SleepSlice(options);
     last_check_ = std::chrono::steady_clock::now();
     name_ = name;
     // SYNC POINT WRITE (S): the header and rings above, before any attach.
@@ -285,19 +323,32 @@ class ShmBus {
   }
 
   // Closes the bus: producers' publishes are refused (kClosed) from now on,
-  // the name is removed (the memory goes with the last mapping). What is
-  // still queued is not dispatched. Then Create may be called again.
+  // and producers waiting for room are woken; the name is removed (the
+  // memory goes with the last mapping). What is still queued is not
+  // dispatched. Then Create may be called again; GetStatistics keeps the
+  // closed bus's figures until then. From a child forked after Create (a
+  // copy of this object), it only unmaps: the bus is the parent's.
   void Close() noexcept {
     if (header_ == nullptr) return;
-    for (auto& lane : lanes_) (void)lane.queue->Close();
-    // The name is removed only while it is still this segment's (under the
-    // lock a consumer making the name again takes), then producers learn
-    // why their claims fail.
-    if (segment_.Lock()) {
-      if (segment_.IsNamed(name_)) Segment::Unlink(name_);
-      segment_.Unlock();
+    if (::getpid() == creator_) {
+      // SYNC POINT WRITE (X): the state, then (release fence) the cursors
+      // whose closed tail a refused producer reads before it reads the
+      // state (acquire fence, ShmProducer::Admit).
+      header_->state.store(detail::kClosed, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_release);
+      for (auto& lane : lanes_) (void)lane.queue->Close();
+      // SYNC POINT WRITE (W): the state, then every producer waiting for
+      // room wakes to read it.
+      sluice::detail::FullFence();
+      for (LaneControl& control : header_->lanes) control.room.WakeIfWaiting();
+      totals_ = GetStatistics();
+      // The name is removed only while it is still this segment's (under
+      // the lock a consumer making the name again takes).
+      if (segment_.Lock()) {
+        if (segment_.IsNamed(name_)) Segment::Unlink(name_);
+        segment_.Unlock();
+      }
     }
-    header_->state.store(detail::kClosed, std::memory_order_relaxed);
     segment_ = Segment();
     header_ = nullptr;
     for (auto& lane : lanes_) lane.Clear();
@@ -352,11 +403,31 @@ class ShmBus {
     });
   }
 
+  // As ProcessBatch, but when nothing is queued it waits up to `timeout`
+  // for a message: it polls kPollsBeforePark times, then sleeps on a futex
+  // in the segment until a publish wakes it (no lost wake-up: (W)), in
+  // slices of the producer check interval. Returns how many it took: 0
+  // when the timeout passed with nothing queued, or when closed.
+  template <typename Rep, typename Period>
+  std::uint32_t ProcessBatchWait(std::chrono::duration<Rep, Period> timeout,
+                                 std::uint32_t max_messages = kCapacity) {
+    return RunWaiting(sluice::detail::SaturatingNanos(timeout),
+                      [&] { return ProcessBatch(max_messages); });
+  }
+
+  // As ProcessBatchWith, waiting as ProcessBatchWait does.
+  template <typename Visitor, typename Rep, typename Period>
+  std::uint32_t ProcessBatchWithWait(Visitor&& visitor, std::chrono::duration<Rep, Period> timeout,
+                                     std::uint32_t max_messages = kCapacity) {
+    return RunWaiting(sluice::detail::SaturatingNanos(timeout),
+                      [&] { return ProcessBatchWith(visitor, max_messages); });
+  }
+
   // Looks now for producers that left: a lane whose process exited without
   // detaching (killed), or that detached. Their published messages are
   // still dispatched; then their claims never published are skipped and
   // counted lost, and the lane is handed back (OnProducerExit). ProcessBatch
-  // calls it itself (ShmBusOptions::producer_check_interval).
+  // calls it itself (ShmBusOptions::peer_check_interval).
   void CheckProducers() {
     if (header_ == nullptr) return;
     for (std::size_t lane = 0; lane < kLanes; ++lane) {
@@ -370,6 +441,12 @@ class ShmBus {
       } else if (state == detail::kLaneOwned) {
         const ProcessIdentity owner = control.owner;
         if (!owner.IsGone()) continue;
+        // A killed owner stored nothing with release on its way out; its
+        // stores are ordered before this by the kernel: it had exited (every
+        // store of its last instructions done, the exit path fenced) before
+        // /proc said so, and that read was a system call of this thread.
+        // The fence keeps the compiler from moving the lane's reads above it.
+        std::atomic_thread_fence(std::memory_order_acquire);
         lanes_[lane].killed = true;
       } else {
         continue;  // free (or a value no producer writes: left alone)
@@ -395,14 +472,16 @@ class ShmBus {
     s.processed = processed_;
     s.corrupt = corrupt_;
     s.callback_errors = callback_errors_;
-    if (header_ != nullptr) {
-      for (const LaneControl& control : header_->lanes) {
-        for (std::size_t p = 0; p < kPriorityCount; ++p) {
-          s.published[p] += control.published[p].load(std::memory_order_relaxed);
-          s.dropped[p] += control.dropped[p].load(std::memory_order_relaxed);
-        }
+    if (header_ == nullptr) return s;  // closed: as it was at Close
+    s.producers_attached = totals_.producers_killed + totals_.producers_detached;
+    for (std::size_t lane = 0; lane < kLanes; ++lane) {
+      const LaneControl& control = header_->lanes[lane];
+      if (control.state.load(std::memory_order_relaxed) == detail::kLaneFree) continue;
+      ++s.producers_attached;  // held, or left and not yet handed back
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
+        s.published[p] += control.published[p].load(std::memory_order_relaxed);
+        s.dropped[p] += control.dropped[p].load(std::memory_order_relaxed);
       }
-      s.producers_attached = header_->producers_attached.load(std::memory_order_relaxed);
     }
     return s;
   }
@@ -410,13 +489,13 @@ class ShmBus {
  private:
   // The consumer's side of one lane.
   struct ConsumerLane {
-    std::optional<Queue> queue;  // its view of the lane's rings
-    std::uint64_t lost = 0;      // claims skipped since its owner left
-    std::int32_t pid = 0;        // the owner that left
+    std::optional<Queue> queue;             // its view of the lane's rings
+    Position skipped[kPriorityCount] = {};  // claims skipped since its owner left
+    std::int32_t pid = 0;                   // the owner that left
     bool killed = false;
     void Clear() noexcept {
       queue.reset();  // a view holds references: made again, never assigned
-      lost = 0;
+      for (Position& count : skipped) count = 0;
       pid = 0;
       killed = false;
     }
@@ -448,12 +527,20 @@ class ShmBus {
     return AttachError::kNone;
   }
 
+  static std::chrono::nanoseconds SleepSlice(const ShmBusOptions& options) noexcept {
+    return options.peer_check_interval > std::chrono::milliseconds(1)
+               ? options.peer_check_interval
+               : std::chrono::milliseconds(1);
+  }
+
   // Constructs lane `lane`'s rings and counters anew and makes its queue
   // view; the lane is free afterwards (SYNC POINT WRITE (J)).
   void ResetLane(std::size_t lane) noexcept {
     void* base = segment_.Base();
     LaneControl& control = header_->lanes[lane];
     new (LayoutType::LaneAt(base, lane)) Rings(0);
+    // A producer killed while it waited for room left itself counted.
+    new (&control.room) typename LayoutType::Signal();
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
       control.published[p].store(0, std::memory_order_relaxed);
       control.dropped[p].store(0, std::memory_order_relaxed);
@@ -465,31 +552,55 @@ class ShmBus {
 
   // Lanes whose owner left: moves past the claims it never published at
   // each ring's front (what it published is dispatched as usual), and
-  // hands each lane with nothing left back.
+  // hands each lane with nothing left back. Re-entered from the exit
+  // handler (which may call CheckProducers or Close), it does nothing: the
+  // outer call reads `gone_` afresh for each lane.
   void TendGoneLanes() {
-    for (std::uint64_t gone = gone_; gone != 0; gone &= gone - 1) {
-      const auto lane = static_cast<std::size_t>(detail::LowestBit(gone));
+    if (tending_) return;
+    tending_ = true;
+    struct Done {
+      bool& flag;
+      ~Done() { flag = false; }
+    } done{tending_};
+    for (std::size_t lane = 0; lane < kLanes && header_ != nullptr; ++lane) {
+      const std::uint64_t bit = std::uint64_t{1} << lane;
+      if ((gone_ & bit) == 0) continue;
       ConsumerLane& consumer = lanes_[lane];
-      consumer.lost += consumer.queue->SkipUnpublishedFronts();
+      consumer.queue->SkipUnpublishedFronts(consumer.skipped);
       if (!consumer.queue->IsDrained()) continue;
+      // Its owner can claim no more: each ring's claims are exactly its
+      // publishes and the claims skipped (the owner's own counter may miss
+      // its last publish, if it was killed before counting it).
       LaneControl& control = header_->lanes[lane];
-      for (std::size_t p = 0; p < kPriorityCount; ++p) {
-        totals_.published[p] += control.published[p].load(std::memory_order_relaxed);
-        totals_.dropped[p] += control.dropped[p].load(std::memory_order_relaxed);
-      }
-      totals_.lost += consumer.lost;
-      ++(consumer.killed ? totals_.producers_killed : totals_.producers_detached);
       ProducerExit exit;
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
+        const Position claims = consumer.queue->RingClaims(p);
+        const Position skipped = consumer.skipped[p] < claims ? consumer.skipped[p] : claims;
+        totals_.published[p] += claims - skipped;
+        totals_.dropped[p] += control.dropped[p].load(std::memory_order_relaxed);
+        exit.lost += skipped;
+      }
+      totals_.lost += exit.lost;
+      ++(consumer.killed ? totals_.producers_killed : totals_.producers_detached);
       exit.lane = static_cast<std::uint16_t>(lane + 1);
       exit.pid = consumer.pid;
       exit.killed = consumer.killed;
-      exit.lost = consumer.lost;
       // Off the active set before it is free, so that the next owner's bit
       // is not cleared after it was set.
-      header_->lanes_active.fetch_and(~(std::uint64_t{1} << lane), std::memory_order_relaxed);
-      gone_ &= ~(std::uint64_t{1} << lane);
+      header_->lanes_active.fetch_and(~bit, std::memory_order_relaxed);
+      gone_ &= ~bit;
       ResetLane(lane);
-      if (on_exit_) on_exit_(exit);
+      if (on_exit_) {
+#if SLUICE_HAS_EXCEPTIONS
+        try {
+          on_exit_(exit);
+        } catch (...) {
+          ++callback_errors_;
+        }
+#else
+        on_exit_(exit);
+#endif
+      }
     }
   }
 
@@ -519,16 +630,54 @@ class ShmBus {
     return lanes_[*lane].queue->TryFront();
   }
 
+  // Whether a batch would find something to do: a message to take, or a
+  // lane whose owner left still to tend. SYNC POINT READ (W) in a waiter's
+  // re-check: the slot's acquire load, after the announcement's fence.
+  bool HasWork() noexcept {
+    if (gone_ != 0) return true;
+    std::size_t lane = 0;
+    return Next(header_->lanes_active.load(std::memory_order_acquire) & LayoutType::kAllLanes,
+                &lane) != nullptr;
+  }
+
+  template <typename Batch>
+  std::uint32_t RunWaiting(std::chrono::nanoseconds timeout, Batch&& batch) {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point deadline =
+        timeout >= Clock::time_point::max() - start ? Clock::time_point::max() : start + timeout;
+    const std::chrono::nanoseconds slice = sleep_slice_;
+    for (;;) {
+      if (header_ == nullptr || dispatching_) return 0;
+      if (const std::uint32_t taken = batch()) return taken;
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) return 0;
+      const std::chrono::nanoseconds left = deadline - now;
+      (void)sluice::detail::WaitUntil(
+          header_->consumer_wake, Traits::kPollsBeforePark, left < slice ? left : slice,
+          [this] { return HasWork(); }, [] { return false; });
+    }
+  }
+
   template <typename Deliver>
   std::uint32_t Run(std::uint32_t max_messages, Deliver&& deliver) {
-    if (header_ == nullptr) return 0;
+    // Inside a callback of this bus: no batch (as in process).
+    if (header_ == nullptr || dispatching_) return 0;
+    dispatching_ = true;
+    struct Done {
+      bool& flag;
+      ~Done() { flag = false; }
+    } done{dispatching_};
     std::uint32_t taken = 0;
     epoch_.Enter();
     if (gone_ != 0) TendGoneLanes();
-    // SYNC POINT READ (J): the lanes taken, before their rings are read.
-    const std::uint64_t active =
-        header_->lanes_active.load(std::memory_order_acquire) & LayoutType::kAllLanes;
-    while (taken < max_messages) {
+    std::uint64_t touched = 0;  // lanes that got room
+    while (taken < max_messages && header_ != nullptr) {
+      // SYNC POINT READ (J): the lanes taken, before their rings are read;
+      // for every message, so that a lane taken during the batch has its
+      // HIGH taken first too.
+      const std::uint64_t active =
+          header_->lanes_active.load(std::memory_order_acquire) & LayoutType::kAllLanes;
       std::size_t lane = 0;
       Envelope* front = Next(active, &lane);
       if (front == nullptr) break;
@@ -537,6 +686,7 @@ class ShmBus {
       alignas(Envelope) unsigned char bytes[sizeof(Envelope)];
       std::memcpy(bytes, static_cast<const void*>(front), sizeof(Envelope));
       lanes_[lane].queue->PopFront();
+      touched |= std::uint64_t{1} << lane;
       ++taken;
       Envelope& envelope = *std::launder(reinterpret_cast<Envelope*>(bytes));
       if (envelope.payload.index() >= std::variant_size_v<Payload> ||
@@ -554,6 +704,15 @@ class ShmBus {
     }
     registry_.ReclaimDeferred();
     epoch_.Exit();
+    if (header_ == nullptr) return taken;  // a callback closed the bus
+    if (touched != 0) {
+      // SYNC POINT WRITE/READ (W), notifying side: the releases above, then
+      // the waiter counts of the lanes that got room.
+      header_->consumer_wake.NotifierFence();
+      for (; touched != 0; touched &= touched - 1) {
+        header_->lanes[detail::LowestBit(touched)].room.WakeIfWaiting();
+      }
+    }
     if (taken == 0 || ++batches_since_check_ >= kBatchesPerCheck) {
       batches_since_check_ = 0;
       const auto now = std::chrono::steady_clock::now();
@@ -570,13 +729,17 @@ class ShmBus {
   Segment segment_;
   Header* header_ = nullptr;
   ConsumerLane lanes_[kLanes];
-  std::uint64_t gone_ = 0;  // bit l: lane l's owner left, its lane not yet handed back
+  std::uint64_t gone_ = 0;    // bit l: lane l's owner left, its lane not yet handed back
+  bool tending_ = false;      // inside TendGoneLanes
+  bool dispatching_ = false;  // inside a batch (its callbacks included)
+  pid_t creator_ = 0;         // the process that called Create
   std::size_t last_lane_ = 0;
   std::string name_;
   sluice::detail::SubscriptionRegistry<Payload, Traits> registry_;
   sluice::detail::DispatchEpoch epoch_;
   std::function<void(const ProducerExit&)> on_exit_;
   std::chrono::nanoseconds check_interval_{0};
+  std::chrono::nanoseconds sleep_slice_{0};
   std::chrono::steady_clock::time_point last_check_{};
   std::uint32_t batches_since_check_ = 0;
   // The consumer thread's tallies, plain: GetStatistics reads them, so it is
@@ -613,6 +776,8 @@ class ShmProducer {
       control_ = std::exchange(other.control_, nullptr);
       consumer_ = other.consumer_;
       lane_ = std::exchange(other.lane_, 0);
+      fence_free_ = other.fence_free_;
+      sleep_slice_ = other.sleep_slice_;
       // A view holds references into the mapping, which did not move.
       if (other.queue_) queue_.emplace(LayoutType::RingsOf(segment_.Base(), lane_ - 1u));
       other.queue_.reset();
@@ -668,7 +833,14 @@ class ShmProducer {
     limits_[1] = FillLimit(thresholds.medium_percent, kCapacity);
     limits_[2] = FillLimit(thresholds.high_percent, kCapacity);
     consumer_ = header->consumer;
-    header->producers_attached.fetch_add(1, std::memory_order_relaxed);
+    // At least 1 ms (a segment written wrong must not make a wait spin).
+    sleep_slice_ = std::chrono::nanoseconds(
+        header->peer_check_nanoseconds > 1000000 && header->peer_check_nanoseconds < kMaxSliceNanos
+            ? static_cast<std::chrono::nanoseconds::rep>(header->peer_check_nanoseconds)
+            : 1000000);
+    // Publishes skip their fence only if the consumer's sleep fences this
+    // process too (both registered for the heavy fence).
+    fence_free_ = header->consumer_wake.Asymmetric() && SharedFutexParker::RegisterProcess();
     segment_ = std::move(segment);
     header_ = header;
     control_ = &control;
@@ -716,19 +888,101 @@ class ShmProducer {
   PublishResult PublishFast(Message&& message, std::uint32_t sender_id,
                             std::chrono::nanoseconds timestamp,
                             MessagePriority priority = MessagePriority::MEDIUM) {
-    using T = std::decay_t<Message>;
-    static_assert(sluice::detail::kIsAlternative<T, Payload>,
+    CheckType<Message>();
+    if (static_cast<std::size_t>(priority) >= kPriorityCount) {
+      return PublishResult(PublishOutcome::kRejected, priority);
+    }
+    return Admit(message, sender_id, timestamp, priority, /*count_refusal=*/true);
+  }
+
+  // As Publish, but while this producer's lane is at the priority's
+  // threshold it waits up to `timeout` for the consumer to make room: it
+  // polls kPollsBeforePark times, then sleeps on a futex in the segment
+  // until a batch that took from this lane wakes it (no lost wake-up: (W)),
+  // in slices after which it looks whether the consumer still runs.
+  // kTimedOut when the time passed (counted in `dropped` once), kClosed
+  // when the consumer closed the bus or is gone. Not lock-free: it waits for
+  // the consumer by design. Never from the consumer's own thread (it would
+  // wait out its timeout).
+  template <typename Message, typename Rep, typename Period>
+  PublishResult PublishBlocking(Message&& message, std::uint32_t sender_id,
+                                MessagePriority priority,
+                                std::chrono::duration<Rep, Period> timeout) {
+    CheckType<Message>();
+    if (static_cast<std::size_t>(priority) >= kPriorityCount) {
+      return PublishResult(PublishOutcome::kRejected, priority);
+    }
+    PublishResult result;
+    const auto try_admit = [&] {
+      result = Admit(message, sender_id, Now(), priority, /*count_refusal=*/false);
+      return result.Outcome() != PublishOutcome::kRefusedFull;
+    };
+    if (try_admit()) return result;
+    using Clock = std::chrono::steady_clock;
+    const std::chrono::nanoseconds wait = sluice::detail::SaturatingNanos(timeout);
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point deadline =
+        wait >= Clock::time_point::max() - start ? Clock::time_point::max() : start + wait;
+    for (;;) {
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) break;
+      const std::chrono::nanoseconds left = deadline - now;
+      // SYNC POINT READ (X)/(W): the state, after the announcement's fence.
+      const auto consumer_left = [this] { return !IsOpenForPublishing(); };
+      switch (sluice::detail::WaitUntil(control_->room, Traits::kPollsBeforePark,
+                                        left < sleep_slice_ ? left : sleep_slice_, try_admit,
+                                        consumer_left)) {
+        case sluice::detail::WaitEnd::kReady:
+          return result;
+        case sluice::detail::WaitEnd::kStopped:
+          return PublishResult(PublishOutcome::kClosed, priority);
+        case sluice::detail::WaitEnd::kTimedOut:
+          break;
+      }
+    }
+    control_->dropped[static_cast<std::size_t>(priority)].fetch_add(1, std::memory_order_relaxed);
+    return PublishResult(PublishOutcome::kTimedOut, priority);
+  }
+
+  // Whether the consumer that created the segment has not been seen to
+  // exit (one in another PID namespace cannot be seen: alive).
+  bool ConsumerAlive() const noexcept { return header_ != nullptr && !consumer_.IsGone(); }
+
+ private:
+  static constexpr std::uint64_t kMaxSliceNanos = std::uint64_t{1} << 62;
+
+  template <typename Message>
+  static constexpr void CheckType() noexcept {
+    static_assert(sluice::detail::kIsAlternative<std::decay_t<Message>, Payload>,
                   "Sluice: Publish needs a message type that is exactly one alternative of "
                   "the bus payload variant");
+  }
+
+  static std::chrono::nanoseconds Now() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::steady_clock::now().time_since_epoch());
+  }
+
+  // Whether the consumer has neither closed the bus nor exited.
+  bool IsOpenForPublishing() const noexcept {
+    return header_->state.load(std::memory_order_relaxed) == detail::kOpen && !consumer_.IsGone();
+  }
+
+  // One attempt to admit a copy of `message` (its types are trivially
+  // copyable: it is never moved from). A priority in range.
+  template <typename Message>
+  PublishResult Admit(const Message& message, std::uint32_t sender_id,
+                      std::chrono::nanoseconds timestamp, MessagePriority priority,
+                      bool count_refusal) {
     const auto p = static_cast<std::size_t>(priority);
-    if (p >= kPriorityCount) return PublishResult(PublishOutcome::kRejected, priority);
     if (!queue_) return PublishResult(PublishOutcome::kClosed, priority);
     typename Queue::Claim claim;
     if (!queue_->TryClaim(limits_[p], priority, &claim)) {
-      if (header_->state.load(std::memory_order_relaxed) != detail::kOpen || consumer_.IsGone()) {
-        return PublishResult(PublishOutcome::kClosed, priority);
-      }
-      control_->dropped[p].fetch_add(1, std::memory_order_relaxed);
+      // SYNC POINT READ (X): a refusal that read the closed tail reads the
+      // state stored before it (ShmBus::Close's release fence).
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (!IsOpenForPublishing()) return PublishResult(PublishOutcome::kClosed, priority);
+      if (count_refusal) control_->dropped[p].fetch_add(1, std::memory_order_relaxed);
       return PublishResult(PublishOutcome::kRefusedFull, priority);
     }
     MessageHeader header;
@@ -737,23 +991,31 @@ class ShmProducer {
     header.sender_id = sender_id;
     header.priority = priority;
     header.counted = true;
-    new (queue_->Storage(claim)) Envelope{header, Payload(std::forward<Message>(message))};
+    new (queue_->Storage(claim)) Envelope{header, Payload(message)};
     queue_->Publish(claim);
     control_->published[p].fetch_add(1, std::memory_order_relaxed);
+    // SYNC POINT WRITE/READ (W), notifying side: the publish above, then
+    // the consumer's waiter count. With the heavy fence the consumer's
+    // sleep fences this process, so a compiler fence keeps the order here.
+    if (fence_free_) {
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    } else {
+      sluice::detail::FullFence();
+    }
+    header_->consumer_wake.WakeIfWaiting();
     return PublishResult::MakeAdmitted(priority);
   }
 
-  // Whether the consumer that created the segment has not been seen to
-  // exit (one in another PID namespace cannot be seen: alive).
-  bool ConsumerAlive() const noexcept { return header_ != nullptr && !consumer_.IsGone(); }
-
- private:
   Segment segment_;
   Header* header_ = nullptr;
   LaneControl* control_ = nullptr;  // this producer's lane
   std::optional<Queue> queue_;      // its rings
   ProcessIdentity consumer_;
   std::uint16_t lane_ = 0;
+  bool fence_free_ = false;  // publishes need only a compiler fence: (W)
+  // How long PublishBlocking sleeps, at most, before it looks whether the
+  // consumer still runs (a dead one wakes no one): the consumer's setting.
+  std::chrono::nanoseconds sleep_slice_{1000000};
   Position limits_[kPriorityCount] = {};
 };
 
