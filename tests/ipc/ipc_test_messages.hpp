@@ -9,6 +9,7 @@
 #include <cstring>
 #include <variant>
 
+#include "sluice/ipc/loan.hpp"
 #include "sluice/message.hpp"
 
 namespace sluice_ipc_test {
@@ -94,6 +95,34 @@ inline bool IsIntact(const Payload& payload) {
         }
       },
       payload);
+}
+
+// Large payloads, loaned: 4 KB and 64 KB frames whose bytes follow from
+// their number.
+template <std::size_t kBytes>
+struct Frame {
+  std::uint64_t seq;
+  unsigned char data[kBytes - sizeof(std::uint64_t)];
+};
+using Frame4K = Frame<4096>;
+using Frame64K = Frame<65536>;
+using LoanPayload = std::variant<Stop, sluice::ipc::Loaned<Frame4K>, sluice::ipc::Loaned<Frame64K>>;
+inline constexpr std::size_t kLoanCapacity = 16;
+
+template <std::size_t kBytes>
+void FillFrame(Frame<kBytes>& frame, std::uint64_t seq) {
+  frame.seq = seq;
+  for (std::size_t i = 0; i < sizeof(frame.data); ++i) {
+    frame.data[i] = static_cast<unsigned char>(seq * 31 + i * 7);
+  }
+}
+
+template <std::size_t kBytes>
+bool FrameIsIntact(const Frame<kBytes>& frame) {
+  for (std::size_t i = 0; i < sizeof(frame.data); ++i) {
+    if (frame.data[i] != static_cast<unsigned char>(frame.seq * 31 + i * 7)) return false;
+  }
+  return true;
 }
 
 }  // namespace sluice_ipc_test

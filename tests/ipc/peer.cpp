@@ -33,6 +33,12 @@
 //                          while the main thread has exited (pthread_exit);
 //                          the process ends with that thread, never
 //                          detaching
+//   loans NAME COUNT       on the loan bus: COUNT frames, 4 KB (even) and
+//                          64 KB (odd), loaned, filled and published at LOW,
+//                          each retried until a block and room are free
+//   hold-loans NAME        on the loan bus: publishes frames 0 (4 KB) and 1
+//                          (64 KB), takes every block left, "holding
+//                          taken=N", SIGKILLs itself
 //   publish-threads NAME THREADS   "publishing lane=L", then each thread
 //                          publishes (thread << 40) + i, i = 0, 1, ..., with
 //                          PriorityOf(i), until killed
@@ -334,8 +340,10 @@ int Bursts(const std::string& name, std::uint64_t count, std::uint64_t burst) {
 }
 
 int LeaderExits(const std::string& name, std::uint64_t count) {
-  // Never destroyed: the process ends when its last thread does, attached.
-  auto* producer = new Producer;
+  // Never destroyed (nor leaked from the heap): the process ends when its
+  // last thread does, attached.
+  alignas(Producer) static unsigned char storage[sizeof(Producer)];
+  auto* producer = new (storage) Producer;
   const AttachError error = producer->Attach(name);
   if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
   std::thread([producer, count] {
@@ -351,6 +359,54 @@ int LeaderExits(const std::string& name, std::uint64_t count) {
   }).detach();
   Say("attached lane=" + std::to_string(producer->Lane()));
   ::pthread_exit(nullptr);
+}
+
+using LoanProducer =
+    sluice::ipc::ShmProducer<sluice_ipc_test::LoanPayload, sluice_ipc_test::kLoanCapacity>;
+
+// Loans a frame of `kBytes` for `seq`, fills it and publishes it at LOW;
+// false while no block or no room is free.
+template <std::size_t kBytes>
+bool PublishFrame(LoanProducer& producer, std::uint64_t seq) {
+  auto frame = producer.Loan<sluice_ipc_test::Frame<kBytes>>();
+  if (!frame) return false;
+  sluice_ipc_test::FillFrame(*frame, seq);
+  return static_cast<bool>(producer.PublishLoan(frame, 7, MessagePriority::LOW));
+}
+
+int Loans(const std::string& name, std::uint64_t count) {
+  LoanProducer producer;
+  const AttachError error = producer.Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  std::uint64_t waits = 0;
+  for (std::uint64_t seq = 0; seq < count; ++seq) {
+    while (
+        !(seq % 2 == 0 ? PublishFrame<4096>(producer, seq) : PublishFrame<65536>(producer, seq))) {
+      if (std::chrono::steady_clock::now() > deadline) return Fail("deadline");
+      ++waits;
+      std::this_thread::yield();
+    }
+  }
+  Say("published=" + std::to_string(count) + " waits=" + std::to_string(waits));
+  return 0;
+}
+
+int HoldLoans(const std::string& name) {
+  LoanProducer producer;
+  const AttachError error = producer.Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  if (!PublishFrame<4096>(producer, 0) || !PublishFrame<65536>(producer, 1)) {
+    return Fail("publish");
+  }
+  std::vector<sluice::ipc::ShmLoan<sluice_ipc_test::Frame4K>> held;
+  for (auto loan = producer.Loan<sluice_ipc_test::Frame4K>(); loan;
+       loan = producer.Loan<sluice_ipc_test::Frame4K>()) {
+    held.push_back(std::move(loan));
+  }
+  Say("holding taken=" + std::to_string(held.size()));
+  ::raise(SIGKILL);
+  return Fail("alive");
 }
 
 int PublishThreads(const std::string& name, unsigned threads) {
@@ -392,6 +448,8 @@ int main(int argc, char** argv) {
   if (args.size() == 2 && args[0] == "publish-when-asleep") return PublishWhenAsleep(args[1], true);
   if (args.size() == 2 && args[0] == "publish-unwoken") return PublishWhenAsleep(args[1], false);
   if (args.size() == 2 && args[0] == "block") return Block(args[1]);
+  if (args.size() == 3 && args[0] == "loans") return Loans(args[1], std::stoull(args[2]));
+  if (args.size() == 2 && args[0] == "hold-loans") return HoldLoans(args[1]);
   if (args.size() == 3 && args[0] == "leader-exits")
     return LeaderExits(args[1], std::stoull(args[2]));
   if (args.size() == 4 && args[0] == "bursts") {

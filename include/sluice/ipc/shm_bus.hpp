@@ -92,6 +92,7 @@
 #include "sluice/detail/waiting.hpp"
 #include "sluice/detail/wake_signal.hpp"
 #include "sluice/ipc/fingerprint.hpp"
+#include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"
 #include "sluice/ipc/segment.hpp"
 #include "sluice/ipc/shared_futex_parker.hpp"
@@ -131,6 +132,9 @@ struct ShmBusTraits {
   // Producers attached at once (ShmProducer objects, in any processes):
   // each has a lane of kCapacity messages per priority in the segment.
   static constexpr std::size_t kMaxProducers = 8;
+  // Blocks each lane lends for Loaned<T> alternatives (1 to 64), each as
+  // large as the largest such T; none when the payload has no Loaned<T>.
+  static constexpr std::size_t kLoanBlocks = 8;
   static constexpr std::size_t kMaxSubscribersPerType = 16;
   static constexpr std::size_t kCallbackStorageBytes = 48;
   static constexpr std::uint32_t kCheckInterval = 1;
@@ -221,6 +225,8 @@ struct Layout {
     std::atomic<std::uint32_t> state;  // LaneState: (J)
     ProcessIdentity owner;             // written before kLaneOwned
     Signal room;                       // the owner's PublishBlocking waits here: (W)
+    // Bit b: loan block b is free. The owner takes, the consumer gives back: (P).
+    alignas(kCacheLineSize) std::atomic<std::uint64_t> loans_free;
     // The owner's threads count here (relaxed: tallies). Their own line.
     alignas(kCacheLineSize) std::atomic<std::uint64_t> published[kPriorityCount];
     std::atomic<std::uint64_t> dropped[kPriorityCount];
@@ -240,9 +246,19 @@ struct Layout {
 
   static constexpr std::size_t kRingsAlign = alignof(Rings) > kCacheLineSize ? alignof(Rings)
                                                                              : kCacheLineSize;
-  static constexpr std::size_t kLanesOffset = RoundUp(sizeof(Header), kRingsAlign);
-  static constexpr std::size_t kLaneStride = RoundUp(sizeof(Rings), kRingsAlign);
+  using Loans = LoanShape<Payload>;
+  static constexpr std::size_t kLoanBlocks = Loans::kAny ? Traits::kLoanBlocks : 0;
+  static_assert(!Loans::kAny || (Traits::kLoanBlocks >= 1 && Traits::kLoanBlocks <= 64),
+                "Sluice: ShmBusTraits::kLoanBlocks must be 1 to 64");
+  static constexpr std::size_t kLaneAlign =
+      kRingsAlign > Loans::kAlign ? kRingsAlign : Loans::kAlign;
+  // A lane: its rings, then its loan blocks.
+  static constexpr std::size_t kLoansOffset = RoundUp(sizeof(Rings), Loans::kAlign);
+  static constexpr std::size_t kLaneStride =
+      RoundUp(kLoansOffset + kLoanBlocks * Loans::kBlockBytes, kLaneAlign);
+  static constexpr std::size_t kLanesOffset = RoundUp(sizeof(Header), kLaneAlign);
   static constexpr std::size_t kSegmentSize = RoundUp(kLanesOffset + kLanes * kLaneStride, 4096);
+  static_assert(kLaneAlign <= 4096, "Sluice: a loaned type may be aligned to at most a page");
 
   static Fingerprint Expected() {
     return MakeFingerprint<Payload, kCapacity, Envelope, Rings>(
@@ -255,6 +271,11 @@ struct Layout {
   }
   static Rings* RingsOf(void* base, std::size_t lane) noexcept {
     return std::launder(reinterpret_cast<Rings*>(LaneAt(base, lane)));
+  }
+  // `block` < kLoanBlocks (callers bound it).
+  static void* LoanBlock(void* base, std::size_t lane, std::size_t block) noexcept {
+    return static_cast<unsigned char*>(LaneAt(base, lane)) + kLoansOffset +
+           block * Loans::kBlockBytes;
   }
 };
 
@@ -539,8 +560,10 @@ class ShmBus {
     void* base = segment_.Base();
     LaneControl& control = header_->lanes[lane];
     new (LayoutType::LaneAt(base, lane)) Rings(0);
-    // A producer killed while it waited for room left itself counted.
+    // A producer killed while it waited for room left itself counted, and
+    // its loans taken.
     new (&control.room) typename LayoutType::Signal();
+    control.loans_free.store(detail::AllBlocks(LayoutType::kLoanBlocks), std::memory_order_relaxed);
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
       control.published[p].store(0, std::memory_order_relaxed);
       control.dropped[p].store(0, std::memory_order_relaxed);
@@ -630,6 +653,24 @@ class ShmBus {
     return lanes_[*lane].queue->TryFront();
   }
 
+  // A loaned message: points it at its block in this process's mapping, if
+  // the block number is one of the lane's; its bit in *loan. False when it
+  // is not (the message is corrupt).
+  bool BindLoan(Envelope* envelope, std::size_t lane, std::uint64_t* loan) noexcept {
+    return std::visit(
+        [&](auto& message) {
+          using Message = std::decay_t<decltype(message)>;
+          if constexpr (detail::IsLoaned<Message>::value) {
+            if (message.block_ >= LayoutType::kLoanBlocks) return false;
+            message.data_ = std::launder(reinterpret_cast<const typename Message::Type*>(
+                LayoutType::LoanBlock(segment_.Base(), lane, message.block_)));
+            *loan = std::uint64_t{1} << message.block_;
+          }
+          return true;
+        },
+        envelope->payload);
+  }
+
   // Whether a batch would find something to do: a message to take, or a
   // lane whose owner left still to tend. SYNC POINT READ (W) in a waiter's
   // re-check: the slot's acquire load, after the announcement's fence.
@@ -699,8 +740,22 @@ class ShmBus {
       // which producer's lane the message came through.
       std::memset(static_cast<void*>(&envelope.header.counted), 1, sizeof(bool));
       envelope.header.lane = static_cast<std::uint16_t>(lane + 1);
+      std::uint64_t loan = 0;  // the block a loaned message names, as a bit
+      if constexpr (LayoutType::Loans::kAny) {
+        if (!BindLoan(&envelope, lane, &loan)) {
+          ++corrupt_;
+          continue;
+        }
+      }
       ++processed_;
       deliver(envelope);
+      if constexpr (LayoutType::Loans::kAny) {
+        if (loan != 0 && header_ != nullptr) {
+          // SYNC POINT WRITE (P): the subscribers' reads of the block, before
+          // its next taker's writes.
+          header_->lanes[lane].loans_free.fetch_or(loan, std::memory_order_release);
+        }
+      }
     }
     registry_.ReclaimDeferred();
     epoch_.Exit();
@@ -944,6 +999,51 @@ class ShmProducer {
     return PublishResult(PublishOutcome::kTimedOut, priority);
   }
 
+  // A free block of this producer's lane for a T, to write in place and
+  // publish with PublishLoan; empty when every block is out (lent, or in a
+  // message not yet dispatched) or when not attached. Lock-free; any thread
+  // of this process.
+  template <typename T>
+  ShmLoan<T> Loan() noexcept {
+    static_assert(sluice::detail::kIsAlternative<Loaned<T>, Payload>,
+                  "Sluice: Loan<T> needs sluice::ipc::Loaned<T> among the payload alternatives");
+    if (control_ == nullptr) return ShmLoan<T>();
+    std::uint64_t free = control_->loans_free.load(std::memory_order_relaxed);
+    while (free != 0) {
+      const std::uint64_t bit = free & (~free + 1);
+      // SYNC POINT READ (P): the block's last reader, before these writes.
+      if (control_->loans_free.compare_exchange_weak(free, free & ~bit, std::memory_order_acquire,
+                                                     std::memory_order_relaxed)) {
+        const auto block = static_cast<std::uint32_t>(detail::LowestBit(bit));
+        if (block >= LayoutType::kLoanBlocks) return ShmLoan<T>();  // a mask written wrong
+        void* place = LayoutType::LoanBlock(segment_.Base(), lane_ - 1u, block);
+        return ShmLoan<T>(new (place) T, &control_->loans_free, block);
+      }
+    }
+    return ShmLoan<T>();
+  }
+
+  // Publishes the loan's block at `priority` as Publish does a message: the
+  // consumer reads it in place. Admitted: the loan is empty afterwards (the
+  // block is the message's until dispatched). Refused: the caller keeps it.
+  // kPoolEmpty for an empty loan, kRejected for one of another producer.
+  template <typename T>
+  PublishResult PublishLoan(ShmLoan<T>& loan, std::uint32_t sender_id,
+                            MessagePriority priority = MessagePriority::MEDIUM) {
+    if (static_cast<std::size_t>(priority) >= kPriorityCount) {
+      return PublishResult(PublishOutcome::kRejected, priority);
+    }
+    if (!loan) return PublishResult(PublishOutcome::kPoolEmpty, priority);
+    if (control_ == nullptr || loan.free_ != &control_->loans_free) {
+      return PublishResult(PublishOutcome::kRejected, priority);
+    }
+    Loaned<T> message;
+    message.block_ = loan.block_;
+    const PublishResult result = Admit(message, sender_id, Now(), priority, true);
+    if (result) (void)loan.Release();
+    return result;
+  }
+
   // Whether the consumer that created the segment has not been seen to
   // exit (one in another PID namespace cannot be seen: alive).
   bool ConsumerAlive() const noexcept { return header_ != nullptr && !consumer_.IsGone(); }
@@ -956,6 +1056,8 @@ class ShmProducer {
     static_assert(sluice::detail::kIsAlternative<std::decay_t<Message>, Payload>,
                   "Sluice: Publish needs a message type that is exactly one alternative of "
                   "the bus payload variant");
+    static_assert(!detail::IsLoaned<std::decay_t<Message>>::value,
+                  "Sluice: a Loaned<T> is published with PublishLoan, from a Loan<T>()");
   }
 
   static std::chrono::nanoseconds Now() noexcept {

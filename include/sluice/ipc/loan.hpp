@@ -1,0 +1,180 @@
+// Large payloads across processes without a copy: blocks in the segment,
+// lent to a producer, written there once, and read in place by the
+// consumer.
+//
+//   struct Frame { std::uint32_t bytes; unsigned char data[65536]; };
+//   using Payload = std::variant<Imu, sluice::ipc::Loaned<Frame>>;
+//   // producer process
+//   sluice::ipc::ShmLoan<Frame> frame = producer.Loan<Frame>();  // empty when none is free
+//   if (frame) { frame->bytes = Capture(frame->data); producer.PublishLoan(frame, kCamera); }
+//   // consumer process
+//   bus.Subscribe<sluice::ipc::Loaned<Frame>>([](const sluice::ipc::Loaned<Frame>& frame) {
+//     Use(frame->data, frame->bytes);  // in the segment: valid during the callback only
+//   });
+//
+// Each producer's lane has ShmBusTraits::kLoanBlocks blocks (at most 64),
+// each as large as the largest Loaned<T> of the payload; a payload without
+// a Loaned<T> has none. Which blocks are free is one bit mask per lane:
+// a producer takes a block with a CAS that clears its bit, the consumer
+// gives it back after the message was dispatched with a fetch_or that sets
+// it. A producer killed holding loans loses them with its lane, which the
+// consumer makes anew (every block free) when it hands the lane on.
+//
+// Synchronisation, each release named with its acquire:
+//  (P) block reuse, consumer -> producer: the consumer's reads of a block
+//      (the subscribers', during dispatch) come before its release fetch_or
+//      of the block's bit; the producer's acquire CAS that clears the bit
+//      comes before its writes into the block.
+//  The producer's writes into the block reach the consumer through the
+//  message that names it: the slot's publish is release, the consumer's
+//  look at it acquire ((A) of detail/ring.hpp).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <new>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "sluice/config.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace ipc {
+
+// The payload alternative of a loaned message: which block of the sending
+// lane holds the T. At the consumer, during dispatch, it also points at
+// the block in this process's mapping (the bus checks the block number
+// and sets the pointer on its own copy of the message; what a producer
+// wrote there is never used). Trivially copyable, so it crosses processes.
+template <typename T>
+class Loaned {
+  static_assert(std::is_trivially_copyable_v<T> && !std::is_pointer_v<T>,
+                "Sluice: a loaned type must be trivially copyable and not a pointer: it is "
+                "read as bytes by another process");
+
+ public:
+  using Type = T;
+  const T& operator*() const noexcept { return *data_; }
+  const T* operator->() const noexcept { return data_; }
+  const T* Get() const noexcept { return data_; }
+  std::uint32_t Block() const noexcept { return block_; }
+
+ private:
+  template <typename, std::size_t, typename>
+  friend class ShmBus;
+  template <typename, std::size_t, typename>
+  friend class ShmProducer;
+  std::uint32_t block_ = 0;
+  const T* data_ = nullptr;  // set by the consumer, in its own copy
+};
+
+namespace detail {
+
+template <typename T>
+struct IsLoaned : std::false_type {};
+template <typename T>
+struct IsLoaned<Loaned<T>> : std::true_type {};
+
+// The largest loaned type of a payload (0 without one), and its alignment.
+template <typename Payload>
+struct LoanShape;
+template <typename... Ts>
+struct LoanShape<std::variant<Ts...>> {
+  template <typename T>
+  static constexpr std::size_t SizeOf() {
+    if constexpr (IsLoaned<T>::value) {
+      return sizeof(typename T::Type);
+    } else {
+      return 0;
+    }
+  }
+  template <typename T>
+  static constexpr std::size_t AlignOf() {
+    if constexpr (IsLoaned<T>::value) {
+      return alignof(typename T::Type);
+    } else {
+      return 1;
+    }
+  }
+  static constexpr std::size_t Max(std::initializer_list<std::size_t> values) {
+    std::size_t most = 0;
+    for (const std::size_t value : values) most = value > most ? value : most;
+    return most;
+  }
+  static constexpr bool kAny = (IsLoaned<Ts>::value || ...);
+  static constexpr std::size_t kAlign = Max({kCacheLineSize, AlignOf<Ts>()...});
+  // Whole lines, so that two blocks never share one.
+  static constexpr std::size_t kBlockBytes =
+      (Max({SizeOf<Ts>()...}) + kAlign - 1) / kAlign * kAlign;
+};
+
+// A lane's free blocks: bit b set while block b is free.
+inline constexpr std::uint64_t AllBlocks(std::size_t blocks) noexcept {
+  return blocks >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << blocks) - 1;
+}
+
+}  // namespace detail
+
+// A producer's hold on one block of its lane: write the T through it, then
+// ShmProducer::PublishLoan. Move-only; a loan dropped unpublished goes back
+// to the lane's free blocks. The T is not initialised (it holds whatever
+// the block last held): write every field the consumer reads.
+template <typename T>
+class ShmLoan {
+ public:
+  ShmLoan() noexcept = default;
+  ShmLoan(ShmLoan&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)),
+        free_(std::exchange(other.free_, nullptr)),
+        block_(other.block_) {}
+  ShmLoan& operator=(ShmLoan&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      data_ = std::exchange(other.data_, nullptr);
+      free_ = std::exchange(other.free_, nullptr);
+      block_ = other.block_;
+    }
+    return *this;
+  }
+  ShmLoan(const ShmLoan&) = delete;
+  ShmLoan& operator=(const ShmLoan&) = delete;
+  ~ShmLoan() { Reset(); }
+
+  explicit operator bool() const noexcept { return data_ != nullptr; }
+  T& operator*() const noexcept { return *data_; }
+  T* operator->() const noexcept { return data_; }
+  T* Get() const noexcept { return data_; }
+
+  // Gives the block back unpublished.
+  void Reset() noexcept {
+    if (data_ == nullptr) return;
+    // SYNC POINT WRITE (P): this producer's accesses of the block, before
+    // the next taker's.
+    free_->fetch_or(std::uint64_t{1} << block_, std::memory_order_release);
+    data_ = nullptr;
+    free_ = nullptr;
+  }
+
+ private:
+  template <typename, std::size_t, typename>
+  friend class ShmProducer;
+  ShmLoan(T* data, std::atomic<std::uint64_t>* free, std::uint32_t block) noexcept
+      : data_(data), free_(free), block_(block) {}
+  // Published: the block now belongs to the message.
+  std::uint32_t Release() noexcept {
+    data_ = nullptr;
+    free_ = nullptr;
+    return block_;
+  }
+  T* data_ = nullptr;
+  std::atomic<std::uint64_t>* free_ = nullptr;
+  std::uint32_t block_ = 0;
+};
+
+}  // namespace ipc
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
