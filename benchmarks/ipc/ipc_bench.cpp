@@ -30,11 +30,14 @@
 
 #include "harness/platform.hpp"
 #include "harness/stats.hpp"
+#include "ipc/ipc_bench_setup.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using sluice_ipc_bench::Cpus;
+constexpr auto P = sluice_ipc_bench::Percentile;
 
 struct Reading {  // 24 bytes
   std::uint64_t seq;
@@ -53,11 +56,6 @@ using ShmProducer = sluice::ipc::ShmProducer<Payload, kCapacity>;
 // first, no statistics or clock on the path (as the shared one).
 using LocalBus = sluice::AsyncBus<Payload, kCapacity, sluice::ProducerModel::kMulti,
                                   sluice::PriorityOrderTraits>;
-
-struct Cpus {
-  int producer = 0;
-  int consumer = 1;
-};
 
 // ---- Throughput: one producer, one consumer, `messages` readings ------------
 
@@ -232,33 +230,16 @@ struct StateRows {
   int rounds = 0;
 };
 
-double P(std::vector<double> samples, double q) {
-  if (samples.empty()) return NAN;
-  std::sort(samples.begin(), samples.end());
-  return samples[static_cast<std::size_t>(q * static_cast<double>(samples.size() - 1))];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int rounds = 5;
-  std::uint64_t messages = 2'000'000;
-  std::uint64_t pings = 20'000;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--rounds") rounds = std::atoi(argv[i + 1]);
-    if (flag == "--messages") messages = std::strtoull(argv[i + 1], nullptr, 10);
-    if (flag == "--pings") pings = std::strtoull(argv[i + 1], nullptr, 10);
-  }
-  const std::vector<int> allowed = sluice::bench::AllowedCpus();
-  if (allowed.size() < 2) {
-    std::printf("needs two CPUs; %zu allowed\n", allowed.size());
-    return 1;
-  }
-  const Cpus cpus{allowed[0], allowed[1]};
-  std::printf("sluice_ipc_bench: %s, %s; producer on CPU %d, consumer on CPU %d\n",
-              sluice::bench::CpuModel().c_str(), sluice::bench::CompilerDescription().c_str(),
-              cpus.producer, cpus.consumer);
+  const sluice_ipc_bench::Options options =
+      sluice_ipc_bench::ParseOptions(argc, argv, {5, 2'000'000, 20'000});
+  const int rounds = options.rounds;
+  const std::uint64_t messages = options.messages;
+  const std::uint64_t pings = options.pings;
+  Cpus cpus;
+  if (!sluice_ipc_bench::PickCpus("sluice_ipc_bench", &cpus)) return 1;
   std::printf(
       "24-byte payload, %zu slots, priority order; %llu messages a throughput run, %llu "
       "pings a latency run, %d rounds\n",

@@ -219,4 +219,40 @@ TEST(ShmLoanTest, ABlockNumberOutOfRangeIsCorrupt) {
   EXPECT_EQ(bus.GetStatistics().corrupt, 1u);
 }
 
+// A subscriber that looks for producers that left, during the batch that
+// dispatched a detached producer's last loaned frame, and attaches a new
+// producer: the lane is not handed on while the batch still holds its
+// blocks, so no block is ever lent twice.
+TEST(ShmLoanTest, ALaneIsNotHandedOnWhileItsBlocksAreInTheBatch) {
+  const std::string name = UniqueName();
+  Bus bus;
+  sluice::ipc::ShmBusOptions options;
+  options.peer_check_interval = 0ns;
+  ASSERT_EQ(bus.Create(name, options), AttachError::kNone);
+  Producer first;
+  ASSERT_EQ(first.Attach(name), AttachError::kNone);
+  auto frame = first.Loan<Frame4K>();
+  ASSERT_TRUE(frame);
+  ASSERT_TRUE(first.PublishLoan(frame, 1));
+  first.Detach();
+  Producer second;
+  std::vector<sluice::ipc::ShmLoan<Frame4K>> held;
+  EXPECT_EQ(bus.ProcessBatchWith([&](const auto&) {
+    bus.CheckProducers();
+    ASSERT_EQ(second.Attach(name), AttachError::kNone);
+    TakeAll(second, &held);
+  }),
+            1u);
+  // Every block of the second producer's lane is held: none came free when
+  // the batch gave the first producer's block back.
+  EXPECT_FALSE(second.Loan<Frame4K>());
+  EXPECT_EQ(held.size(), kBlocks);
+  bus.CheckProducers();
+  Producer third;
+  ASSERT_EQ(third.Attach(name), AttachError::kNone);
+  std::vector<sluice::ipc::ShmLoan<Frame4K>> third_held;
+  EXPECT_EQ(TakeAll(third, &third_held), kBlocks);
+  EXPECT_NE(third.Lane(), second.Lane());
+}
+
 }  // namespace

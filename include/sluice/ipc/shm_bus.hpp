@@ -577,9 +577,11 @@ class ShmBus {
   // each ring's front (what it published is dispatched as usual), and
   // hands each lane with nothing left back. Re-entered from the exit
   // handler (which may call CheckProducers or Close), it does nothing: the
-  // outer call reads `gone_` afresh for each lane.
+  // outer call reads `gone_` afresh for each lane. Nor from a callback
+  // during a batch: the batch may hold blocks of a lane still to give back
+  // (the next batch, or the end of this one, hands the lane on).
   void TendGoneLanes() {
-    if (tending_) return;
+    if (tending_ || dispatching_) return;
     tending_ = true;
     struct Done {
       bool& flag;
@@ -671,6 +673,15 @@ class ShmBus {
         envelope->payload);
   }
 
+  // Gives the dispatched blocks in *blocks back to lane `lane`'s producer.
+  void ReturnLoans(std::size_t lane, std::uint64_t* blocks) noexcept {
+    if (*blocks == 0 || header_ == nullptr) return;
+    // SYNC POINT WRITE (P): the subscribers' reads of the blocks, before
+    // their next taker's writes.
+    header_->lanes[lane].loans_free.fetch_or(*blocks, std::memory_order_release);
+    *blocks = 0;
+  }
+
   // Whether a batch would find something to do: a message to take, or a
   // lane whose owner left still to tend. SYNC POINT READ (W) in a waiter's
   // re-check: the slot's acquire load, after the announcement's fence.
@@ -704,6 +715,8 @@ class ShmBus {
   std::uint32_t Run(std::uint32_t max_messages, Deliver&& deliver) {
     // Inside a callback of this bus: no batch (as in process).
     if (header_ == nullptr || dispatching_) return 0;
+    if (gone_ != 0) TendGoneLanes();  // (its exit handler may close the bus)
+    if (header_ == nullptr) return 0;
     dispatching_ = true;
     struct Done {
       bool& flag;
@@ -711,8 +724,9 @@ class ShmBus {
     } done{dispatching_};
     std::uint32_t taken = 0;
     epoch_.Enter();
-    if (gone_ != 0) TendGoneLanes();
     std::uint64_t touched = 0;  // lanes that got room
+    std::size_t returning_lane = 0;
+    std::uint64_t returning = 0;  // loan blocks of returning_lane dispatched
     while (taken < max_messages && header_ != nullptr) {
       // SYNC POINT READ (J): the lanes taken, before their rings are read;
       // for every message, so that a lane taken during the batch has its
@@ -750,13 +764,17 @@ class ShmBus {
       ++processed_;
       deliver(envelope);
       if constexpr (LayoutType::Loans::kAny) {
-        if (loan != 0 && header_ != nullptr) {
-          // SYNC POINT WRITE (P): the subscribers' reads of the block, before
-          // its next taker's writes.
-          header_->lanes[lane].loans_free.fetch_or(loan, std::memory_order_release);
+        // Blocks go back a lane at a time: one read-modify-write of the
+        // lane's mask (a line its producer writes too) per run of messages
+        // of one lane, not per message.
+        if (loan != 0) {
+          if (lane != returning_lane) ReturnLoans(returning_lane, &returning);
+          returning_lane = lane;
+          returning |= loan;
         }
       }
     }
+    if constexpr (LayoutType::Loans::kAny) ReturnLoans(returning_lane, &returning);
     registry_.ReclaimDeferred();
     epoch_.Exit();
     if (header_ == nullptr) return taken;  // a callback closed the bus
@@ -768,6 +786,7 @@ class ShmBus {
         header_->lanes[detail::LowestBit(touched)].room.WakeIfWaiting();
       }
     }
+    dispatching_ = false;  // callbacks done: lanes may be handed back
     if (taken == 0 || ++batches_since_check_ >= kBatchesPerCheck) {
       batches_since_check_ = 0;
       const auto now = std::chrono::steady_clock::now();

@@ -1,0 +1,564 @@
+// The shared-memory bus against iceoryx (when found), one producer process
+// to one consumer process, at 24 bytes, 4 KB and 64 KB: throughput, and the
+// one-way latency of an answer in a ping-pong (its publish timestamp
+// against its arrival: both processes read CLOCK_MONOTONIC) with the round
+// trip. Sluice copies 24 bytes through its slots and loans the frames
+// (written in place, read in place); iceoryx loans every size. Both write
+// and read the same bytes of a frame: its number at its head and its tail.
+// Both wait when full rather than drop (iceoryx: WAIT_FOR_CONSUMER and
+// BLOCK_PRODUCER). Each round measures every row, interleaved, bracketed by
+// a placement probe (MEASURING.md); every loop has a deadline, and a row
+// that did not finish says so.
+//
+//   sluice_ipc_sizes_bench [--rounds N] [--messages N] [--pings N]
+//
+// iceoryx needs its daemon: the benchmark starts iox-roudi (found by CMake)
+// and stops it at the end; without iceoryx its rows say so.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sluice/ipc/shm_bus.hpp>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "harness/platform.hpp"
+#include "harness/stats.hpp"
+#include "ipc/ipc_bench_setup.hpp"
+
+#if SLUICE_HAVE_ICEORYX
+#include "iceoryx_hoofs/log/logmanager.hpp"
+#include "iceoryx_posh/popo/publisher.hpp"
+#include "iceoryx_posh/popo/subscriber.hpp"
+#include "iceoryx_posh/runtime/posh_runtime.hpp"
+#endif
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using sluice_ipc_bench::Cpus;
+constexpr auto P = sluice_ipc_bench::Percentile;
+constexpr auto kRowDeadline = 20s;
+
+std::uint64_t NowNanos() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+          .count());
+}
+
+// A message of kBytes: its number at the head and the tail, and when it was
+// sent (answers only).
+template <std::size_t kBytes>
+struct Frame {
+  std::uint64_t seq;
+  std::uint64_t sent_ns;
+  unsigned char middle[kBytes - 3 * sizeof(std::uint64_t)];
+  std::uint64_t tail;
+};
+struct Small {  // 24 bytes: the same three fields, nothing between
+  std::uint64_t seq;
+  std::uint64_t sent_ns;
+  std::uint64_t tail;
+};
+using Frame4K = Frame<4096>;
+using Frame64K = Frame<65536>;
+static_assert(sizeof(Small) == 24 && sizeof(Frame4K) == 4096 && sizeof(Frame64K) == 65536);
+
+template <typename F>
+void Write(F& frame, std::uint64_t seq, std::uint64_t sent_ns) {
+  frame.seq = seq;
+  frame.sent_ns = sent_ns;
+  frame.tail = seq;
+}
+
+struct Traits : sluice::ipc::ShmBusTraits {
+  static constexpr std::size_t kMaxProducers = 2;
+  static constexpr std::size_t kLoanBlocks = 64;
+};
+using Payload = std::variant<Small, sluice::ipc::Loaned<Frame4K>, sluice::ipc::Loaned<Frame64K>>;
+constexpr std::size_t kCapacity = 256;
+using ShmBus = sluice::ipc::ShmBus<Payload, kCapacity, Traits>;
+using ShmProducer = sluice::ipc::ShmProducer<Payload, kCapacity, Traits>;
+
+// One attempt to publish frame `seq` of type F (loaned, but for 24 bytes).
+template <typename F>
+bool SluicePublish(ShmProducer& producer, std::uint64_t seq, std::uint64_t sent_ns) {
+  if constexpr (std::is_same_v<F, Small>) {
+    Small small;
+    Write(small, seq, sent_ns);
+    return static_cast<bool>(producer.PublishFast(small, 1, std::chrono::nanoseconds(sent_ns)));
+  } else {
+    auto loan = producer.Loan<F>();
+    if (!loan) return false;
+    Write(*loan, seq, sent_ns);
+    return static_cast<bool>(producer.PublishLoan(loan, 1));
+  }
+}
+
+// Calls `on(frame, header)` for each message of the batch; frames by
+// reference into the segment.
+template <typename F, typename On>
+std::uint32_t SluiceTake(ShmBus& bus, On&& on) {
+  return bus.ProcessBatchWith([&](const auto& message, const sluice::MessageHeader& header) {
+    using M = std::decay_t<decltype(message)>;
+    if constexpr (std::is_same_v<M, F>) {
+      on(message, header);
+    } else if constexpr (!std::is_same_v<M, Small>) {
+      if constexpr (std::is_same_v<typename M::Type, F>) on(*message, header);
+    }
+  });
+}
+
+// Messages per second from the first arrival to the last; NaN when the
+// deadline passed first (or a frame arrived torn).
+template <typename F>
+double SluiceThroughput(const Cpus& cpus, std::uint64_t messages, const std::string& name) {
+  ShmBus bus;
+  if (bus.Create(name) != sluice::ipc::AttachError::kNone) return NAN;
+  const pid_t child = ::fork();
+  if (child < 0) return NAN;
+  if (child == 0) {
+    sluice::bench::PinThisThread(cpus.producer);
+    ShmProducer producer;
+    if (producer.Attach(name) != sluice::ipc::AttachError::kNone) ::_exit(1);
+    const auto deadline = Clock::now() + kRowDeadline;
+    for (std::uint64_t seq = 0; seq < messages; ++seq) {
+      while (!SluicePublish<F>(producer, seq, 0)) {
+        if (Clock::now() > deadline) ::_exit(2);
+      }
+    }
+    producer.Detach();
+    ::_exit(0);
+  }
+  sluice::bench::PinThisThread(cpus.consumer);
+  std::uint64_t received = 0;
+  bool torn = false;
+  Clock::time_point first{};
+  const auto deadline = Clock::now() + kRowDeadline;
+  while (received < messages && Clock::now() < deadline) {
+    (void)SluiceTake<F>(bus, [&](const F& frame, const sluice::MessageHeader&) {
+      torn |= frame.tail != frame.seq;
+      if (received++ == 0) first = Clock::now();
+    });
+  }
+  const Clock::time_point last = Clock::now();
+  ::waitpid(child, nullptr, 0);
+  if (received < messages || torn) return NAN;
+  return static_cast<double>(messages - 1) / std::chrono::duration<double>(last - first).count();
+}
+
+struct Latency {
+  std::vector<double> one_way;     // ns, the answers'
+  std::vector<double> round_trip;  // ns
+};
+
+// Pings one at a time on one bus, answered on another: the round trip, and
+// each answer's way from its publish to its arrival.
+template <typename F>
+Latency SluicePingPong(const Cpus& cpus, std::uint64_t pings, const std::string& name) {
+  const std::string ping_name = name + "-ping";
+  const std::string pong_name = name + "-pong";
+  Latency latency;
+  ShmBus pongs;
+  if (pongs.Create(pong_name) != sluice::ipc::AttachError::kNone) return latency;
+  const pid_t child = ::fork();
+  if (child < 0) return latency;
+  if (child == 0) {
+    sluice::bench::PinThisThread(cpus.consumer);
+    ShmBus ping_bus;
+    if (ping_bus.Create(ping_name) != sluice::ipc::AttachError::kNone) ::_exit(1);
+    ShmProducer answer;
+    if (answer.Attach(pong_name) != sluice::ipc::AttachError::kNone) ::_exit(1);
+    std::uint64_t answered = 0;
+    const auto deadline = Clock::now() + kRowDeadline + 5s;
+    while (answered < pings && Clock::now() < deadline) {
+      (void)SluiceTake<F>(ping_bus, [&](const F& ping, const sluice::MessageHeader&) {
+        while (!SluicePublish<F>(answer, ping.seq, NowNanos()) && Clock::now() < deadline) {
+        }
+        ++answered;
+      });
+    }
+    answer.Detach();
+    ping_bus.Close();
+    ::_exit(0);
+  }
+  sluice::bench::PinThisThread(cpus.producer);
+  ShmProducer ping;
+  const auto deadline = Clock::now() + kRowDeadline;
+  while (ping.Attach(ping_name) != sluice::ipc::AttachError::kNone && Clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  for (std::uint64_t seq = 0; seq < pings && Clock::now() < deadline; ++seq) {
+    const auto sent = Clock::now();
+    while (!SluicePublish<F>(ping, seq, 0) && Clock::now() < deadline) {
+    }
+    bool answered = false;
+    while (!answered && Clock::now() < deadline) {
+      (void)SluiceTake<F>(pongs, [&](const F& pong, const sluice::MessageHeader&) {
+        const std::uint64_t now = NowNanos();
+        latency.one_way.push_back(static_cast<double>(now - pong.sent_ns));
+        answered = true;
+      });
+    }
+    if (!answered) break;
+    latency.round_trip.push_back(
+        std::chrono::duration<double, std::nano>(Clock::now() - sent).count());
+  }
+  ping.Detach();
+  ::waitpid(child, nullptr, 0);
+  if (latency.round_trip.size() < pings) return Latency{};
+  return latency;
+}
+
+// ---- iceoryx ------------------------------------------------------------------
+
+#if SLUICE_HAVE_ICEORYX
+constexpr bool kHaveIceoryx = true;
+
+void InitIceoryx(const char* role) {
+  iox::log::LogManager::GetLogManager().SetDefaultLogLevel(iox::log::LogLevel::kWarn,
+                                                           iox::log::LogLevelOutput::kHideLogLevel);
+  const std::string name = std::string("sluice-bench-") + role + "-" + std::to_string(::getpid());
+  iox::runtime::PoshRuntime::initRuntime(
+      iox::RuntimeName_t(iox::cxx::TruncateToCapacity, name.c_str()));
+}
+
+iox::popo::PublisherOptions WaitingPublisher() {
+  iox::popo::PublisherOptions options;
+  options.subscriberTooSlowPolicy = iox::popo::ConsumerTooSlowPolicy::WAIT_FOR_CONSUMER;
+  return options;
+}
+iox::popo::SubscriberOptions BlockingSubscriber() {
+  iox::popo::SubscriberOptions options;
+  options.queueCapacity = kCapacity;
+  options.queueFullPolicy = iox::popo::QueueFullPolicy::BLOCK_PRODUCER;
+  return options;
+}
+iox::capro::ServiceDescription Topic(const std::string& name) {
+  return {iox::capro::IdString_t(iox::cxx::TruncateToCapacity, "sluice-bench"),
+          iox::capro::IdString_t(iox::cxx::TruncateToCapacity, name.c_str()),
+          iox::capro::IdString_t(iox::cxx::TruncateToCapacity, "frames")};
+}
+
+// One attempt to loan, write and publish frame `seq`.
+template <typename F>
+bool IceoryxPublish(iox::popo::Publisher<F>& publisher, std::uint64_t seq, std::uint64_t sent_ns) {
+  auto sample = publisher.loan();
+  if (sample.has_error()) return false;
+  Write(*sample.value(), seq, sent_ns);
+  sample.value().publish();
+  return true;
+}
+
+// Runs `body(write)` in a forked child pinned to `cpu`, which writes its
+// result line to the pipe; returns the child's pid.
+template <typename Body>
+pid_t Child(int cpu, int write_fd, Body&& body) {
+  const pid_t child = ::fork();
+  if (child != 0) return child;
+  sluice::bench::PinThisThread(cpu);
+  body(write_fd);
+  ::_exit(0);
+}
+
+std::string ReadAll(int fd) {
+  std::string text;
+  char buffer[4096];
+  for (ssize_t got; (got = ::read(fd, buffer, sizeof(buffer))) > 0;) text.append(buffer, got);
+  return text;
+}
+
+void Say(int fd, const std::string& line) { (void)!::write(fd, line.data(), line.size()); }
+
+template <typename F>
+double IceoryxThroughput(const Cpus& cpus, std::uint64_t messages, const std::string& name) {
+  int fds[2];
+  if (::pipe(fds) != 0) return NAN;
+  const pid_t consumer = Child(cpus.consumer, fds[1], [&](int out) {
+    InitIceoryx("sub");
+    iox::popo::Subscriber<F> subscriber(Topic(name), BlockingSubscriber());
+    Say(out, "ready\n");
+    std::uint64_t received = 0;
+    bool torn = false;
+    Clock::time_point first{};
+    const auto deadline = Clock::now() + kRowDeadline;
+    while (received < messages && Clock::now() < deadline) {
+      auto sample = subscriber.take();
+      if (sample.has_error()) continue;
+      torn |= sample.value()->tail != sample.value()->seq;
+      if (received++ == 0) first = Clock::now();
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - first).count();
+    Say(out, received == messages && !torn
+                 ? "rate " + std::to_string(static_cast<double>(messages - 1) / seconds) + "\n"
+                 : std::string("unfinished\n"));
+  });
+  const pid_t producer = Child(cpus.producer, fds[1], [&](int) {
+    InitIceoryx("pub");
+    iox::popo::Publisher<F> publisher(Topic(name), WaitingPublisher());
+    const auto deadline = Clock::now() + kRowDeadline;
+    while (!publisher.hasSubscribers() && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    for (std::uint64_t seq = 0; seq < messages && Clock::now() < deadline; ++seq) {
+      while (!IceoryxPublish(publisher, seq, 0) && Clock::now() < deadline) {
+      }
+    }
+  });
+  ::close(fds[1]);
+  const std::string result = ReadAll(fds[0]);
+  ::close(fds[0]);
+  ::waitpid(consumer, nullptr, 0);
+  ::waitpid(producer, nullptr, 0);
+  const std::size_t at = result.find("rate ");
+  return at == std::string::npos ? NAN : std::strtod(result.c_str() + at + 5, nullptr);
+}
+
+template <typename F>
+Latency IceoryxPingPong(const Cpus& cpus, std::uint64_t pings, const std::string& name) {
+  int fds[2];
+  if (::pipe(fds) != 0) return Latency{};
+  const pid_t echo = Child(cpus.consumer, fds[1], [&](int) {
+    InitIceoryx("echo");
+    iox::popo::Subscriber<F> in(Topic(name + "-ping"), BlockingSubscriber());
+    iox::popo::Publisher<F> out(Topic(name + "-pong"), WaitingPublisher());
+    std::uint64_t answered = 0;
+    const auto deadline = Clock::now() + kRowDeadline + 5s;
+    while (answered < pings && Clock::now() < deadline) {
+      auto sample = in.take();
+      if (sample.has_error()) continue;
+      const std::uint64_t seq = sample.value()->seq;
+      while (!IceoryxPublish(out, seq, NowNanos()) && Clock::now() < deadline) {
+      }
+      ++answered;
+    }
+  });
+  const pid_t pinger = Child(cpus.producer, fds[1], [&](int out_fd) {
+    InitIceoryx("ping");
+    iox::popo::Publisher<F> out(Topic(name + "-ping"), WaitingPublisher());
+    iox::popo::Subscriber<F> in(Topic(name + "-pong"), BlockingSubscriber());
+    const auto deadline = Clock::now() + kRowDeadline;
+    while (!out.hasSubscribers() && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    while (in.getSubscriptionState() != iox::SubscribeState::SUBSCRIBED &&
+           Clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+    std::this_thread::sleep_for(20ms);  // the echo's publisher seen by our subscriber
+    std::string line;
+    for (std::uint64_t seq = 0; seq < pings && Clock::now() < deadline; ++seq) {
+      const auto sent = Clock::now();
+      while (!IceoryxPublish(out, seq, 0) && Clock::now() < deadline) {
+      }
+      bool answered = false;
+      while (!answered && Clock::now() < deadline) {
+        auto sample = in.take();
+        if (sample.has_error()) continue;
+        const std::uint64_t now = NowNanos();
+        line += std::to_string(now - sample.value()->sent_ns) + " ";
+        answered = true;
+      }
+      if (!answered) break;
+      line += std::to_string(static_cast<std::uint64_t>(
+                  std::chrono::duration<double, std::nano>(Clock::now() - sent).count())) +
+              "\n";
+    }
+    Say(out_fd, line);
+  });
+  ::close(fds[1]);
+  const std::string result = ReadAll(fds[0]);
+  ::close(fds[0]);
+  ::waitpid(pinger, nullptr, 0);
+  ::kill(echo, SIGKILL);
+  ::waitpid(echo, nullptr, 0);
+  Latency latency;
+  const char* at = result.c_str();
+  for (char* end = nullptr;; at = end) {
+    const double one_way = std::strtod(at, &end);
+    if (end == at) break;
+    at = end;
+    const double round_trip = std::strtod(at, &end);
+    if (end == at) break;
+    latency.one_way.push_back(one_way);
+    latency.round_trip.push_back(round_trip);
+  }
+  if (latency.round_trip.size() < pings) return Latency{};
+  return latency;
+}
+
+// Whether an iox-roudi process runs already (then the benchmark uses it, and
+// leaves it running).
+bool RoudiRunning() {
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return false;
+  bool found = false;
+  while (const dirent* entry = ::readdir(proc)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    const std::string path = std::string("/proc/") + entry->d_name + "/comm";
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) continue;
+    char comm[32] = {};
+    const ssize_t got = ::read(fd, comm, sizeof(comm) - 1);
+    ::close(fd);
+    if (got > 0 && std::string(comm, static_cast<std::size_t>(got)) == "iox-roudi\n") found = true;
+  }
+  ::closedir(proc);
+  return found;
+}
+
+// RouDi, the daemon iceoryx needs: started here (unless one runs), stopped
+// at the end; -1 when one ran already.
+pid_t StartRoudi() {
+  if (RoudiRunning()) return -1;
+  const pid_t roudi = ::fork();
+  if (roudi == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(null, STDERR_FILENO);
+    }
+    ::execl(SLUICE_IOX_ROUDI, "iox-roudi", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::this_thread::sleep_for(500ms);
+  return roudi;
+}
+#else
+constexpr bool kHaveIceoryx = false;
+template <typename F>
+double IceoryxThroughput(const Cpus&, std::uint64_t, const std::string&) {
+  return NAN;
+}
+template <typename F>
+Latency IceoryxPingPong(const Cpus&, std::uint64_t, const std::string&) {
+  return Latency{};
+}
+#endif
+
+// ---- The table -------------------------------------------------------------------
+
+struct Row {
+  std::vector<double> mps, one_way_p50, one_way_p99, round_trip_p50;
+  int unfinished = 0;
+};
+
+// One size's four measurements of a round, into rows[state][size][system].
+struct Measured {
+  double sluice_mps, iceoryx_mps;
+  Latency sluice, iceoryx;
+};
+
+template <typename F>
+Measured MeasureSize(const Cpus& cpus, std::uint64_t messages, std::uint64_t pings,
+                     const std::string& name) {
+  Measured m;
+  m.sluice_mps = SluiceThroughput<F>(cpus, messages, name + "-t");
+  m.iceoryx_mps = kHaveIceoryx ? IceoryxThroughput<F>(cpus, messages, name + "t") : NAN;
+  m.sluice = SluicePingPong<F>(cpus, pings, name + "-l");
+  m.iceoryx = kHaveIceoryx ? IceoryxPingPong<F>(cpus, pings, name + "l") : Latency{};
+  return m;
+}
+
+void Add(Row& row, double mps, const Latency& latency) {
+  if (std::isnan(mps) || latency.round_trip.empty()) {
+    ++row.unfinished;
+    return;
+  }
+  row.mps.push_back(mps / 1e6);
+  row.one_way_p50.push_back(P(latency.one_way, 0.5));
+  row.one_way_p99.push_back(P(latency.one_way, 0.99));
+  row.round_trip_p50.push_back(P(latency.round_trip, 0.5));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const sluice_ipc_bench::Options options =
+      sluice_ipc_bench::ParseOptions(argc, argv, {3, 500'000, 10'000});
+  const int rounds = options.rounds;
+  const std::uint64_t messages = options.messages;
+  const std::uint64_t pings = options.pings;
+  Cpus cpus;
+  if (!sluice_ipc_bench::PickCpus("sluice_ipc_sizes_bench", &cpus)) return 1;
+  std::printf("%llu messages a throughput run, %llu pings a latency run, %d rounds; queue of %zu\n",
+              static_cast<unsigned long long>(messages), static_cast<unsigned long long>(pings),
+              rounds, kCapacity);
+#if SLUICE_HAVE_ICEORYX
+  const pid_t roudi = StartRoudi();
+  std::printf("iceoryx %s, its daemon %s (%s)\n", SLUICE_ICEORYX_VERSION,
+              roudi > 0 ? "started by this benchmark" : "already running", SLUICE_IOX_ROUDI);
+#else
+  std::printf(
+      "iceoryx: not found when this benchmark was built; its rows are skipped "
+      "(Debian: apt-get install iceoryx libiceoryx-posh-dev, then configure again)\n");
+#endif
+  const char* sizes[] = {"24 B", "4 KB", "64 KB"};
+  // rows[state][size][0 Sluice, 1 iceoryx]
+  std::map<sluice::bench::Placement, std::map<int, Row[2]>> rows;
+  int left_out = 0;
+  const std::string name = "/sluice-sizes-" + std::to_string(::getpid());
+  for (int round = 0; round < rounds; ++round) {
+    const double before = sluice::bench::PlacementProbeNanos(cpus.producer, cpus.consumer);
+    Measured measured[3];
+    measured[0] = MeasureSize<Small>(cpus, messages, pings, name + "a");
+    measured[1] = MeasureSize<Frame4K>(cpus, messages, pings, name + "b");
+    measured[2] = MeasureSize<Frame64K>(cpus, messages, pings, name + "c");
+    const double after = sluice::bench::PlacementProbeNanos(cpus.producer, cpus.consumer);
+    const auto state = sluice::bench::ClassifyPlacement(before);
+    std::printf("round %d: probe %.0f / %.0f ns (%s)", round + 1, before, after,
+                sluice::bench::PlacementName(state));
+    for (int size = 0; size < 3; ++size) {
+      std::printf("; %s: Sluice %.2f M/s %.0f ns, iceoryx %.2f M/s %.0f ns", sizes[size],
+                  measured[size].sluice_mps / 1e6, P(measured[size].sluice.one_way, 0.5),
+                  measured[size].iceoryx_mps / 1e6, P(measured[size].iceoryx.one_way, 0.5));
+    }
+    std::printf("\n");
+    if (sluice::bench::ClassifyPlacement(after) != state) {
+      ++left_out;
+      continue;
+    }
+    for (int size = 0; size < 3; ++size) {
+      Add(rows[state][size][0], measured[size].sluice_mps, measured[size].sluice);
+      if (kHaveIceoryx) {
+        Add(rows[state][size][1], measured[size].iceoryx_mps, measured[size].iceoryx);
+      }
+    }
+  }
+#if SLUICE_HAVE_ICEORYX
+  if (roudi > 0) {
+    ::kill(roudi, SIGINT);
+    ::waitpid(roudi, nullptr, 0);
+  }
+#endif
+  std::printf(
+      "\n| state | size | system | rounds | throughput, M msg/s | one-way P50, ns | one-way P99, "
+      "ns | round trip P50, ns | rows that did not finish "
+      "|\n|---|---|---|---|---|---|---|---|---|\n");
+  int unfinished = 0;
+  for (auto& [state, by_size] : rows) {
+    for (int size = 0; size < 3; ++size) {
+      for (int system = 0; system < (kHaveIceoryx ? 2 : 1); ++system) {
+        const Row& row = by_size[size][system];
+        unfinished += row.unfinished;
+        std::printf("| %s | %s | %s | %zu | %.2f | %.0f | %.0f | %.0f | %d |\n",
+                    sluice::bench::PlacementName(state), sizes[size],
+                    system == 0 ? (size == 0 ? "Sluice (copied)" : "Sluice (loaned)") : "iceoryx",
+                    row.mps.size(), sluice::bench::Median(row.mps),
+                    sluice::bench::Median(row.one_way_p50), sluice::bench::Median(row.one_way_p99),
+                    sluice::bench::Median(row.round_trip_p50), row.unfinished);
+      }
+    }
+  }
+  std::printf("medians over rounds; rounds left out (the placement changed): %d\n", left_out);
+  return unfinished > 0 ? 1 : 0;
+}
