@@ -39,14 +39,24 @@
 //   hold-loans NAME        on the loan bus: publishes frames 0 (4 KB) and 1
 //                          (64 KB), takes every block left, "holding
 //                          taken=N", SIGKILLs itself
+//   consume-slowly NAME    creates the bus, "ready", then for each message
+//                          "got seq=N" and a 2 ms pause, until killed
+//   block-sandboxed NAME   as block, in a process where membarrier fails
+//                          (a seccomp filter: EPERM), as in a sandbox
 //   publish-threads NAME THREADS   "publishing lane=L", then each thread
 //                          publishes (thread << 40) + i, i = 0, 1, ..., with
 //                          PriorityOf(i), until killed
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -189,6 +199,22 @@ int Consume(const std::string& name, std::uint64_t count) {
   return 0;
 }
 
+int ConsumeSlowly(const std::string& name) {
+  Consumer bus;
+  const AttachError error = bus.Create(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  Say("ready");
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::uint32_t taken = bus.ProcessBatchWith([](const auto& message) {
+      Say("got seq=" + std::to_string(sluice_ipc_test::SeqOf(Payload(message))));
+      std::this_thread::sleep_for(2ms);
+    });
+    if (taken == 0) std::this_thread::sleep_for(100us);
+  }
+  return Fail("deadline");
+}
+
 int Hold(const std::string& name) {
   Consumer bus;
   const AttachError error = bus.Create(name);
@@ -309,6 +335,20 @@ int PublishWhenAsleep(const std::string& name, bool wake) {
   Say("published-unwoken");
   ::raise(SIGKILL);
   return Fail("alive");
+}
+
+// Makes membarrier fail with EPERM in this process, as a sandbox's seccomp
+// filter would.
+bool ForbidMembarrier() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
 }
 
 int Block(const std::string& name) {
@@ -443,11 +483,16 @@ int main(int argc, char** argv) {
   if (args.size() == 2 && args[0] == "until-closed") return UntilClosed(args[1]);
   if (args.size() == 3 && args[0] == "consume") return Consume(args[1], std::stoull(args[2]));
   if (args.size() == 2 && args[0] == "hold") return Hold(args[1]);
+  if (args.size() == 2 && args[0] == "consume-slowly") return ConsumeSlowly(args[1]);
   if (args.size() == 2 && args[0] == "create") return CreateOnce(args[1]);
   if (args.size() == 3 && args[0] == "die") return Die(args[1], args[2]);
   if (args.size() == 2 && args[0] == "publish-when-asleep") return PublishWhenAsleep(args[1], true);
   if (args.size() == 2 && args[0] == "publish-unwoken") return PublishWhenAsleep(args[1], false);
   if (args.size() == 2 && args[0] == "block") return Block(args[1]);
+  if (args.size() == 2 && args[0] == "block-sandboxed") {
+    if (!ForbidMembarrier()) return Fail("seccomp");
+    return Block(args[1]);
+  }
   if (args.size() == 3 && args[0] == "loans") return Loans(args[1], std::stoull(args[2]));
   if (args.size() == 2 && args[0] == "hold-loans") return HoldLoans(args[1]);
   if (args.size() == 3 && args[0] == "leader-exits")

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <sluice/ipc/shm_bus.hpp>
 #include <string>
 #include <thread>
@@ -68,7 +69,8 @@ struct LastStop {
 
 // Waits until some process has announced a sleep on `signal`, then 50 ms
 // (see the file comment); false if the guard passes first.
-bool WaitForSleeper(const Layout::Signal& signal) {
+template <typename Signal>
+bool WaitForSleeper(const Signal& signal) {
   const auto deadline = std::chrono::steady_clock::now() + kGuard;
   while (signal.Waiters() == 0) {
     if (std::chrono::steady_clock::now() > deadline) return false;
@@ -81,8 +83,8 @@ bool WaitForSleeper(const Layout::Signal& signal) {
 // Runs `wait`, which a wake-up should end. If it has not returned after
 // kHangGuard, records the hang and wakes `signal` by hand (every 10 ms)
 // until it returns. Whether it had to.
-template <typename Wait>
-bool NeededRescue(Layout::Signal& signal, Wait&& wait) {
+template <typename Signal, typename Wait>
+bool NeededRescue(Signal& signal, Wait&& wait) {
   std::atomic<bool> done{false};
   std::atomic<bool> rescued{false};
   std::thread watchdog([&] {
@@ -113,7 +115,7 @@ class ShmSleepingTest : public ::testing::Test {
     ASSERT_EQ(sluice::ipc::Segment::Open(name_, Bus::kSegmentSize, &view_), AttachError::kNone);
   }
   Layout::Header& Header() { return *Layout::HeaderOf(view_.Base()); }
-  Layout::Signal& Room() { return Header().lanes[0].room; }
+  Layout::RoomSignal& Room() { return Header().lanes[0].room; }
 
   // Starts the peer in `mode` and sleeps in ProcessBatchWithWait until it
   // publishes; whether a wake-up (or a slice) ended the sleep in time, with
@@ -209,7 +211,7 @@ TEST_F(ShmSleepingTest, AProducerWaitingForRoomSeesTheConsumerDie) {
   ASSERT_EQ(producer.Attach(name), AttachError::kNone);
   while (producer.Publish(Stop{0, 0}, 7, MessagePriority::LOW)) {
   }
-  Layout::Signal& room = Layout::HeaderOf(view.Base())->lanes[0].room;
+  Layout::RoomSignal& room = Layout::HeaderOf(view.Base())->lanes[0].room;
   std::thread killer([&] {
     if (WaitForSleeper(room)) consumer.Kill(SIGKILL);
   });
@@ -274,6 +276,55 @@ TEST_F(ShmSleepingTest, ConsumerAndProducerSleepingByTurnsLoseNoWakeUp) {
   EXPECT_EQ(peer.Wait(kGuard), 0);
   std::printf("[ ipc] %llu messages, consumer found the queue empty %llu times\n",
               static_cast<unsigned long long>(kMessages), static_cast<unsigned long long>(sleeps));
+}
+
+// The state letter of /proc/<pid>/stat ('S': asleep in the kernel).
+char ProcessState(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  std::FILE* file = std::fopen(path, "r");
+  if (file == nullptr) return '?';
+  char text[512] = {};
+  const std::size_t got = std::fread(text, 1, sizeof(text) - 1, file);
+  std::fclose(file);
+  const char* end = got > 0 ? std::strrchr(text, ')') : nullptr;
+  return end != nullptr && end[1] == ' ' ? end[2] : '?';
+}
+
+// A producer process that membarrier fails in (a sandbox) still sleeps
+// while it waits for room (on a futex, not in a loop of yields), and the
+// batch that makes room wakes it.
+TEST_F(ShmSleepingTest, AProducerThatCannotUseMembarrierStillSleepsForRoom) {
+  Open(1h);
+  ChildProcess peer;
+  ASSERT_TRUE(StartPeer(peer, {"block-sandboxed", name_}));
+  std::string line;
+  ASSERT_TRUE(peer.WaitForLine("full", &line, kGuard)) << line;
+  ASSERT_TRUE(WaitForSleeper(Room()));
+  int asleep = 0;
+  for (int sample = 0; sample < 20; ++sample) {
+    asleep += ProcessState(peer.Pid()) == 'S' ? 1 : 0;
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(asleep, 20) << "the producer was running, not asleep, in " << 20 - asleep
+                        << " of 20 looks";
+  EXPECT_EQ(bus_.ProcessBatch(1), 1u);
+  EXPECT_FALSE(NeededRescue(Room(), [&] { ASSERT_TRUE(peer.WaitForLine("blocked", &line, 1h)); }));
+  EXPECT_EQ(Field(line, "outcome"), static_cast<std::uint64_t>(PublishOutcome::kAdmitted)) << line;
+}
+
+// The consumer's waiter count set to any value (here one short of a wrap,
+// as a writer could leave it): the consumer counts itself again before
+// each sleep, so a publish still wakes it.
+TEST_F(ShmSleepingTest, AWaiterCountWrittenWrongDoesNotLoseTheWakeUp) {
+  Open(1h);
+  const std::uint32_t wrong = 0xFFFFFFFFu;
+  static_assert(sizeof(Header().consumer_wake) >= sizeof(wrong));
+  std::memcpy(static_cast<void*>(&Header().consumer_wake), &wrong, sizeof(wrong));
+  ASSERT_EQ(Header().consumer_wake.Waiters(), wrong);  // the count is the signal's first word
+  ChildProcess peer;
+  ExpectWokenBy("publish-when-asleep", &peer);
+  EXPECT_EQ(peer.Wait(kGuard), 0);
 }
 
 // PublishBlocking's other ends: admitted at once when there is room, a

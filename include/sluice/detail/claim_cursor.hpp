@@ -164,6 +164,14 @@ class ClaimCursor {
     consumer_.released.store(consumer_.position, std::memory_order_release);
   }
 
+  // A consumer taking over the cursor from one killed (shared memory):
+  // sets the consumer's position to `position` and releases up to it, which
+  // finishes a Release the killed one was inside.
+  void TakeOverConsumer(Position position) noexcept {
+    consumer_.position = position;
+    consumer_.released.store(position, std::memory_order_release);
+  }
+
   // Closes the cursor to new claims and returns the tail it closed at: every
   // position below it was claimed before, none at or above it is ever
   // claimed. Idempotent: a call after (or preempting) another finds the tail
@@ -305,6 +313,7 @@ class ClaimCursor {
 
   ProducerCursor producer_;
   ConsumerCursor consumer_;
+  friend struct TestAccess;
 };
 
 }  // namespace detail

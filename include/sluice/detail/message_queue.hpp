@@ -269,6 +269,27 @@ class PriorityQueue {
   Position RingClaims(std::size_t p) const noexcept {
     return rings_[p].ClaimedTail();
   }
+  // A consumer taking over the rings from one killed (shared memory): each
+  // ring's release finished, and the fill's consumer position set to what
+  // the rings released (each message is released once in its ring and once
+  // in the fill, the ring first; the rings were made at position 0), so a
+  // consumer killed between the two releases leaves no position counted.
+  template <typename P = Place, std::enable_if_t<std::is_same_v<P, RingsAt>, int> = 0>
+  void TakeOverConsumer() noexcept {
+    Position released = 0;
+    for (std::size_t p = 0; p < kPriorityCount; ++p) released += rings_[p].TakeOverConsumer();
+    fill_.TakeOverConsumer(released);
+    run_left_ = 0;
+  }
+  // Consumer, shared memory: whether a ring claims more positions ahead of
+  // its consumer than it has slots (only rings written wrong do).
+  template <typename P = Place, std::enable_if_t<std::is_same_v<P, RingsAt>, int> = 0>
+  bool HasImpossibleClaims() const noexcept {
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      if (rings_[p].ClaimedTail() - rings_[p].ConsumerPosition() > kCapacity) return true;
+    }
+    return false;
+  }
   // Consumer: whether every ring's claims have been taken or skipped.
   template <typename P = Place, std::enable_if_t<std::is_same_v<P, RingsAt>, int> = 0>
   bool IsDrained() const noexcept {

@@ -158,8 +158,18 @@ class Ring {
   // The claim tail: the next position a producer will claim. Relaxed: it
   // carries no data.
   Position ClaimedTail() const noexcept { return cursor_.ClaimedTail(); }
+  // Consumer: the next position to take.
+  Position ConsumerPosition() const noexcept { return cursor_.ConsumerPosition(); }
   // Consumer: whether every claimed position has been taken or skipped.
   bool IsDrained() const noexcept { return cursor_.ClaimedTail() == cursor_.ConsumerPosition(); }
+
+  // A consumer taking over from one killed (shared memory): finishes the
+  // release it was inside, if any; returns the consumer's position.
+  Position TakeOverConsumer() noexcept {
+    const Position position = cursor_.ConsumerPosition();
+    cursor_.TakeOverConsumer(position);
+    return position;
+  }
 
   // Closes the ring to new claims: see ClaimCursor::Close.
   Position Close() noexcept { return cursor_.Close(); }

@@ -105,6 +105,13 @@ struct TestAccess {
     queue.Publish(PendingClaim<decltype(queue)>());
   }
 
+  // A ring's claim tail, to write it as a writer that breaks the protocol
+  // would (shared memory).
+  template <typename Ring>
+  static auto& RingTail(Ring& ring) {
+    return ring.cursor_.producer_.tail;
+  }
+
   // The free-list tag of a LoanPool (advanced by every acquire and release).
   template <typename Pool>
   static Position LoanPoolTag(const Pool& pool) {

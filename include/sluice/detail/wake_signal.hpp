@@ -157,6 +157,11 @@ class WakeSignal {
     waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
 
+  // For a signal whose only waiter is known to be gone (a process killed
+  // asleep, sluice/ipc): no one is counted as waiting any more, so that
+  // notifiers stop waking no one.
+  void ForgetWaiters() noexcept { waiters_.store(0, std::memory_order_relaxed); }
+
   // For tests: how many waiters have announced that they sleep.
   std::uint32_t Waiters() const noexcept { return waiters_.load(std::memory_order_relaxed); }
   bool ConsumerSleeping() const noexcept { return Waiters() != 0; }

@@ -64,6 +64,21 @@ class SharedFutexParker {
   }
 };
 
+// The same futex without the heavy fence: for signals whose waiters may
+// run in a process that cannot call membarrier (a sandbox), so both sides
+// fence themselves (producers waiting for room: the consumer, their
+// notifier, fences once per batch).
+class SharedFutexParkerFenced {
+ public:
+  void Wait(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
+            std::chrono::nanoseconds timeout) noexcept {
+    sluice::detail::FutexWait(word, expected, timeout, FUTEX_WAIT);
+  }
+  void WakeAll(std::atomic<std::uint32_t>& word) noexcept {
+    sluice::detail::FutexWakeAll(word, FUTEX_WAKE);
+  }
+};
+
 }  // namespace ipc
 }  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

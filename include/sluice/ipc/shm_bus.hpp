@@ -43,15 +43,21 @@
 //      (ipc/shared_futex_parker.hpp): the consumer in ProcessBatchWait on
 //      `consumer_wake`, woken by each publish; a producer in PublishBlocking
 //      on its lane's `room`, woken after each batch that took from its lane
-//      and by Close. The heavy fence is membarrier's global expedited
-//      command, which reaches every process that registered at Attach (or
-//      at Create); a producer whose registration failed fences itself.
+//      and by Close. On `consumer_wake` the heavy fence is membarrier's
+//      global expedited command, run by the consumer on its way to sleep,
+//      which reaches every process that registered at Attach (or at
+//      Create); a producer whose registration failed fences itself. The
+//      `room` signals use no heavy fence (a producer in a sandbox may not
+//      call membarrier): the consumer fences once per batch, the producer
+//      on its way to sleep.
 //      Processes can die: a producer killed between its publish and its
 //      wake-up call leaves the consumer asleep with a message queued, so
 //      the consumer's sleep is cut into slices of the producer check
 //      interval; a consumer killed leaves producers waiting for room, so
 //      their sleep is cut into slices after which they look for it
 //      (tests/spin/ipc_wakeup.pml models both).
+//  (C) who the consumer is, which a consumer taking over a killed one's
+//      segment rewrites: a sequence lock of atomics (ConsumerIdentity).
 //  (X) close: the consumer stores `state` = kClosed, a release fence, then
 //      closes every lane's fill cursor (every later claim is refused); a
 //      producer whose claim was refused runs an acquire fence and then reads
@@ -171,6 +177,8 @@ struct ShmBusStatistics {
   std::uint64_t lost = 0;                // claims a killed producer never published, skipped
   std::uint64_t producers_killed = 0;    // lanes taken back from processes that exited attached
   std::uint64_t producers_detached = 0;  // lanes handed back by Detach (or a destructor)
+  std::uint64_t taken_over =
+      0;  // messages queued when Create took over a killed consumer's segment
 };
 
 // A producer's lane handed back, reported to ShmBus::OnProducerExit after
@@ -192,6 +200,48 @@ constexpr std::size_t RoundUp(std::size_t value, std::size_t alignment) noexcept
 
 enum SegmentState : std::uint32_t { kOpen = 1, kClosed = 2 };
 enum LaneState : std::uint32_t { kLaneFree = 0, kLaneOwned = 1, kLaneDetached = 2 };
+
+// The consumer's identity in the segment, which a consumer taking over a
+// segment rewrites while producers may read it: a sequence lock of
+// atomics. SYNC POINT (C): the writer makes `generation` odd, stores the
+// fields, then makes it even again with release; a reader loads it with
+// acquire, the fields, an acquire fence, and `generation` again, and keeps
+// what it read only if both loads saw the same even value.
+struct ConsumerIdentity {
+  std::atomic<std::uint32_t> generation;
+  std::atomic<std::int32_t> pid;
+  std::atomic<std::uint64_t> start_time;
+  std::atomic<std::uint64_t> pid_namespace;
+
+  void Store(const ProcessIdentity& identity) noexcept {
+    const std::uint32_t odd = generation.load(std::memory_order_relaxed) | 1u;
+    generation.store(odd, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    pid.store(identity.pid, std::memory_order_relaxed);
+    start_time.store(identity.start_time, std::memory_order_relaxed);
+    pid_namespace.store(identity.pid_namespace, std::memory_order_relaxed);
+    generation.store(odd + 1, std::memory_order_release);
+  }
+  // False while a writer is inside Store (try again later).
+  bool Load(ProcessIdentity* identity) const noexcept {
+    const std::uint32_t before = generation.load(std::memory_order_acquire);
+    if ((before & 1u) != 0) return false;
+    ProcessIdentity read;
+    read.pid = pid.load(std::memory_order_relaxed);
+    read.start_time = start_time.load(std::memory_order_relaxed);
+    read.pid_namespace = pid_namespace.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (generation.load(std::memory_order_relaxed) != before) return false;
+    *identity = read;
+    return true;
+  }
+  // Whether the consumer is known to have exited (a reader racing a
+  // takeover counts it as running).
+  bool IsGone() const noexcept {
+    ProcessIdentity identity;
+    return Load(&identity) && identity.IsGone();
+  }
+};
 
 template <typename Payload, std::size_t kCapacity, typename Traits>
 struct Layout {
@@ -220,11 +270,14 @@ struct Layout {
   using Rings = typename Queue::Rings;
 
   using Signal = sluice::detail::WakeSignal<SharedFutexParker>;
+  // Producers wait for room with a full fence of their own: their waits
+  // never depend on their process being allowed membarrier.
+  using RoomSignal = sluice::detail::WakeSignal<SharedFutexParkerFenced>;
 
   struct alignas(kCacheLineSize) LaneControl {
     std::atomic<std::uint32_t> state;  // LaneState: (J)
     ProcessIdentity owner;             // written before kLaneOwned
-    Signal room;                       // the owner's PublishBlocking waits here: (W)
+    RoomSignal room;                   // the owner's PublishBlocking waits here: (W)
     // Bit b: loan block b is free. The owner takes, the consumer gives back: (P).
     alignas(kCacheLineSize) std::atomic<std::uint64_t> loans_free;
     // The owner's threads count here (relaxed: tallies). Their own line.
@@ -235,7 +288,7 @@ struct Layout {
   struct alignas(kCacheLineSize) Header {
     std::atomic<std::uint64_t> magic;  // kMagic once ready: (S)
     Fingerprint fingerprint;
-    ProcessIdentity consumer;
+    ConsumerIdentity consumer;  // who dispatches: (C)
     AdmissionThresholds thresholds;
     std::uint64_t peer_check_nanoseconds;  // how long a wait sleeps between looks
     std::atomic<std::uint32_t> state;
@@ -316,32 +369,30 @@ class ShmBus {
     AttachError error = Segment::Create(name, kSegmentSize, options.permissions, &segment_);
     if (error == AttachError::kConsumerExists) {
       Segment old;  // locked, while its name is judged and made again
-      error = RemoveIfStale(name, &old);
+      bool take_over = false;
+      error = RemoveIfStale(name, &old, &take_over);
       if (error != AttachError::kNone) return error;
+      if (take_over) return TakeOver(name, std::move(old), options);
       error = Segment::Create(name, kSegmentSize, options.permissions, &segment_);
     }
     if (error != AttachError::kNone) return error;
     void* base = segment_.Base();
     header_ = new (base) Header();
     header_->fingerprint = LayoutType::Expected();
-    header_->consumer = ProcessIdentity::Self();
+    header_->consumer.Store(ProcessIdentity::Self());
     header_->thresholds = options.thresholds;
     header_->peer_check_nanoseconds = static_cast<std::uint64_t>(SleepSlice(options).count());
     header_->state.store(detail::kOpen, std::memory_order_relaxed);
     for (std::size_t lane = 0; lane < kLanes; ++lane) ResetLane(lane);
-    totals_ = ShmBusStatistics();
-    processed_ = 0;
-    corrupt_ = 0;
-    callback_errors_ = 0;
-    creator_ = ::getpid();
-    check_interval_ = options.peer_check_interval;
-    sleep_slice_ = SleepSlice(options);
-    last_check_ = std::chrono::steady_clock::now();
-    name_ = name;
+    Begin(name, options);
     // SYNC POINT WRITE (S): the header and rings above, before any attach.
     header_->magic.store(detail::kMagic, std::memory_order_release);
     return AttachError::kNone;
   }
+
+  // Whether Create took over a segment whose consumer had been killed (its
+  // queued messages are dispatched by this one) rather than making one.
+  bool TookOver() const noexcept { return took_over_; }
 
   // Closes the bus: producers' publishes are refused (kClosed) from now on,
   // and producers waiting for room are woken; the name is removed (the
@@ -432,6 +483,7 @@ class ShmBus {
   template <typename Rep, typename Period>
   std::uint32_t ProcessBatchWait(std::chrono::duration<Rep, Period> timeout,
                                  std::uint32_t max_messages = kCapacity) {
+    if (max_messages == 0) return 0;
     return RunWaiting(sluice::detail::SaturatingNanos(timeout),
                       [&] { return ProcessBatch(max_messages); });
   }
@@ -440,6 +492,7 @@ class ShmBus {
   template <typename Visitor, typename Rep, typename Period>
   std::uint32_t ProcessBatchWithWait(Visitor&& visitor, std::chrono::duration<Rep, Period> timeout,
                                      std::uint32_t max_messages = kCapacity) {
+    if (max_messages == 0) return 0;
     return RunWaiting(sluice::detail::SaturatingNanos(timeout),
                       [&] { return ProcessBatchWith(visitor, max_messages); });
   }
@@ -526,7 +579,7 @@ class ShmBus {
   // closed); else why not. `old` stays locked until the caller has made the
   // new segment, so that two consumers making the name again take turns:
   // the second finds it named anew and is refused by the first's.
-  AttachError RemoveIfStale(const std::string& name, Segment* old) {
+  AttachError RemoveIfStale(const std::string& name, Segment* old, bool* take_over) {
     const AttachError opened = Segment::Open(name, sizeof(Header), old);
     if (opened == AttachError::kNotFound) return AttachError::kNone;  // gone meanwhile
     // Too small: not ours, left alone; empty: being made (kNotReady).
@@ -540,18 +593,67 @@ class ShmBus {
     // told apart, so left alone.
     if (magic == 0) return AttachError::kNotReady;
     if (magic != detail::kMagic) return AttachError::kNotASegment;  // someone else's
-    if (header->state.load(std::memory_order_relaxed) != detail::kClosed &&
-        !header->consumer.IsGone()) {
-      return AttachError::kConsumerExists;
+    const bool closed = header->state.load(std::memory_order_relaxed) == detail::kClosed;
+    // (C): consumers write the identity only under this lock, which is ours
+    // now: one seen half written was being written by a consumer that died.
+    ProcessIdentity consumer;
+    const bool gone = !header->consumer.Load(&consumer) || consumer.IsGone();
+    if (!closed && !gone) return AttachError::kConsumerExists;
+    // A consumer that was killed (not closed), of this very layout: its
+    // queue is taken over, not thrown away.
+    if (!closed && LayoutType::Expected().Compare(header->fingerprint) == AttachError::kNone &&
+        old->Size() >= kSegmentSize) {
+      *take_over = true;
+      return AttachError::kNone;
     }
     Segment::Unlink(name);
     return AttachError::kNone;
   }
 
+  // Takes over the segment `old` (locked) of a consumer that was killed:
+  // every lane, queued message and producer as it left them. Its
+  // thresholds and permissions stay; `options` gives the check interval.
+  AttachError TakeOver(const std::string& name, Segment old, const ShmBusOptions& options) {
+    segment_ = std::move(old);
+    header_ = LayoutType::HeaderOf(segment_.Base());
+    header_->consumer.Store(ProcessIdentity::Self());
+    header_->peer_check_nanoseconds = static_cast<std::uint64_t>(SleepSlice(options).count());
+    for (std::size_t lane = 0; lane < kLanes; ++lane) {
+      lanes_[lane].Clear();
+      lanes_[lane].queue.emplace(LayoutType::RingsOf(segment_.Base(), lane));
+      // The killed consumer may have been inside a release.
+      lanes_[lane].queue->TakeOverConsumer();
+    }
+    // The killed consumer may have been counted asleep.
+    header_->consumer_wake.ForgetWaiters();
+    Begin(name, options);
+    took_over_ = true;
+    totals_.taken_over = QueueDepth();
+    segment_.Unlock();
+    return AttachError::kNone;
+  }
+
+  // What Create and TakeOver both set, in this process.
+  void Begin(const std::string& name, const ShmBusOptions& options) {
+    totals_ = ShmBusStatistics();
+    processed_ = 0;
+    corrupt_ = 0;
+    callback_errors_ = 0;
+    took_over_ = false;
+    creator_ = ::getpid();
+    check_interval_ = options.peer_check_interval;
+    sleep_slice_ = SleepSlice(options);
+    last_check_ = std::chrono::steady_clock::now();
+    name_ = name;
+  }
+
+  // 1 ms to an hour.
   static std::chrono::nanoseconds SleepSlice(const ShmBusOptions& options) noexcept {
-    return options.peer_check_interval > std::chrono::milliseconds(1)
-               ? options.peer_check_interval
-               : std::chrono::milliseconds(1);
+    if (options.peer_check_interval < std::chrono::milliseconds(1)) {
+      return std::chrono::milliseconds(1);
+    }
+    return options.peer_check_interval > std::chrono::hours(1) ? std::chrono::hours(1)
+                                                               : options.peer_check_interval;
   }
 
   // Constructs lane `lane`'s rings and counters anew and makes its queue
@@ -562,7 +664,7 @@ class ShmBus {
     new (LayoutType::LaneAt(base, lane)) Rings(0);
     // A producer killed while it waited for room left itself counted, and
     // its loans taken.
-    new (&control.room) typename LayoutType::Signal();
+    new (&control.room) typename LayoutType::RoomSignal();
     control.loans_free.store(detail::AllBlocks(LayoutType::kLoanBlocks), std::memory_order_relaxed);
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
       control.published[p].store(0, std::memory_order_relaxed);
@@ -592,7 +694,13 @@ class ShmBus {
       if ((gone_ & bit) == 0) continue;
       ConsumerLane& consumer = lanes_[lane];
       consumer.queue->SkipUnpublishedFronts(consumer.skipped);
-      if (!consumer.queue->IsDrained()) continue;
+      // Claims more than a ring holds: rings written wrong, which would never
+      // drain. Handed on now, what they held counted corrupt.
+      if (consumer.queue->HasImpossibleClaims()) {
+        ++corrupt_;
+      } else if (!consumer.queue->IsDrained()) {
+        continue;
+      }
       // Its owner can claim no more: each ring's claims are exactly its
       // publishes and the claims skipped (the owner's own counter may miss
       // its last publish, if it was killed before counting it).
@@ -705,6 +813,9 @@ class ShmBus {
       const Clock::time_point now = Clock::now();
       if (now >= deadline) return 0;
       const std::chrono::nanoseconds left = deadline - now;
+      // This thread is the signal's only waiter, and not counted now: a
+      // count left by a killed consumer (or written by anyone) is wrong.
+      if (header_->consumer_wake.Waiters() != 0) header_->consumer_wake.ForgetWaiters();
       (void)sluice::detail::WaitUntil(
           header_->consumer_wake, Traits::kPollsBeforePark, left < slice ? left : slice,
           [this] { return HasWork(); }, [] { return false; });
@@ -779,9 +890,9 @@ class ShmBus {
     epoch_.Exit();
     if (header_ == nullptr) return taken;  // a callback closed the bus
     if (touched != 0) {
-      // SYNC POINT WRITE/READ (W), notifying side: the releases above, then
-      // the waiter counts of the lanes that got room.
-      header_->consumer_wake.NotifierFence();
+      // SYNC POINT WRITE/READ (W), notifying side: the releases above, a
+      // full fence, then the waiter counts of the lanes that got room.
+      sluice::detail::FullFence();
       for (; touched != 0; touched &= touched - 1) {
         header_->lanes[detail::LowestBit(touched)].room.WakeIfWaiting();
       }
@@ -807,6 +918,7 @@ class ShmBus {
   bool tending_ = false;      // inside TendGoneLanes
   bool dispatching_ = false;  // inside a batch (its callbacks included)
   pid_t creator_ = 0;         // the process that called Create
+  bool took_over_ = false;    // Create took over a killed consumer's segment
   std::size_t last_lane_ = 0;
   std::string name_;
   sluice::detail::SubscriptionRegistry<Payload, Traits> registry_;
@@ -848,9 +960,9 @@ class ShmProducer {
       segment_ = std::move(other.segment_);
       header_ = std::exchange(other.header_, nullptr);
       control_ = std::exchange(other.control_, nullptr);
-      consumer_ = other.consumer_;
       lane_ = std::exchange(other.lane_, 0);
       fence_free_ = other.fence_free_;
+      attacher_ = other.attacher_;
       sleep_slice_ = other.sleep_slice_;
       // A view holds references into the mapping, which did not move.
       if (other.queue_) queue_.emplace(LayoutType::RingsOf(segment_.Base(), lane_ - 1u));
@@ -906,12 +1018,13 @@ class ShmProducer {
     limits_[0] = FillLimit(thresholds.low_percent, kCapacity);
     limits_[1] = FillLimit(thresholds.medium_percent, kCapacity);
     limits_[2] = FillLimit(thresholds.high_percent, kCapacity);
-    consumer_ = header->consumer;
-    // At least 1 ms (a segment written wrong must not make a wait spin).
+    // 1 ms to an hour, whatever the segment says (one written wrong must
+    // neither make a wait spin nor keep it from looking for the consumer).
+    const std::uint64_t slice = header->peer_check_nanoseconds;
     sleep_slice_ = std::chrono::nanoseconds(
-        header->peer_check_nanoseconds > 1000000 && header->peer_check_nanoseconds < kMaxSliceNanos
-            ? static_cast<std::chrono::nanoseconds::rep>(header->peer_check_nanoseconds)
-            : 1000000);
+        static_cast<std::chrono::nanoseconds::rep>(slice < kMinSliceNanos   ? kMinSliceNanos
+                                                   : slice > kMaxSliceNanos ? kMaxSliceNanos
+                                                                            : slice));
     // Publishes skip their fence only if the consumer's sleep fences this
     // process too (both registered for the heavy fence).
     fence_free_ = header->consumer_wake.Asymmetric() && SharedFutexParker::RegisterProcess();
@@ -919,6 +1032,7 @@ class ShmProducer {
     header_ = header;
     control_ = &control;
     lane_ = static_cast<std::uint16_t>(lane + 1);
+    attacher_ = ::getpid();
     queue_.emplace(LayoutType::RingsOf(segment_.Base(), lane));
     return AttachError::kNone;
   }
@@ -927,7 +1041,9 @@ class ShmProducer {
   // frees the lane for the next producer) and unmaps. No publish of this
   // producer may be running.
   void Detach() noexcept {
-    if (control_ != nullptr) {
+    // A copy in a child forked after Attach only unmaps: the lane is the
+    // parent's.
+    if (control_ != nullptr && ::getpid() == attacher_) {
       // SYNC POINT WRITE (J): every publish and count of this lane, before
       // the consumer hands it on.
       control_->state.store(detail::kLaneDetached, std::memory_order_release);
@@ -987,8 +1103,11 @@ class ShmProducer {
       return PublishResult(PublishOutcome::kRejected, priority);
     }
     PublishResult result;
+    // Each try reads the closed state only; whether the consumer still runs
+    // (a read of /proc) is looked at once a slice, by consumer_left.
     const auto try_admit = [&] {
-      result = Admit(message, sender_id, Now(), priority, /*count_refusal=*/false);
+      result = Admit(message, sender_id, Now(), priority, /*count_refusal=*/false,
+                     /*look_for_consumer=*/false);
       return result.Outcome() != PublishOutcome::kRefusedFull;
     };
     if (try_admit()) return result;
@@ -1065,10 +1184,12 @@ class ShmProducer {
 
   // Whether the consumer that created the segment has not been seen to
   // exit (one in another PID namespace cannot be seen: alive).
-  bool ConsumerAlive() const noexcept { return header_ != nullptr && !consumer_.IsGone(); }
+  bool ConsumerAlive() const noexcept { return header_ != nullptr && !header_->consumer.IsGone(); }
 
  private:
-  static constexpr std::uint64_t kMaxSliceNanos = std::uint64_t{1} << 62;
+  // The slices a segment may set: 1 ms to an hour.
+  static constexpr std::uint64_t kMinSliceNanos = 1'000'000;
+  static constexpr std::uint64_t kMaxSliceNanos = 3'600'000'000'000;
 
   template <typename Message>
   static constexpr void CheckType() noexcept {
@@ -1086,7 +1207,9 @@ class ShmProducer {
 
   // Whether the consumer has neither closed the bus nor exited.
   bool IsOpenForPublishing() const noexcept {
-    return header_->state.load(std::memory_order_relaxed) == detail::kOpen && !consumer_.IsGone();
+    // SYNC POINT READ (C): the consumer now (another may have taken over).
+    return header_->state.load(std::memory_order_relaxed) == detail::kOpen &&
+           !header_->consumer.IsGone();
   }
 
   // One attempt to admit a copy of `message` (its types are trivially
@@ -1094,7 +1217,7 @@ class ShmProducer {
   template <typename Message>
   PublishResult Admit(const Message& message, std::uint32_t sender_id,
                       std::chrono::nanoseconds timestamp, MessagePriority priority,
-                      bool count_refusal) {
+                      bool count_refusal, bool look_for_consumer = true) {
     const auto p = static_cast<std::size_t>(priority);
     if (!queue_) return PublishResult(PublishOutcome::kClosed, priority);
     typename Queue::Claim claim;
@@ -1102,7 +1225,10 @@ class ShmProducer {
       // SYNC POINT READ (X): a refusal that read the closed tail reads the
       // state stored before it (ShmBus::Close's release fence).
       std::atomic_thread_fence(std::memory_order_acquire);
-      if (!IsOpenForPublishing()) return PublishResult(PublishOutcome::kClosed, priority);
+      const bool open = look_for_consumer
+                            ? IsOpenForPublishing()
+                            : header_->state.load(std::memory_order_relaxed) == detail::kOpen;
+      if (!open) return PublishResult(PublishOutcome::kClosed, priority);
       if (count_refusal) control_->dropped[p].fetch_add(1, std::memory_order_relaxed);
       return PublishResult(PublishOutcome::kRefusedFull, priority);
     }
@@ -1131,9 +1257,9 @@ class ShmProducer {
   Header* header_ = nullptr;
   LaneControl* control_ = nullptr;  // this producer's lane
   std::optional<Queue> queue_;      // its rings
-  ProcessIdentity consumer_;
   std::uint16_t lane_ = 0;
   bool fence_free_ = false;  // publishes need only a compiler fence: (W)
+  pid_t attacher_ = 0;       // the process that attached
   // How long PublishBlocking sleeps, at most, before it looks whether the
   // consumer still runs (a dead one wakes no one): the consumer's setting.
   std::chrono::nanoseconds sleep_slice_{1000000};
