@@ -36,7 +36,11 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace ipc {
 
-class SharedFutexParker {
+// The futex alone: for signals whose waiters may run in a process that
+// cannot call membarrier (a sandbox), so both sides fence themselves
+// (producers waiting for room: the consumer, their notifier, fences once
+// per batch).
+class SharedFutexParkerFenced {
  public:
   void Wait(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
             std::chrono::nanoseconds timeout) noexcept {
@@ -45,7 +49,11 @@ class SharedFutexParker {
   void WakeAll(std::atomic<std::uint32_t>& word) noexcept {
     sluice::detail::FutexWakeAll(word, FUTEX_WAKE);
   }
+};
 
+// The futex with the heavy fence (the consumer's sleep).
+class SharedFutexParker : public SharedFutexParkerFenced {
+ public:
   // Registers this process for the heavy fence: true when its notifiers may
   // skip their own fence. Idempotent; called by every attaching process
   // (a registration is not assumed to survive a fork).
@@ -61,21 +69,6 @@ class SharedFutexParker {
   // memory barrier before this returns.
   bool HeavyFence() noexcept {
     return syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0;
-  }
-};
-
-// The same futex without the heavy fence: for signals whose waiters may
-// run in a process that cannot call membarrier (a sandbox), so both sides
-// fence themselves (producers waiting for room: the consumer, their
-// notifier, fences once per batch).
-class SharedFutexParkerFenced {
- public:
-  void Wait(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
-            std::chrono::nanoseconds timeout) noexcept {
-    sluice::detail::FutexWait(word, expected, timeout, FUTEX_WAIT);
-  }
-  void WakeAll(std::atomic<std::uint32_t>& word) noexcept {
-    sluice::detail::FutexWakeAll(word, FUTEX_WAKE);
   }
 };
 
