@@ -255,4 +255,63 @@ TEST(ShmLoanTest, ALaneIsNotHandedOnWhileItsBlocksAreInTheBatch) {
   EXPECT_NE(third.Lane(), second.Lane());
 }
 
+// A loan dropped after its producer detached (or was assigned over) gives
+// nothing back: the lane was made anew when it was handed on, perhaps to
+// another producer, which would otherwise be lent that block twice.
+TEST(ShmLoanTest, ALoanOutlivingItsProducersAttachmentGivesNothingBack) {
+  const std::string name = UniqueName();
+  Bus bus;
+  sluice::ipc::ShmBusOptions options;
+  options.peer_check_interval = 0ns;
+  ASSERT_EQ(bus.Create(name, options), AttachError::kNone);
+  Producer first;
+  ASSERT_EQ(first.Attach(name), AttachError::kNone);
+  const std::uint16_t lane = first.Lane();
+  auto stale = first.Loan<Frame4K>();
+  ASSERT_TRUE(stale);
+  first.Detach();
+  bus.CheckProducers();
+  Producer second;
+  ASSERT_EQ(second.Attach(name), AttachError::kNone);
+  ASSERT_EQ(second.Lane(), lane);
+  std::vector<sluice::ipc::ShmLoan<Frame4K>> held;
+  ASSERT_EQ(TakeAll(second, &held), kBlocks);
+  stale.Reset();
+  EXPECT_FALSE(second.Loan<Frame4K>()) << "a block was lent twice";
+  EXPECT_EQ(second.PublishLoan(stale, 1).Outcome(), PublishOutcome::kPoolEmpty);
+  // Assigned over: the old attachment's loan is inert too.
+  auto kept = second.Loan<Frame64K>();  // none free: empty
+  EXPECT_FALSE(kept);
+  held.pop_back();
+  auto loan = second.Loan<Frame4K>();
+  ASSERT_TRUE(loan);
+  Producer third;
+  ASSERT_EQ(third.Attach(name), AttachError::kNone);
+  second = std::move(third);
+  EXPECT_EQ(second.PublishLoan(loan, 1).Outcome(), PublishOutcome::kRejected);
+  loan.Reset();  // its producer's attachment is gone: no effect, no crash
+}
+
+// Builds whose loan blocks differ (count or size) do not attach to each
+// other, even when their segments come out the same size (rounded to
+// pages): the fingerprint says kLayout.
+struct Small64 {
+  unsigned char bytes[64];
+};
+using SmallLoans = std::variant<Stop, Loaned<Small64>>;
+struct NineBlocks : sluice::ipc::ShmBusTraits {
+  static constexpr std::size_t kLoanBlocks = 9;
+};
+TEST(ShmLoanTest, AnotherNumberOfLoanBlocksIsAnotherLayout) {
+  using Eight = sluice::ipc::detail::Layout<SmallLoans, kLoanCapacity, sluice::ipc::ShmBusTraits>;
+  using Nine = sluice::ipc::detail::Layout<SmallLoans, kLoanCapacity, NineBlocks>;
+  static_assert(Eight::kSegmentSize == Nine::kSegmentSize,
+                "the test wants two layouts of one segment size");
+  const std::string name = UniqueName();
+  sluice::ipc::ShmBus<SmallLoans, kLoanCapacity> bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  sluice::ipc::ShmProducer<SmallLoans, kLoanCapacity, NineBlocks> other;
+  EXPECT_EQ(other.Attach(name), AttachError::kLayout);
+}
+
 }  // namespace

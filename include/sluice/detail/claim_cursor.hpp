@@ -225,6 +225,14 @@ class ClaimCursor {
     }
   }
 
+  // Whether Close has moved the tail: any thread. A caller whose claim was
+  // refused for a closed tail sees it closed here (the tail's values come in
+  // one order to every thread). Relaxed: it carries no data.
+  bool IsClosed() const noexcept {
+    const Position released = consumer_.released.load(std::memory_order_relaxed);
+    return IsClosedTail(producer_.tail.load(std::memory_order_relaxed), released);
+  }
+
  private:
   // Whether Close moved `tail`, given a `released` loaded before it: an open
   // tail is then at or ahead of it (the consumer never passes a claim) by

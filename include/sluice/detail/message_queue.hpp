@@ -238,6 +238,8 @@ class PriorityQueue {
   Position Close() noexcept { return fill_.Close(); }
   Position Released() const noexcept { return fill_.Released(); }
   Position Depth() const noexcept { return fill_.Depth(); }
+  // Whether Close has run: see ClaimCursor::IsClosed.
+  bool IsClosed() const noexcept { return fill_.IsClosed(); }
 
   // Consumer, for a merge of several queues (detail/producer_lanes.hpp): the
   // highest priority with a published front, or -1; *held is the highest

@@ -166,6 +166,8 @@ struct Fingerprint {
   std::uint64_t envelope_align = 0;
   std::uint64_t queue_size = 0;  // bytes of the queue object in the segment
   std::uint64_t segment_size = 0;
+  std::uint64_t loan_blocks = 0;  // per lane
+  std::uint64_t loan_block_bytes = 0;
 
   // The first part that differs, or kNone.
   AttachError Compare(const Fingerprint& theirs) const noexcept {
@@ -176,7 +178,8 @@ struct Fingerprint {
     if (capacity != theirs.capacity) return AttachError::kCapacity;
     if (envelope_size != theirs.envelope_size || envelope_align != theirs.envelope_align ||
         queue_size != theirs.queue_size || segment_size != theirs.segment_size ||
-        lanes != theirs.lanes) {
+        lanes != theirs.lanes || loan_blocks != theirs.loan_blocks ||
+        loan_block_bytes != theirs.loan_block_bytes) {
       return AttachError::kLayout;
     }
     return AttachError::kNone;
@@ -196,7 +199,8 @@ static_assert(sizeof(kAbiTag) <= Fingerprint::kTagBytes);
 // not show (fields reordered, a field put where padding was).
 template <typename Payload, std::size_t kCapacity, typename Envelope, typename Queue>
 Fingerprint MakeFingerprint(std::uint64_t segment_size, std::uint64_t schema_version,
-                            std::uint32_t lanes) {
+                            std::uint32_t lanes, std::uint64_t loan_blocks,
+                            std::uint64_t loan_block_bytes) {
   Fingerprint fingerprint;
   std::memcpy(fingerprint.abi_tag, kAbiTag, sizeof(kAbiTag));
   fingerprint.payload_types = detail::HashAlternatives<Payload>(
@@ -208,6 +212,8 @@ Fingerprint MakeFingerprint(std::uint64_t segment_size, std::uint64_t schema_ver
   fingerprint.queue_size = sizeof(Queue);
   fingerprint.segment_size = segment_size;
   fingerprint.lanes = lanes;
+  fingerprint.loan_blocks = loan_blocks;
+  fingerprint.loan_block_bytes = loan_block_bytes;
   return fingerprint;
 }
 

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -112,6 +113,17 @@ struct LoanShape<std::variant<Ts...>> {
       (Max({SizeOf<Ts>()...}) + kAlign - 1) / kAlign * kAlign;
 };
 
+// Where a producer's loans go back: its lane's free mask, while that
+// producer is attached to that lane. Shared by the producer and its
+// loans, so that a loan dropped after its producer detached (the lane
+// handed on, perhaps to another producer, the mapping perhaps gone) gives
+// nothing back: the consumer made every block of the lane free when it
+// handed the lane on.
+struct LoanHome {
+  std::atomic<std::uint64_t>* free = nullptr;
+  std::atomic<bool> attached{true};
+};
+
 // A lane's free blocks: bit b set while block b is free.
 inline constexpr std::uint64_t AllBlocks(std::size_t blocks) noexcept {
   return blocks >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << blocks) - 1;
@@ -121,21 +133,24 @@ inline constexpr std::uint64_t AllBlocks(std::size_t blocks) noexcept {
 
 // A producer's hold on one block of its lane: write the T through it, then
 // ShmProducer::PublishLoan. Move-only; a loan dropped unpublished goes back
-// to the lane's free blocks. The T is not initialised (it holds whatever
-// the block last held): write every field the consumer reads.
+// to the lane's free blocks while its producer stays attached (after a
+// Detach, or a move-assignment over the producer, it gives nothing back and
+// must not be written: the lane is no longer the producer's). The T is not
+// initialised (it holds whatever the block last held): write every field
+// the consumer reads.
 template <typename T>
 class ShmLoan {
  public:
   ShmLoan() noexcept = default;
   ShmLoan(ShmLoan&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)),
-        free_(std::exchange(other.free_, nullptr)),
+        home_(std::move(other.home_)),
         block_(other.block_) {}
   ShmLoan& operator=(ShmLoan&& other) noexcept {
     if (this != &other) {
       Reset();
       data_ = std::exchange(other.data_, nullptr);
-      free_ = std::exchange(other.free_, nullptr);
+      home_ = std::move(other.home_);
       block_ = other.block_;
     }
     return *this;
@@ -152,26 +167,28 @@ class ShmLoan {
   // Gives the block back unpublished.
   void Reset() noexcept {
     if (data_ == nullptr) return;
-    // SYNC POINT WRITE (P): this producer's accesses of the block, before
-    // the next taker's.
-    free_->fetch_or(std::uint64_t{1} << block_, std::memory_order_release);
+    if (home_->attached.load(std::memory_order_relaxed)) {
+      // SYNC POINT WRITE (P): this producer's accesses of the block, before
+      // the next taker's.
+      home_->free->fetch_or(std::uint64_t{1} << block_, std::memory_order_release);
+    }
     data_ = nullptr;
-    free_ = nullptr;
+    home_.reset();
   }
 
  private:
   template <typename, std::size_t, typename>
   friend class ShmProducer;
-  ShmLoan(T* data, std::atomic<std::uint64_t>* free, std::uint32_t block) noexcept
-      : data_(data), free_(free), block_(block) {}
+  ShmLoan(T* data, std::shared_ptr<detail::LoanHome> home, std::uint32_t block) noexcept
+      : data_(data), home_(std::move(home)), block_(block) {}
   // Published: the block now belongs to the message.
   std::uint32_t Release() noexcept {
     data_ = nullptr;
-    free_ = nullptr;
+    home_.reset();
     return block_;
   }
   T* data_ = nullptr;
-  std::atomic<std::uint64_t>* free_ = nullptr;
+  std::shared_ptr<detail::LoanHome> home_;
   std::uint32_t block_ = 0;
 };
 

@@ -58,13 +58,13 @@
 //      (tests/spin/ipc_wakeup.pml models both).
 //  (C) who the consumer is, which a consumer taking over a killed one's
 //      segment rewrites: a sequence lock of atomics (ConsumerIdentity).
-//  (X) close: the consumer stores `state` = kClosed, a release fence, then
-//      closes every lane's fill cursor (every later claim is refused); a
-//      producer whose claim was refused runs an acquire fence and then reads
-//      `state`, so a refusal that read a closed tail says kClosed. Then the
-//      consumer fences and wakes every producer waiting for room, which
-//      reads `state` after announcing its sleep (the other half of that
-//      Dekker pair).
+//  (X) close: the consumer stores `state` = kClosed, then closes every
+//      lane's fill cursor (every later claim is refused); a producer whose
+//      claim was refused asks its cursor whether it is closed (the tail's
+//      values come in one order to every thread, so one refused by the
+//      closed tail sees it) and reads `state`. Then the consumer fences and
+//      wakes every producer waiting for room, which reads `state` after
+//      announcing its sleep (the other half of that Dekker pair).
 //
 // The consumer copies each message out of the segment before it looks at
 // it: a producer process (or anything else that can write the segment)
@@ -80,6 +80,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <new>
 #include <optional>
 #include <string>
@@ -204,9 +205,11 @@ enum LaneState : std::uint32_t { kLaneFree = 0, kLaneOwned = 1, kLaneDetached = 
 // The consumer's identity in the segment, which a consumer taking over a
 // segment rewrites while producers may read it: a sequence lock of
 // atomics. SYNC POINT (C): the writer makes `generation` odd, stores the
-// fields, then makes it even again with release; a reader loads it with
-// acquire, the fields, an acquire fence, and `generation` again, and keeps
-// what it read only if both loads saw the same even value.
+// fields with release (each after the odd value), then makes it even again
+// with release; a reader loads it with acquire, the fields with acquire
+// (so that a field written by a later writer brings its odd value along),
+// then `generation` again, and keeps what it read only if both loads saw
+// the same even value. No fences: ThreadSanitizer checks it as it is.
 struct ConsumerIdentity {
   std::atomic<std::uint32_t> generation;
   std::atomic<std::int32_t> pid;
@@ -216,10 +219,9 @@ struct ConsumerIdentity {
   void Store(const ProcessIdentity& identity) noexcept {
     const std::uint32_t odd = generation.load(std::memory_order_relaxed) | 1u;
     generation.store(odd, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    pid.store(identity.pid, std::memory_order_relaxed);
-    start_time.store(identity.start_time, std::memory_order_relaxed);
-    pid_namespace.store(identity.pid_namespace, std::memory_order_relaxed);
+    pid.store(identity.pid, std::memory_order_release);
+    start_time.store(identity.start_time, std::memory_order_release);
+    pid_namespace.store(identity.pid_namespace, std::memory_order_release);
     generation.store(odd + 1, std::memory_order_release);
   }
   // False while a writer is inside Store (try again later).
@@ -227,10 +229,9 @@ struct ConsumerIdentity {
     const std::uint32_t before = generation.load(std::memory_order_acquire);
     if ((before & 1u) != 0) return false;
     ProcessIdentity read;
-    read.pid = pid.load(std::memory_order_relaxed);
-    read.start_time = start_time.load(std::memory_order_relaxed);
-    read.pid_namespace = pid_namespace.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
+    read.pid = pid.load(std::memory_order_acquire);
+    read.start_time = start_time.load(std::memory_order_acquire);
+    read.pid_namespace = pid_namespace.load(std::memory_order_acquire);
     if (generation.load(std::memory_order_relaxed) != before) return false;
     *identity = read;
     return true;
@@ -315,7 +316,8 @@ struct Layout {
 
   static Fingerprint Expected() {
     return MakeFingerprint<Payload, kCapacity, Envelope, Rings>(
-        kSegmentSize, Traits::kSchemaVersion, static_cast<std::uint32_t>(kLanes));
+        kSegmentSize, Traits::kSchemaVersion, static_cast<std::uint32_t>(kLanes), kLoanBlocks,
+        Loans::kBlockBytes);
   }
   static Header* HeaderOf(void* base) noexcept { return static_cast<Header*>(base); }
   // `lane` < kLanes (callers bound it).
@@ -403,11 +405,10 @@ class ShmBus {
   void Close() noexcept {
     if (header_ == nullptr) return;
     if (::getpid() == creator_) {
-      // SYNC POINT WRITE (X): the state, then (release fence) the cursors
-      // whose closed tail a refused producer reads before it reads the
-      // state (acquire fence, ShmProducer::Admit).
+      // (X): the state, then the cursors; a refused producer asks its
+      // cursor too, so a refusal by a closed cursor says kClosed whichever
+      // it sees first.
       header_->state.store(detail::kClosed, std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_release);
       for (auto& lane : lanes_) (void)lane.queue->Close();
       // SYNC POINT WRITE (W): the state, then every producer waiting for
       // room wakes to read it.
@@ -520,7 +521,7 @@ class ShmBus {
         // store of its last instructions done, the exit path fenced) before
         // /proc said so, and that read was a system call of this thread.
         // The fence keeps the compiler from moving the lane's reads above it.
-        std::atomic_thread_fence(std::memory_order_acquire);
+        std::atomic_signal_fence(std::memory_order_seq_cst);
         lanes_[lane].killed = true;
       } else {
         continue;  // free (or a value no producer writes: left alone)
@@ -963,6 +964,7 @@ class ShmProducer {
       lane_ = std::exchange(other.lane_, 0);
       fence_free_ = other.fence_free_;
       attacher_ = other.attacher_;
+      loan_home_ = std::move(other.loan_home_);
       sleep_slice_ = other.sleep_slice_;
       // A view holds references into the mapping, which did not move.
       if (other.queue_) queue_.emplace(LayoutType::RingsOf(segment_.Base(), lane_ - 1u));
@@ -1033,6 +1035,10 @@ class ShmProducer {
     control_ = &control;
     lane_ = static_cast<std::uint16_t>(lane + 1);
     attacher_ = ::getpid();
+    if constexpr (LayoutType::kLoanBlocks != 0) {
+      loan_home_ = std::make_shared<detail::LoanHome>();
+      loan_home_->free = &control.loans_free;
+    }
     queue_.emplace(LayoutType::RingsOf(segment_.Base(), lane));
     return AttachError::kNone;
   }
@@ -1041,6 +1047,9 @@ class ShmProducer {
   // frees the lane for the next producer) and unmaps. No publish of this
   // producer may be running.
   void Detach() noexcept {
+    // Loans still out give nothing back from now on.
+    if (loan_home_) loan_home_->attached.store(false, std::memory_order_relaxed);
+    loan_home_.reset();
     // A copy in a child forked after Attach only unmaps: the lane is the
     // parent's.
     if (control_ != nullptr && ::getpid() == attacher_) {
@@ -1155,7 +1164,7 @@ class ShmProducer {
         const auto block = static_cast<std::uint32_t>(detail::LowestBit(bit));
         if (block >= LayoutType::kLoanBlocks) return ShmLoan<T>();  // a mask written wrong
         void* place = LayoutType::LoanBlock(segment_.Base(), lane_ - 1u, block);
-        return ShmLoan<T>(new (place) T, &control_->loans_free, block);
+        return ShmLoan<T>(new (place) T, loan_home_, block);
       }
     }
     return ShmLoan<T>();
@@ -1172,7 +1181,7 @@ class ShmProducer {
       return PublishResult(PublishOutcome::kRejected, priority);
     }
     if (!loan) return PublishResult(PublishOutcome::kPoolEmpty, priority);
-    if (control_ == nullptr || loan.free_ != &control_->loans_free) {
+    if (control_ == nullptr || loan.home_ != loan_home_) {
       return PublishResult(PublishOutcome::kRejected, priority);
     }
     Loaned<T> message;
@@ -1222,12 +1231,11 @@ class ShmProducer {
     if (!queue_) return PublishResult(PublishOutcome::kClosed, priority);
     typename Queue::Claim claim;
     if (!queue_->TryClaim(limits_[p], priority, &claim)) {
-      // SYNC POINT READ (X): a refusal that read the closed tail reads the
-      // state stored before it (ShmBus::Close's release fence).
-      std::atomic_thread_fence(std::memory_order_acquire);
-      const bool open = look_for_consumer
-                            ? IsOpenForPublishing()
-                            : header_->state.load(std::memory_order_relaxed) == detail::kOpen;
+      // (X): a refusal by a closed cursor: the cursor says so.
+      const bool open =
+          !queue_->IsClosed() &&
+          (look_for_consumer ? IsOpenForPublishing()
+                             : header_->state.load(std::memory_order_relaxed) == detail::kOpen);
       if (!open) return PublishResult(PublishOutcome::kClosed, priority);
       if (count_refusal) control_->dropped[p].fetch_add(1, std::memory_order_relaxed);
       return PublishResult(PublishOutcome::kRefusedFull, priority);
@@ -1258,8 +1266,9 @@ class ShmProducer {
   LaneControl* control_ = nullptr;  // this producer's lane
   std::optional<Queue> queue_;      // its rings
   std::uint16_t lane_ = 0;
-  bool fence_free_ = false;  // publishes need only a compiler fence: (W)
-  pid_t attacher_ = 0;       // the process that attached
+  bool fence_free_ = false;                      // publishes need only a compiler fence: (W)
+  pid_t attacher_ = 0;                           // the process that attached
+  std::shared_ptr<detail::LoanHome> loan_home_;  // where this attachment's loans go back
   // How long PublishBlocking sleeps, at most, before it looks whether the
   // consumer still runs (a dead one wakes no one): the consumer's setting.
   std::chrono::nanoseconds sleep_slice_{1000000};
