@@ -271,7 +271,10 @@ pid_t Child(int cpu, int write_fd, Body&& body) {
   if (child != 0) return child;
   sluice::bench::PinThisThread(cpu);
   body(write_fd);
-  ::_exit(0);
+  // exit, not _exit: the iceoryx runtime leaves RouDi as it is destroyed,
+  // and a RouDi whose applications all left removes its segments when it
+  // stops.
+  std::exit(0);
 }
 
 std::string ReadAll(int fd) {
@@ -379,8 +382,6 @@ Latency IceoryxPingPong(const Cpus& cpus, std::uint64_t pings, const std::string
   const std::string result = ReadAll(fds[0]);
   ::close(fds[0]);
   ::waitpid(pinger, nullptr, 0);
-  ::kill(echo, SIGKILL);
-  ::waitpid(echo, nullptr, 0);
   Latency latency;
   const char* at = result.c_str();
   for (char* end = nullptr;; at = end) {
@@ -392,6 +393,10 @@ Latency IceoryxPingPong(const Cpus& cpus, std::uint64_t pings, const std::string
     latency.one_way.push_back(one_way);
     latency.round_trip.push_back(round_trip);
   }
+  // The echo ends once it has answered every ping; if the pinger gave up,
+  // it would wait out its deadline.
+  if (latency.round_trip.size() < pings) ::kill(echo, SIGKILL);
+  ::waitpid(echo, nullptr, 0);
   if (latency.round_trip.size() < pings) return Latency{};
   return latency;
 }
