@@ -63,3 +63,14 @@ if(SLUICE_BUILD_EXAMPLES)
   add_subdirectory(${PROJECT_SOURCE_DIR}/examples/nats_bridge
                    ${PROJECT_BINARY_DIR}/examples/nats_bridge)
 endif()
+
+# The NATS bridge's rows in the shared-memory benchmark's table.
+if(TARGET sluice_ipc_sizes_bench)
+  target_include_directories(sluice_ipc_sizes_bench PRIVATE ${PROJECT_SOURCE_DIR}/tests/nats)
+  target_compile_definitions(sluice_ipc_sizes_bench PRIVATE SLUICE_HAVE_NATS=1)
+  if(SLUICE_NATS_SERVER)
+    target_compile_definitions(sluice_ipc_sizes_bench PRIVATE
+      SLUICE_NATS_SERVER_FOUND="${SLUICE_NATS_SERVER}")
+  endif()
+  target_link_libraries(sluice_ipc_sizes_bench PRIVATE sluice::nats)
+endif()

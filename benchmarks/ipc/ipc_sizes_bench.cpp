@@ -1,19 +1,25 @@
 // The shared-memory bus against iceoryx (when found), one producer process
-// to one consumer process, at 24 bytes, 4 KB and 64 KB: throughput, and the
-// one-way latency of an answer in a ping-pong (its publish timestamp
-// against its arrival: both processes read CLOCK_MONOTONIC) with the round
-// trip. Sluice copies 24 bytes through its slots and loans the frames
-// (written in place, read in place); iceoryx loans every size. Both write
-// and read the same bytes of a frame: its number at its head and its tail.
-// Both wait when full rather than drop (iceoryx: WAIT_FOR_CONSUMER and
-// BLOCK_PRODUCER). Each round measures every row, interleaved, bracketed by
-// a placement probe (MEASURING.md); every loop has a deadline, and a row
-// that did not finish says so.
+// to one consumer process, at 24 bytes, 4 KB and 64 KB, beside the same
+// frames between two threads on the in-process bus and between two
+// processes through the NATS bridge and a local nats-server (when built
+// and found): throughput, and the one-way latency of an answer in a
+// ping-pong (its publish timestamp against its arrival: both ends read
+// CLOCK_MONOTONIC) with the round trip. Sluice copies 24 bytes through its
+// slots and loans the frames (written in place, read in place); iceoryx
+// loans every size; the NATS bridge copies every size (its frame is
+// encoded, sent and decoded). Every system writes and reads the same bytes
+// of a frame: its number at its head and its tail. None drops: Sluice's
+// producers retry a refusal, iceoryx waits (WAIT_FOR_CONSUMER and
+// BLOCK_PRODUCER), and a NATS row that lost a message did not finish. Each
+// round measures every row, interleaved, bracketed by a placement probe
+// (MEASURING.md); every loop has a deadline, and a row that did not finish
+// says so.
 //
 //   sluice_ipc_sizes_bench [--rounds N] [--messages N] [--pings N]
 //
 // iceoryx needs its daemon: the benchmark starts iox-roudi (found by CMake)
-// and stops it at the end; without iceoryx its rows say so.
+// and stops it at the end; nats-server likewise. Without either, its rows
+// are skipped and the output says why.
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -37,6 +43,11 @@
 #include "harness/platform.hpp"
 #include "harness/stats.hpp"
 #include "ipc/ipc_bench_setup.hpp"
+#include "ipc/sizes_common.hpp"
+#include "ipc/sizes_in_process.hpp"
+#if SLUICE_HAVE_NATS
+#include "ipc/sizes_nats.hpp"
+#endif
 
 #if SLUICE_HAVE_ICEORYX
 #include "iceoryx_hoofs/log/logmanager.hpp"
@@ -47,49 +58,15 @@
 
 namespace {
 
-using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
+using namespace sluice_ipc_sizes;
 using sluice_ipc_bench::Cpus;
 constexpr auto P = sluice_ipc_bench::Percentile;
-constexpr auto kRowDeadline = 20s;
-
-std::uint64_t NowNanos() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-          .count());
-}
-
-// A message of kBytes: its number at the head and the tail, and when it was
-// sent (answers only).
-template <std::size_t kBytes>
-struct Frame {
-  std::uint64_t seq;
-  std::uint64_t sent_ns;
-  unsigned char middle[kBytes - 3 * sizeof(std::uint64_t)];
-  std::uint64_t tail;
-};
-struct Small {  // 24 bytes: the same three fields, nothing between
-  std::uint64_t seq;
-  std::uint64_t sent_ns;
-  std::uint64_t tail;
-};
-using Frame4K = Frame<4096>;
-using Frame64K = Frame<65536>;
-static_assert(sizeof(Small) == 24 && sizeof(Frame4K) == 4096 && sizeof(Frame64K) == 65536);
-
-template <typename F>
-void Write(F& frame, std::uint64_t seq, std::uint64_t sent_ns) {
-  frame.seq = seq;
-  frame.sent_ns = sent_ns;
-  frame.tail = seq;
-}
 
 struct Traits : sluice::ipc::ShmBusTraits {
   static constexpr std::size_t kMaxProducers = 2;
   static constexpr std::size_t kLoanBlocks = 64;
 };
 using Payload = std::variant<Small, sluice::ipc::Loaned<Frame4K>, sluice::ipc::Loaned<Frame64K>>;
-constexpr std::size_t kCapacity = 256;
 using ShmBus = sluice::ipc::ShmBus<Payload, kCapacity, Traits>;
 using ShmProducer = sluice::ipc::ShmProducer<Payload, kCapacity, Traits>;
 
@@ -159,11 +136,6 @@ double SluiceThroughput(const Cpus& cpus, std::uint64_t messages, const std::str
   if (received < messages || torn) return NAN;
   return static_cast<double>(messages - 1) / std::chrono::duration<double>(last - first).count();
 }
-
-struct Latency {
-  std::vector<double> one_way;     // ns, the answers'
-  std::vector<double> round_trip;  // ns
-};
 
 // Pings one at a time on one bus, answered on another: the round trip, and
 // each answer's way from its publish to its arrival.
@@ -262,29 +234,6 @@ bool IceoryxPublish(iox::popo::Publisher<F>& publisher, std::uint64_t seq, std::
   sample.value().publish();
   return true;
 }
-
-// Runs `body(write)` in a forked child pinned to `cpu`, which writes its
-// result line to the pipe; returns the child's pid.
-template <typename Body>
-pid_t Child(int cpu, int write_fd, Body&& body) {
-  const pid_t child = ::fork();
-  if (child != 0) return child;
-  sluice::bench::PinThisThread(cpu);
-  body(write_fd);
-  // exit, not _exit: the iceoryx runtime leaves RouDi as it is destroyed,
-  // and a RouDi whose applications all left removes its segments when it
-  // stops.
-  std::exit(0);
-}
-
-std::string ReadAll(int fd) {
-  std::string text;
-  char buffer[4096];
-  for (ssize_t got; (got = ::read(fd, buffer, sizeof(buffer))) > 0;) text.append(buffer, got);
-  return text;
-}
-
-void Say(int fd, const std::string& line) { (void)!::write(fd, line.data(), line.size()); }
 
 template <typename F>
 double IceoryxThroughput(const Cpus& cpus, std::uint64_t messages, const std::string& name) {
@@ -452,25 +401,61 @@ Latency IceoryxPingPong(const Cpus&, std::uint64_t, const std::string&) {
 
 // ---- The table -------------------------------------------------------------------
 
+enum System : int { kSluice, kIceoryx, kInProcess, kNats, kSystems };
+const char* SystemName(int system, int size) {
+  switch (system) {
+    case kSluice:
+      return size == 0 ? "Sluice, shared memory (copied)" : "Sluice, shared memory (loaned)";
+    case kIceoryx:
+      return "iceoryx (loaned)";
+    case kInProcess:
+      return size == 0 ? "Sluice in process, two threads (copied)"
+                       : "Sluice in process, two threads (loaned)";
+    default:
+      return "Sluice NATS bridge, local server (copied)";
+  }
+}
+
 struct Row {
   std::vector<double> mps, one_way_p50, one_way_p99, round_trip_p50;
   int unfinished = 0;
 };
 
-// One size's four measurements of a round, into rows[state][size][system].
+// One size's measurements of a round; a system not measured is absent.
 struct Measured {
-  double sluice_mps, iceoryx_mps;
-  Latency sluice, iceoryx;
+  double mps[kSystems] = {NAN, NAN, NAN, NAN};
+  Latency latency[kSystems];
+  bool present[kSystems] = {};
+};
+
+struct Counts {
+  std::uint64_t messages, pings;            // shared memory, iceoryx, in process
+  std::uint64_t nats_messages, nats_pings;  // the NATS bridge (a thousand times slower)
 };
 
 template <typename F>
-Measured MeasureSize(const Cpus& cpus, std::uint64_t messages, std::uint64_t pings,
-                     const std::string& name) {
+Measured MeasureSize(const Cpus& cpus, const Counts& counts, const std::string& name,
+                     const std::string& nats_url) {
   Measured m;
-  m.sluice_mps = SluiceThroughput<F>(cpus, messages, name + "-t");
-  m.iceoryx_mps = kHaveIceoryx ? IceoryxThroughput<F>(cpus, messages, name + "t") : NAN;
-  m.sluice = SluicePingPong<F>(cpus, pings, name + "-l");
-  m.iceoryx = kHaveIceoryx ? IceoryxPingPong<F>(cpus, pings, name + "l") : Latency{};
+  m.present[kSluice] = m.present[kInProcess] = true;
+  m.mps[kSluice] = SluiceThroughput<F>(cpus, counts.messages, name + "-t");
+  m.mps[kInProcess] = LocalThroughput<F>(cpus, counts.messages);
+  m.latency[kSluice] = SluicePingPong<F>(cpus, counts.pings, name + "-l");
+  m.latency[kInProcess] = LocalPingPong<F>(cpus, counts.pings);
+  if (kHaveIceoryx) {
+    m.present[kIceoryx] = true;
+    m.mps[kIceoryx] = IceoryxThroughput<F>(cpus, counts.messages, name + "t");
+    m.latency[kIceoryx] = IceoryxPingPong<F>(cpus, counts.pings, name + "l");
+  }
+#if SLUICE_HAVE_NATS
+  if (!nats_url.empty()) {
+    m.present[kNats] = true;
+    m.mps[kNats] = NatsThroughput<F>(cpus, counts.nats_messages, nats_url);
+    m.latency[kNats] = NatsPingPong<F>(cpus, counts.nats_pings, nats_url);
+  }
+#else
+  (void)nats_url;
+#endif
   return m;
 }
 
@@ -491,13 +476,20 @@ int main(int argc, char** argv) {
   const sluice_ipc_bench::Options options =
       sluice_ipc_bench::ParseOptions(argc, argv, {3, 500'000, 10'000});
   const int rounds = options.rounds;
-  const std::uint64_t messages = options.messages;
-  const std::uint64_t pings = options.pings;
+  // NATS moves about a thousandth as many messages a second: a twentieth of
+  // the messages and a tenth of the pings keep its rows to seconds.
+  const Counts counts{options.messages, options.pings,
+                      std::max<std::uint64_t>(options.messages / 20, 2),
+                      std::max<std::uint64_t>(options.pings / 10, 2)};
   Cpus cpus;
   if (!sluice_ipc_bench::PickCpus("sluice_ipc_sizes_bench", &cpus)) return 1;
-  std::printf("%llu messages a throughput run, %llu pings a latency run, %d rounds; queue of %zu\n",
-              static_cast<unsigned long long>(messages), static_cast<unsigned long long>(pings),
-              rounds, kCapacity);
+  std::printf(
+      "%llu messages a throughput run and %llu pings a latency run (NATS: %llu and %llu), %d "
+      "rounds; queues of %zu\n",
+      static_cast<unsigned long long>(counts.messages),
+      static_cast<unsigned long long>(counts.pings),
+      static_cast<unsigned long long>(counts.nats_messages),
+      static_cast<unsigned long long>(counts.nats_pings), rounds, kCapacity);
 #if SLUICE_HAVE_ICEORYX
   const pid_t roudi = StartRoudi();
   std::printf("iceoryx %s, its daemon %s (%s)\n", SLUICE_ICEORYX_VERSION,
@@ -507,35 +499,59 @@ int main(int argc, char** argv) {
       "iceoryx: not found when this benchmark was built; its rows are skipped "
       "(Debian: apt-get install iceoryx libiceoryx-posh-dev, then configure again)\n");
 #endif
+  std::string nats_url;
+#if SLUICE_HAVE_NATS
+  sluice_nats_test::NatsServer nats_server;
+  if (sluice_nats_test::NatsServer::Binary().empty()) {
+    std::printf("NATS: no nats-server found; its rows are skipped (Debian: nats-server)\n");
+  } else if (!nats_server.Start()) {
+    std::printf("NATS: nats-server did not start; its rows are skipped\n");
+  } else {
+    nats_url = nats_server.Url();
+    std::printf("NATS: %s on %s, started by this benchmark\n",
+                sluice_nats_test::NatsServer::Binary().c_str(), nats_url.c_str());
+  }
+#else
+  std::printf(
+      "NATS: the bridge was not built (no NATS C client: Debian libnats-dev); its rows are "
+      "skipped\n");
+#endif
   const char* sizes[] = {"24 B", "4 KB", "64 KB"};
-  // rows[state][size][0 Sluice, 1 iceoryx]
-  std::map<sluice::bench::Placement, std::map<int, Row[2]>> rows;
+  std::map<sluice::bench::Placement, std::map<int, Row[kSystems]>> rows;
+  bool present[kSystems] = {};
   int left_out = 0;
   const std::string name = "/sluice-sizes-" + std::to_string(::getpid());
   for (int round = 0; round < rounds; ++round) {
     const double before = sluice::bench::PlacementProbeNanos(cpus.producer, cpus.consumer);
     Measured measured[3];
-    measured[0] = MeasureSize<Small>(cpus, messages, pings, name + "a");
-    measured[1] = MeasureSize<Frame4K>(cpus, messages, pings, name + "b");
-    measured[2] = MeasureSize<Frame64K>(cpus, messages, pings, name + "c");
+    measured[0] = MeasureSize<Small>(cpus, counts, name + "a", nats_url);
+    measured[1] = MeasureSize<Frame4K>(cpus, counts, name + "b", nats_url);
+    measured[2] = MeasureSize<Frame64K>(cpus, counts, name + "c", nats_url);
     const double after = sluice::bench::PlacementProbeNanos(cpus.producer, cpus.consumer);
     const auto state = sluice::bench::ClassifyPlacement(before);
-    std::printf("round %d: probe %.0f / %.0f ns (%s)", round + 1, before, after,
+    std::printf("round %d: probe %.0f / %.0f ns (%s)\n", round + 1, before, after,
                 sluice::bench::PlacementName(state));
     for (int size = 0; size < 3; ++size) {
-      std::printf("; %s: Sluice %.2f M/s %.0f ns, iceoryx %.2f M/s %.0f ns", sizes[size],
-                  measured[size].sluice_mps / 1e6, P(measured[size].sluice.one_way, 0.5),
-                  measured[size].iceoryx_mps / 1e6, P(measured[size].iceoryx.one_way, 0.5));
+      std::printf("  %s:", sizes[size]);
+      const char* short_names[] = {"shm", "iceoryx", "in process", "NATS"};
+      for (int system = 0; system < kSystems; ++system) {
+        if (!measured[size].present[system]) continue;
+        present[system] = true;
+        std::printf(" %s %.3f M/s %.0f ns;", short_names[system], measured[size].mps[system] / 1e6,
+                    P(measured[size].latency[system].one_way, 0.5));
+      }
+      std::printf("\n");
     }
-    std::printf("\n");
     if (sluice::bench::ClassifyPlacement(after) != state) {
       ++left_out;
       continue;
     }
     for (int size = 0; size < 3; ++size) {
-      Add(rows[state][size][0], measured[size].sluice_mps, measured[size].sluice);
-      if (kHaveIceoryx) {
-        Add(rows[state][size][1], measured[size].iceoryx_mps, measured[size].iceoryx);
+      for (int system = 0; system < kSystems; ++system) {
+        if (measured[size].present[system]) {
+          Add(rows[state][size][system], measured[size].mps[system],
+              measured[size].latency[system]);
+        }
       }
     }
   }
@@ -545,6 +561,9 @@ int main(int argc, char** argv) {
     ::waitpid(roudi, nullptr, 0);
   }
 #endif
+#if SLUICE_HAVE_NATS
+  if (!nats_url.empty()) nats_server.Stop();
+#endif
   std::printf(
       "\n| state | size | system | rounds | throughput, M msg/s | one-way P50, ns | one-way P99, "
       "ns | round trip P50, ns | rows that did not finish "
@@ -552,12 +571,12 @@ int main(int argc, char** argv) {
   int unfinished = 0;
   for (auto& [state, by_size] : rows) {
     for (int size = 0; size < 3; ++size) {
-      for (int system = 0; system < (kHaveIceoryx ? 2 : 1); ++system) {
+      for (int system = 0; system < kSystems; ++system) {
+        if (!present[system]) continue;
         const Row& row = by_size[size][system];
         unfinished += row.unfinished;
-        std::printf("| %s | %s | %s | %zu | %.2f | %.0f | %.0f | %.0f | %d |\n",
-                    sluice::bench::PlacementName(state), sizes[size],
-                    system == 0 ? (size == 0 ? "Sluice (copied)" : "Sluice (loaned)") : "iceoryx",
+        std::printf("| %s | %s | %s | %zu | %.3f | %.0f | %.0f | %.0f | %d |\n",
+                    sluice::bench::PlacementName(state), sizes[size], SystemName(system, size),
                     row.mps.size(), sluice::bench::Median(row.mps),
                     sluice::bench::Median(row.one_way_p50), sluice::bench::Median(row.one_way_p99),
                     sluice::bench::Median(row.round_trip_p50), row.unfinished);

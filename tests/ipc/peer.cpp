@@ -379,6 +379,18 @@ int Bursts(const std::string& name, std::uint64_t count, std::uint64_t burst) {
   return 0;
 }
 
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kUnderThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kUnderThreadSanitizer = true;
+#else
+constexpr bool kUnderThreadSanitizer = false;
+#endif
+#else
+constexpr bool kUnderThreadSanitizer = false;
+#endif
+
 int LeaderExits(const std::string& name, std::uint64_t count) {
   // Never destroyed (nor leaked from the heap): the process ends when its
   // last thread does, attached.
@@ -396,6 +408,10 @@ int LeaderExits(const std::string& name, std::uint64_t count) {
         std::this_thread::yield();
       }
     }
+    // ThreadSanitizer keeps a thread of its own running, so there the
+    // process would outlive its last thread: it ends here instead, as it
+    // would when this thread returned.
+    if (kUnderThreadSanitizer) ::_exit(0);
   }).detach();
   Say("attached lane=" + std::to_string(producer->Lane()));
   ::pthread_exit(nullptr);

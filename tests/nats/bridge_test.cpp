@@ -444,6 +444,58 @@ TEST_F(NatsBridgeTest, ShutdownSendsWhatTheBusHeld) {
   (void)receiver.Shutdown(10s);
 }
 
+// send_asap: each frame leaves as it is published. A ping-pong, one message
+// in flight at a time, with both ends sending at once: every answer comes
+// back, in order (what the option changes is how soon, which the benchmark
+// sluice_ipc_sizes_bench measures; no test asserts a time).
+TEST_F(NatsBridgeTest, SendAsapCarriesAPingPongOneMessageAtATime) {
+  constexpr std::uint64_t kCount = 40;
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  options.send_asap = true;
+  Bus echo_in;
+  Bus echo_out;
+  Bridge echo_receiver(echo_in, options);
+  Bridge echo_sender(echo_out, options);
+  ASSERT_TRUE(echo_receiver.Receive<SensorReading>("t.asap.ping", kSensorType));
+  ASSERT_TRUE(echo_sender.Forward<SensorReading>("t.asap.pong", kSensorType));
+  ASSERT_EQ(echo_receiver.Start(), NATS_OK);
+  ASSERT_EQ(echo_sender.Start(), NATS_OK);
+  auto echo = echo_in.Subscribe<SensorReading>([&](const SensorReading& ping) {
+    EXPECT_TRUE(echo_out.PublishWithPriority(ping, kTestSender, MessagePriority::HIGH));
+  });
+  ASSERT_TRUE(echo.IsValid());
+
+  Bus ping_out;
+  Bus pong_in;
+  Bridge pinger(ping_out, options);
+  Bridge pong_receiver(pong_in, options);
+  ASSERT_TRUE(pinger.Forward<SensorReading>("t.asap.ping", kSensorType));
+  ASSERT_TRUE(pong_receiver.Receive<SensorReading>("t.asap.pong", kSensorType));
+  ASSERT_EQ(pong_receiver.Start(), NATS_OK);
+  ASSERT_EQ(pinger.Start(), NATS_OK);
+  std::vector<std::uint64_t> answers;
+  auto pong = pong_in.Subscribe<SensorReading>(
+      [&](const SensorReading& answer) { answers.push_back(answer.seq); });
+  ASSERT_TRUE(pong.IsValid());
+
+  for (std::uint64_t i = 0; i < kCount; ++i) {
+    ASSERT_TRUE(
+        ping_out.PublishWithPriority(SensorReading{1, 0, i}, kTestSender, MessagePriority::HIGH));
+    ASSERT_TRUE(Eventually([&] {
+      (void)ping_out.ProcessBatch();
+      (void)echo_in.ProcessBatch();
+      (void)echo_out.ProcessBatch();
+      (void)pong_in.ProcessBatch();
+      return answers.size() == i + 1;
+    })) << "no answer to ping "
+        << i;
+    EXPECT_EQ(answers.back(), i);
+  }
+  for (Bridge* bridge : {&pinger, &pong_receiver, &echo_receiver, &echo_sender}) {
+    (void)bridge->Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
+  }
+}
+
 // Publishes while the server is down go to the client's reconnect buffer;
 // what does not fit is counted by priority.
 TEST_F(NatsBridgeTest, ReconnectBufferOverflowsAreCountedByPriority) {

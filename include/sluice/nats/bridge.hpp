@@ -114,6 +114,10 @@ struct BridgeOptions {
   // (with max_reconnect = -1, until a server answers).
   bool retry_on_failed_connect = false;
   std::chrono::milliseconds connect_timeout{2000};
+  // Send each frame as it is published instead of letting the client
+  // gather frames into larger writes (nats.c's SendAsap): lower latency for
+  // a message on its own, fewer messages a second under load.
+  bool send_asap = false;
   // Messages and bytes the client holds per inbound subscription (one per
   // subject and priority) before it drops (a slow consumer, counted).
   int pending_messages_limit = 65536;
@@ -448,6 +452,7 @@ class Bridge {
     set(natsOptions_SetReconnectBufSize(opts, options_.reconnect_buffer_bytes));
     set(natsOptions_SetTimeout(opts, options_.connect_timeout.count()));
     set(natsOptions_SetMaxPendingMsgs(opts, options_.pending_messages_limit));
+    set(natsOptions_SetSendAsap(opts, options_.send_asap));
     set(natsOptions_SetErrorHandler(opts, &OnAsyncError, this));
     set(natsOptions_SetDisconnectedCB(opts, &OnDisconnected, this));
     set(natsOptions_SetReconnectedCB(opts, &OnReconnected, this));
