@@ -201,7 +201,10 @@ Latency SluicePingPong(const Cpus& cpus, std::uint64_t pings, const std::string&
 constexpr bool kHaveIceoryx = true;
 
 void InitIceoryx(const char* role) {
-  iox::log::LogManager::GetLogManager().SetDefaultLogLevel(iox::log::LogLevel::kWarn,
+  // Fatal only: a publisher that finds the 64 KB chunks of RouDi's default
+  // pools all out (200, fewer than the queue's 256) logs an error for each
+  // loan it then retries, as Sluice's producer retries when its blocks are.
+  iox::log::LogManager::GetLogManager().SetDefaultLogLevel(iox::log::LogLevel::kFatal,
                                                            iox::log::LogLevelOutput::kHideLogLevel);
   const std::string name = std::string("sluice-bench-") + role + "-" + std::to_string(::getpid());
   iox::runtime::PoshRuntime::initRuntime(
@@ -418,6 +421,9 @@ const char* SystemName(int system, int size) {
 
 struct Row {
   std::vector<double> mps, one_way_p50, one_way_p99, round_trip_p50;
+  // Against the shared-memory bus in the same round: each system's rounds
+  // compared where both ran in the same placement (MEASURING.md).
+  std::vector<double> mps_ratio, one_way_p50_ratio;
   int unfinished = 0;
 };
 
@@ -459,7 +465,11 @@ Measured MeasureSize(const Cpus& cpus, const Counts& counts, const std::string& 
   return m;
 }
 
-void Add(Row& row, double mps, const Latency& latency) {
+// One system's measurements of a round, and (when both finished) their
+// ratios to the shared-memory bus's of the same round.
+void Add(Row& row, const Measured& m, int system) {
+  const double mps = m.mps[system];
+  const Latency& latency = m.latency[system];
   if (std::isnan(mps) || latency.round_trip.empty()) {
     ++row.unfinished;
     return;
@@ -468,6 +478,10 @@ void Add(Row& row, double mps, const Latency& latency) {
   row.one_way_p50.push_back(P(latency.one_way, 0.5));
   row.one_way_p99.push_back(P(latency.one_way, 0.99));
   row.round_trip_p50.push_back(P(latency.round_trip, 0.5));
+  if (!std::isnan(m.mps[kSluice]) && !m.latency[kSluice].one_way.empty()) {
+    row.mps_ratio.push_back(mps / m.mps[kSluice]);
+    row.one_way_p50_ratio.push_back(P(latency.one_way, 0.5) / P(m.latency[kSluice].one_way, 0.5));
+  }
 }
 
 }  // namespace
@@ -549,8 +563,7 @@ int main(int argc, char** argv) {
     for (int size = 0; size < 3; ++size) {
       for (int system = 0; system < kSystems; ++system) {
         if (measured[size].present[system]) {
-          Add(rows[state][size][system], measured[size].mps[system],
-              measured[size].latency[system]);
+          Add(rows[state][size][system], measured[size], system);
         }
       }
     }
@@ -565,9 +578,9 @@ int main(int argc, char** argv) {
   if (!nats_url.empty()) nats_server.Stop();
 #endif
   std::printf(
-      "\n| state | size | system | rounds | throughput, M msg/s | one-way P50, ns | one-way P99, "
-      "ns | round trip P50, ns | rows that did not finish "
-      "|\n|---|---|---|---|---|---|---|---|---|\n");
+      "\n| state | size | system | rounds | throughput, M msg/s | x shared memory's | one-way "
+      "P50, ns | x shared memory's | one-way P99, ns | round trip P50, ns | rows that did not "
+      "finish |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   int unfinished = 0;
   for (auto& [state, by_size] : rows) {
     for (int size = 0; size < 3; ++size) {
@@ -575,14 +588,19 @@ int main(int argc, char** argv) {
         if (!present[system]) continue;
         const Row& row = by_size[size][system];
         unfinished += row.unfinished;
-        std::printf("| %s | %s | %s | %zu | %.3f | %.0f | %.0f | %.0f | %d |\n",
+        std::printf("| %s | %s | %s | %zu | %.3f | %.3g | %.0f | %.3g | %.0f | %.0f | %d |\n",
                     sluice::bench::PlacementName(state), sizes[size], SystemName(system, size),
                     row.mps.size(), sluice::bench::Median(row.mps),
-                    sluice::bench::Median(row.one_way_p50), sluice::bench::Median(row.one_way_p99),
+                    sluice::bench::Median(row.mps_ratio), sluice::bench::Median(row.one_way_p50),
+                    sluice::bench::Median(row.one_way_p50_ratio),
+                    sluice::bench::Median(row.one_way_p99),
                     sluice::bench::Median(row.round_trip_p50), row.unfinished);
       }
     }
   }
-  std::printf("medians over rounds; rounds left out (the placement changed): %d\n", left_out);
+  std::printf(
+      "medians over rounds (\"x shared memory's\": the median of each round's ratio to the "
+      "shared-memory bus's figure); rounds left out (the placement changed): %d\n",
+      left_out);
   return unfinished > 0 ? 1 : 0;
 }
