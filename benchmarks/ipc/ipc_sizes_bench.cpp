@@ -330,27 +330,7 @@ Latency IceoryxPingPong(const Cpus& cpus, std::uint64_t pings, const std::string
     }
     Say(out_fd, line);
   });
-  ::close(fds[1]);
-  const std::string result = ReadAll(fds[0]);
-  ::close(fds[0]);
-  ::waitpid(pinger, nullptr, 0);
-  Latency latency;
-  const char* at = result.c_str();
-  for (char* end = nullptr;; at = end) {
-    const double one_way = std::strtod(at, &end);
-    if (end == at) break;
-    at = end;
-    const double round_trip = std::strtod(at, &end);
-    if (end == at) break;
-    latency.one_way.push_back(one_way);
-    latency.round_trip.push_back(round_trip);
-  }
-  // The echo ends once it has answered every ping; if the pinger gave up,
-  // it would wait out its deadline.
-  if (latency.round_trip.size() < pings) ::kill(echo, SIGKILL);
-  ::waitpid(echo, nullptr, 0);
-  if (latency.round_trip.size() < pings) return Latency{};
-  return latency;
+  return CollectPingPong(fds, pinger, echo, pings);
 }
 
 // Whether an iox-roudi process runs already (then the benchmark uses it, and

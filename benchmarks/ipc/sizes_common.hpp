@@ -6,6 +6,8 @@
 #pragma once
 
 #include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -104,6 +106,33 @@ inline bool ReadLine(int fd, Clock::time_point deadline, std::string* line) {
     if (c == '\n') return true;
     line->push_back(c);
   }
+}
+
+// The pinger's lines ("one-way round-trip" in ns, one per ping) from the
+// pipe `fds` (whose write end is closed here), once both children have
+// ended (a pid of -1: never started). The echo ends once it has answered
+// every ping; if the pinger gave up, it would wait out its deadline, so it
+// is killed. Empty unless every ping was answered.
+inline Latency CollectPingPong(const int fds[2], pid_t pinger, pid_t echo, std::uint64_t pings) {
+  ::close(fds[1]);
+  const std::string result = ReadAll(fds[0]);
+  ::close(fds[0]);
+  if (pinger > 0) ::waitpid(pinger, nullptr, 0);
+  Latency latency;
+  const char* at = result.c_str();
+  for (char* end = nullptr;; at = end) {
+    const double one_way = std::strtod(at, &end);
+    if (end == at) break;
+    at = end;
+    const double round_trip = std::strtod(at, &end);
+    if (end == at) break;
+    latency.one_way.push_back(one_way);
+    latency.round_trip.push_back(round_trip);
+  }
+  if (latency.round_trip.size() < pings) ::kill(echo, SIGKILL);
+  ::waitpid(echo, nullptr, 0);
+  if (latency.round_trip.size() < pings) return Latency{};
+  return latency;
 }
 
 }  // namespace sluice_ipc_sizes
