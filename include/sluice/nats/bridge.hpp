@@ -649,6 +649,16 @@ class Bridge {
 
   std::uint64_t OriginId() const noexcept { return origin_id_; }
 
+  // Bytes the client holds for the server, not yet written to its socket
+  // (nats.c's natsConnection_Buffered): with send_asap, 0 once a send has
+  // returned (while connected); -1 before Start and after Shutdown. Any
+  // thread but a bus or client callback (it takes the routes' lock, which
+  // Shutdown holds while it waits for those).
+  int BufferedBytes() const {
+    std::lock_guard<std::mutex> routes(routes_mutex_);
+    return connection_ == nullptr ? -1 : natsConnection_Buffered(connection_);
+  }
+
  private:
   using SubjectSequence = std::array<std::uint64_t, kPriorityCount>;
 
@@ -1794,7 +1804,7 @@ class Bridge {
   natsConnection* connection_ = nullptr;
   // Serialises the calls that change routes (Forward, Receive, the Stop
   // calls, Start, Shutdown); the client's threads never take it.
-  std::mutex routes_mutex_;
+  mutable std::mutex routes_mutex_;
   std::vector<std::unique_ptr<OutboundRoute>> outbound_;
   std::vector<std::unique_ptr<OutboundRoute>> retired_outbound_;  // StopForwarding
   // Each forwarded subject's numbers since Start, kept after its routes stop.
