@@ -233,8 +233,8 @@ struct StateRows {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const sluice_ipc_bench::Options options =
-      sluice_ipc_bench::ParseOptions(argc, argv, {5, 2'000'000, 20'000});
+  sluice_ipc_bench::Options options{5, 2'000'000, 20'000};
+  if (!sluice_ipc_bench::ParseOptions(argc, argv, &options)) return 2;
   const int rounds = options.rounds;
   const std::uint64_t messages = options.messages;
   const std::uint64_t pings = options.pings;

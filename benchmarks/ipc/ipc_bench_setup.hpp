@@ -25,15 +25,40 @@ struct Cpus {
   int consumer = 1;
 };
 
-// --rounds N, --messages N, --pings N over `defaults`.
-inline Options ParseOptions(int argc, char** argv, Options defaults) {
-  for (int i = 1; i + 1 < argc; i += 2) {
+// --rounds N, --messages N, --pings N over `defaults`. Anything else, a
+// flag without a value, a value that is not a whole number, fewer than one
+// round or ping, or fewer than two messages (a rate needs a first and a
+// last) is refused: a usage line on stderr, and false.
+inline bool ParseOptions(int argc, char** argv, Options* options) {
+  const auto number = [](const char* text, std::uint64_t* value) {
+    char* end = nullptr;
+    if (text[0] < '0' || text[0] > '9') return false;
+    *value = std::strtoull(text, &end, 10);
+    return *end == '\0';
+  };
+  bool ok = true;
+  for (int i = 1; i < argc && ok; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--rounds") defaults.rounds = std::atoi(argv[i + 1]);
-    if (flag == "--messages") defaults.messages = std::strtoull(argv[i + 1], nullptr, 10);
-    if (flag == "--pings") defaults.pings = std::strtoull(argv[i + 1], nullptr, 10);
+    std::uint64_t value = 0;
+    ok = i + 1 < argc && number(argv[i + 1], &value);
+    if (!ok) break;
+    if (flag == "--rounds" && value >= 1 && value <= 1'000'000) {
+      options->rounds = static_cast<int>(value);
+    } else if (flag == "--messages" && value >= 2) {
+      options->messages = value;
+    } else if (flag == "--pings" && value >= 1) {
+      options->pings = value;
+    } else {
+      ok = false;
+    }
   }
-  return defaults;
+  if (!ok) {
+    std::fprintf(stderr,
+                 "usage: %s [--rounds N (1 or more)] [--messages N (2 or more)] [--pings N (1 or "
+                 "more)]\n",
+                 argv[0]);
+  }
+  return ok;
 }
 
 // The first two CPUs this process may run on, announced with the machine

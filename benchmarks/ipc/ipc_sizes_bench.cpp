@@ -23,6 +23,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -132,8 +133,8 @@ double SluiceThroughput(const Cpus& cpus, std::uint64_t messages, const std::str
     });
   }
   const Clock::time_point last = Clock::now();
-  ::waitpid(child, nullptr, 0);
-  if (received < messages || torn) return NAN;
+  const bool producer_finished = WaitOrKill(child, last + kChildGrace);
+  if (received < messages || torn || !producer_finished) return NAN;
   return static_cast<double>(messages - 1) / std::chrono::duration<double>(last - first).count();
 }
 
@@ -190,7 +191,7 @@ Latency SluicePingPong(const Cpus& cpus, std::uint64_t pings, const std::string&
         std::chrono::duration<double, std::nano>(Clock::now() - sent).count());
   }
   ping.Detach();
-  ::waitpid(child, nullptr, 0);
+  (void)WaitOrKill(child, Clock::now() + kChildGrace);
   if (latency.round_trip.size() < pings) return Latency{};
   return latency;
 }
@@ -228,6 +229,54 @@ iox::capro::ServiceDescription Topic(const std::string& name) {
           iox::capro::IdString_t(iox::cxx::TruncateToCapacity, "frames")};
 }
 
+// Whether an iox-roudi process runs already (then the benchmark uses it, and
+// leaves it running).
+bool RoudiRunning() {
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return false;
+  bool found = false;
+  while (const dirent* entry = ::readdir(proc)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    const std::string path = std::string("/proc/") + entry->d_name + "/comm";
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) continue;
+    char comm[32] = {};
+    const ssize_t got = ::read(fd, comm, sizeof(comm) - 1);
+    ::close(fd);
+    if (got > 0 && std::string(comm, static_cast<std::size_t>(got)) == "iox-roudi\n") found = true;
+  }
+  ::closedir(proc);
+  return found;
+}
+
+// RouDi, the daemon iceoryx needs: started here (unless one runs), stopped
+// at the end; -1 when one ran already.
+pid_t StartRoudi() {
+  if (RoudiRunning()) return -1;
+  std::fflush(nullptr);
+  const pid_t roudi = ::fork();
+  if (roudi == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(null, STDERR_FILENO);
+    }
+    ::execl(SLUICE_IOX_ROUDI, "iox-roudi", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::this_thread::sleep_for(500ms);
+  return roudi;
+}
+// The RouDi this benchmark started (-1: one ran already).
+pid_t g_roudi = -1;
+
+// Whether RouDi still runs: without it an iceoryx process waits a minute to
+// register, then aborts, so an iceoryx row is not tried.
+bool RoudiAlive() {
+  if (g_roudi > 0) return ::waitpid(g_roudi, nullptr, WNOHANG) == 0;
+  return RoudiRunning();
+}
+
 // One attempt to loan, write and publish frame `seq`.
 template <typename F>
 bool IceoryxPublish(iox::popo::Publisher<F>& publisher, std::uint64_t seq, std::uint64_t sent_ns) {
@@ -241,7 +290,8 @@ bool IceoryxPublish(iox::popo::Publisher<F>& publisher, std::uint64_t seq, std::
 template <typename F>
 double IceoryxThroughput(const Cpus& cpus, std::uint64_t messages, const std::string& name) {
   int fds[2];
-  if (::pipe(fds) != 0) return NAN;
+  if (!RoudiAlive() || ::pipe(fds) != 0) return NAN;
+  const auto started = Clock::now();
   const pid_t consumer = Child(cpus.consumer, fds[1], [&](int out) {
     InitIceoryx("sub");
     iox::popo::Subscriber<F> subscriber(Topic(name), BlockingSubscriber());
@@ -271,19 +321,14 @@ double IceoryxThroughput(const Cpus& cpus, std::uint64_t messages, const std::st
       }
     }
   });
-  ::close(fds[1]);
-  const std::string result = ReadAll(fds[0]);
-  ::close(fds[0]);
-  ::waitpid(consumer, nullptr, 0);
-  ::waitpid(producer, nullptr, 0);
-  const std::size_t at = result.find("rate ");
-  return at == std::string::npos ? NAN : std::strtod(result.c_str() + at + 5, nullptr);
+  return CollectRate(fds, consumer, producer, started);
 }
 
 template <typename F>
 Latency IceoryxPingPong(const Cpus& cpus, std::uint64_t pings, const std::string& name) {
   int fds[2];
-  if (::pipe(fds) != 0) return Latency{};
+  if (!RoudiAlive() || ::pipe(fds) != 0) return Latency{};
+  const auto started = Clock::now();
   const pid_t echo = Child(cpus.consumer, fds[1], [&](int) {
     InitIceoryx("echo");
     iox::popo::Subscriber<F> in(Topic(name + "-ping"), BlockingSubscriber());
@@ -330,46 +375,9 @@ Latency IceoryxPingPong(const Cpus& cpus, std::uint64_t pings, const std::string
     }
     Say(out_fd, line);
   });
-  return CollectPingPong(fds, pinger, echo, pings);
+  return CollectPingPong(fds, pinger, echo, pings, started);
 }
 
-// Whether an iox-roudi process runs already (then the benchmark uses it, and
-// leaves it running).
-bool RoudiRunning() {
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return false;
-  bool found = false;
-  while (const dirent* entry = ::readdir(proc)) {
-    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-    const std::string path = std::string("/proc/") + entry->d_name + "/comm";
-    const int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) continue;
-    char comm[32] = {};
-    const ssize_t got = ::read(fd, comm, sizeof(comm) - 1);
-    ::close(fd);
-    if (got > 0 && std::string(comm, static_cast<std::size_t>(got)) == "iox-roudi\n") found = true;
-  }
-  ::closedir(proc);
-  return found;
-}
-
-// RouDi, the daemon iceoryx needs: started here (unless one runs), stopped
-// at the end; -1 when one ran already.
-pid_t StartRoudi() {
-  if (RoudiRunning()) return -1;
-  const pid_t roudi = ::fork();
-  if (roudi == 0) {
-    const int null = ::open("/dev/null", O_WRONLY);
-    if (null >= 0) {
-      ::dup2(null, STDOUT_FILENO);
-      ::dup2(null, STDERR_FILENO);
-    }
-    ::execl(SLUICE_IOX_ROUDI, "iox-roudi", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  std::this_thread::sleep_for(500ms);
-  return roudi;
-}
 #else
 constexpr bool kHaveIceoryx = false;
 template <typename F>
@@ -384,7 +392,7 @@ Latency IceoryxPingPong(const Cpus&, std::uint64_t, const std::string&) {
 
 // ---- The table -------------------------------------------------------------------
 
-enum System : int { kSluice, kIceoryx, kInProcess, kNats, kSystems };
+enum System : int { kSluice, kIceoryx, kInProcess, kNatsBuffered, kNatsAsap, kSystems };
 const char* SystemName(int system, int size) {
   switch (system) {
     case kSluice:
@@ -394,9 +402,16 @@ const char* SystemName(int system, int size) {
     case kInProcess:
       return size == 0 ? "Sluice in process, two threads (copied)"
                        : "Sluice in process, two threads (loaned)";
-    default:
+    case kNatsBuffered:
       return "Sluice NATS bridge, local server (copied)";
+    default:
+      return "Sluice NATS bridge, local server, send_asap (copied)";
   }
+}
+const char* ShortName(int system) {
+  static const char* const kNames[kSystems] = {"shm", "iceoryx", "in process", "NATS",
+                                               "NATS send_asap"};
+  return kNames[system];
 }
 
 struct Row {
@@ -409,9 +424,13 @@ struct Row {
 
 // One size's measurements of a round; a system not measured is absent.
 struct Measured {
-  double mps[kSystems] = {NAN, NAN, NAN, NAN};
+  double mps[kSystems] = {NAN, NAN, NAN, NAN, NAN};
   Latency latency[kSystems];
   bool present[kSystems] = {};
+
+  bool Finished(int system) const {
+    return !std::isnan(mps[system]) && !latency[system].round_trip.empty();
+  }
 };
 
 struct Counts {
@@ -435,9 +454,12 @@ Measured MeasureSize(const Cpus& cpus, const Counts& counts, const std::string& 
   }
 #if SLUICE_HAVE_NATS
   if (!nats_url.empty()) {
-    m.present[kNats] = true;
-    m.mps[kNats] = NatsThroughput<F>(cpus, counts.nats_messages, nats_url);
-    m.latency[kNats] = NatsPingPong<F>(cpus, counts.nats_pings, nats_url);
+    for (const int system : {kNatsBuffered, kNatsAsap}) {
+      const bool send_asap = system == kNatsAsap;
+      m.present[system] = true;
+      m.mps[system] = NatsThroughput<F>(cpus, counts.nats_messages, nats_url, send_asap);
+      m.latency[system] = NatsPingPong<F>(cpus, counts.nats_pings, nats_url, send_asap);
+    }
   }
 #else
   (void)nats_url;
@@ -448,33 +470,57 @@ Measured MeasureSize(const Cpus& cpus, const Counts& counts, const std::string& 
 // One system's measurements of a round, and (when both finished) their
 // ratios to the shared-memory bus's of the same round.
 void Add(Row& row, const Measured& m, int system) {
-  const double mps = m.mps[system];
-  const Latency& latency = m.latency[system];
-  if (std::isnan(mps) || latency.round_trip.empty()) {
+  if (!m.Finished(system)) {
     ++row.unfinished;
     return;
   }
+  const double mps = m.mps[system];
+  const Latency& latency = m.latency[system];
   row.mps.push_back(mps / 1e6);
   row.one_way_p50.push_back(P(latency.one_way, 0.5));
   row.one_way_p99.push_back(P(latency.one_way, 0.99));
   row.round_trip_p50.push_back(P(latency.round_trip, 0.5));
-  if (!std::isnan(m.mps[kSluice]) && !m.latency[kSluice].one_way.empty()) {
+  if (m.Finished(kSluice)) {
     row.mps_ratio.push_back(mps / m.mps[kSluice]);
     row.one_way_p50_ratio.push_back(P(latency.one_way, 0.5) / P(m.latency[kSluice].one_way, 0.5));
   }
 }
 
+// "median (least-most)" of a row's ratios; "-" when it has none.
+std::string RatioCell(const std::vector<double>& ratios) {
+  if (ratios.empty()) return "-";
+  char cell[64];
+  const auto [least, most] = std::minmax_element(ratios.begin(), ratios.end());
+  std::snprintf(cell, sizeof(cell), "%.3g (%.3g-%.3g)", sluice::bench::Median(ratios), *least,
+                *most);
+  return cell;
+}
+
+// Held while this benchmark runs: two at once would share RouDi (the one
+// that started it stops it under the other) and the two CPUs.
+bool OnlyInstance() {
+  const int fd = ::open("/tmp/sluice_ipc_sizes_bench.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return true;                     // nowhere to lock: run anyway
+  return ::flock(fd, LOCK_EX | LOCK_NB) == 0;  // kept open (and locked) until exit
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const sluice_ipc_bench::Options options =
-      sluice_ipc_bench::ParseOptions(argc, argv, {3, 500'000, 10'000});
+  sluice_ipc_bench::Options options{3, 500'000, 10'000};
+  if (!sluice_ipc_bench::ParseOptions(argc, argv, &options)) return 2;
+  if (!OnlyInstance()) {
+    std::fprintf(stderr,
+                 "another sluice_ipc_sizes_bench is running: two at once would measure each "
+                 "other (and share RouDi); run one at a time\n");
+    return 2;
+  }
   const int rounds = options.rounds;
   // NATS moves about a thousandth as many messages a second: a twentieth of
   // the messages and a tenth of the pings keep its rows to seconds.
   const Counts counts{options.messages, options.pings,
                       std::max<std::uint64_t>(options.messages / 20, 2),
-                      std::max<std::uint64_t>(options.pings / 10, 2)};
+                      std::max<std::uint64_t>(options.pings / 10, 1)};
   Cpus cpus;
   if (!sluice_ipc_bench::PickCpus("sluice_ipc_sizes_bench", &cpus)) return 1;
   std::printf(
@@ -485,9 +531,9 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(counts.nats_messages),
       static_cast<unsigned long long>(counts.nats_pings), rounds, kCapacity);
 #if SLUICE_HAVE_ICEORYX
-  const pid_t roudi = StartRoudi();
+  g_roudi = StartRoudi();
   std::printf("iceoryx %s, its daemon %s (%s)\n", SLUICE_ICEORYX_VERSION,
-              roudi > 0 ? "started by this benchmark" : "already running", SLUICE_IOX_ROUDI);
+              g_roudi > 0 ? "started by this benchmark" : "already running", SLUICE_IOX_ROUDI);
 #else
   std::printf(
       "iceoryx: not found when this benchmark was built; its rows are skipped "
@@ -514,6 +560,7 @@ int main(int argc, char** argv) {
   std::map<sluice::bench::Placement, std::map<int, Row[kSystems]>> rows;
   bool present[kSystems] = {};
   int left_out = 0;
+  int unfinished = 0;  // rows of every round, those left out included
   const std::string name = "/sluice-sizes-" + std::to_string(::getpid());
   for (int round = 0; round < rounds; ++round) {
     const double before = sluice::bench::PlacementProbeNanos(cpus.producer, cpus.consumer);
@@ -523,35 +570,41 @@ int main(int argc, char** argv) {
     measured[2] = MeasureSize<Frame64K>(cpus, counts, name + "c", nats_url);
     const double after = sluice::bench::PlacementProbeNanos(cpus.producer, cpus.consumer);
     const auto state = sluice::bench::ClassifyPlacement(before);
-    std::printf("round %d: probe %.0f / %.0f ns (%s)\n", round + 1, before, after,
-                sluice::bench::PlacementName(state));
+    const bool kept = sluice::bench::ClassifyPlacement(after) == state;
+    std::printf("round %d: probe %.0f / %.0f ns (%s%s)\n", round + 1, before, after,
+                sluice::bench::PlacementName(state), kept ? "" : ", changed: left out");
     for (int size = 0; size < 3; ++size) {
       std::printf("  %s:", sizes[size]);
-      const char* short_names[] = {"shm", "iceoryx", "in process", "NATS"};
       for (int system = 0; system < kSystems; ++system) {
-        if (!measured[size].present[system]) continue;
+        const Measured& m = measured[size];
+        if (!m.present[system]) continue;
         present[system] = true;
-        std::printf(" %s %.3f M/s %.0f ns;", short_names[system], measured[size].mps[system] / 1e6,
-                    P(measured[size].latency[system].one_way, 0.5));
+        if (!m.Finished(system)) {
+          ++unfinished;
+          std::printf(" %s did not finish;", ShortName(system));
+          continue;
+        }
+        std::printf(" %s %.3f M/s %.0f ns;", ShortName(system), m.mps[system] / 1e6,
+                    P(m.latency[system].one_way, 0.5));
       }
       std::printf("\n");
     }
-    if (sluice::bench::ClassifyPlacement(after) != state) {
+    if (!kept) {
       ++left_out;
       continue;
     }
     for (int size = 0; size < 3; ++size) {
       for (int system = 0; system < kSystems; ++system) {
-        if (measured[size].present[system]) {
-          Add(rows[state][size][system], measured[size], system);
-        }
+        if (measured[size].present[system]) Add(rows[state][size][system], measured[size], system);
       }
     }
   }
 #if SLUICE_HAVE_ICEORYX
-  if (roudi > 0) {
-    ::kill(roudi, SIGINT);
-    ::waitpid(roudi, nullptr, 0);
+  if (g_roudi > 0 && RoudiAlive()) {
+    ::kill(g_roudi, SIGINT);
+    ::waitpid(g_roudi, nullptr, 0);
+  } else if (g_roudi > 0) {
+    std::printf("iceoryx: the RouDi this benchmark started stopped during the run\n");
   }
 #endif
 #if SLUICE_HAVE_NATS
@@ -561,26 +614,25 @@ int main(int argc, char** argv) {
       "\n| state | size | system | rounds | throughput, M msg/s | x shared memory's | one-way "
       "P50, ns | x shared memory's | one-way P99, ns | round trip P50, ns | rows that did not "
       "finish |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-  int unfinished = 0;
   for (auto& [state, by_size] : rows) {
     for (int size = 0; size < 3; ++size) {
       for (int system = 0; system < kSystems; ++system) {
         if (!present[system]) continue;
         const Row& row = by_size[size][system];
-        unfinished += row.unfinished;
-        std::printf("| %s | %s | %s | %zu | %.3f | %.3g | %.0f | %.3g | %.0f | %.0f | %d |\n",
+        std::printf("| %s | %s | %s | %zu | %.3g | %s | %.0f | %s | %.0f | %.0f | %d |\n",
                     sluice::bench::PlacementName(state), sizes[size], SystemName(system, size),
                     row.mps.size(), sluice::bench::Median(row.mps),
-                    sluice::bench::Median(row.mps_ratio), sluice::bench::Median(row.one_way_p50),
-                    sluice::bench::Median(row.one_way_p50_ratio),
+                    RatioCell(row.mps_ratio).c_str(), sluice::bench::Median(row.one_way_p50),
+                    RatioCell(row.one_way_p50_ratio).c_str(),
                     sluice::bench::Median(row.one_way_p99),
                     sluice::bench::Median(row.round_trip_p50), row.unfinished);
       }
     }
   }
   std::printf(
-      "medians over rounds (\"x shared memory's\": the median of each round's ratio to the "
-      "shared-memory bus's figure); rounds left out (the placement changed): %d\n",
-      left_out);
+      "medians over rounds; \"x shared memory's\": the median (least-most) of each round's "
+      "ratio to the shared-memory bus's figure in that round; rounds left out (the placement "
+      "changed): %d; rows that did not finish, in all rounds: %d\n",
+      left_out, unfinished);
   return unfinished > 0 ? 1 : 0;
 }

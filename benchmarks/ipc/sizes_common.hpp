@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -83,13 +84,43 @@ pid_t Child(int cpu, int write_fd, Body&& body) {
 
 inline void Say(int fd, const std::string& line) { (void)!::write(fd, line.data(), line.size()); }
 
-// Everything until every writer has closed the pipe.
-inline std::string ReadAll(int fd) {
+// Everything until every writer has closed the pipe, or until `deadline`
+// (a child stopped or stuck keeps its end open).
+inline std::string ReadAllUntil(int fd, Clock::time_point deadline) {
   std::string text;
   char buffer[4096];
-  for (ssize_t got; (got = ::read(fd, buffer, sizeof(buffer))) > 0;) text.append(buffer, got);
-  return text;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return text;
+    pollfd ready{fd, POLLIN, 0};
+    if (::poll(&ready, 1, static_cast<int>(left.count())) <= 0) continue;
+    const ssize_t got = ::read(fd, buffer, sizeof(buffer));
+    if (got <= 0) return text;
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
 }
+
+// Waits for `pid` until `deadline`, then kills it (SIGKILL) and reaps it;
+// true when it ended by itself with status 0. A pid of -1: never started.
+inline bool WaitOrKill(pid_t pid, Clock::time_point deadline) {
+  if (pid <= 0) return false;
+  int status = 0;
+  for (;;) {
+    const pid_t got = ::waitpid(pid, &status, WNOHANG);
+    if (got == pid) return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (got < 0) return false;
+    if (Clock::now() >= deadline) break;
+    ::usleep(1000);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return false;
+}
+
+// How long the parent waits for a row's children beyond the row's own
+// deadline (their exits, a bridge's shutdown) before it kills them.
+constexpr auto kChildGrace = 15s;
 
 // Reads one line (without its newline) until `deadline`; false when none
 // came by then (or the pipe closed).
@@ -109,15 +140,18 @@ inline bool ReadLine(int fd, Clock::time_point deadline, std::string* line) {
 }
 
 // The pinger's lines ("one-way round-trip" in ns, one per ping) from the
-// pipe `fds` (whose write end is closed here), once both children have
-// ended (a pid of -1: never started). The echo ends once it has answered
-// every ping; if the pinger gave up, it would wait out its deadline, so it
-// is killed. Empty unless every ping was answered.
-inline Latency CollectPingPong(const int fds[2], pid_t pinger, pid_t echo, std::uint64_t pings) {
+// pipe `fds` (whose write end is closed here), read until both children
+// have closed it or the row's time is up; then the children are reaped,
+// killed if they still run (an echo whose pinger gave up would wait out
+// its deadline; a stopped child would hold the row for ever). Empty unless
+// every ping was answered. A pid of -1: never started.
+inline Latency CollectPingPong(const int fds[2], pid_t pinger, pid_t echo, std::uint64_t pings,
+                               Clock::time_point started) {
   ::close(fds[1]);
-  const std::string result = ReadAll(fds[0]);
+  const auto deadline = started + kRowDeadline + kChildGrace;
+  const std::string result = ReadAllUntil(fds[0], deadline);
   ::close(fds[0]);
-  if (pinger > 0) ::waitpid(pinger, nullptr, 0);
+  (void)WaitOrKill(pinger, deadline);
   Latency latency;
   const char* at = result.c_str();
   for (char* end = nullptr;; at = end) {
@@ -129,10 +163,24 @@ inline Latency CollectPingPong(const int fds[2], pid_t pinger, pid_t echo, std::
     latency.one_way.push_back(one_way);
     latency.round_trip.push_back(round_trip);
   }
-  if (latency.round_trip.size() < pings) ::kill(echo, SIGKILL);
-  ::waitpid(echo, nullptr, 0);
+  (void)WaitOrKill(echo, latency.round_trip.size() < pings ? Clock::now() : deadline);
   if (latency.round_trip.size() < pings) return Latency{};
   return latency;
+}
+
+// The rate a throughput child reported ("rate N"), once both children have
+// closed the pipe or the row's time is up (then they are killed); NaN when
+// none came.
+inline double CollectRate(const int fds[2], pid_t consumer, pid_t producer,
+                          Clock::time_point started) {
+  ::close(fds[1]);
+  const auto deadline = started + kRowDeadline + kChildGrace;
+  const std::string result = ReadAllUntil(fds[0], deadline);
+  ::close(fds[0]);
+  (void)WaitOrKill(consumer, deadline);
+  (void)WaitOrKill(producer, deadline);
+  const std::size_t at = result.find("rate ");
+  return at == std::string::npos ? NAN : std::strtod(result.c_str() + at + 5, nullptr);
 }
 
 }  // namespace sluice_ipc_sizes

@@ -4,11 +4,11 @@
 // process a bus (256 slots, several producers allowed) and a Bridge; the
 // sender's thread publishes into its bus and dispatches it (Forward sends),
 // the receiver's bridge publishes into its bus from the client's thread and
-// its main thread dispatches. Frames go as their bytes
-// (TriviallyCopyableCodec: integers only, no padding). The client's threads
-// are started before the main thread is pinned, so they float, as the
-// server does. Core NATS may drop; a row that lost a message did not
-// finish.
+// its main thread dispatches. Each row runs twice: with the client's
+// buffering (the default) and with send_asap (each frame sent as published). Frames go as their
+// bytes (TriviallyCopyableCodec: integers only, no padding). The client's threads are started
+// before the main thread is pinned, so they float, as the server does. Core NATS may drop; a row
+// that lost a message did not finish.
 #pragma once
 
 #include <signal.h>
@@ -73,20 +73,28 @@ struct NatsEnd {
   }
 };
 
-// The subject of a row: the benchmark's pid, so two runs never cross.
-inline std::string NatsSubject(const char* what) {
-  return std::string("sluice.sizes.") + std::to_string(::getppid()) + "." + what;
+// The subject of a row: the benchmark's pid and the row's number, so that
+// neither two runs nor two rows ever cross.
+inline std::string NatsSubject(int row, const char* what) {
+  return std::string("sluice.sizes.") + std::to_string(::getppid()) + "." + std::to_string(row) +
+         "." + what;
+}
+inline int NextNatsRow() {
+  static int rows = 0;
+  return ++rows;
 }
 
 // Messages per second from the first arrival to the last; NaN when the
 // deadline passed first, a message was lost or a frame arrived torn.
 template <typename F>
 double NatsThroughput(const sluice_ipc_bench::Cpus& cpus, std::uint64_t messages,
-                      const std::string& url) {
+                      const std::string& url, bool send_asap) {
   int fds[2];
   if (::pipe(fds) != 0) return NAN;
+  const auto started = Clock::now();
+  const int row = NextNatsRow();
   const pid_t consumer = Child(-1, fds[1], [&](int out) {
-    auto end = std::make_unique<NatsEnd<F>>(url, false);
+    auto end = std::make_unique<NatsEnd<F>>(url, send_asap);
     std::uint64_t received = 0;
     bool torn = false;
     Clock::time_point first{};
@@ -95,7 +103,7 @@ double NatsThroughput(const sluice_ipc_bench::Cpus& cpus, std::uint64_t messages
       if (received++ == 0) first = Clock::now();
     });
     if (!handle.IsValid() ||
-        !end->bridge.template Receive<F, FrameCodec<F>>(NatsSubject("throughput"), 1) ||
+        !end->bridge.template Receive<F, FrameCodec<F>>(NatsSubject(row, "throughput"), 1) ||
         end->bridge.Start() != NATS_OK) {
       Say(out, "failed\n");
       return;
@@ -114,8 +122,8 @@ double NatsThroughput(const sluice_ipc_bench::Cpus& cpus, std::uint64_t messages
   pid_t producer = -1;
   if (ready) {
     producer = Child(-1, fds[1], [&](int) {
-      auto end = std::make_unique<NatsEnd<F>>(url, false);
-      if (!end->bridge.template Forward<F, FrameCodec<F>>(NatsSubject("throughput"), 1) ||
+      auto end = std::make_unique<NatsEnd<F>>(url, send_asap);
+      if (!end->bridge.template Forward<F, FrameCodec<F>>(NatsSubject(row, "throughput"), 1) ||
           end->bridge.Start() != NATS_OK) {
         return;
       }
@@ -126,35 +134,31 @@ double NatsThroughput(const sluice_ipc_bench::Cpus& cpus, std::uint64_t messages
     });
   }
   if (!ready) ::kill(consumer, SIGKILL);
-  ::close(fds[1]);
-  const std::string result = ReadAll(fds[0]);
-  ::close(fds[0]);
-  ::waitpid(consumer, nullptr, 0);
-  if (producer > 0) ::waitpid(producer, nullptr, 0);
-  const std::size_t at = result.find("rate ");
-  return at == std::string::npos ? NAN : std::strtod(result.c_str() + at + 5, nullptr);
+  return CollectRate(fds, consumer, producer, started);
 }
 
 // Pings one at a time, each answered by the other process; the pinger
 // writes "one-way round-trip" per ping to the pipe.
 template <typename F>
 Latency NatsPingPong(const sluice_ipc_bench::Cpus& cpus, std::uint64_t pings,
-                     const std::string& url) {
+                     const std::string& url, bool send_asap) {
   int fds[2];
   if (::pipe(fds) != 0) return Latency{};
+  const auto started = Clock::now();
+  const int row = NextNatsRow();
   // Each process has a bus for what it sends and one for what it receives
   // (a bus that both received and forwarded F would send its pongs on).
   const pid_t echo = Child(-1, fds[1], [&](int out) {
-    auto in = std::make_unique<NatsEnd<F>>(url, true);
-    auto answer = std::make_unique<NatsEnd<F>>(url, true);
+    auto in = std::make_unique<NatsEnd<F>>(url, send_asap);
+    auto answer = std::make_unique<NatsEnd<F>>(url, send_asap);
     std::uint64_t answered = 0;
     const auto deadline = Clock::now() + kRowDeadline + 5s;
     auto handle = in->bus.template Subscribe<F>([&](const F& ping) {
       if (answer->Send(ping.seq, NowNanos(), deadline)) ++answered;
     });
     if (!handle.IsValid() ||
-        !in->bridge.template Receive<F, FrameCodec<F>>(NatsSubject("ping"), 1) ||
-        !answer->bridge.template Forward<F, FrameCodec<F>>(NatsSubject("pong"), 1) ||
+        !in->bridge.template Receive<F, FrameCodec<F>>(NatsSubject(row, "ping"), 1) ||
+        !answer->bridge.template Forward<F, FrameCodec<F>>(NatsSubject(row, "pong"), 1) ||
         in->bridge.Start() != NATS_OK || answer->bridge.Start() != NATS_OK) {
       Say(out, "failed\n");
       return;
@@ -168,8 +172,8 @@ Latency NatsPingPong(const sluice_ipc_bench::Cpus& cpus, std::uint64_t pings,
   pid_t pinger = -1;
   if (ready) {
     pinger = Child(-1, fds[1], [&](int out) {
-      auto ping = std::make_unique<NatsEnd<F>>(url, true);
-      auto in = std::make_unique<NatsEnd<F>>(url, true);
+      auto ping = std::make_unique<NatsEnd<F>>(url, send_asap);
+      auto in = std::make_unique<NatsEnd<F>>(url, send_asap);
       bool answered = false;
       std::uint64_t sent_ns = 0;
       std::string lines;
@@ -179,8 +183,8 @@ Latency NatsPingPong(const sluice_ipc_bench::Cpus& cpus, std::uint64_t pings,
         answered = true;
       });
       if (!handle.IsValid() ||
-          !ping->bridge.template Forward<F, FrameCodec<F>>(NatsSubject("ping"), 1) ||
-          !in->bridge.template Receive<F, FrameCodec<F>>(NatsSubject("pong"), 1) ||
+          !ping->bridge.template Forward<F, FrameCodec<F>>(NatsSubject(row, "ping"), 1) ||
+          !in->bridge.template Receive<F, FrameCodec<F>>(NatsSubject(row, "pong"), 1) ||
           ping->bridge.Start() != NATS_OK || in->bridge.Start() != NATS_OK) {
         return;
       }
@@ -197,7 +201,7 @@ Latency NatsPingPong(const sluice_ipc_bench::Cpus& cpus, std::uint64_t pings,
     });
   }
   if (!ready) ::kill(echo, SIGKILL);
-  return CollectPingPong(fds, pinger, echo, pings);
+  return CollectPingPong(fds, pinger, echo, pings, started);
 }
 
 }  // namespace sluice_ipc_sizes
