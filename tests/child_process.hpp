@@ -120,11 +120,23 @@ class ChildProcess {
     return -1;
   }
 
+  // Sends `signal` and reaps the child; one still there 10 s later (it
+  // ignores the signal, or it is stopped) is killed with SIGKILL.
   void Kill(int signal) {
     if (pid_ <= 0) return;
     kill(pid_, signal);
     int status = 0;
-    waitpid(pid_, &status, 0);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      const pid_t got = waitpid(pid_, &status, WNOHANG);
+      if (got == pid_ || got < 0) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     pid_ = -1;
     status_ = status;
     if (out_ >= 0) {

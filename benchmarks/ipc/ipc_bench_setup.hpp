@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -26,15 +27,17 @@ struct Cpus {
 };
 
 // --rounds N, --messages N, --pings N over `defaults`. Anything else, a
-// flag without a value, a value that is not a whole number, fewer than one
+// flag without a value, a value that is not a whole number (or past 2^64),
+// fewer than one
 // round or ping, or fewer than two messages (a rate needs a first and a
 // last) is refused: a usage line on stderr, and false.
 inline bool ParseOptions(int argc, char** argv, Options* options) {
   const auto number = [](const char* text, std::uint64_t* value) {
     char* end = nullptr;
     if (text[0] < '0' || text[0] > '9') return false;
+    errno = 0;
     *value = std::strtoull(text, &end, 10);
-    return *end == '\0';
+    return *end == '\0' && errno != ERANGE;
   };
   bool ok = true;
   for (int i = 1; i < argc && ok; i += 2) {

@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -191,7 +192,9 @@ Latency SluicePingPong(const Cpus& cpus, std::uint64_t pings, const std::string&
         std::chrono::duration<double, std::nano>(Clock::now() - sent).count());
   }
   ping.Detach();
-  (void)WaitOrKill(child, Clock::now() + kChildGrace);
+  if (!WaitOrKill(child, Clock::now() + kChildGrace)) {
+    ::shm_unlink(ping_name.c_str());  // the echo made it and was killed before closing it
+  }
   if (latency.round_trip.size() < pings) return Latency{};
   return latency;
 }
@@ -237,13 +240,17 @@ bool RoudiRunning() {
   bool found = false;
   while (const dirent* entry = ::readdir(proc)) {
     if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-    const std::string path = std::string("/proc/") + entry->d_name + "/comm";
+    // "pid (comm) state ...": a RouDi that has exited but not been reaped
+    // (state Z) is not running.
+    const std::string path = std::string("/proc/") + entry->d_name + "/stat";
     const int fd = ::open(path.c_str(), O_RDONLY);
     if (fd < 0) continue;
-    char comm[32] = {};
-    const ssize_t got = ::read(fd, comm, sizeof(comm) - 1);
+    char stat[128] = {};
+    const ssize_t got = ::read(fd, stat, sizeof(stat) - 1);
     ::close(fd);
-    if (got > 0 && std::string(comm, static_cast<std::size_t>(got)) == "iox-roudi\n") found = true;
+    const std::string text(stat, got > 0 ? static_cast<std::size_t>(got) : 0);
+    const std::size_t at = text.find("(iox-roudi) ");
+    if (at != std::string::npos && at + 12 < text.size() && text[at + 12] != 'Z') found = true;
   }
   ::closedir(proc);
   return found;
@@ -496,6 +503,39 @@ std::string RatioCell(const std::vector<double>& ratios) {
   return cell;
 }
 
+// What an interrupted run leaves to be removed: the segments' names, and
+// the daemons this benchmark started. Filled before the handler is set;
+// the handler only reads them.
+struct Leftovers {
+  std::vector<std::string> segments;
+  pid_t daemons[2] = {-1, -1};  // RouDi, nats-server
+};
+Leftovers g_leftovers;
+
+extern "C" void OnInterrupt(int signal) {
+  for (const std::string& segment : g_leftovers.segments) ::shm_unlink(segment.c_str());
+  // RouDi removes its own segments on SIGINT; nats-server ends on SIGTERM.
+  if (g_leftovers.daemons[0] > 0) ::kill(g_leftovers.daemons[0], SIGINT);
+  if (g_leftovers.daemons[1] > 0) ::kill(g_leftovers.daemons[1], SIGTERM);
+  ::signal(signal, SIG_DFL);
+  ::raise(signal);
+}
+
+// On SIGINT, SIGTERM or SIGHUP: remove the segments of this run and stop
+// the daemons it started (the children share the terminal's signal, or
+// find their peer gone and end by their deadlines).
+void CleanUpOnInterrupt(const std::string& name) {
+  for (const char* size : {"a", "b", "c"}) {
+    for (const char* suffix : {"-t", "-l-ping", "-l-pong"}) {
+      g_leftovers.segments.push_back(name + size + suffix);
+    }
+  }
+  struct sigaction action = {};
+  action.sa_handler = &OnInterrupt;
+  sigemptyset(&action.sa_mask);
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(signal, &action, nullptr);
+}
+
 // Held while this benchmark runs: two at once would share RouDi (the one
 // that started it stops it under the other) and the two CPUs.
 bool OnlyInstance() {
@@ -515,6 +555,9 @@ int main(int argc, char** argv) {
                  "other (and share RouDi); run one at a time\n");
     return 2;
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it is made, even into a file
+  const std::string name = "/sluice-sizes-" + std::to_string(::getpid());
+  CleanUpOnInterrupt(name);
   const int rounds = options.rounds;
   // NATS moves about a thousandth as many messages a second: a twentieth of
   // the messages and a tenth of the pings keep its rows to seconds.
@@ -532,6 +575,7 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(counts.nats_pings), rounds, kCapacity);
 #if SLUICE_HAVE_ICEORYX
   g_roudi = StartRoudi();
+  g_leftovers.daemons[0] = g_roudi;
   std::printf("iceoryx %s, its daemon %s (%s)\n", SLUICE_ICEORYX_VERSION,
               g_roudi > 0 ? "started by this benchmark" : "already running", SLUICE_IOX_ROUDI);
 #else
@@ -548,6 +592,7 @@ int main(int argc, char** argv) {
     std::printf("NATS: nats-server did not start; its rows are skipped\n");
   } else {
     nats_url = nats_server.Url();
+    g_leftovers.daemons[1] = nats_server.Pid();
     std::printf("NATS: %s on %s, started by this benchmark\n",
                 sluice_nats_test::NatsServer::Binary().c_str(), nats_url.c_str());
   }
@@ -561,7 +606,6 @@ int main(int argc, char** argv) {
   bool present[kSystems] = {};
   int left_out = 0;
   int unfinished = 0;  // rows of every round, those left out included
-  const std::string name = "/sluice-sizes-" + std::to_string(::getpid());
   for (int round = 0; round < rounds; ++round) {
     const double before = sluice::bench::PlacementProbeNanos(cpus.producer, cpus.consumer);
     Measured measured[3];
@@ -602,7 +646,7 @@ int main(int argc, char** argv) {
 #if SLUICE_HAVE_ICEORYX
   if (g_roudi > 0 && RoudiAlive()) {
     ::kill(g_roudi, SIGINT);
-    ::waitpid(g_roudi, nullptr, 0);
+    (void)WaitOrKill(g_roudi, Clock::now() + 10s);  // a stopped RouDi is killed
   } else if (g_roudi > 0) {
     std::printf("iceoryx: the RouDi this benchmark started stopped during the run\n");
   }
@@ -619,6 +663,12 @@ int main(int argc, char** argv) {
       for (int system = 0; system < kSystems; ++system) {
         if (!present[system]) continue;
         const Row& row = by_size[size][system];
+        if (row.mps.empty()) {
+          std::printf("| %s | %s | %s | 0 | - | - | - | - | - | - | %d |\n",
+                      sluice::bench::PlacementName(state), sizes[size], SystemName(system, size),
+                      row.unfinished);
+          continue;
+        }
         std::printf("| %s | %s | %s | %zu | %.3g | %s | %.0f | %s | %.0f | %.0f | %d |\n",
                     sluice::bench::PlacementName(state), sizes[size], SystemName(system, size),
                     row.mps.size(), sluice::bench::Median(row.mps),

@@ -113,6 +113,7 @@ class NatsServer {
   }
 
   int Port() const { return port_; }
+  pid_t Pid() const { return process_.Pid(); }
   std::string Url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
 
  private:

@@ -649,11 +649,14 @@ class Bridge {
 
   std::uint64_t OriginId() const noexcept { return origin_id_; }
 
-  // Bytes the client holds for the server, not yet written to its socket
+  // Bytes in the client's write buffer, not yet written to the socket
   // (nats.c's natsConnection_Buffered): with send_asap, 0 once a send has
-  // returned (while connected); -1 before Start and after Shutdown. Any
-  // thread but a bus or client callback (it takes the routes' lock, which
-  // Shutdown holds while it waits for those).
+  // returned while connected. Publishes made while disconnected go to the
+  // reconnect buffer instead, which this does not count. -1 before Start,
+  // after Shutdown, and once the connection is closed (reconnection given
+  // up). Any thread but a bus or client callback; it takes the routes'
+  // lock, so it waits while Start (connecting, retrying if configured so)
+  // or Shutdown runs.
   int BufferedBytes() const {
     std::lock_guard<std::mutex> routes(routes_mutex_);
     return connection_ == nullptr ? -1 : natsConnection_Buffered(connection_);
