@@ -13,9 +13,9 @@
 //                          before-claim: nothing; fill-claimed: claims the
 //                          fill only; ring-claimed: the fill and a ring slot;
 //                          half-written: and writes half the envelope;
-//                          published: publishes 5; published-uncounted:
-//                          publishes 5 but is killed before it counts it
-//                          (or wakes anyone). Then HIGH 6-7 and LOW 8,
+//                          published: publishes 5; published-no-wake:
+//                          publishes 5 but is killed before it wakes
+//                          anyone. Then HIGH 6-7 and LOW 8,
 //                          "dying lane=L", and SIGKILL to itself.
 //   publish-when-asleep NAME   once the consumer sleeps, publishes Stop 1;
 //                          "published"
@@ -238,8 +238,8 @@ bool PublishSeq(Producer& producer, std::uint64_t seq, MessagePriority priority)
                  sluice_ipc_test::MakeMessage(seq)));
 }
 
-// Publishes `payload` at HIGH into `rings` as a publish does, but neither
-// counts it nor wakes anyone: a producer killed right after its publish.
+// Publishes `payload` at HIGH into `rings` as a publish does, but wakes no
+// one: a producer killed right after its publish.
 bool PublishBare(Layout::Rings* rings, const Payload& payload) {
   auto& high = rings->rings[static_cast<int>(MessagePriority::HIGH)];
   sluice::Position id = 0;
@@ -278,7 +278,7 @@ int Die(const std::string& name, const std::string& phase) {
   sluice::Position slot = 0;
   if (phase == "published") {
     if (!PublishSeq(producer, 5, MessagePriority::HIGH)) return Fail("publish");
-  } else if (phase == "published-uncounted") {
+  } else if (phase == "published-no-wake") {
     if (!PublishBare(rings, sluice_ipc_test::MakeMessage(5))) return Fail("claim");
   } else if (phase != "before-claim") {
     if (!rings->fill.TryClaim(kCapacity, &id)) return Fail("fill claim");

@@ -281,9 +281,10 @@ struct Layout {
     RoomSignal room;                   // the owner's PublishBlocking waits here: (W)
     // Bit b: loan block b is free. The owner takes, the consumer gives back: (P).
     alignas(kCacheLineSize) std::atomic<std::uint64_t> loans_free;
-    // The owner's threads count here (relaxed: tallies). Their own line.
-    alignas(kCacheLineSize) std::atomic<std::uint64_t> published[kPriorityCount];
-    std::atomic<std::uint64_t> dropped[kPriorityCount];
+    // The owner's threads count refusals here (relaxed: tallies). Their own
+    // line. Publishes are not counted: each claimed one slot of its ring,
+    // and the consumer reads the rings' claims (GetStatistics).
+    alignas(kCacheLineSize) std::atomic<std::uint64_t> dropped[kPriorityCount];
   };
 
   struct alignas(kCacheLineSize) Header {
@@ -553,8 +554,14 @@ class ShmBus {
       const LaneControl& control = header_->lanes[lane];
       if (control.state.load(std::memory_order_relaxed) == detail::kLaneFree) continue;
       ++s.producers_attached;  // held, or left and not yet handed back
+      const ConsumerLane& consumer = lanes_[lane];
       for (std::size_t p = 0; p < kPriorityCount; ++p) {
-        s.published[p] += control.published[p].load(std::memory_order_relaxed);
+        // Each admission claimed one slot of its priority's ring; claims
+        // skipped after their owner left are lost, not published (as when
+        // the lane is handed back, TendGoneLanes).
+        const Position claims = consumer.queue->RingClaims(p);
+        const Position skipped = consumer.skipped[p] < claims ? consumer.skipped[p] : claims;
+        s.published[p] += claims - skipped;
         s.dropped[p] += control.dropped[p].load(std::memory_order_relaxed);
       }
     }
@@ -668,7 +675,6 @@ class ShmBus {
     new (&control.room) typename LayoutType::RoomSignal();
     control.loans_free.store(detail::AllBlocks(LayoutType::kLoanBlocks), std::memory_order_relaxed);
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
-      control.published[p].store(0, std::memory_order_relaxed);
       control.dropped[p].store(0, std::memory_order_relaxed);
     }
     lanes_[lane].Clear();
@@ -703,8 +709,7 @@ class ShmBus {
         continue;
       }
       // Its owner can claim no more: each ring's claims are exactly its
-      // publishes and the claims skipped (the owner's own counter may miss
-      // its last publish, if it was killed before counting it).
+      // publishes and the claims skipped.
       LaneControl& control = header_->lanes[lane];
       ProducerExit exit;
       for (std::size_t p = 0; p < kPriorityCount; ++p) {
@@ -1248,7 +1253,6 @@ class ShmProducer {
     header.counted = true;
     new (queue_->Storage(claim)) Envelope{header, Payload(message)};
     queue_->Publish(claim);
-    control_->published[p].fetch_add(1, std::memory_order_relaxed);
     // SYNC POINT WRITE/READ (W), notifying side: the publish above, then
     // the consumer's waiter count. With the heavy fence the consumer's
     // sleep fences this process, so a compiler fence keeps the order here.
