@@ -13,6 +13,7 @@
 #include "peers/one_core_rows.hpp"
 #include "peers/peer_adapters.hpp"
 #include "report/report.hpp"
+#include "report/spread.hpp"
 
 namespace sluice::bench {
 namespace {

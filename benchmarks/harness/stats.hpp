@@ -1,4 +1,5 @@
-// Summaries of repeated measurements.
+// Summaries of repeated measurements. Needs only the standard library: the
+// shared-memory benchmarks, built without the report's libraries, use it.
 #pragma once
 
 #include <algorithm>
@@ -7,8 +8,6 @@
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include "report/report.hpp"
 
 namespace sluice::bench {
 
@@ -35,27 +34,6 @@ inline double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t middle = values.size() / 2;
   return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
-}
-
-// "mean +- sample stddev" over rounds; one round has no spread: "n/a".
-inline std::string MeanPlusMinus(const std::vector<double>& rounds, int decimals) {
-  const MeanStddev s = Summarize(rounds);
-  return Fixed(s.mean, decimals) + " +- " + (rounds.size() < 2 ? "n/a" : Fixed(s.stddev, decimals));
-}
-
-// The fewest rounds whose stddev --compare trusts to set a band: from two
-// rounds (one degree of freedom) it is often far too small.
-inline constexpr std::size_t kMinRoundsToGate = 3;
-
-// A figure summarising rounds carries their spread; with fewer than
-// kMinRoundsToGate rounds there is no usable spread to judge a change by, so
-// --compare does not gate it.
-inline void SetSpread(const std::vector<double>& rounds, Metric* metric) {
-  if (rounds.size() < kMinRoundsToGate) {
-    metric->gated = false;
-    return;
-  }
-  metric->spread = Summarize(rounds).stddev;
 }
 
 struct Percentiles {

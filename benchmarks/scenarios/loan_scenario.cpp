@@ -13,6 +13,7 @@
 
 #include "harness/isolated.hpp"
 #include "harness/stats.hpp"
+#include "report/spread.hpp"
 #include "scenarios/common.hpp"
 
 namespace sluice::bench {

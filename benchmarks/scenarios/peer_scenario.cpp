@@ -11,6 +11,7 @@
 
 #include "harness/stats.hpp"
 #include "peers/peer_adapters.hpp"
+#include "report/spread.hpp"
 #include "scenarios/common.hpp"
 
 namespace sluice::bench {

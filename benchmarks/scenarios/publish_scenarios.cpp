@@ -4,6 +4,7 @@
 #include <map>
 
 #include "harness/stats.hpp"
+#include "report/spread.hpp"
 #include "scenarios/common.hpp"
 
 namespace sluice::bench {

@@ -13,6 +13,7 @@
 
 #include "harness/isolated.hpp"
 #include "harness/stats.hpp"
+#include "report/spread.hpp"
 #include "scenarios/common.hpp"
 #include "sluice/extras/condition_variable_parker.hpp"
 #include "sluice/extras/futex_parker.hpp"
