@@ -8,7 +8,11 @@
 //   until-closed NAME      LOW until a publish says kClosed
 //   consume NAME COUNT     creates the bus, "ready", checks COUNT messages
 //   hold NAME              creates the bus, "ready", waits to be killed
-//   create NAME            create=<AttachError> of a Create; keeps the bus 100 ms
+//   create NAME            "create=<AttachError> took_over=0|1" of a Create,
+//                          then keeps the bus until SIGTERM (30 s at most)
+//   create-stop NAME STEP  as create, but at Create's step STEP
+//                          (detail::CreateStep) says "at=STEP" and stops
+//                          itself (SIGSTOP) until continued or killed
 //   die NAME PHASE         publishes HIGH 0-2 and LOW 3-4, then at HIGH:
 //                          before-claim: nothing; fill-claimed: claims the
 //                          fill only; ring-claimed: the fill and a ring slot;
@@ -46,6 +50,13 @@
 //   publish-threads NAME THREADS   "publishing lane=L", then each thread
 //                          publishes (thread << 40) + i, i = 0, 1, ..., with
 //                          PriorityOf(i), until killed
+// Stops this process at one step of ShmBus::Create when asked
+// (create-stop): defined before the bus is included (ipc/create_steps.hpp).
+namespace peer_hook {
+void AtCreateStep(int step);
+}  // namespace peer_hook
+#define SLUICE_IPC_CREATE_STEP(step) ::peer_hook::AtCreateStep(static_cast<int>(step))
+
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -224,11 +235,22 @@ int Hold(const std::string& name) {
   return Fail("deadline");
 }
 
-int CreateOnce(const std::string& name) {
+int create_stop_step = -1;
+
+int CreateOnce(const std::string& name, int stop_step) {
+  // SIGTERM ends the hold below; blocked now, so that it is never lost.
+  sigset_t terminate;
+  sigemptyset(&terminate);
+  sigaddset(&terminate, SIGTERM);
+  if (pthread_sigmask(SIG_BLOCK, &terminate, nullptr) != 0) return Fail("sigmask");
+  create_stop_step = stop_step;
   Consumer bus;
   const AttachError error = bus.Create(name);
-  Say("create=" + std::to_string(static_cast<int>(error)));
-  std::this_thread::sleep_for(100ms);  // owns the name meanwhile, if it won
+  Say("create=" + std::to_string(static_cast<int>(error)) +
+      " took_over=" + std::to_string(bus.TookOver() ? 1 : 0));
+  // Holds the name (if it won) until the test has judged both consumers.
+  const timespec hold{std::chrono::duration_cast<std::chrono::seconds>(kDeadline).count(), 0};
+  if (sigtimedwait(&terminate, nullptr, &hold) != SIGTERM) return Fail("not told to end");
   return 0;
 }
 
@@ -491,6 +513,13 @@ int PublishThreads(const std::string& name, unsigned threads) {
 
 }  // namespace
 
+void peer_hook::AtCreateStep(int step) {
+  if (step != create_stop_step) return;
+  create_stop_step = -1;  // once: a retry passes the same step again
+  Say("at=" + std::to_string(step));
+  (void)::raise(SIGSTOP);
+}
+
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() == 3 && args[0] == "attach") return Attach(args[1], args[2]);
@@ -500,7 +529,8 @@ int main(int argc, char** argv) {
   if (args.size() == 3 && args[0] == "consume") return Consume(args[1], std::stoull(args[2]));
   if (args.size() == 2 && args[0] == "hold") return Hold(args[1]);
   if (args.size() == 2 && args[0] == "consume-slowly") return ConsumeSlowly(args[1]);
-  if (args.size() == 2 && args[0] == "create") return CreateOnce(args[1]);
+  if (args.size() == 2 && args[0] == "create") return CreateOnce(args[1], -1);
+  if (args.size() == 3 && args[0] == "create-stop") return CreateOnce(args[1], std::stoi(args[2]));
   if (args.size() == 3 && args[0] == "die") return Die(args[1], args[2]);
   if (args.size() == 2 && args[0] == "publish-when-asleep") return PublishWhenAsleep(args[1], true);
   if (args.size() == 2 && args[0] == "publish-unwoken") return PublishWhenAsleep(args[1], false);

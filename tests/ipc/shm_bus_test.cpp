@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -552,11 +553,65 @@ TEST(ShmBusTest, TwoConsumersMakingAStaleNameAgainTakeTurns) {
                   code == static_cast<std::uint64_t>(AttachError::kNotReady))
           << code;
     }
+    // Both still run, holding what they were told they made: at most one
+    // may have been told so (tests/ipc/create_race_test.cpp forces each
+    // interleaving of the two).
+    first.Signal(SIGTERM);
+    second.Signal(SIGTERM);
     EXPECT_EQ(first.Wait(kGuard), 0);
     EXPECT_EQ(second.Wait(kGuard), 0);
     sluice::ipc::Segment::Unlink(name);
   }
   EXPECT_EQ(both, 0) << "both consumers were told they made the name";
+}
+
+// A name squatted by a segment any user may write (mode 0666), laid out as
+// a killed consumer's: taking it over would keep the squatter's mode, and
+// whoever wrote it could read every message. Refused before it is read,
+// and left as it was.
+TEST(ShmBusTest, ANameWhoseSegmentHasAWiderModeIsRefusedAndLeftAlone) {
+  const std::string name = UniqueName();
+  ChildProcess holder;
+  ASSERT_TRUE(StartPeer(holder, {"hold", name}));
+  std::string line;
+  ASSERT_TRUE(holder.WaitForLine("ready", &line, kGuard));
+  holder.Kill(SIGKILL);
+  const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::fchmod(fd, 0666), 0);
+  Bus bus;
+  EXPECT_EQ(bus.Create(name), AttachError::kUntrustedSegment);
+  EXPECT_FALSE(bus.IsOpen());
+  struct stat status {};
+  ASSERT_EQ(::fstat(fd, &status), 0);
+  EXPECT_EQ(status.st_mode & 07777, 0666u);
+  sluice::ipc::Segment still;
+  ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &still), AttachError::kNone);
+  ::close(fd);
+  // Asked for that mode, it is the consumer's own stale segment: taken over.
+  sluice::ipc::ShmBusOptions wide;
+  wide.permissions.mode = 0666;
+  EXPECT_EQ(bus.Create(name, wide), AttachError::kNone);
+  EXPECT_TRUE(bus.TookOver());
+  bus.Close();
+}
+
+// A name held by another user's segment (made as root, then given away):
+// refused, whatever it holds.
+TEST(ShmBusTest, ANameWhoseSegmentBelongsToAnotherUserIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make a segment of another user";
+  const std::string name = UniqueName();
+  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(Bus::kSegmentSize)), 0);
+  ASSERT_EQ(::fchown(fd, 65534, 65534), 0);  // nobody
+  Bus bus;
+  EXPECT_EQ(bus.Create(name), AttachError::kUntrustedSegment);
+  struct stat status {};
+  ASSERT_EQ(::fstat(fd, &status), 0);
+  EXPECT_EQ(status.st_uid, 65534u);
+  ::close(fd);
+  sluice::ipc::Segment::Unlink(name);
 }
 
 // The header's other parts, forged one at a time in a live segment: each

@@ -37,6 +37,7 @@ enum class AttachError : std::uint8_t {
   kSystemError,       // shm_open, ftruncate, mmap or fchown failed (see errno)
   kBadOptions,        // Create: invalid admission thresholds or check interval
   kNoFreeLane,        // Attach: every producer lane is taken (ShmBusTraits::kMaxProducers)
+  kUntrustedSegment,  // Create: the name's segment belongs to another user or has a wider mode
 };
 
 constexpr const char* ToString(AttachError error) noexcept {
@@ -71,6 +72,9 @@ constexpr const char* ToString(AttachError error) noexcept {
       return "invalid options (admission thresholds or producer check interval)";
     case AttachError::kNoFreeLane:
       return "every producer lane is taken (raise ShmBusTraits::kMaxProducers)";
+    case AttachError::kUntrustedSegment:
+      return "a segment of that name belongs to another user or group, or has a wider mode than "
+             "asked (left alone: remove it, or choose another name)";
   }
   return "invalid";
 }

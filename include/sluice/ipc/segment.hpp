@@ -1,6 +1,7 @@
 // A named POSIX shared-memory segment (shm_open + mmap), owned by one
-// mapping and its descriptor: Create makes a new one of a given size
-// (O_EXCL), Open maps an existing one whole. Moving transfers both; the
+// mapping and its descriptor: CreateUnnamed makes a new one of a given size
+// that no name reaches until Link names it (or fails: the name is taken),
+// Open maps an existing one whole. Moving transfers both; the
 // destructor unmaps and closes (the name stays until Unlink). Lock and
 // IsNamed let a process remove a name only while it still names the object
 // it judged (another may have made a new one under it meanwhile). Linux; no
@@ -16,6 +17,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,6 +36,10 @@ struct SegmentPermissions {
   uid_t owner = static_cast<uid_t>(-1);
   gid_t group = static_cast<gid_t>(-1);
 };
+
+// Where shm_open keeps its objects on Linux (glibc and musl): segments are
+// made here unnamed and then linked under their name (Segment::Link).
+inline constexpr const char* kSharedMemoryDirectory = "/dev/shm";
 
 // "/name": one leading '/', no other, 2 to 255 characters in all.
 inline bool IsSegmentName(std::string_view name) noexcept {
@@ -61,18 +67,16 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
   ~Segment() { Unmap(); }
 
-  // A new segment of `size` zeroed bytes; kConsumerExists if the name is
-  // taken (the caller decides whether the old one is stale), errno kept.
-  static AttachError Create(const std::string& name, std::size_t size,
-                            const SegmentPermissions& permissions, Segment* out) {
-    if (!IsSegmentName(name)) return AttachError::kBadName;
-    const int fd =
-        ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, permissions.mode);
-    if (fd < 0) {
-      if (errno == EEXIST) return AttachError::kConsumerExists;
-      return errno == EACCES ? AttachError::kPermissionDenied : AttachError::kSystemError;
-    }
-    // The umask may have narrowed the mode: set it as asked.
+  // A new segment of `size` zeroed bytes that no name reaches yet (a file
+  // of the shared-memory directory made with O_TMPFILE): its maker writes
+  // it whole, then Link names it, so that no other process ever meets a
+  // half-made segment under a name, and a maker killed before Link leaves
+  // nothing behind (the kernel frees an unnamed file with its last
+  // descriptor). Mode and owner as `permissions` ask, whatever the umask.
+  static AttachError CreateUnnamed(std::size_t size, const SegmentPermissions& permissions,
+                                   Segment* out) {
+    const int fd = ::open(kSharedMemoryDirectory, O_TMPFILE | O_RDWR | O_CLOEXEC, permissions.mode);
+    if (fd < 0) return errno == EACCES ? AttachError::kPermissionDenied : AttachError::kSystemError;
     bool ok = ::fchmod(fd, permissions.mode) == 0;
     if (ok && (permissions.owner != static_cast<uid_t>(-1) ||
                permissions.group != static_cast<gid_t>(-1))) {
@@ -83,7 +87,6 @@ class Segment {
     if (base == MAP_FAILED) {
       const int saved = errno;
       ::close(fd);
-      ::shm_unlink(name.c_str());
       errno = saved;
       return AttachError::kSystemError;
     }
@@ -91,9 +94,43 @@ class Segment {
     return AttachError::kNone;
   }
 
+  // Names this (unnamed) segment `name`, in one step that fails when the
+  // name is taken: kConsumerExists (errno EEXIST), and the segment stays
+  // unnamed. The name is then checked to reach this very object through
+  // shm_open (a C library whose shared-memory directory is not
+  // kSharedMemoryDirectory would make a name it cannot open: kSystemError).
+  AttachError Link(const std::string& name) {
+    if (!IsSegmentName(name)) return AttachError::kBadName;
+    if (fd_ < 0) return AttachError::kSystemError;
+    const std::string path = std::string(kSharedMemoryDirectory) + name;
+    // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH on older kernels; the
+    // descriptor's /proc link does the same for anyone.
+    int linked = ::linkat(fd_, "", AT_FDCWD, path.c_str(), AT_EMPTY_PATH);
+    if (linked != 0 && errno != EEXIST) {
+      char self[64];
+      std::snprintf(self, sizeof(self), "/proc/self/fd/%d", fd_);
+      linked = ::linkat(AT_FDCWD, self, AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW);
+    }
+    if (linked != 0) {
+      if (errno == EEXIST) return AttachError::kConsumerExists;
+      return errno == EACCES ? AttachError::kPermissionDenied : AttachError::kSystemError;
+    }
+    if (!IsNamed(name)) {
+      (void)::unlink(path.c_str());
+      errno = ENOENT;
+      return AttachError::kSystemError;
+    }
+    return AttachError::kNone;
+  }
+
   // The existing segment, mapped whole; kNotASegment when it is smaller
-  // than `minimum` bytes.
-  static AttachError Open(const std::string& name, std::size_t minimum, Segment* out) {
+  // than `minimum` bytes. With `trusted`, a consumer about to judge (and
+  // perhaps take over) the segment: one owned by another user than
+  // `trusted` names (its owner, or this process's effective user), of
+  // another group when it names one, or whose mode admits anyone `trusted`
+  // does not, is refused kUntrustedSegment before it is mapped.
+  static AttachError Open(const std::string& name, std::size_t minimum, Segment* out,
+                          const SegmentPermissions* trusted = nullptr) {
     if (!IsSegmentName(name)) return AttachError::kBadName;
     const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) {
@@ -105,10 +142,14 @@ class Segment {
       ::close(fd);
       return AttachError::kSystemError;
     }
+    if (trusted != nullptr && !IsTrusted(status, *trusted)) {
+      ::close(fd);
+      return AttachError::kUntrustedSegment;
+    }
     const auto size = static_cast<std::size_t>(status.st_size);
     if (status.st_size <= 0) {
-      // Made (O_EXCL) and not yet sized: its maker is between shm_open and
-      // ftruncate.
+      // Not sized: Sluice names its segments only once they are made
+      // (CreateUnnamed, Link), so another program is making this one.
       ::close(fd);
       return AttachError::kNotReady;
     }
@@ -160,6 +201,14 @@ class Segment {
     base_ = nullptr;
     size_ = 0;
     fd_ = -1;
+  }
+
+  static bool IsTrusted(const struct stat& status, const SegmentPermissions& trusted) noexcept {
+    const uid_t owner = trusted.owner != static_cast<uid_t>(-1) ? trusted.owner : ::geteuid();
+    if (status.st_uid != owner) return false;
+    if (trusted.group != static_cast<gid_t>(-1) && status.st_gid != trusted.group) return false;
+    const mode_t granted = status.st_mode & 07777;
+    return (granted & ~trusted.mode) == 0;
   }
 
   void* base_ = nullptr;

@@ -98,6 +98,7 @@
 #include "sluice/detail/visit_envelope.hpp"
 #include "sluice/detail/waiting.hpp"
 #include "sluice/detail/wake_signal.hpp"
+#include "sluice/ipc/create_steps.hpp"
 #include "sluice/ipc/fingerprint.hpp"
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"
@@ -363,21 +364,24 @@ class ShmBus {
 
   // Creates the segment `name` ("/name") and opens the bus. A segment of
   // that name left by a consumer that exited (or was killed) is removed
-  // and made again; one whose consumer still runs is kConsumerExists.
+  // and made again, or taken over; one whose consumer still runs is
+  // kConsumerExists; one of another user or group, or of a wider mode than
+  // `options.permissions`, is kUntrustedSegment.
+  //
+  // The protocol (tests/spin/segment_create.pml): the new segment is made
+  // whole and unnamed, then linked under the name, which fails while the
+  // name is taken; a taken name is judged under the lock of the segment it
+  // names, rechecked to name it still, and removed or taken over while
+  // that lock is held. So no half-made segment is ever named, a consumer
+  // killed at any step leaves the name made, stale or free (never stuck),
+  // and two consumers are never both told that they made or took it.
   AttachError Create(const std::string& name, const ShmBusOptions& options = {}) {
     if (header_ != nullptr) return AttachError::kConsumerExists;
     if (!options.thresholds.IsValid() || options.peer_check_interval.count() < 0) {
       return AttachError::kBadOptions;
     }
-    AttachError error = Segment::Create(name, kSegmentSize, options.permissions, &segment_);
-    if (error == AttachError::kConsumerExists) {
-      Segment old;  // locked, while its name is judged and made again
-      bool take_over = false;
-      error = RemoveIfStale(name, &old, &take_over);
-      if (error != AttachError::kNone) return error;
-      if (take_over) return TakeOver(name, std::move(old), options);
-      error = Segment::Create(name, kSegmentSize, options.permissions, &segment_);
-    }
+    if (!IsSegmentName(name)) return AttachError::kBadName;
+    AttachError error = Segment::CreateUnnamed(kSegmentSize, options.permissions, &segment_);
     if (error != AttachError::kNone) return error;
     void* base = segment_.Base();
     header_ = new (base) Header();
@@ -387,10 +391,42 @@ class ShmBus {
     header_->peer_check_nanoseconds = static_cast<std::uint64_t>(SleepSlice(options).count());
     header_->state.store(detail::kOpen, std::memory_order_relaxed);
     for (std::size_t lane = 0; lane < kLanes; ++lane) ResetLane(lane);
-    Begin(name, options);
-    // SYNC POINT WRITE (S): the header and rings above, before any attach.
+    // SYNC POINT WRITE (S): the header and rings above, before any attach
+    // (the name, below, is what lets a producer find the segment at all).
     header_->magic.store(detail::kMagic, std::memory_order_release);
-    return AttachError::kNone;
+    SLUICE_IPC_CREATE_STEP(detail::CreateStep::kMade);
+    // A name that comes free between two looks (its consumer closed) is
+    // tried again, a few times: each retry means another consumer moved.
+    for (int attempt = 0; attempt < kCreateAttempts; ++attempt) {
+      error = segment_.Link(name);
+      if (error == AttachError::kNone) {
+        SLUICE_IPC_CREATE_STEP(detail::CreateStep::kLinked);
+        Begin(name, options);
+        return AttachError::kNone;
+      }
+      if (error != AttachError::kConsumerExists) break;
+      SLUICE_IPC_CREATE_STEP(detail::CreateStep::kNameTaken);
+      Segment old;  // locked while its name is judged, removed and made again
+      const NameVerdict verdict = JudgeName(name, options.permissions, &old, &error);
+      if (verdict == NameVerdict::kRetry) continue;
+      if (verdict == NameVerdict::kTakeOver) {
+        Discard();
+        return TakeOver(name, std::move(old), options);
+      }
+      if (verdict == NameVerdict::kReplace) {
+        // Still under the old segment's lock: a consumer that judged it
+        // too finds the name made anew when it gets the lock.
+        error = segment_.Link(name);
+        if (error == AttachError::kNone) {
+          SLUICE_IPC_CREATE_STEP(detail::CreateStep::kLinked);
+          Begin(name, options);
+          return AttachError::kNone;
+        }
+      }
+      break;  // kRefuse, or a consumer made the name between unlink and link
+    }
+    Discard();
+    return error == AttachError::kNone ? AttachError::kNotReady : error;
   }
 
   // Whether Create took over a segment whose consumer had been killed (its
@@ -583,39 +619,69 @@ class ShmBus {
     }
   };
 
-  // A segment of this name exists: removed if its consumer is gone (or it
-  // closed); else why not. `old` stays locked until the caller has made the
-  // new segment, so that two consumers making the name again take turns:
-  // the second finds it named anew and is refused by the first's.
-  AttachError RemoveIfStale(const std::string& name, Segment* old, bool* take_over) {
-    const AttachError opened = Segment::Open(name, sizeof(Header), old);
-    if (opened == AttachError::kNotFound) return AttachError::kNone;  // gone meanwhile
-    // Too small: not ours, left alone; empty: being made (kNotReady).
-    if (opened != AttachError::kNone) return opened;
-    if (!old->Lock()) return AttachError::kSystemError;
-    if (!old->IsNamed(name)) return AttachError::kNone;  // made anew meanwhile: Create says so
+  // What Create does about a name that another segment holds.
+  enum class NameVerdict {
+    kRefuse,    // *error says why
+    kRetry,     // the name came free, or names another segment now: link again
+    kReplace,   // stale and removed: link ours (`old` stays locked meanwhile)
+    kTakeOver,  // its consumer was killed, same layout: take it (`old` locked)
+  };
+  static constexpr int kCreateAttempts = 8;
+
+  // Judges the segment `name` names, under its lock (`old`, locked when the
+  // verdict is kReplace or kTakeOver; the lock goes with `old`).
+  NameVerdict JudgeName(const std::string& name, const SegmentPermissions& permissions,
+                        Segment* old, AttachError* error) {
+    *error = Segment::Open(name, sizeof(Header), old, &permissions);
+    if (*error == AttachError::kNotFound) return NameVerdict::kRetry;  // removed meanwhile
+    // Too small or of another user: not ours, left alone; empty: being
+    // made by a program that is not Sluice (kNotReady).
+    if (*error != AttachError::kNone) return NameVerdict::kRefuse;
+    SLUICE_IPC_CREATE_STEP(detail::CreateStep::kOpened);
+    *error = AttachError::kSystemError;
+    if (!old->Lock()) return NameVerdict::kRefuse;
+    SLUICE_IPC_CREATE_STEP(detail::CreateStep::kLocked);
+    // Judged or replaced by another consumer before we had the lock.
+    if (!old->IsNamed(name)) return NameVerdict::kRetry;
     const Header* header = LayoutType::HeaderOf(old->Base());
     // (S): the identity is read only from a segment whose creator finished.
     const std::uint64_t magic = header->magic.load(std::memory_order_acquire);
-    // Being made by another consumer now, or its maker died making it: not
-    // told apart, so left alone.
-    if (magic == 0) return AttachError::kNotReady;
-    if (magic != detail::kMagic) return AttachError::kNotASegment;  // someone else's
-    const bool closed = header->state.load(std::memory_order_relaxed) == detail::kClosed;
+    // Sluice names a segment only once it is stamped: one without the
+    // stamp is another program's, or half written by one.
+    *error = AttachError::kNotReady;
+    if (magic == 0) return NameVerdict::kRefuse;
+    *error = AttachError::kNotASegment;  // someone else's
+    if (magic != detail::kMagic) return NameVerdict::kRefuse;
     // (C): consumers write the identity only under this lock, which is ours
     // now: one seen half written was being written by a consumer that died.
     ProcessIdentity consumer;
     const bool gone = !header->consumer.Load(&consumer) || consumer.IsGone();
-    if (!closed && !gone) return AttachError::kConsumerExists;
+    // Read after `gone`: only a live owner closes (Close stores the state
+    // before it takes this lock), so once it is seen gone the state can
+    // change no more. Read before, a consumer killed inside Close between
+    // the two reads would have its closed segment taken over, and a third
+    // consumer would then replace it under its new owner
+    // (tests/spin/segment_create.pml, planted bug 7).
+    const bool closed = header->state.load(std::memory_order_relaxed) == detail::kClosed;
+    *error = AttachError::kConsumerExists;
+    if (!closed && !gone) return NameVerdict::kRefuse;
+    *error = AttachError::kNone;
     // A consumer that was killed (not closed), of this very layout: its
     // queue is taken over, not thrown away.
     if (!closed && LayoutType::Expected().Compare(header->fingerprint) == AttachError::kNone &&
         old->Size() >= kSegmentSize) {
-      *take_over = true;
-      return AttachError::kNone;
+      return NameVerdict::kTakeOver;
     }
     Segment::Unlink(name);
-    return AttachError::kNone;
+    SLUICE_IPC_CREATE_STEP(detail::CreateStep::kUnlinked);
+    return NameVerdict::kReplace;
+  }
+
+  // Drops the segment Create made and did not name (nothing else saw it).
+  void Discard() noexcept {
+    segment_ = Segment();
+    header_ = nullptr;
+    for (auto& lane : lanes_) lane.Clear();
   }
 
   // Takes over the segment `old` (locked) of a consumer that was killed:
@@ -625,6 +691,7 @@ class ShmBus {
     segment_ = std::move(old);
     header_ = LayoutType::HeaderOf(segment_.Base());
     header_->consumer.Store(ProcessIdentity::Self());
+    SLUICE_IPC_CREATE_STEP(detail::CreateStep::kIdentityWritten);
     header_->peer_check_nanoseconds = static_cast<std::uint64_t>(SleepSlice(options).count());
     for (std::size_t lane = 0; lane < kLanes; ++lane) {
       lanes_[lane].Clear();
