@@ -16,11 +16,13 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -283,10 +285,30 @@ TYPED_TEST(PriorityOrderConcurrencyTest, ExactlyOnceInOrderPerProducerAndPriorit
 // waits until it has; the count it then reads at the end of that callback
 // is one ahead of what it dispatched. Between handshakes the producers
 // publish freely.
+//
+// Each side of a handshake sleeps while it waits (a condition variable,
+// woken after the other side's store, with a short timeout for the stop
+// flag, which wakes no one): spinning there handed the CPU back and forth
+// by sched_yield, which on two cores shared with other tests took a
+// scheduler slice per handshake (over 60 s a run under load).
 struct Pacer {
   std::atomic<std::uint32_t> published{0};  // release by the producer, acquire by the consumer
   std::atomic<bool> request{false};         // consumer -> producer: publish one now
   std::atomic<bool> done{false};
+  std::mutex mutex;  // orders a waiter's look at the flags before its sleep
+  std::condition_variable changed;
+
+  // After a store to `request` or `done`: taking the mutex after the store
+  // means a waiter either saw the store or is asleep and is woken.
+  void Wake() {
+    { const std::lock_guard<std::mutex> lock(mutex); }
+    changed.notify_all();
+  }
+  template <typename Ready>
+  void WaitUntil(Ready ready) {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!ready()) changed.wait_for(lock, std::chrono::milliseconds(1));
+  }
 };
 
 // The consumer's side of the check. Consumer-private apart from the pacers.
@@ -360,10 +382,11 @@ class HigherFirstCheck {
   static void Handshake(Pacer& pacer) {
     if (pacer.done.load(std::memory_order_acquire)) return;
     pacer.request.store(true, std::memory_order_release);
-    while (pacer.request.load(std::memory_order_acquire) &&
-           !pacer.done.load(std::memory_order_acquire)) {
-      std::this_thread::yield();
-    }
+    pacer.Wake();
+    pacer.WaitUntil([&pacer] {
+      return !pacer.request.load(std::memory_order_acquire) ||
+             pacer.done.load(std::memory_order_acquire);
+    });
   }
 
   Pacer& high_;
@@ -453,10 +476,10 @@ void RunHigherPrioritiesFirst() {
   const auto paced_producer = [&](Pacer& pacer, std::uint32_t producer, MessagePriority priority) {
     for (std::uint32_t i = 0; i < paced_count; ++i) {
       if (i % 2 == 0) {
-        while (!pacer.request.load(std::memory_order_acquire) &&
-               !stop_pacing.load(std::memory_order_acquire)) {
-          std::this_thread::yield();
-        }
+        pacer.WaitUntil([&] {
+          return pacer.request.load(std::memory_order_acquire) ||
+                 stop_pacing.load(std::memory_order_acquire);
+        });
       }
       // Only a request seen before this publish is answered by it.
       const bool requested = pacer.request.load(std::memory_order_acquire);
@@ -465,9 +488,13 @@ void RunHigherPrioritiesFirst() {
       }
       // SYNC POINT WRITE: after the publish returned true (see above).
       pacer.published.store(i + 1, std::memory_order_release);
-      if (requested) pacer.request.store(false, std::memory_order_release);
+      if (requested) {
+        pacer.request.store(false, std::memory_order_release);
+        pacer.Wake();
+      }
     }
     pacer.done.store(true, std::memory_order_release);
+    pacer.Wake();
   };
   std::atomic<std::uint32_t> producers_done{0};
   std::vector<std::thread> threads;
