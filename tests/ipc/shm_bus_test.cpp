@@ -6,7 +6,10 @@
 // segment of random bytes. Deadlines only guard against hangs.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -173,6 +176,8 @@ TEST(ShmBusTest, AttachIsRefusedSayingWhichPartDiffers) {
   EXPECT_EQ(early.Attach("/two/slashes"), AttachError::kBadName);
   Bus bus;
   EXPECT_EQ(bus.Create("bad"), AttachError::kBadName);
+  EXPECT_EQ(bus.Create("/."), AttachError::kBadName);   // the directory itself
+  EXPECT_EQ(bus.Create("/.."), AttachError::kBadName);  // its parent
   sluice::ipc::ShmBusOptions bad_thresholds;
   bad_thresholds.thresholds.low_percent = 90;  // above MEDIUM's 80
   EXPECT_EQ(bus.Create(name, bad_thresholds), AttachError::kBadOptions);
@@ -612,6 +617,134 @@ TEST(ShmBusTest, ANameWhoseSegmentBelongsToAnotherUserIsRefused) {
   EXPECT_EQ(status.st_uid, 65534u);
   ::close(fd);
   sluice::ipc::Segment::Unlink(name);
+}
+
+// What a test child reports through its exit status: the AttachError of
+// its Create (0-99), or 100 + a step that failed.
+int ChildCreate(const std::string& name, uid_t uid, bool hide_proc) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (hide_proc) {
+      // A /proc of its own, mounted hidepid=2 (systemd's ProtectProc=
+      // invisible): other users' processes, and its own user's that are
+      // not dumpable, have no entry it can read.
+      if (::unshare(CLONE_NEWNS) != 0) ::_exit(101);
+      if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(102);
+      if (::mount("proc", "/proc", "proc", 0, "hidepid=2") != 0) ::_exit(103);
+    }
+    if (::setresgid(uid, uid, uid) != 0 || ::setresuid(uid, uid, uid) != 0) ::_exit(104);
+    Bus bus;
+    ::_exit(static_cast<int>(bus.Create(name)));
+  }
+  int status = 0;
+  if (child < 0 || ::waitpid(child, &status, 0) != child || !WIFEXITED(status)) return 200;
+  return WEXITSTATUS(status);
+}
+
+constexpr uid_t kNobody = 65534;
+
+// A consumer whose /proc entry the next consumer may not read (hidepid=2,
+// and the first made not dumpable, as a process that changed credentials
+// is) runs: it is not taken for gone. Before, an unreadable entry read as
+// "gone", and the second consumer took over a running consumer's segment.
+TEST(ShmBusTest, AConsumerHiddenFromTheNextOneIsNotTakenForGone) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run consumers as another user";
+  const std::string name = UniqueName();
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t first = ::fork();
+  if (first == 0) {
+    if (::setresgid(kNobody, kNobody, kNobody) != 0 ||
+        ::setresuid(kNobody, kNobody, kNobody) != 0) {
+      ::_exit(1);
+    }
+    (void)::prctl(PR_SET_DUMPABLE, 0);
+    Bus bus;
+    const char made = static_cast<char>(bus.Create(name));
+    (void)!::write(ready[1], &made, 1);
+    ::pause();  // runs until killed
+    ::_exit(0);
+  }
+  ASSERT_GT(first, 0);
+  char made = -1;
+  ASSERT_EQ(::read(ready[0], &made, 1), 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  EXPECT_EQ(made, static_cast<char>(AttachError::kNone));
+  const int second = ChildCreate(name, kNobody, /*hide_proc=*/true);
+  ::kill(first, SIGKILL);
+  ::waitpid(first, nullptr, 0);
+  sluice::ipc::Segment::Unlink(name);
+  if (second == 103) GTEST_SKIP() << "this kernel refused a hidepid /proc here";
+  EXPECT_EQ(second, static_cast<int>(AttachError::kConsumerExists))
+      << "a running consumer's segment was taken over";
+}
+
+// A consumer that is not root, facing another user's 0600 segment it
+// cannot even open: kUntrustedSegment, from the name's owner (before,
+// kPermissionDenied from the open).
+TEST(ShmBusTest, AnotherUsersSegmentIsUntrustedForAConsumerThatIsNotRoot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a consumer as another user";
+  const std::string name = UniqueName();
+  Bus owner;
+  ASSERT_EQ(owner.Create(name), AttachError::kNone);  // root's, 0600
+  EXPECT_EQ(ChildCreate(name, kNobody, /*hide_proc=*/false),
+            static_cast<int>(AttachError::kUntrustedSegment));
+  owner.Close();
+}
+
+// Something at the name that is no segment (a FIFO: opening it for
+// writing would release a reader blocked on it) is refused without being
+// opened.
+TEST(ShmBusTest, AFifoAtTheNameIsRefusedUnopened) {
+  const std::string name = UniqueName();
+  const std::string path = std::string(sluice::ipc::kSharedMemoryDirectory) + name;
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  Bus bus;
+  EXPECT_EQ(bus.Create(name), AttachError::kNotASegment);
+  // No writer came: a reader that does not wait is told there is none.
+  const int reader = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  char byte = 0;
+  EXPECT_EQ(::read(reader, &byte, 1), 0);
+  ::close(reader);
+  ::unlink(path.c_str());
+}
+
+// The mode asked is the mode made, set-user-ID and set-group-ID bits too,
+// also when an owner and group are given (fchown clears them).
+TEST(ShmBusTest, TheModeAskedIsTheModeMadeWithAnOwnerGiven) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a segment an owner";
+  const std::string name = UniqueName();
+  sluice::ipc::ShmBusOptions options;
+  options.permissions.mode = 06640;
+  options.permissions.owner = 0;
+  options.permissions.group = 0;
+  Bus bus;
+  ASSERT_EQ(bus.Create(name, options), AttachError::kNone);
+  struct stat status {};
+  ASSERT_EQ(::stat((std::string(sluice::ipc::kSharedMemoryDirectory) + name).c_str(), &status), 0);
+  EXPECT_EQ(status.st_mode & 07777, 06640u);
+  bus.Close();
+}
+
+// Anyone who can open the segment can hold its lock: Close does not wait
+// for it for ever. It leaves the name to its closed segment, which the next
+// Create replaces. (Before, Close, and so the destructor, never returned.)
+TEST(ShmBusTest, CloseReturnsWhileAnotherProcessHoldsTheSegmentsLock) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  sluice::ipc::Segment holder;
+  ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &holder), AttachError::kNone);
+  ASSERT_TRUE(holder.Lock());  // another open file description: flock's own
+  bus.Close();
+  EXPECT_TRUE(holder.IsNamed(name)) << "the name was removed without the lock";
+  holder.Unlock();
+  Bus next;
+  EXPECT_EQ(next.Create(name), AttachError::kNone);
+  EXPECT_FALSE(next.TookOver()) << "a closed segment is made again, not taken over";
+  next.Close();
 }
 
 // The header's other parts, forged one at a time in a live segment: each

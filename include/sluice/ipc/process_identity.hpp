@@ -6,9 +6,11 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -34,14 +36,24 @@ struct ProcessIdentity {
   }
 
   // Whether the process is still running, as seen from this process's PID
-  // namespace (a zombie counts as gone: it runs no more code). False for
-  // pid 0. A process whose main thread has exited shows its first thread
+  // namespace (a zombie counts as gone: it runs no more code; one whose
+  // /proc entry this process may not read counts as alive unless the pid
+  // is free). False for pid 0. A process whose main thread has exited shows its first thread
   // as a zombie while its other threads run: alive while it has any.
   bool IsAlive() const noexcept {
     if (pid <= 0) return false;
     char state = 0;
     const std::uint64_t now = StartTimeOf(pid, &state);
-    if (now == 0 || now != start_time) return false;
+    if (now == 0) {
+      // Unreadable: gone, or hidden from this process (/proc mounted with
+      // hidepid, another user's process that is not dumpable). Only the
+      // kernel's word that no such pid exists means gone: a process this
+      // one cannot see is taken for alive, so that it is never replaced
+      // while it runs (a pid reused by a hidden process then keeps a dead
+      // one's segment until that process ends).
+      return !(::kill(pid, 0) != 0 && errno == ESRCH);
+    }
+    if (now != start_time) return false;
     if (state != 'Z' && state != 'X') return true;
     return HasOtherThreads(pid);
   }

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -41,10 +42,12 @@ struct SegmentPermissions {
 // made here unnamed and then linked under their name (Segment::Link).
 inline constexpr const char* kSharedMemoryDirectory = "/dev/shm";
 
-// "/name": one leading '/', no other, 2 to 255 characters in all.
+// "/name": one leading '/', no other, 2 to 255 characters in all, and not
+// "/." or "/.." (the directory itself and its parent).
 inline bool IsSegmentName(std::string_view name) noexcept {
   return name.size() >= 2 && name.size() <= 255 && name[0] == '/' &&
-         name.find('/', 1) == std::string_view::npos && name.find('\0') == std::string_view::npos;
+         name.find('/', 1) == std::string_view::npos && name.find('\0') == std::string_view::npos &&
+         name != "/." && name != "/..";
 }
 
 class Segment {
@@ -77,11 +80,11 @@ class Segment {
                                    Segment* out) {
     const int fd = ::open(kSharedMemoryDirectory, O_TMPFILE | O_RDWR | O_CLOEXEC, permissions.mode);
     if (fd < 0) return errno == EACCES ? AttachError::kPermissionDenied : AttachError::kSystemError;
-    bool ok = ::fchmod(fd, permissions.mode) == 0;
-    if (ok && (permissions.owner != static_cast<uid_t>(-1) ||
-               permissions.group != static_cast<gid_t>(-1))) {
-      ok = ::fchown(fd, permissions.owner, permissions.group) == 0;
-    }
+    // The owner first: fchown clears the set-user-ID and set-group-ID bits.
+    bool ok =
+        permissions.owner == static_cast<uid_t>(-1) && permissions.group == static_cast<gid_t>(-1);
+    if (!ok) ok = ::fchown(fd, permissions.owner, permissions.group) == 0;
+    ok = ok && ::fchmod(fd, permissions.mode) == 0;
     ok = ok && ::ftruncate(fd, static_cast<off_t>(size)) == 0;
     void* base = ok ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
     if (base == MAP_FAILED) {
@@ -121,6 +124,23 @@ class Segment {
       return AttachError::kSystemError;
     }
     return AttachError::kNone;
+  }
+
+  // What `name` names, looked at without opening it (a FIFO opened for
+  // writing would release its reader): kNotFound; kNotASegment unless a
+  // regular file (a symbolic link, a FIFO, a directory, a device);
+  // kUntrustedSegment unless `trusted` admits its owner, group and mode
+  // (as Open). /dev/shm is sticky, so a file found here as this user's
+  // cannot be replaced by another user before it is opened.
+  static AttachError Inspect(const std::string& name, const SegmentPermissions& trusted) {
+    if (!IsSegmentName(name)) return AttachError::kBadName;
+    const std::string path = std::string(kSharedMemoryDirectory) + name;
+    struct stat status {};
+    if (::lstat(path.c_str(), &status) != 0) {
+      return errno == ENOENT ? AttachError::kNotFound : AttachError::kSystemError;
+    }
+    if (!S_ISREG(status.st_mode)) return AttachError::kNotASegment;
+    return IsTrusted(status, trusted) ? AttachError::kNone : AttachError::kUntrustedSegment;
   }
 
   // The existing segment, mapped whole; kNotASegment when it is smaller
@@ -170,6 +190,17 @@ class Segment {
   // Unlock or destruction: the processes that judge whether to remove a
   // name take it in turn.
   bool Lock() noexcept { return fd_ >= 0 && ::flock(fd_, LOCK_EX) == 0; }
+  // Lock, giving up after about `tries` milliseconds: anyone who can open
+  // the segment, even for reading, can hold its lock.
+  bool TryLockFor(int tries) noexcept {
+    for (int tried = 0; fd_ >= 0; ++tried) {
+      if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return true;
+      if (errno != EWOULDBLOCK || tried >= tries) return false;
+      const timespec pause{0, 1000 * 1000};
+      (void)::nanosleep(&pause, nullptr);
+    }
+    return false;
+  }
   void Unlock() noexcept {
     if (fd_ >= 0) (void)::flock(fd_, LOCK_UN);
   }

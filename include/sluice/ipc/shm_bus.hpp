@@ -453,8 +453,10 @@ class ShmBus {
       for (LaneControl& control : header_->lanes) control.room.WakeIfWaiting();
       totals_ = GetStatistics();
       // The name is removed only while it is still this segment's (under
-      // the lock a consumer making the name again takes).
-      if (segment_.Lock()) {
+      // the lock a consumer making the name again takes). A lock held for
+      // over a second (by any process that can open the segment) leaves
+      // the name: closed, it is the next Create's to replace.
+      if (segment_.TryLockFor(1000)) {
         if (segment_.IsNamed(name_)) Segment::Unlink(name_);
         segment_.Unlock();
       }
@@ -632,7 +634,12 @@ class ShmBus {
   // verdict is kReplace or kTakeOver; the lock goes with `old`).
   NameVerdict JudgeName(const std::string& name, const SegmentPermissions& permissions,
                         Segment* old, AttachError* error) {
-    *error = Segment::Open(name, sizeof(Header), old, &permissions);
+    // Looked at before it is opened: another user's file, or one that is
+    // no segment, is refused untouched (a non-root consumer could not even
+    // open another user's 0600 segment, which would say kPermissionDenied).
+    *error = Segment::Inspect(name, permissions);
+    if (*error == AttachError::kNone)
+      *error = Segment::Open(name, sizeof(Header), old, &permissions);
     if (*error == AttachError::kNotFound) return NameVerdict::kRetry;  // removed meanwhile
     // Too small or of another user: not ours, left alone; empty: being
     // made by a program that is not Sluice (kNotReady).
