@@ -196,7 +196,7 @@ class Segment {
     for (int tried = 0; fd_ >= 0; ++tried) {
       if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return true;
       if (errno != EWOULDBLOCK || tried >= tries) return false;
-      const timespec pause{0, 1000 * 1000};
+      const timespec pause{0, 1000000L};  // a millisecond
       (void)::nanosleep(&pause, nullptr);
     }
     return false;
