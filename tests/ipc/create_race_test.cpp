@@ -118,11 +118,7 @@ bool Finish(Rival& rival) {
 }
 
 void MakeStale(const std::string& name, Stale stale) {
-  ChildProcess holder;
-  ASSERT_TRUE(StartPeer(holder, {"hold", name}));
-  std::string line;
-  ASSERT_TRUE(holder.WaitForLine("ready", &line, kGuard));
-  holder.Kill(SIGKILL);
+  ASSERT_TRUE(sluice_ipc_test::LeaveKilledConsumersSegment(name));
   if (stale == Stale::kClosed) {
     sluice::ipc::Segment segment;
     ASSERT_EQ(sluice::ipc::Segment::Open(name, Consumer::kSegmentSize, &segment),

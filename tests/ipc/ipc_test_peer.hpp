@@ -2,6 +2,7 @@
 // peer process (tests/ipc/peer.cpp) and a dispatch loop with a guard.
 #pragma once
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -30,6 +31,19 @@ inline bool StartPeer(sluice_test::ChildProcess& peer, const std::vector<std::st
   std::vector<std::string> argv{SLUICE_IPC_PEER};
   argv.insert(argv.end(), args.begin(), args.end());
   return peer.Start(argv, /*capture=*/true);
+}
+
+// Leaves a killed consumer's segment under `name`: a peer creates the bus,
+// says it is ready, and is killed (SIGKILL). False if the peer did not get
+// that far.
+inline bool LeaveKilledConsumersSegment(const std::string& name) {
+  sluice_test::ChildProcess holder;
+  std::string line;
+  if (!StartPeer(holder, {"hold", name}) || !holder.WaitForLine("ready", &line, kGuard)) {
+    return false;
+  }
+  holder.Kill(SIGKILL);
+  return true;
 }
 
 // The value of `key=` in a peer's line.

@@ -534,11 +534,7 @@ TEST(ShmBusTest, TwoConsumersMakingAStaleNameAgainTakeTurns) {
   int both = 0;
   for (int round = 0; round < kRounds; ++round) {
     const std::string name = UniqueName();
-    ChildProcess holder;
-    ASSERT_TRUE(StartPeer(holder, {"hold", name}));
-    std::string line;
-    ASSERT_TRUE(holder.WaitForLine("ready", &line, kGuard));
-    holder.Kill(SIGKILL);  // the stale segment
+    ASSERT_TRUE(sluice_ipc_test::LeaveKilledConsumersSegment(name));  // the stale segment
     ChildProcess first;
     ChildProcess second;
     ASSERT_TRUE(StartPeer(first, {"create", name}));
@@ -576,11 +572,7 @@ TEST(ShmBusTest, TwoConsumersMakingAStaleNameAgainTakeTurns) {
 // and left as it was.
 TEST(ShmBusTest, ANameWhoseSegmentHasAWiderModeIsRefusedAndLeftAlone) {
   const std::string name = UniqueName();
-  ChildProcess holder;
-  ASSERT_TRUE(StartPeer(holder, {"hold", name}));
-  std::string line;
-  ASSERT_TRUE(holder.WaitForLine("ready", &line, kGuard));
-  holder.Kill(SIGKILL);
+  ASSERT_TRUE(sluice_ipc_test::LeaveKilledConsumersSegment(name));
   const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::fchmod(fd, 0666), 0);
