@@ -354,6 +354,45 @@ TEST(LatencyTest, AMessagePublishedDuringTheBatchIsMeasuredPriorityOrdered) {
   ExpectPublishedDuringTheBatchIsMeasured<sluice::PriorityOrderTraits>();
 }
 
+// A coarse clock (a 1 ms tick, as the Cortex-M SysTick clock): an e-stop
+// published in the tick of the batch's reading, behind a LOW message whose
+// callback takes 3 ms, is taken up 3 ms later. Its stamp equals the reading,
+// so it may have been published after it: it is measured to a fresh reading
+// (3 ms), not to the batch's (0).
+TEST(LatencyTest, AMessageStampedInTheReadingsTickIsMeasuredToAFreshReading) {
+  Bus<> bus;
+  constexpr std::uint64_t kTick = 1'000'000;
+  ManualClock::now = 7 * kTick;
+  auto handle = bus.Subscribe<MotorCmd>([&](const MotorCmd& command) {
+    if (command.speed == 1) ManualClock::now = 10 * kTick;  // a slow callback: 3 ticks
+  });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_TRUE(bus.PublishWithPriority(MotorCmd{1}, 0, MessagePriority::LOW));
+  ASSERT_TRUE(bus.PublishWithPriority(MotorCmd{2}, 0, MessagePriority::HIGH));
+  EXPECT_EQ(bus.ProcessBatch(), 2u);
+  const LatencyHistogram high = bus.GetLatencyHistograms().For(MessagePriority::HIGH);
+  EXPECT_EQ(high.count, 1u);
+  EXPECT_EQ(high.sum_nanos, 3 * kTick)
+      << "a HIGH message taken up 3 ms late recorded as " << high.sum_nanos << " ns";
+  EXPECT_EQ(high.buckets[0], 0u);
+}
+
+// The recorder alone: a stamp equal to the reading reads the clock again;
+// one before it does not.
+TEST(LatencyTest, AStampEqualToTheReadingIsMeasuredToAFreshReading) {
+  sluice::detail::LatencyRecorder<true> recorder;
+  ScriptedClock::Script(4'000, 9'999, 9'999, 9'999);
+  auto batch = recorder.BeginBatch<ScriptedClock, 16>(1'000);
+  batch.Add(Stamped(999));  // before the reading: 1 ns, no read
+  EXPECT_EQ(ScriptedClock::reads, 0);
+  batch.Add(Stamped(1'000));  // in the reading's tick: measured to the fresh 4,000
+  EXPECT_EQ(ScriptedClock::reads, 1);
+  batch.Finish();
+  const LatencyHistogram& high = recorder.Snapshot().For(MessagePriority::HIGH);
+  EXPECT_EQ(high.count, 2u);
+  EXPECT_EQ(high.sum_nanos, 1u + 3'000u);
+}
+
 // Sub-microsecond latencies fall in buckets of their own: 300, 600 and
 // 1,900 ns in three different buckets, the first two below 1.024 us.
 TEST(LatencyTest, SubMicrosecondLatenciesAreToldApart) {

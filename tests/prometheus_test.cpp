@@ -124,6 +124,60 @@ TEST(PrometheusTest, EscapesTheBusNameAndWritesEachFamilyOnce) {
   EXPECT_EQ(families, 1u);
 }
 
+// Whether `text` is valid UTF-8 (read here independently of the library's
+// own check): the rule of RFC 3629, table 3-7 of the Unicode standard.
+bool IsValidUtf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[i + k]); };
+    const unsigned char b0 = byte(0);
+    std::size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (b0 <= 0x7F) {
+      n = 1;
+    } else if (b0 >= 0xC2 && b0 <= 0xDF) {
+      n = 2;
+    } else if (b0 == 0xE0) {
+      n = 3, lo = 0xA0;
+    } else if ((b0 >= 0xE1 && b0 <= 0xEC) || b0 == 0xEE || b0 == 0xEF) {
+      n = 3;
+    } else if (b0 == 0xED) {
+      n = 3, hi = 0x9F;
+    } else if (b0 == 0xF0) {
+      n = 4, lo = 0x90;
+    } else if (b0 >= 0xF1 && b0 <= 0xF3) {
+      n = 4;
+    } else if (b0 == 0xF4) {
+      n = 4, hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (i + n > text.size()) return false;
+    if (n > 1 && (byte(1) < lo || byte(1) > hi)) return false;
+    for (std::size_t k = 2; k < n; ++k) {
+      if ((byte(k) & 0xC0) != 0x80) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+// A bus name with bytes that are not UTF-8 (a stray continuation byte, an
+// overlong form, a surrogate, a lead byte cut off at the end): the label is
+// written valid, each bad byte as '?', valid characters kept, and the rest
+// of the scrape is unchanged. The Prometheus client's parser refuses the
+// whole scrape otherwise (tests/prometheus/hostile_names.cpp runs it).
+TEST(PrometheusTest, ABusNameThatIsNotUtf8IsWrittenAsValidUtf8) {
+  const sluice::BusMetrics bad =
+      HandMadeMetrics("f\xC3\xBCr \x80\xC0\xAF \xED\xA0\x80 \\ \xE2\x82");
+  const sluice::BusMetrics good = HandMadeMetrics("plain");
+  std::string text;
+  sluice::WritePrometheus(text, {bad, good});
+  EXPECT_TRUE(IsValidUtf8(text));
+  EXPECT_NE(text.find("{bus=\"f\xC3\xBCr ??? ??? \\\\ ??\"}"), std::string::npos) << text;
+  EXPECT_NE(text.find("{bus=\"plain\"}"), std::string::npos);
+}
+
 // Nanoseconds as seconds: exact, at most 9 decimals, trailing zeros trimmed.
 TEST(PrometheusTest, SecondsAreWrittenExactlyFromNanoseconds) {
   const auto seconds = [](std::uint64_t nanos) {

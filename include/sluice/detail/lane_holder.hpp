@@ -29,39 +29,12 @@
 
 #include "sluice/config.hpp"
 #include "sluice/detail/counter.hpp"
+#include "sluice/detail/utf8.hpp"
 #include "sluice/statistics.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace detail {
-
-// The length of the UTF-8 sequence at `text` (1 to 4), or 0 when it is not
-// one: a stray continuation byte, an overlong form, a surrogate, a code
-// point above U+10FFFF, or a sequence cut short (by a NUL too).
-inline std::size_t Utf8SequenceLength(const unsigned char* text) noexcept {
-  const unsigned char lead = text[0];
-  if (lead < 0x80) return 1;
-  std::size_t length = 0;
-  unsigned char low = 0x80, high = 0xBF;  // the second byte's range
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) low = 0xA0;   // overlong
-    if (lead == 0xED) high = 0x9F;  // surrogates
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) low = 0x90;   // overlong
-    if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (text[1] < low || text[1] > high) return 0;
-  for (std::size_t i = 2; i < length; ++i) {
-    if ((text[i] & 0xC0u) != 0x80u) return 0;
-  }
-  return length;
-}
 
 // Copies `name` (NUL-terminated, or null for none) into `out` as valid
 // UTF-8, so an exported label is valid text: each byte that does not start
@@ -73,7 +46,8 @@ inline std::size_t CopyName(const char* name, char* out, std::size_t capacity) n
   if (name != nullptr) {
     const auto* in = reinterpret_cast<const unsigned char*>(name);
     while (*in != 0) {
-      std::size_t sequence = Utf8SequenceLength(in);
+      // NUL-terminated: a NUL ends a sequence cut short, so any bound serves.
+      std::size_t sequence = Utf8SequenceLength(in, 4);
       const bool valid = sequence != 0;
       if (!valid) sequence = 1;
       if (length + sequence > capacity - 1) break;

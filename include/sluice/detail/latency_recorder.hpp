@@ -118,9 +118,10 @@ class LatencyRecorder {
   // so message k is measured to a reading taken before the consumer took it
   // up (Add comes before its dispatch) and after it had taken up all but the
   // last k mod kClockInterval <= kClockInterval - 1 messages before it.
-  // A message stamped later than that reading was published after it (a
-  // producer published while the batch ran, and the consumer took the
-  // message in the same batch): Add() then reads the clock once more, before
+  // A message stamped at or after that reading may have been published
+  // after it (a producer published while the batch ran, and the consumer
+  // took the message in the same batch; with a coarse clock, one published
+  // in the reading's own tick): Add() then reads the clock once more, before
   // its dispatch, measures it to that fresh reading and keeps the reading
   // for the messages after it until the next scheduled one. With a clock
   // that never goes back and that every thread reads alike, the recorded
@@ -129,9 +130,11 @@ class LatencyRecorder {
   // spent on those kClockInterval - 1 messages before it (their dispatch and
   // the bus's own work), and a message published after the last reading is
   // measured against a reading taken after it was published. It is 0 only
-  // when even the fresh reading is earlier than the stamp (clocks of two
-  // cores that disagree). Per message: a decrement, a compare and two
-  // branches; the extra read only for a message published after the reading.
+  // when even the fresh reading is not later than the stamp (clocks of two
+  // cores that disagree, or a coarse clock that has not ticked since the
+  // publish). Per message: a decrement, a compare and two branches; the
+  // extra read only for a message stamped at or after the reading (with a
+  // coarse clock, every message stamped in the reading's tick).
   // kClockInterval 0 and Clock void: `now_nanos` serves the whole batch and a
   // later stamp records 0 (the recorder's own tests; the bus always passes a
   // clock and an interval of at least 1).
@@ -154,8 +157,11 @@ class LatencyRecorder {
       // 0: published without a clock (BARE_METAL Publish, NullClock).
       if (stamp == 0) return;
       if constexpr (!std::is_void_v<Clock>) {
-        // Published after the reading: measured to a fresh one (see above).
-        if (SLUICE_UNLIKELY(stamp > now_)) now_ = ClockNanos<Clock>();
+        // Stamped at or after the reading: measured to a fresh one (see
+        // above). Equal counts too: with a coarse clock (a 1 ms tick, or
+        // whole microseconds) a message published in the reading's tick may
+        // have been published after it.
+        if (SLUICE_UNLIKELY(stamp >= now_)) now_ = ClockNanos<Clock>();
       }
       const std::uint64_t latency = now_ > stamp ? now_ - stamp : 0;
       const std::size_t key =

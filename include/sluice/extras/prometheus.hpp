@@ -22,6 +22,7 @@
 
 #include "sluice/admission.hpp"
 #include "sluice/config.hpp"
+#include "sluice/detail/utf8.hpp"
 #include "sluice/latency_histogram.hpp"
 #include "sluice/message.hpp"
 #include "sluice/performance_mode.hpp"
@@ -32,7 +33,7 @@ inline namespace SLUICE_ABI_NAMESPACE {
 
 // What WritePrometheus reports of one bus, read at one moment.
 struct BusMetrics {
-  std::string_view name;  // the `bus` label; escaped on output
+  std::string_view name;  // the `bus` label; written as valid UTF-8, escaped
   BusStatisticsSnapshot statistics;
   LatencySnapshot latency;
   bool has_latency = false;  // false: the bus keeps no histograms
@@ -121,16 +122,24 @@ void EmitSeconds(Sink& sink, std::uint64_t nanos) {
   Emit(sink, std::string_view(digits, length));
 }
 
-// A label value: backslash, double quote and line feed escaped.
+// A label value, as valid UTF-8 (the text format's readers refuse the whole
+// scrape otherwise): each byte that does not start a valid sequence is
+// written as '?', as producer names are stored (detail/lane_holder.hpp);
+// backslash, double quote and line feed escaped.
 template <typename Sink>
 void EmitLabelValue(Sink& sink, std::string_view value) {
-  std::size_t start = 0;
-  for (std::size_t i = 0; i < value.size(); ++i) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(value.data());
+  std::size_t start = 0;  // the first byte not yet written
+  for (std::size_t i = 0; i < value.size();) {
+    const std::size_t sequence = Utf8SequenceLength(bytes + i, value.size() - i);
     const char c = value[i];
-    if (c != '\\' && c != '"' && c != '\n') continue;
+    if (sequence != 0 && c != '\\' && c != '"' && c != '\n') {
+      i += sequence;
+      continue;
+    }
     Emit(sink, value.substr(start, i - start));
-    Emit(sink, c == '\\' ? "\\\\" : c == '"' ? "\\\"" : "\\n");
-    start = i + 1;
+    Emit(sink, sequence == 0 ? "?" : c == '\\' ? "\\\\" : c == '"' ? "\\\"" : "\\n");
+    start = ++i;
   }
   Emit(sink, value.substr(start));
 }
