@@ -323,5 +323,47 @@ TEST(BackpressureLevelsConcurrencyTest, RacingProducersOnThePriorityOrderedBus) 
   RaceForTheThresholds<sluice::MpscBus<BasicPayload, 256, sluice::PriorityOrderTraits>>();
 }
 
+// The peak is a fill the queue held, while another thread changes the
+// thresholds between a refusal and its noting. LOW is refused against a
+// narrow limit (1 %: 41 of 4,096) while the thresholds flip to a wide one
+// (90 %: 3,687) and back; the refusal must note the limit it was judged
+// against, not the one in force a moment later, which the queue never
+// reached (at most 41 + kMaxAdmitted messages are ever queued, none taken).
+// Counts: 200,000 attempts give tens of thousands of refusals inside the
+// flips on two cores (a few seconds under ThreadSanitizer).
+TEST(BackpressurePeakConcurrencyTest, APeakIsAFillTheQueueHeldWhileThresholdsChange) {
+  constexpr std::size_t kCapacity = 4096;
+  constexpr std::uint32_t kAttempts = 200'000;
+  constexpr std::uint32_t kMaxAdmitted = 1'000;  // far below the wide limit
+  auto bus = std::make_unique<sluice::MpscBus<BasicPayload, kCapacity>>();
+  ASSERT_TRUE(bus->SetAdmissionThresholds(1, 80, 99));
+  std::atomic<bool> done{false};
+  std::thread flipper([&] {
+    while (!done.load(std::memory_order_relaxed)) {
+      (void)bus->SetAdmissionThresholds(90, 95, 99);
+      (void)bus->SetAdmissionThresholds(1, 80, 99);
+    }
+  });
+  std::uint32_t admitted = 0;
+  std::uint32_t refused = 0;
+  StressProgress progress("threshold flips, LOW attempts", kAttempts);
+  for (std::uint32_t i = 0; i < kAttempts && admitted < kMaxAdmitted; ++i) {
+    if (bus->PublishWithPriority(MotorCmd{1}, 0, MessagePriority::LOW)) {
+      ++admitted;
+    } else {
+      ++refused;
+    }
+    progress.Step();
+  }
+  done = true;
+  flipper.join();
+  ASSERT_GT(refused, 0u);
+  const std::size_t held = bus->QueueDepth();  // nothing was taken: the most ever queued
+  const sluice::BackpressurePeak peak = bus->TakeBackpressurePeak();
+  EXPECT_LE(peak.fill, held) << "a peak of " << peak.fill
+                             << " while the queue never held more than " << held << " (" << refused
+                             << " refusals)";
+}
+
 }  // namespace
 }  // namespace sluice_test

@@ -154,7 +154,7 @@ void RunBacklog(std::uint32_t batch_limit) {
   // was taken up (and its callback started) the clock read its stamp plus
   // its true latency. Each batch reads it before its first message and
   // before messages kInterval, 2 * kInterval, ...; and again for a message
-  // stamped later than the current reading. Each follow-up publish stamps once.
+  // stamped at or after the current reading. Each follow-up publish stamps once.
   LatencyHistogram replayed[sluice::kPriorityCount];
   std::uint64_t expected_reads = republished;
   std::uint64_t fresh_reads = 0;
@@ -168,7 +168,7 @@ void RunBacklog(std::uint32_t batch_limit) {
       reading = clock;
       ++expected_reads;
     }
-    if (o.stamp > reading) {  // published after the reading
+    if (o.stamp >= reading) {  // stamped at or after the reading: maybe published after it
       reading = clock;
       ++expected_reads;
       ++fresh_reads;

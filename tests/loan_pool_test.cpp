@@ -448,14 +448,19 @@ struct LaneTraits : sluice::DefaultBusTraits {
   using Lanes = sluice::ProducerLanes<2, 16>;
 };
 
-TEST(LoanPoolTest, LanePublishLoanCountsAnEmptyLoanInTheLane) {
+// A Producer's empty loan is a drop of the bus (kPoolEmpty), not of its
+// lane: the producer's dropped counts (and their Prometheus family) are its
+// lane's refusals for fill, which this is not.
+TEST(LoanPoolTest, LanePublishLoanCountsAnEmptyLoanOnTheBusNotAsALaneRefusal) {
   LoanPool<Cloud, 1> pool;
   sluice::MpscBus<Payload, 16, LaneTraits> bus;
   auto producer = bus.RegisterProducer();
   ASSERT_TRUE(producer.IsValid());
   ASSERT_TRUE(producer.PublishLoan(pool.Acquire(), 1, MessagePriority::MEDIUM));
-  EXPECT_FALSE(producer.PublishLoan(pool.Acquire(), 1, MessagePriority::LOW));
-  EXPECT_EQ(producer.GetStatistics().low_priority_dropped, 1u);
+  const sluice::PublishResult empty = producer.PublishLoan(pool.Acquire(), 1, MessagePriority::LOW);
+  EXPECT_EQ(empty.Outcome(), sluice::PublishOutcome::kPoolEmpty);
+  EXPECT_EQ(producer.GetStatistics().low_priority_dropped, 0u)
+      << "an empty loan counted as a refusal at the lane's fill";
   EXPECT_EQ(bus.GetStatistics().low_priority_dropped, 1u);
   EXPECT_EQ(bus.GetStatistics().messages_published, 1u);
   while (bus.ProcessBatch() > 0) {

@@ -330,14 +330,31 @@ TEST(BackpressurePeakLevelTest, PeekingLeavesThePeriodRunning) {
   EXPECT_EQ(view.PeekBackpressurePeak().fill, 0u);
 }
 
-TEST(BackpressurePeakLaneTest, ALaneRefusalIsTheLanesNotTheSharedQueues) {
+// The gauges cover what admission judges, lanes included: a lane that
+// overflows while the shared queue stays empty shows in the bus's level,
+// utilisation and peak (on the lane's capacity), and the peak keeps it after
+// the consumer emptied the lane.
+TEST(BackpressurePeakLaneTest, ALaneRefusalIsSeenInTheBussGauges) {
   LaneBus bus;
+  constexpr std::size_t kLaneSlots = LaneTraits::Lanes::kCapacity;
   auto producer = bus.RegisterProducer("p");
   int refused = 0;
-  for (int i = 0; i < 17; ++i) refused += producer.Publish(i) ? 0 : 1;
+  for (std::size_t i = 0; i <= kLaneSlots; ++i) {
+    refused += producer.PublishWithPriority(static_cast<int>(i), 0, MessagePriority::HIGH) ? 0 : 1;
+  }
   ASSERT_GT(refused, 0);
-  EXPECT_EQ(bus.TakeBackpressurePeak().fill, 0u);  // the shared queue stayed empty
-  EXPECT_EQ(producer.GetBackpressureLevel(), BackpressureLevel::CRITICAL);
+  EXPECT_EQ(bus.QueueDepth(), kLaneSlots);
+  EXPECT_EQ(producer.GetBackpressureLevel(), BackpressureLevel::FULL);
+  EXPECT_EQ(bus.GetBackpressureLevel(), BackpressureLevel::FULL)
+      << "a full lane invisible to the bus's level";
+  EXPECT_DOUBLE_EQ(bus.QueueUtilizationPercent(), 100.0);
+  while (bus.ProcessBatch() > 0) {
+  }
+  EXPECT_EQ(bus.GetBackpressureLevel(), BackpressureLevel::NORMAL);
+  const sluice::BackpressurePeak peak = bus.TakeBackpressurePeak();
+  EXPECT_EQ(peak.fill, kLaneSlots) << "a lane's overflow invisible to the peak";
+  EXPECT_EQ(peak.level, BackpressureLevel::FULL);
+  EXPECT_EQ(bus.TakeBackpressurePeak().fill, 0u);
 }
 
 }  // namespace

@@ -218,7 +218,10 @@ TYPED_TEST(ProducerLaneTest, AdmissionAppliesTheThresholdsToTheLanesOwnFill) {
   auto other = bus.RegisterProducer();
   EXPECT_TRUE(other.PublishWithPriority(Item{101}, 0, MessagePriority::LOW));
   EXPECT_EQ(bus.QueueDepth(), 18u);
-  EXPECT_EQ(bus.GetBackpressureLevel(), sluice::BackpressureLevel::NORMAL);  // shared: 1 of 64
+  // The bus's level covers every source admission judges: the full lane,
+  // though the shared queue holds 1 of 64.
+  EXPECT_EQ(bus.GetBackpressureLevel(), sluice::BackpressureLevel::FULL);
+  EXPECT_DOUBLE_EQ(bus.QueueUtilizationPercent(), 100.0);
   const sluice::BusStatisticsSnapshot lane = producer.GetStatistics();
   EXPECT_EQ(lane.low_priority_published, 10u);
   EXPECT_EQ(lane.medium_priority_published, 3u);

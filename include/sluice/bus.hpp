@@ -344,40 +344,35 @@ class AsyncBus
   // Admitted messages not yet released by the consumer (an estimate while
   // the bus runs). With producer lanes: in the shared queue and every lane.
   std::size_t QueueDepth() const noexcept { return static_cast<std::size_t>(core_.queue_.Depth()); }
-  // Fill of the shared queue (with lanes, each Producer reports its own).
-  double QueueUtilizationPercent() const noexcept {
-    return static_cast<double>(core_.SharedDepth()) * 100.0 / static_cast<double>(kCapacity);
-  }
-  // The level of the shared queue's depth (with producer lanes, each
-  // Producer reports its lane's): by default WARNING from the fill at which LOW
-  // is refused, CRITICAL from MEDIUM's (following SetAdmissionThresholds);
-  // Traits::kBackpressureScale = BackpressureScale::kFixed: 75 % and 90 %.
-  BackpressureLevel GetBackpressureLevel() const noexcept {
-    return core_.LevelOf(core_.SharedDepth());
-  }
+  // The gauges cover what admission judges: the shared queue and, with
+  // producer lanes, every lane, each on its own capacity (each Producer also
+  // reports its own lane's). QueueUtilizationPercent: the fullest of them,
+  // in percent of its capacity.
+  double QueueUtilizationPercent() const noexcept { return core_.Fullest().utilization_percent; }
+  // The highest level among them: by default WARNING from the fill at which
+  // LOW is refused, CRITICAL from MEDIUM's (following
+  // SetAdmissionThresholds); Traits::kBackpressureScale =
+  // BackpressureScale::kFixed: 75 % and 90 %. A lane at LOW's threshold of
+  // its own capacity reads WARNING although the shared queue is empty.
+  BackpressureLevel GetBackpressureLevel() const noexcept { return core_.Fullest().level; }
 
-  // Any thread: the highest fill of the shared queue since the last call (or
-  // construction) and the highest level GetBackpressureLevel() would have
-  // reported at the fills noted (each a maximum of its own, the level
-  // classified when noted); the next period starts at this call (reset on
-  // read: two observers taking peaks split them between them). Noted: the
-  // fill and level at this call, those every refusal for fill saw (at least
-  // the refused priority's limit; every mode), and those at the start of
-  // each dispatch batch (FULL_FEATURED). So, with the default
+  // Any thread: the highest fill (in messages, of the shared queue or of
+  // one lane) since the last call (or construction) and the highest level
+  // GetBackpressureLevel() would have reported at the fills noted (each a
+  // maximum of its own, the level classified when noted); the next period
+  // starts at this call (reset on read: two observers taking peaks split
+  // them between them). Noted: the gauges at this call, what every refusal
+  // for fill saw (the shared queue's or the lane's, at least the refused
+  // priority's limit; every mode), and the shared queue's fill at the start
+  // of each dispatch batch (FULL_FEATURED). So, with the default
   // BackpressureScale, a period in which a priority was refused for fill
   // reports at least the level at which it is refused (LOW: WARNING;
   // MEDIUM and HIGH: CRITICAL; FULL once every slot was taken); a rise that
   // refused nothing and that the consumer took back within one batch can be
   // missed. Lock-free.
-  BackpressurePeak TakeBackpressurePeak() noexcept {
-    const Position now = core_.SharedDepth();
-    return core_.peak_fill_.Take(now, core_.LevelOf(now));
-  }
+  BackpressurePeak TakeBackpressurePeak() noexcept { return core_.TakePeak(); }
   // As TakeBackpressurePeak, without starting a new period.
-  BackpressurePeak PeekBackpressurePeak() const noexcept {
-    const Position now = core_.SharedDepth();
-    return core_.peak_fill_.Peek(now, core_.LevelOf(now));
-  }
+  BackpressurePeak PeekBackpressurePeak() const noexcept { return core_.PeekPeak(); }
 
  private:
   friend struct detail::TestAccess;

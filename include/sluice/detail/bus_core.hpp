@@ -239,6 +239,19 @@ class BusCore {
     return PublishResult(outcome, priority, admitted);
   }
 
+  // PublishLoan of an empty Loan (its pool was exhausted): kClosed, counted
+  // where `source` counts closed refusals, once the bus is closed; else
+  // kPoolEmpty, a drop counted in the shared statistics whatever the source,
+  // since a lane's own drop count is its refusals for fill (the shared
+  // refusal counters are atomic: any producer may write them).
+  template <typename Source>
+  PublishResult RefuseEmptyLoan(Source& source, MessagePriority priority) noexcept {
+    const PerformanceMode mode = policy_.Mode();
+    if (!close_.IsOpen()) return Refuse(source, PublishOutcome::kClosed, mode, priority, 1);
+    SharedSource shared = Shared();
+    return Refuse(shared, PublishOutcome::kPoolEmpty, mode, priority, 1);
+  }
+
   // A lane publish that ended without admitting anything: IsDrained counts
   // a lane publish in flight (its `publishing` flag) as not drained, so a
   // consumer that re-checked while this one was in flight and went to sleep
@@ -252,14 +265,19 @@ class BusCore {
   }
 
   // A refusal for fill: the refused claim saw the shared queue at least at
-  // the priority's limit (PeakFill). A lane's fill is its own.
+  // `limit`, the limit it was judged against (PeakFill). That limit, not one
+  // read again: thresholds changed since would note a fill the queue never
+  // held. A lane's fill is its own.
   template <typename Source>
-  void NoteRefusedFill(const Source&, PerformanceMode mode, MessagePriority priority) noexcept {
+  void NoteRefusedFill(const Source& source, Position limit) noexcept {
     if constexpr (std::is_same_v<Source, SharedSource>) {
-      const Position limit = Source::Limit(policy_, mode, priority);
       const Position now = SharedDepth();
       const Position fill = limit > now ? limit : now;
       peak_fill_.Note(fill, LevelOf(fill));
+    } else {
+      const Position now = source.queue.Depth();
+      const Position fill = limit > now ? limit : now;
+      peak_fill_.Note(fill, LaneLevelOf(fill));
     }
   }
 
@@ -301,12 +319,13 @@ class BusCore {
                            : PublishResult(PublishOutcome::kClosed, priority);
     }
     typename Source::Target::Claim claim;
-    if (!source.queue.TryClaim(Source::Limit(policy_, mode, priority), priority, &claim)) {
+    const Position limit = Source::Limit(policy_, mode, priority);
+    if (!source.queue.TryClaim(limit, priority, &claim)) {
       source.Leave();
       LeftUnadmitted(source);
       const PublishOutcome outcome =
           source.ClosedAfterRefusal() ? PublishOutcome::kClosed : Source::kFull;
-      if (outcome == Source::kFull) NoteRefusedFill(source, mode, priority);
+      if (outcome == Source::kFull) NoteRefusedFill(source, limit);
       return kCountRefusal ? Refuse(source, outcome, mode, priority, 1)
                            : PublishResult(outcome, priority);
     }
@@ -363,8 +382,8 @@ class BusCore {
           return RefuseRest(source, PublishOutcome::kClosed, mode, priority, first, last, admitted);
         }
         typename Source::Target::Run run{};
-        const Position claimed = source.queue.TryClaimRun(Source::Limit(policy_, mode, priority),
-                                                          priority, wanted, &run);
+        const Position limit = Source::Limit(policy_, mode, priority);
+        const Position claimed = source.queue.TryClaimRun(limit, priority, wanted, &run);
         // Counted before the messages become visible (see Admit).
         if (counted && claimed != 0) source.statistics.CountPublished(priority, claimed);
         for (Position i = 0; i < claimed; ++i, ++first) {
@@ -386,7 +405,7 @@ class BusCore {
           // not fit: refused, like single publishes.
           const PublishOutcome outcome =
               source.ClosedAfterRefusal() ? PublishOutcome::kClosed : Source::kFull;
-          if (outcome == Source::kFull) NoteRefusedFill(source, mode, priority);
+          if (outcome == Source::kFull) NoteRefusedFill(source, limit);
           return RefuseRest(source, outcome, mode, priority, first, last, admitted);
         }
       }
@@ -664,6 +683,53 @@ class BusCore {
     } else {
       return policy_.LevelAt(fill);
     }
+  }
+
+  // The level of a fill of one producer lane, on the traits' scale.
+  BackpressureLevel LaneLevelOf(Position fill) const noexcept {
+    if constexpr (Traits::kBackpressureScale == BackpressureScale::kFixed) {
+      return ClassifyBackpressure(fill, Lanes::kCapacity);
+    } else {
+      return policy_.LaneLevelAt(fill);
+    }
+  }
+
+  // The gauges cover what admission judges: the shared queue and, with
+  // producer lanes, each lane on its own capacity. Any thread; each depth
+  // is read once, so the figure is a recent one, not one instant's.
+  struct Gauge {
+    Position fill = 0;                                    // the fullest of them, in messages
+    BackpressureLevel level = BackpressureLevel::NORMAL;  // the highest level among them
+    double utilization_percent = 0;                       // the highest fill, in percent
+  };
+  Gauge Fullest() const noexcept {
+    Gauge gauge;
+    const auto add = [&gauge](Position fill, BackpressureLevel level, Position capacity) {
+      if (fill > gauge.fill) gauge.fill = fill;
+      if (level > gauge.level) gauge.level = level;
+      const double percent = static_cast<double>(fill) * 100.0 / static_cast<double>(capacity);
+      if (percent > gauge.utilization_percent) gauge.utilization_percent = percent;
+    };
+    const Position shared = SharedDepth();
+    add(shared, LevelOf(shared), kCapacity);
+    if constexpr (kHasLanes) {
+      for (std::uint32_t i = 0; i < Lanes::kMaxProducers; ++i) {
+        const Position lane = queue_.LaneAt(i).queue.Depth();
+        add(lane, LaneLevelOf(lane), Lanes::kCapacity);
+      }
+    }
+    return gauge;
+  }
+
+  // The peak of the gauges since the last Take (TakeBackpressurePeak),
+  // at least what they read now.
+  BackpressurePeak TakePeak() noexcept {
+    const Gauge now = Fullest();
+    return peak_fill_.Take(now.fill, now.level);
+  }
+  BackpressurePeak PeekPeak() const noexcept {
+    const Gauge now = Fullest();
+    return peak_fill_.Peek(now.fill, now.level);
   }
 
   Position SharedDepth() const noexcept {

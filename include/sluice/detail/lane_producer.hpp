@@ -88,11 +88,7 @@ class LaneProducer : public PublishApi<LaneProducer<CoreType, Payload, Traits>, 
   }
   BackpressureLevel GetBackpressureLevel() const noexcept {
     if (core_ == nullptr) return BackpressureLevel::NORMAL;
-    if constexpr (Traits::kBackpressureScale == BackpressureScale::kFixed) {
-      return ClassifyBackpressure(QueueDepth(), Traits::Lanes::kCapacity);
-    } else {
-      return core_->policy_.LaneLevelAt(QueueDepth());
-    }
+    return core_->LaneLevelOf(static_cast<Position>(QueueDepth()));
   }
 
  private:

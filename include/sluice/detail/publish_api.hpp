@@ -109,9 +109,11 @@ class PublishApi {
   // Publishes a loaned block (sluice/loan_pool.hpp; Loan<T> must be an
   // alternative of the payload): as PublishWithPriority, and an empty Loan
   // (the pool was exhausted) is refused like a full queue, kPoolEmpty,
-  // counted in messages_dropped under `priority` (FULL_FEATURED), or kClosed
-  // in messages_refused_closed once the bus is closed. A refused Loan stays
-  // with the caller, who drops it to hand the block back.
+  // counted in the bus's messages_dropped under `priority` (FULL_FEATURED;
+  // from a Producer too, whose own dropped counts are its lane's refusals
+  // for fill only), or kClosed in messages_refused_closed once the bus is
+  // closed. A refused Loan stays with the caller, who drops it to hand the
+  // block back.
   template <typename T>
   PublishResult PublishLoan(Loan<T>&& loan, std::uint32_t sender_id, MessagePriority priority) {
     static_assert(kIsAlternative<Loan<T>, Payload>,
@@ -119,11 +121,8 @@ class PublishApi {
                   "payload variant");
     if (!Self().CanPublish()) return Invalid(priority);
     if (!loan && IsValidPriority(priority)) {
-      auto& core = Self().PublishCore();
       auto source = Self().PublishSource();
-      const PublishOutcome outcome =
-          core.close_.IsOpen() ? PublishOutcome::kPoolEmpty : PublishOutcome::kClosed;
-      return core.Refuse(source, outcome, core.policy_.Mode(), priority, 1);
+      return Self().PublishCore().RefuseEmptyLoan(source, priority);
     }
     return PublishOne<true>(std::move(loan), sender_id, priority, 0);
   }
