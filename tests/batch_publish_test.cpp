@@ -4,6 +4,8 @@
 
 #include <array>
 #include <cstdint>
+#include <iterator>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -267,6 +269,50 @@ TYPED_TEST(PublishBatchTest, ARefusedBatchCountsAValuelessVariantAsRejected) {
   }
 }
 #endif
+
+// A single-pass range (std::istream_iterator: a copy shares the stream, so
+// looking ahead consumes it) is walked once: "10 20 30 40 50" arrives as
+// 10 20 30 40 50, not as the first value five times. On a bus of 8 slots,
+// LOW admits 5 of 8 (60 %): the rest is counted as dropped and left unread
+// past the first refused value.
+template <typename B>
+class SinglePassBatchTest : public ::testing::Test {};
+using IntBuses =
+    ::testing::Types<sluice::MpscBus<std::variant<int>, 8>, sluice::SpscBus<std::variant<int>, 8>,
+                     sluice::MpscBus<std::variant<int>, 8, sluice::PriorityOrderTraits>>;
+TYPED_TEST_SUITE(SinglePassBatchTest, IntBuses, sluice_test::IndexNames);
+
+template <typename B>
+std::string Taken(B& bus) {
+  std::string text;
+  bus.ProcessBatchWith([&](const sluice::MessageEnvelope<std::variant<int>>& envelope) {
+    text += (text.empty() ? "" : " ") + std::to_string(std::get<int>(envelope.payload));
+  });
+  return text;
+}
+
+TYPED_TEST(SinglePassBatchTest, AStreamIsWalkedOnce) {
+  TypeParam bus;
+  std::istringstream text("10 20 30 40 50");
+  const sluice::PublishResult result =
+      bus.PublishBatch(std::istream_iterator<int>(text), std::istream_iterator<int>(), 0);
+  EXPECT_EQ(result.Outcome(), sluice::PublishOutcome::kAdmitted);
+  EXPECT_EQ(result.AdmittedCount(), 5u);
+  EXPECT_EQ(Taken(bus), "10 20 30 40 50");
+  EXPECT_EQ(bus.GetStatistics().medium_priority_published, 5u);
+}
+
+TYPED_TEST(SinglePassBatchTest, AStreamPastTheThresholdCountsTheRestAsDropped) {
+  TypeParam bus;
+  std::istringstream text("1 2 3 4 5 6 7 8");
+  const sluice::PublishResult result =
+      bus.PublishBatch(std::istream_iterator<int>(text), std::istream_iterator<int>(), 0,
+                       sluice::MessagePriority::LOW);
+  EXPECT_EQ(result.Outcome(), sluice::PublishOutcome::kRefusedFull);
+  EXPECT_EQ(result.AdmittedCount(), 5u);
+  EXPECT_EQ(bus.GetStatistics().low_priority_dropped, 3u);
+  EXPECT_EQ(Taken(bus), "1 2 3 4 5");
+}
 
 // A batch's runs are cut short only by the queue's real fill: once the
 // consumer has freed the ring, a batch takes as much as an empty bus would.

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <sstream>
+#include <string>
 #include <type_traits>
 #include <variant>
 
@@ -31,8 +33,17 @@ struct LaneTraits : sluice::DefaultBusTraits {
 using LaneBus = sluice::MpscBus<Payload, 16, LaneTraits>;
 
 static_assert(sizeof(PublishResult) <= 8, "a result travels in a register");
-static_assert(!std::is_convertible_v<PublishResult, bool>, "only contextually a bool");
+// Only contextually a bool: `bool ok = bus.Publish(m);` fails to compile
+// with a hint to IsAdmitted() (tests/compile_fail/misuse.cpp, case 56).
 static_assert(std::is_constructible_v<bool, PublishResult>, "contextually a bool");
+
+TEST(PublishResultTest, AResultPrintsItsOutcome) {
+  std::ostringstream text;
+  text << PublishResult(PublishOutcome::kRefusedFull, MessagePriority::LOW) << " / "
+       << PublishResult::MakeAdmitted(MessagePriority::HIGH);
+  EXPECT_EQ(text.str(), std::string(sluice::ToString(PublishOutcome::kRefusedFull)) + " / " +
+                            sluice::ToString(PublishOutcome::kAdmitted));
+}
 
 TEST(PublishResultTest, AnAdmittedPublishIsTrueAndNamesItsPriority) {
   Bus bus;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "sluice/config.hpp"
 #include "sluice/message.hpp"
@@ -84,6 +85,19 @@ class [[nodiscard]] PublishResult {
   // Explicit: `if (!bus.Publish(m))` reads as it did when publish returned a
   // bool; `bool ok = bus.Publish(m).IsAdmitted();` where a bool is stored.
   constexpr explicit operator bool() const noexcept { return IsAdmitted(); }
+  // `bool ok = bus.Publish(m);` (or passing a result where a bool is
+  // expected) picks this conversion, as the explicit one does not apply
+  // there, and fails with a hint instead of a bare "cannot convert". A test
+  // (`if (result)`, `!result`, `static_cast<bool>(result)`) prefers the
+  // explicit operator above, which is not a template.
+  template <typename T, typename = std::enable_if_t<std::is_same_v<T, bool>>>
+  constexpr operator T() const noexcept {
+    static_assert(!std::is_same_v<T, bool>,
+                  "Sluice: a PublishResult does not convert to bool implicitly; write `bool ok = "
+                  "bus.Publish(m).IsAdmitted();` (or test it: `if (bus.Publish(m))`), and see "
+                  "Outcome() for why a message was not admitted");
+    return IsAdmitted();
+  }
   constexpr bool IsAdmitted() const noexcept { return outcome_ == PublishOutcome::kAdmitted; }
   constexpr PublishOutcome Outcome() const noexcept { return outcome_; }
   // The priority the publish asked for (the one refused, when refused).
@@ -100,6 +114,13 @@ class [[nodiscard]] PublishResult {
   }
   constexpr bool Closed() const noexcept { return outcome_ == PublishOutcome::kClosed; }
   constexpr bool Rejected() const noexcept { return outcome_ == PublishOutcome::kRejected; }
+
+  // Writes ToString(result) to `stream` (any stream that takes a C
+  // string), so a test framework prints a result by its outcome.
+  template <typename Stream>
+  friend auto operator<<(Stream& stream, PublishResult result) -> decltype(stream << "") {
+    return stream << ToString(result.outcome_);
+  }
 
   friend constexpr bool operator==(PublishResult result, PublishOutcome outcome) noexcept {
     return result.outcome_ == outcome;

@@ -265,6 +265,10 @@ int main() {
 #elif CASE == 55  // a WaitSet without a parker
   sluice::WaitSet<sluice::NoParker> set;
   (void)set.Waiters();
+#elif CASE == 56  // storing a publish's result in a bool
+  sluice::MpscBus<Payload, 8> bus;
+  bool ok = bus.Publish(A{1});
+  (void)ok;
 #elif CASE == 40  // a 0.2 knob: the starvation limit
   struct Traits : sluice::PriorityOrderTraits {
     static constexpr std::uint32_t kStarvationLimit = 4;

@@ -94,6 +94,18 @@ class ConsumerWake<NoWakeSignal> {
   NoWakeSignal none_;
 };
 
+// Whether `last - first` compiles: random access (a pointer, std::vector,
+// std::array, std::deque), so multi-pass, which PublishBatch's runs need to
+// look ahead. Told apart without <iterator>'s categories, which bring
+// <string> into the core.
+template <typename Iterator, typename = void>
+inline constexpr bool kSubtractableIterator = false;
+template <typename Iterator>
+inline constexpr bool kSubtractableIterator<
+    Iterator,
+    std::void_t<decltype(std::declval<const Iterator&>() - std::declval<const Iterator&>())>> =
+    true;
+
 template <typename Payload, std::size_t kCapacity, ProducerModel kProducers, typename Traits>
 class BusCore {
   static_assert(IsVariant<Payload>::value,
@@ -357,6 +369,12 @@ class BusCore {
   PublishResult AdmitBatch(Source& source, Iterator first, Iterator last, std::uint32_t sender_id,
                            MessagePriority priority) noexcept {
     using Value = std::decay_t<decltype(*first)>;
+    if constexpr (!kSubtractableIterator<Iterator>) {
+      // A range that may be single pass (std::istream_iterator, a
+      // generator) cannot be looked ahead into: walked once, one claim per
+      // message.
+      return AdmitEach(source, first, last, sender_id, priority);
+    }
     const PerformanceMode mode = policy_.Mode();
     const std::uint64_t timestamp_ns =
         mode == PerformanceMode::BARE_METAL ? 0 : detail::ClockNanos<typename Traits::Clock>();
@@ -413,6 +431,38 @@ class BusCore {
         source.statistics.CountRejected();
         return PublishResult(PublishOutcome::kRejected, priority, admitted);
       }
+    }
+    return PublishResult(PublishOutcome::kAdmitted, priority, admitted);
+  }
+
+  // PublishBatch of a range that may be single pass: each position is
+  // dereferenced once (twice only for a refused one, which a single-pass
+  // iterator allows, as it has not moved) and advanced once. Otherwise as
+  // AdmitBatch: in order, one clock reading, stops at the first message not
+  // admitted, counts it and the rest as refused.
+  template <typename Source, typename Iterator>
+  PublishResult AdmitEach(Source& source, Iterator first, Iterator last, std::uint32_t sender_id,
+                          MessagePriority priority) noexcept {
+    using Reference = decltype(*first);
+    using Value = std::decay_t<Reference>;
+    const PerformanceMode mode = policy_.Mode();
+    const std::uint64_t timestamp_ns =
+        mode == PerformanceMode::BARE_METAL ? 0 : detail::ClockNanos<typename Traits::Clock>();
+    std::uint32_t admitted = 0;
+    for (; first != last; ++first) {
+      Reference element = *first;
+      if constexpr (std::is_same_v<Value, Payload>) {
+        if (element.valueless_by_exception()) {
+          source.statistics.CountRejected();
+          return PublishResult(PublishOutcome::kRejected, priority, admitted);
+        }
+      }
+      auto make_payload = [&] { return MakePayload(static_cast<Reference>(element)); };
+      const PublishResult result =
+          Admit<false, false>(source, sender_id, priority, timestamp_ns, make_payload);
+      if (!result)
+        return RefuseRest(source, result.Outcome(), mode, priority, first, last, admitted);
+      ++admitted;
     }
     return PublishResult(PublishOutcome::kAdmitted, priority, admitted);
   }

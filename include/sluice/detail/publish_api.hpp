@@ -128,7 +128,10 @@ class PublishApi {
   }
 
   // Publishes the messages of [first, last) in order with one claim per run
-  // (one CAS with several producers): as many as fit below the priority's
+  // (one CAS with several producers) when the iterators are random access
+  // (`last - first` compiles); any other range, which may be single pass
+  // (std::istream_iterator, a generator), is walked once, each message its
+  // own claim, with the same results and counts: as many as fit below the priority's
   // threshold, from the front. AdmittedCount() says how many were admitted;
   // the caller keeps the rest, every one of them counted as refused with
   // Outcome() (dropped, or refused as closed). A valueless variant ends the
