@@ -31,8 +31,10 @@ struct StopCommand {};
 using SensorPayload = std::variant<ImuSample, WheelOdometry>;
 using CommandPayload = std::variant<VelocityCommand, StopCommand>;
 
-// Every bus in a set names the set's parker in its traits.
-using Traits = sluice::SleepingConsumerTraits;                   // ConditionVariableParker
+// Every bus of a set says so in its traits, with the set's parker.
+struct Traits : sluice::DefaultBusTraits {
+  using Waiting = sluice::WaitInSet<sluice::ConditionVariableParker>;
+};
 using SensorBus = sluice::MpscBus<SensorPayload, 256, Traits>;   // two drivers
 using CommandBus = sluice::SpscBus<CommandPayload, 64, Traits>;  // one operator
 

@@ -46,11 +46,11 @@ using sluice_test::CountingMembarrierParker;
 // Park at once: every empty look is a park, the path a lost wake-up needs.
 template <typename ParkerType>
 struct EagerTraits : sluice::DefaultBusTraits {
-  using Waiting = sluice::WaitWith<ParkerType, 0>;
+  using Waiting = sluice::WaitInSet<ParkerType, 0>;
 };
 template <typename ParkerType>
 struct EagerPriorityTraits : sluice::PriorityOrderTraits {
-  using Waiting = sluice::WaitWith<ParkerType, 0>;
+  using Waiting = sluice::WaitInSet<ParkerType, 0>;
 };
 
 #if defined(__SANITIZE_THREAD__)

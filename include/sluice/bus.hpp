@@ -68,20 +68,25 @@ class AsyncBus
   static constexpr bool kKeepsLatencyHistograms = Traits::Latency::kEnabled;
   static constexpr bool kHasProducerLanes = Core::kHasLanes;
 
-  AsyncBus() : core_(0) {}
+  AsyncBus() : core_(0) {
+    static_assert(!Core::kJoinsWaitSet,
+                  "Sluice: a bus whose traits say `using Waiting = sluice::WaitInSet<Parker>;` is "
+                  "a bus of a WaitSet: construct it with its set, `Bus bus(set);`");
+  }
   // For tests: counting starts at `first` (near the wrap), not at 0.
   explicit AsyncBus(detail::FirstPosition first) : core_(first.value) {}
   // A bus in `set` (sluice/wait_set.hpp): its publishes and Close wake the
   // set's signal, so one thread can sleep on this bus and others with
   // set.Wait or set.ProcessBatchWait. The set must outlive the bus (declare
   // it first). ProcessBatchWait on this bus still works: it sleeps on the
-  // set's signal. Needs a parker in the traits, the set's.
+  // set's signal. Needs `using Waiting = sluice::WaitInSet<Parker>;` in the
+  // traits, the set's Parker; such a bus has no other constructor.
   template <typename SetParker>
   explicit AsyncBus(WaitSet<SetParker>& set) : core_(0) {
-    static_assert(Core::kCanPark,
-                  "Sluice: a bus joins a WaitSet only with a parker in its traits (`using "
-                  "Waiting = sluice::WaitWith<Parker>;`, the set's Parker)");
-    static_assert(!Core::kCanPark || std::is_same_v<SetParker, typename Core::Parker>,
+    static_assert(Core::kJoinsWaitSet,
+                  "Sluice: a bus joins a WaitSet only with `using Waiting = "
+                  "sluice::WaitInSet<Parker>;` in its traits (the set's Parker)");
+    static_assert(!Core::kJoinsWaitSet || std::is_same_v<SetParker, typename Core::Parker>,
                   "Sluice: a bus joins only a WaitSet of the Parker its traits name");
     if constexpr (std::is_same_v<SetParker, typename Core::Parker>) {
       // Before the constructor returns, so before any other thread can

@@ -104,6 +104,17 @@ struct WaitWith {
   static constexpr std::uint32_t kPollsBeforePark = kPolls;
 };
 
+// As WaitWith, for a bus that one thread waits on together with others
+// through a WaitSet<ParkerType> (sluice/wait_set.hpp): the bus is
+// constructed only with its set (`Bus bus(set);`) and wakes the set's
+// signal, and only such buses may be listed in a set's Wait or
+// ProcessBatchWait. So a bus left out of every set cannot be waited on by
+// one (a compile error, not a wait that returns at once for ever).
+template <typename ParkerType, std::uint32_t kPolls = 256>
+struct WaitInSet : WaitWith<ParkerType, kPolls> {
+  static constexpr bool kJoinsWaitSet = true;
+};
+
 // ---- Lanes: registered producers, each with a lane of its own ----------------
 
 // No lanes: RegisterProducer does not compile.
@@ -182,7 +193,8 @@ struct DefaultBusTraits {
 #endif
   // FifoDelivery or PriorityDelivery<kCheckInterval, kStarvationLimit>.
   using Delivery = FifoDelivery;
-  // NoWaiting or WaitWith<Parker, kPollsBeforePark>.
+  // NoWaiting, WaitWith<Parker, kPollsBeforePark> or WaitInSet<Parker,
+  // kPollsBeforePark> (a bus of a WaitSet).
   using Waiting = NoWaiting;
   // NoLanes or ProducerLanes<kMaxProducers, kCapacity, kBurst, HeavyFence>.
   using Lanes = NoLanes;
@@ -236,6 +248,13 @@ template <typename T, typename = void>
 struct HasOldHeavyFence : std::false_type {};
 template <typename T>
 struct HasOldHeavyFence<T, std::void_t<typename T::HeavyFence>> : std::true_type {};
+
+// Whether a Waiting policy makes a bus of a WaitSet (WaitInSet).
+template <typename Waiting, typename = void>
+struct JoinsWaitSet : std::false_type {};
+template <typename Waiting>
+struct JoinsWaitSet<Waiting, std::void_t<decltype(Waiting::kJoinsWaitSet)>>
+    : std::bool_constant<Waiting::kJoinsWaitSet> {};
 
 template <typename Traits>
 constexpr bool CheckTraits() {

@@ -9,7 +9,10 @@
 //
 // A bus constructed with a set wakes the set's one wake signal instead of its
 // own (detail/bus_core.hpp, ConsumerWake), so a publish or Close on any of
-// them wakes the set's waiter. The buses' traits must name the set's Parker.
+// them wakes the set's waiter. The buses' traits say `using Waiting =
+// sluice::WaitInSet<Parker>;` with the set's Parker, and such a bus is
+// constructed only with a set: a bus outside every set cannot be listed (a
+// compile error); one of another set is refused at run time (kNotMember).
 //
 // Lifetime: the set must outlive every bus that joined it (declare it
 // first), as a mutex outlives the locks that name it: each publish and Close
@@ -89,8 +92,15 @@ class WaitSet {
     constexpr bool kSameParker = (std::is_same_v<typename Buses::Core::Parker, Parker> && ...);
     static_assert(kSameParker,
                   "Sluice: every bus a WaitSet waits on must name the set's Parker in its traits");
+    constexpr bool kJoined = (Buses::Core::kJoinsWaitSet && ...);
+    static_assert(!kSameParker || kJoined,
+                  "Sluice: a WaitSet waits only on buses of a set: `using Waiting = "
+                  "sluice::WaitInSet<Parker>;` in their traits, each constructed with the set "
+                  "(`Bus bus(set);`); a bus outside every set would never wake it");
     WaitSetResult result;
-    if constexpr (kSameParker) result = WaitOn(detail::SaturatingNanos(timeout), buses...);
+    if constexpr (kSameParker && kJoined) {
+      result = WaitOn(detail::SaturatingNanos(timeout), buses...);
+    }
     return result;
   }
 

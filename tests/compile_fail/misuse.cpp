@@ -250,7 +250,7 @@ int main() {
   (void)bus.QueueDepth();
 #elif CASE == 53  // nor can a bus whose traits name another parker
   struct Traits : sluice::DefaultBusTraits {
-    using Waiting = sluice::WaitWith<sluice::FutexParker>;
+    using Waiting = sluice::WaitInSet<sluice::FutexParker>;
   };
   sluice::WaitSet<sluice::ConditionVariableParker> set;
   sluice::MpscBus<Payload, 8, Traits> bus(set);
@@ -265,6 +265,26 @@ int main() {
 #elif CASE == 55  // a WaitSet without a parker
   sluice::WaitSet<sluice::NoParker> set;
   (void)set.Waiters();
+#elif CASE == 57  // a WaitSet waiting on a bus that is in no set (it would never wake it)
+  struct Traits : sluice::DefaultBusTraits {
+    using Waiting = sluice::WaitWith<sluice::ConditionVariableParker>;
+  };
+  sluice::WaitSet<sluice::ConditionVariableParker> set;
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)set.ProcessBatchWait(std::chrono::seconds(1), 8, bus);
+#elif CASE == 58  // a bus of a WaitSet built without its set
+  struct Traits : sluice::DefaultBusTraits {
+    using Waiting = sluice::WaitInSet<sluice::ConditionVariableParker>;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
+#elif CASE == 59  // a bus with WaitWith joining a set
+  struct Traits : sluice::DefaultBusTraits {
+    using Waiting = sluice::WaitWith<sluice::ConditionVariableParker>;
+  };
+  sluice::WaitSet<sluice::ConditionVariableParker> set;
+  sluice::MpscBus<Payload, 8, Traits> bus(set);
+  (void)bus.QueueDepth();
 #elif CASE == 56  // storing a publish's result in a bool
   sluice::MpscBus<Payload, 8> bus;
   bool ok = bus.Publish(A{1});

@@ -134,6 +134,8 @@ class BusCore {
   // Whether threads may park: the consumer in ProcessBatchWait, producers in
   // PublishBlocking.
   static constexpr bool kCanPark = !std::is_same_v<Parker, NoParker>;
+  // A bus of a WaitSet (Waiting = WaitInSet<Parker>): constructed with its set.
+  static constexpr bool kJoinsWaitSet = JoinsWaitSet<typename Traits::Waiting>::value;
 
   static_assert(!kHasLanes || Delivery::kStarvationLimit == 0,
                 "Sluice: producer lanes need strict priority order (PriorityDelivery's "
