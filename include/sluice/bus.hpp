@@ -346,6 +346,30 @@ class AsyncBus
     core_.latency_.Reset();
   }
 
+  // Any thread: how many more messages of `priority` admission would take
+  // now into the shared queue (a publish without a Producer): the
+  // priority's limit under the mode and thresholds in force, less the
+  // shared queue's fill, from the numbers a claim compares; 0 once closed
+  // or for an unknown priority. An estimate while other producers publish
+  // (a publish may still be refused). Each Producer has its lane's.
+  std::size_t RoomFor(MessagePriority priority) const noexcept {
+    return static_cast<std::size_t>(core_.RoomFor(priority));
+  }
+#if !SLUICE_FREESTANDING
+  // Any thread but the consumer inside a batch: waits up to `timeout` until
+  // RoomFor(priority) > 0 and returns true, or returns false at the timeout
+  // or once the bus is closed (at once for an unknown priority, and on the
+  // consumer's own thread inside a batch with a parker). With a parker in
+  // the traits it sleeps until the consumer's batch makes room, as
+  // PublishBlocking; without one it yields, then sleeps in short slices. For
+  // a producer that wants to publish itself when there is room (a
+  // PublishAttempt after it, which may still lose the room to another).
+  template <typename Rep, typename Period>
+  bool WaitForRoom(MessagePriority priority, std::chrono::duration<Rep, Period> timeout) {
+    return core_.WaitForRoom(priority, detail::SaturatingNanos(timeout));
+  }
+#endif
+
   // Admitted messages not yet released by the consumer (an estimate while
   // the bus runs). With producer lanes: in the shared queue and every lane.
   std::size_t QueueDepth() const noexcept { return static_cast<std::size_t>(core_.queue_.Depth()); }

@@ -534,9 +534,8 @@ class BusCore {
     dispatching_ = false;
     room_.LeaveBatch();
     // The batch released slots: wake producers waiting for that room.
-    room_.NotifyWaiters(/*only_with_room=*/true, [this](MessagePriority priority) {
-      return SharedDepth() < policy_.LimitFor(policy_.Mode(), priority);
-    });
+    room_.NotifyWaiters(/*only_with_room=*/true,
+                        [this](MessagePriority priority) { return RoomFor(priority) != 0; });
     return count;
   }
 
@@ -696,6 +695,50 @@ class BusCore {
         break;
     }
     return end(PublishOutcome::kTimedOut);
+  }
+#endif
+
+  // ---- Room --------------------------------------------------------------------
+
+  // How many more messages of `priority` admission would take into the
+  // shared queue now: the priority's limit under the mode in force, less the
+  // shared queue's fill, from the numbers a claim compares. 0 once closed,
+  // or for an unknown priority. Any thread; an estimate while other
+  // producers publish.
+  Position RoomFor(MessagePriority priority) const noexcept {
+    if (!IsValidPriority(priority) || IsClosed()) return 0;
+    return RoomBelow(SharedSource::Limit(policy_, policy_.Mode(), priority), SharedDepth());
+  }
+  // As RoomFor, for producer lane `index`, on the lane's own limit and fill.
+  Position LaneRoomFor(std::uint32_t index, MessagePriority priority) const noexcept {
+    if (!IsValidPriority(priority) || IsClosed()) return 0;
+    return RoomBelow(LaneSource::Limit(policy_, policy_.Mode(), priority),
+                     queue_.LaneAt(index).queue.Depth());
+  }
+  static constexpr Position RoomBelow(Position limit, Position fill) noexcept {
+    return fill < limit ? limit - fill : 0;
+  }
+
+#if !SLUICE_FREESTANDING
+  // Waits up to `timeout` until RoomFor(priority) > 0 (true), or
+  // false at the timeout or once the bus is closed. With a parker: the
+  // wait of PublishBlocking, woken by the consumer's batch that makes room
+  // (SYNC POINT (R)), and false at once on the consumer's own thread inside
+  // a batch (it would wait for itself); without one: WaitUntil's looks
+  // without a signal (yields, then short sleeps).
+  bool WaitForRoom(MessagePriority priority, std::chrono::nanoseconds timeout) {
+    const auto has_room = [this, priority] { return RoomFor(priority) != 0; };
+    const auto closed = [this] { return IsClosed(); };
+    if (has_room()) return true;
+    if (!IsValidPriority(priority) || IsClosed()) return false;
+    if constexpr (kCanPark) {
+      if (room_.InsideBatchOnThisThread()) return false;
+      return room_.WaitForRoom(priority, kPollsBeforePark, timeout, has_room, closed) ==
+             WaitEnd::kReady;
+    } else {
+      NoSignal no_signal;
+      return WaitUntil(no_signal, kPollsBeforePark, timeout, has_room, closed) == WaitEnd::kReady;
+    }
   }
 #endif
 

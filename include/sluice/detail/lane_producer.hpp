@@ -86,6 +86,16 @@ class LaneProducer : public PublishApi<LaneProducer<CoreType, Payload, Traits>, 
     }
     return 0;
   }
+  // How many more messages of `priority` admission would take into this
+  // producer's lane now (the lane's limit less its fill); 0 for an invalid
+  // Producer, once closed, or for an unknown priority.
+  std::size_t RoomFor(MessagePriority priority) const noexcept {
+    RequireLanes();
+    if constexpr (kHasLanes) {
+      if (core_ != nullptr) return static_cast<std::size_t>(core_->LaneRoomFor(lane_, priority));
+    }
+    return 0;
+  }
   BackpressureLevel GetBackpressureLevel() const noexcept {
     if (core_ == nullptr) return BackpressureLevel::NORMAL;
     return core_->LaneLevelOf(static_cast<Position>(QueueDepth()));

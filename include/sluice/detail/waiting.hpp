@@ -4,7 +4,8 @@
 //
 // It polls, then, with a wake signal (detail/wake_signal.hpp), announces a
 // sleep, re-checks and parks until a notify, the deadline or a spurious
-// wake-up, and re-checks again; without one it yields between looks. The
+// wake-up, and re-checks again; without one it yields between looks, then
+// sleeps short slices. The
 // re-check after PrepareWait is the waiter's half of SYNC POINT (W): the
 // condition's own acquire load (the ring's slot, the released position, the
 // close state) follows the waiter's announcement and fence.
@@ -77,14 +78,27 @@ WaitEnd WaitUntil(Signal& signal, std::uint32_t polls, std::chrono::nanoseconds 
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline =
       timeout >= Clock::time_point::max() - start ? Clock::time_point::max() : start + timeout;
+  // Looks without a sleep announced: yields for the first kYieldingLooks,
+  // then sleeps a slice between looks, so a long wait without a parker
+  // (Drain, WaitForRoom) does not hold a core.
+  constexpr std::uint32_t kYieldingLooks = 64;
+  constexpr std::chrono::microseconds kSlice{50};
+  std::uint32_t looks = 0;
   for (;;) {
     if (stop()) return WaitEnd::kStopped;
     std::uint32_t ticket = 0;
     if (!signal.PrepareWait(&ticket)) {
       // No sleep announced (no signal, or its heavy fence failed): poll.
       if (ready()) return WaitEnd::kReady;
-      if (Clock::now() >= deadline) return WaitEnd::kTimedOut;
-      std::this_thread::yield();
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) return WaitEnd::kTimedOut;
+      if (looks < kYieldingLooks) {
+        ++looks;
+        std::this_thread::yield();
+      } else {
+        const Clock::duration left = deadline - now;
+        std::this_thread::sleep_for(left < kSlice ? left : Clock::duration(kSlice));
+      }
       continue;
     }
     if (const WaitEnd end = RecheckAfterAnnouncing(signal, ready, stop);

@@ -187,6 +187,10 @@ struct BusInfo<AsyncBus<Payload, kCapacity, kProducers, Traits>> {
   static constexpr bool kMultiProducer = kProducers == ProducerModel::kMulti;
 };
 
+// A JetStream fetcher whose priority has no room waits for it this long at
+// a time, then looks at its stop flag again (Shutdown waits for it).
+inline constexpr std::chrono::milliseconds kFetchRoomSlice{10};
+
 inline std::uint64_t RandomNonZero() {
   std::random_device device;
   std::uint64_t id = 0;
@@ -1242,14 +1246,16 @@ class Bridge {
         pause(std::chrono::milliseconds(10));
         continue;
       }
-      const std::size_t limit = LimitFor(priority);
-      const std::size_t depth = bus_.QueueDepth();
-      if (depth >= limit) {
-        pause(std::chrono::microseconds(200));
+      // As many as admission would take now (the bus's own figure); none:
+      // wait for the consumer to make room, in slices so that StopFetching
+      // is seen.
+      const std::size_t room = bus_.RoomFor(priority);
+      if (room == 0) {
+        (void)bus_.WaitForRoom(priority, detail::kFetchRoomSlice);
         continue;
       }
       const int batch =
-          static_cast<int>(std::min<std::size_t>(limit - depth, static_cast<std::size_t>(most)));
+          static_cast<int>(std::min<std::size_t>(room, static_cast<std::size_t>(most)));
       natsMsgList list{};
       jsErrCode error = static_cast<jsErrCode>(0);
       const natsStatus status = natsSubscription_Fetch(&list, inbound.subscription, batch,
@@ -1510,12 +1516,14 @@ class Bridge {
         Count(counters_.delivered[p]);
         return true;
       }
+      // Waits on the bus's own room (WaitForRoom: the consumer's batch that
+      // makes room wakes it with a parker), then tries again; another
+      // producer may take the room first.
       const auto deadline = std::chrono::steady_clock::now() + wait;
-      while (!bus_.IsClosed() && std::chrono::steady_clock::now() < deadline) {
-        if (bus_.QueueDepth() >= LimitFor(header.priority)) {
-          std::this_thread::sleep_for(std::chrono::microseconds(20));
-          continue;
-        }
+      for (;;) {
+        const auto left = deadline - std::chrono::steady_clock::now();
+        if (left <= std::chrono::steady_clock::duration::zero()) break;
+        if (!bus_.WaitForRoom(header.priority, left)) break;  // timed out, or closed
         if (bus_.PublishAttempt(message, sender, header.priority)) {
           Count(counters_.delivered[p]);
           Count(counters_.admitted_after_wait[p]);
@@ -1531,14 +1539,6 @@ class Bridge {
     }
     Count(counters_.bus_dropped[p]);
     return false;
-  }
-
-  std::size_t LimitFor(MessagePriority priority) const noexcept {
-    const AdmissionThresholds thresholds = bus_.GetAdmissionThresholds();
-    const std::uint8_t percent = priority == MessagePriority::LOW      ? thresholds.low_percent
-                                 : priority == MessagePriority::MEDIUM ? thresholds.medium_percent
-                                                                       : thresholds.high_percent;
-    return static_cast<std::size_t>(FillLimit(percent, static_cast<Position>(Bus::Capacity())));
   }
 
   // ---- Client callbacks ------------------------------------------------------------
