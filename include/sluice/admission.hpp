@@ -63,11 +63,6 @@ enum class BackpressureScale : std::uint8_t {
   kFixed,
 };
 
-// Before 0.3 the scale was named BackpressureLevels, too close to
-// BackpressureLevel.
-using BackpressureLevels [[deprecated("Sluice: BackpressureLevels is now BackpressureScale")]] =
-    BackpressureScale;
-
 // The fixed levels (BackpressureScale::kFixed).
 constexpr BackpressureLevel ClassifyBackpressure(Position depth, Position capacity) noexcept {
   if (depth >= capacity) return BackpressureLevel::FULL;

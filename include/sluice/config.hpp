@@ -27,15 +27,10 @@
 // be confused with PerformanceMode::BARE_METAL, a run-time mode that only
 // skips statistics and timestamps.
 //
-// SLUICE_BARE_METAL is the deprecated name of this setting, accepted until
-// the next minor release; defining both to different values is an error.
+// SLUICE_BARE_METAL, this setting's name before 0.2, is an error: ignored,
+// it would build a hosted library for a target that asked for freestanding.
 #ifdef SLUICE_BARE_METAL
-#ifndef SLUICE_FREESTANDING
-#define SLUICE_FREESTANDING SLUICE_BARE_METAL
-#elif SLUICE_FREESTANDING != SLUICE_BARE_METAL
-#error "Sluice: SLUICE_BARE_METAL (deprecated) and SLUICE_FREESTANDING disagree"
-#endif
-#pragma message("Sluice: SLUICE_BARE_METAL is deprecated; define SLUICE_FREESTANDING instead")
+#error "Sluice: SLUICE_BARE_METAL was renamed SLUICE_FREESTANDING in 0.2; define that instead"
 #endif
 #ifndef SLUICE_FREESTANDING
 #if defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M'

@@ -63,10 +63,6 @@ constexpr const char* ToString(PublishOutcome outcome) noexcept {
   return "invalid";
 }
 
-// Before 0.3 PublishBlocking returned a PublishStatus; its values are
-// PublishOutcome's.
-using PublishStatus [[deprecated("Sluice: PublishStatus is now PublishOutcome")]] = PublishOutcome;
-
 // The result of a publish. Contextually convertible to bool (true: admitted),
 // so `if (!bus.Publish(m))` reads as before; Outcome() says why not.
 // PublishBatch: AdmittedCount() messages from the front were admitted and

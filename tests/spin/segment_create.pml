@@ -48,7 +48,7 @@
  * SPIN interleaves statements one at a time, a sequentially consistent
  * execution. The name and the flock are the kernel's (each syscall one
  * step, ordered by its locks); the header fields that the judge reads are
- * written before the segment is named (under the release of (S)) or under
+ * written before the segment is named (under the release of (T)) or under
  * the flock the judge holds, except `closed`: its store precedes its
  * owner's death, which the judge learns from the kernel after taking the
  * lock, so a judge that sees the owner dead sees the flag as last written.

@@ -225,7 +225,7 @@ class Component {
     std::atomic<std::uint32_t> handle[kHandleWords] = {};
   };
 
-  // SYNC POINT READ (H): acquire, pairing with the release stores in
+  // SYNC POINT READ (M): acquire, pairing with the release stores in
   // Publish(); see there.
   static SubscriptionHandle LoadHandle(const Entry& entry) noexcept {
     std::uint32_t words[kHandleWords];
@@ -264,7 +264,7 @@ class Component {
     if (watch != nullptr) watched_[index] = std::move(*watch);
     Entry& entry = entries_[index];
     const std::uint32_t generation = GenerationOf(entry.state.load(std::memory_order_relaxed)) + 1;
-    // SYNC POINT WRITE (H): the entry left its previous generation's kLive
+    // SYNC POINT WRITE (M): the entry left its previous generation's kLive
     // before these release stores. A callback of that generation that reads
     // one of these words (acquire) therefore finds its generation over when
     // it then tries its CAS, and retires nothing; so a handle it read half
@@ -309,7 +309,7 @@ class Component {
       const std::uint32_t live = Pack(generation, kLive);
       // SYNC POINT READ (K): the handle words of this generation.
       if (entry.state.load(std::memory_order_acquire) != live) return;  // not published yet
-      // If any word is already a later generation's, the CAS below fails (H).
+      // If any word is already a later generation's, the CAS below fails (M).
       const SubscriptionHandle handle = LoadHandle(entry);
       Bus* const bus = component->bus_;
       std::uint32_t expected = live;

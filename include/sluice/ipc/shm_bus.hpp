@@ -20,13 +20,13 @@
 // hole is.
 //
 // Synchronisation, each release named with its acquire:
-//  (S) segment ready, creator -> attacher: Create writes the header and
+//  (T) segment ready, creator -> attacher: Create writes the header and
 //      constructs the rings, then stores `magic` with release; Attach loads
 //      it with acquire before reading anything else.
 //  (A), (B), (H) of the rings and the fill cursor, as in process
 //      (detail/ring.hpp, detail/claim_cursor.hpp): a lock-free atomic is
 //      address-free, so they hold between processes as between threads.
-//  (J) a lane changing hands. Taking, producer -> consumer: under the
+//  (U) a lane changing hands. Taking, producer -> consumer: under the
 //      segment's lock (flock, which the kernel drops with a dead holder),
 //      Attach loads a lane's `state` with acquire, and on kLaneFree writes
 //      `owner`, stores kLaneOwned with release and sets the lane's bit in
@@ -56,7 +56,7 @@
 //      interval; a consumer killed leaves producers waiting for room, so
 //      their sleep is cut into slices after which they look for it
 //      (tests/spin/ipc_wakeup.pml models both).
-//  (C) who the consumer is, which a consumer taking over a killed one's
+//  (I) who the consumer is, which a consumer taking over a killed one's
 //      segment rewrites: a sequence lock of atomics (ConsumerIdentity).
 //  (X) close: the consumer stores `state` = kClosed, then closes every
 //      lane's fill cursor (every later claim is refused); a producer whose
@@ -205,7 +205,7 @@ enum LaneState : std::uint32_t { kLaneFree = 0, kLaneOwned = 1, kLaneDetached = 
 
 // The consumer's identity in the segment, which a consumer taking over a
 // segment rewrites while producers may read it: a sequence lock of
-// atomics. SYNC POINT (C): the writer makes `generation` odd, stores the
+// atomics. SYNC POINT (I): the writer makes `generation` odd, stores the
 // fields with release (each after the odd value), then makes it even again
 // with release; a reader loads it with acquire, the fields with acquire
 // (so that a field written by a later writer brings its odd value along),
@@ -277,7 +277,7 @@ struct Layout {
   using RoomSignal = sluice::detail::WakeSignal<SharedFutexParkerFenced>;
 
   struct alignas(kCacheLineSize) LaneControl {
-    std::atomic<std::uint32_t> state;  // LaneState: (J)
+    std::atomic<std::uint32_t> state;  // LaneState: (U)
     ProcessIdentity owner;             // written before kLaneOwned
     RoomSignal room;                   // the owner's PublishBlocking waits here: (W)
     // Bit b: loan block b is free. The owner takes, the consumer gives back: (P).
@@ -289,13 +289,13 @@ struct Layout {
   };
 
   struct alignas(kCacheLineSize) Header {
-    std::atomic<std::uint64_t> magic;  // kMagic once ready: (S)
+    std::atomic<std::uint64_t> magic;  // kMagic once ready: (T)
     Fingerprint fingerprint;
-    ConsumerIdentity consumer;  // who dispatches: (C)
+    ConsumerIdentity consumer;  // who dispatches: (I)
     AdmissionThresholds thresholds;
     std::uint64_t peer_check_nanoseconds;  // how long a wait sleeps between looks
     std::atomic<std::uint32_t> state;
-    std::atomic<std::uint64_t> lanes_active;  // bit l: lane l has an owner: (J)
+    std::atomic<std::uint64_t> lanes_active;  // bit l: lane l has an owner: (U)
     Signal consumer_wake;                     // ProcessBatchWait sleeps here: (W)
     LaneControl lanes[kLanes];
   };
@@ -391,7 +391,7 @@ class ShmBus {
     header_->peer_check_nanoseconds = static_cast<std::uint64_t>(SleepSlice(options).count());
     header_->state.store(detail::kOpen, std::memory_order_relaxed);
     for (std::size_t lane = 0; lane < kLanes; ++lane) ResetLane(lane);
-    // SYNC POINT WRITE (S): the header and rings above, before any attach
+    // SYNC POINT WRITE (T): the header and rings above, before any attach
     // (the name, below, is what lets a producer find the segment at all).
     header_->magic.store(detail::kMagic, std::memory_order_release);
     SLUICE_IPC_CREATE_STEP(detail::CreateStep::kMade);
@@ -548,7 +548,7 @@ class ShmBus {
       const std::uint64_t bit = std::uint64_t{1} << lane;
       if ((gone_ & bit) != 0) continue;
       const LaneControl& control = header_->lanes[lane];
-      // SYNC POINT READ (J): the owner's identity, or its last publishes.
+      // SYNC POINT READ (U): the owner's identity, or its last publishes.
       const std::uint32_t state = control.state.load(std::memory_order_acquire);
       if (state == detail::kLaneDetached) {
         lanes_[lane].killed = false;
@@ -651,7 +651,7 @@ class ShmBus {
     // Judged or replaced by another consumer before we had the lock.
     if (!old->IsNamed(name)) return NameVerdict::kRetry;
     const Header* header = LayoutType::HeaderOf(old->Base());
-    // (S): the identity is read only from a segment whose creator finished.
+    // (T): the identity is read only from a segment whose creator finished.
     const std::uint64_t magic = header->magic.load(std::memory_order_acquire);
     // Sluice names a segment only once it is stamped: one without the
     // stamp is another program's, or half written by one.
@@ -659,7 +659,7 @@ class ShmBus {
     if (magic == 0) return NameVerdict::kRefuse;
     *error = AttachError::kNotASegment;  // someone else's
     if (magic != detail::kMagic) return NameVerdict::kRefuse;
-    // (C): consumers write the identity only under this lock, which is ours
+    // (I): consumers write the identity only under this lock, which is ours
     // now: one seen half written was being written by a consumer that died.
     ProcessIdentity consumer;
     const bool gone = !header->consumer.Load(&consumer) || consumer.IsGone();
@@ -739,7 +739,7 @@ class ShmBus {
   }
 
   // Constructs lane `lane`'s rings and counters anew and makes its queue
-  // view; the lane is free afterwards (SYNC POINT WRITE (J)).
+  // view; the lane is free afterwards (SYNC POINT WRITE (U)).
   void ResetLane(std::size_t lane) noexcept {
     void* base = segment_.Base();
     LaneControl& control = header_->lanes[lane];
@@ -919,7 +919,7 @@ class ShmBus {
     std::size_t returning_lane = 0;
     std::uint64_t returning = 0;  // loan blocks of returning_lane dispatched
     while (taken < max_messages && header_ != nullptr) {
-      // SYNC POINT READ (J): the lanes taken, before their rings are read;
+      // SYNC POINT READ (U): the lanes taken, before their rings are read;
       // for every message, so that a lane taken during the batch has its
       // HIGH taken first too.
       const std::uint64_t active =
@@ -1063,7 +1063,7 @@ class ShmProducer {
     const AttachError opened = Segment::Open(name, sizeof(Header), &segment);
     if (opened != AttachError::kNone) return opened;
     Header* header = LayoutType::HeaderOf(segment.Base());
-    // SYNC POINT READ (S): see ShmBus::Create.
+    // SYNC POINT READ (T): see ShmBus::Create.
     const std::uint64_t magic = header->magic.load(std::memory_order_acquire);
     if (magic == 0) return AttachError::kNotReady;
     if (magic != detail::kMagic) return AttachError::kNotASegment;
@@ -1082,7 +1082,7 @@ class ShmProducer {
     if (!segment.Lock()) return AttachError::kSystemError;
     std::size_t lane = kLanes;
     for (std::size_t l = 0; l < kLanes && lane == kLanes; ++l) {
-      // SYNC POINT READ (J): a free lane's rings as the consumer reset them.
+      // SYNC POINT READ (U): a free lane's rings as the consumer reset them.
       if (header->lanes[l].state.load(std::memory_order_acquire) == detail::kLaneFree) lane = l;
     }
     if (lane == kLanes) {
@@ -1091,7 +1091,7 @@ class ShmProducer {
     }
     LaneControl& control = header->lanes[lane];
     control.owner = ProcessIdentity::Self();
-    // SYNC POINT WRITE (J): the owner, before the consumer judges it; then
+    // SYNC POINT WRITE (U): the owner, before the consumer judges it; then
     // the lane's bit, before any publish into it.
     control.state.store(detail::kLaneOwned, std::memory_order_release);
     header->lanes_active.fetch_or(std::uint64_t{1} << lane, std::memory_order_release);
@@ -1132,7 +1132,7 @@ class ShmProducer {
     // A copy in a child forked after Attach only unmaps: the lane is the
     // parent's.
     if (control_ != nullptr && ::getpid() == attacher_) {
-      // SYNC POINT WRITE (J): every publish and count of this lane, before
+      // SYNC POINT WRITE (U): every publish and count of this lane, before
       // the consumer hands it on.
       control_->state.store(detail::kLaneDetached, std::memory_order_release);
     }
@@ -1295,7 +1295,7 @@ class ShmProducer {
 
   // Whether the consumer has neither closed the bus nor exited.
   bool IsOpenForPublishing() const noexcept {
-    // SYNC POINT READ (C): the consumer now (another may have taken over).
+    // SYNC POINT READ (I): the consumer now (another may have taken over).
     return header_->state.load(std::memory_order_relaxed) == detail::kOpen &&
            !header_->consumer.IsGone();
   }
