@@ -346,6 +346,11 @@ class AsyncBus
     core_.latency_.Reset();
   }
 
+  // The observer the traits name (sluice/observer.hpp), to read what it
+  // saw; its own thread-safety rules apply.
+  typename Traits::Observer& GetObserver() noexcept { return core_.observer(); }
+  const typename Traits::Observer& GetObserver() const noexcept { return core_.observer(); }
+
   // Any thread: how many more messages of `priority` admission would take
   // now into the shared queue (a publish without a Producer): the
   // priority's limit under the mode and thresholds in force, less the

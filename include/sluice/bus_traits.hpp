@@ -28,6 +28,7 @@
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
 #include "sluice/heavy_fence.hpp"
+#include "sluice/observer.hpp"
 #include "sluice/parker.hpp"
 
 namespace sluice {
@@ -200,6 +201,9 @@ struct DefaultBusTraits {
   using Lanes = NoLanes;
   // LatencyHistograms<kClockInterval> or NoLatencyHistograms.
   using Latency = LatencyHistograms<>;
+  // What sees each admission, refusal, batch, message taken and error
+  // (sluice/observer.hpp): NoObserver, or a type of your own.
+  using Observer = NoObserver;
   // Where GetBackpressureLevel()'s levels start: kFollowAdmission (WARNING
   // where LOW is refused, CRITICAL where MEDIUM is; they move with
   // SetAdmissionThresholds) or kFixed (75 % and 90 %); sluice/admission.hpp.

@@ -14,6 +14,7 @@
 #include "sluice/latency_histogram.hpp"
 #include "sluice/loan_pool.hpp"
 #include "sluice/message.hpp"
+#include "sluice/observer.hpp"
 #include "sluice/performance_mode.hpp"
 #include "sluice/producer_model.hpp"
 #include "sluice/publish_result.hpp"

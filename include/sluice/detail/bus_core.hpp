@@ -46,6 +46,7 @@
 #include "sluice/detail/wake_signal.hpp"
 #include "sluice/error.hpp"
 #include "sluice/message.hpp"
+#include "sluice/observer.hpp"
 #include "sluice/performance_mode.hpp"
 #include "sluice/producer_model.hpp"
 #include "sluice/publish_result.hpp"
@@ -127,6 +128,12 @@ class BusCore {
   using Delivery = typename Traits::Delivery;
   using Lanes = typename Traits::Lanes;
   using Latency = typename Traits::Latency;
+  using Observer = typename Traits::Observer;
+  // Whether the traits name an observer: an argument that costs a load
+  // (a fill) is computed only then.
+  static constexpr bool kObserves = !std::is_same_v<Observer, NoObserver>;
+  Observer& observer() noexcept { return observer_; }
+  const Observer& observer() const noexcept { return observer_; }
   static constexpr bool kPriorityOrder = Delivery::kOrder == DeliveryOrder::kPriority;
   static constexpr bool kHasLanes = Lanes::kMaxProducers > 0;
   using Parker = typename Traits::Waiting::Parker;
@@ -233,23 +240,30 @@ class BusCore {
   }
 
   template <typename Source>
-  static PublishResult Reject(Source& source, MessagePriority priority) noexcept {
-    source.statistics.CountRejected();
+  PublishResult Reject(Source& source, MessagePriority priority) noexcept {
+    CountRejected(source, priority);
     return PublishResult(PublishOutcome::kRejected, priority);
+  }
+  // Bad input, counted where its source counts and observed.
+  template <typename Source>
+  void CountRejected(Source& source, MessagePriority priority) noexcept {
+    source.statistics.CountRejected();
+    observer().OnRefused(PublishOutcome::kRejected, priority, 1);
   }
 
   // The refusal rule, for every publish: `count` messages refused with
   // `outcome`, counted where their source counts (closed in every mode, a
   // drop only in FULL_FEATURED).
   template <typename Source>
-  static PublishResult Refuse(Source& source, PublishOutcome outcome, PerformanceMode mode,
-                              MessagePriority priority, Position count,
-                              std::uint32_t admitted = 0) noexcept {
+  PublishResult Refuse(Source& source, PublishOutcome outcome, PerformanceMode mode,
+                       MessagePriority priority, Position count,
+                       std::uint32_t admitted = 0) noexcept {
     if (outcome == PublishOutcome::kClosed) {
       source.statistics.CountClosed(count);
     } else if (mode == PerformanceMode::FULL_FEATURED) {
       source.statistics.CountDropped(priority, count);
     }
+    observer().OnRefused(outcome, priority, count);
     return PublishResult(outcome, priority, admitted);
   }
 
@@ -296,11 +310,13 @@ class BusCore {
   }
 
   // The one envelope write: the header, and the payload `make_payload()`
-  // returns (a prvalue: constructed in the slot, no copy or move).
+  // returns (a prvalue: constructed in the slot, no copy or move). Returns
+  // the header written, for the observer (unused without one).
   template <typename MakePayloadFn>
-  static void WriteEnvelope(void* storage, Position id, std::uint64_t timestamp_ns,
-                            std::uint32_t sender_id, MessagePriority priority, bool counted,
-                            std::uint16_t lane, MakePayloadFn& make_payload) noexcept {
+  static MessageHeader WriteEnvelope(void* storage, Position id, std::uint64_t timestamp_ns,
+                                     std::uint32_t sender_id, MessagePriority priority,
+                                     bool counted, std::uint16_t lane,
+                                     MakePayloadFn& make_payload) noexcept {
     MessageHeader header;
     header.msg_id = id;
     header.timestamp_ns = timestamp_ns;
@@ -309,6 +325,7 @@ class BusCore {
     header.counted = counted;
     header.lane = lane;
     new (storage) Envelope{header, make_payload()};
+    return header;
   }
 
   // Every single publish: claims a slot of `source` under admission, counts,
@@ -350,14 +367,16 @@ class BusCore {
     // reach a cache line the consumer may be polling.
     const bool counted = mode == PerformanceMode::FULL_FEATURED;
     if (counted) source.statistics.CountPublished(priority);
-    WriteEnvelope(source.queue.Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
-                  sender_id, priority, counted, source.lane(), make_payload);
+    const MessageHeader header =
+        WriteEnvelope(source.queue.Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
+                      sender_id, priority, counted, source.lane(), make_payload);
     source.queue.Publish(claim);
     source.Leave();
     // SYNC POINT WRITE (W): after the slot's release store, the fence and
     // the waiter load of the consumer's signal, the bus's own or its
     // WaitSet's (sluice/wait_set.hpp): whichever its consumer sleeps on.
     wake_->Notify();
+    observer().OnAdmitted(header);
     return PublishResult::MakeAdmitted(priority);
   }
 
@@ -409,9 +428,11 @@ class BusCore {
         for (Position i = 0; i < claimed; ++i, ++first) {
           const typename Source::Target::Claim claim = Source::Target::InRun(run, i);
           auto make_payload = [&] { return MakePayload(*first); };
-          WriteEnvelope(source.queue.Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
-                        sender_id, priority, counted, source.lane(), make_payload);
+          const MessageHeader header = WriteEnvelope(
+              source.queue.Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
+              sender_id, priority, counted, source.lane(), make_payload);
           source.queue.Publish(claim);
+          observer().OnAdmitted(header);
         }
         source.Leave();
         if (claimed != 0) {
@@ -430,7 +451,7 @@ class BusCore {
         }
       }
       if (valueless) {
-        source.statistics.CountRejected();
+        CountRejected(source, priority);
         return PublishResult(PublishOutcome::kRejected, priority, admitted);
       }
     }
@@ -455,7 +476,7 @@ class BusCore {
       Reference element = *first;
       if constexpr (std::is_same_v<Value, Payload>) {
         if (element.valueless_by_exception()) {
-          source.statistics.CountRejected();
+          CountRejected(source, priority);
           return PublishResult(PublishOutcome::kRejected, priority, admitted);
         }
       }
@@ -475,9 +496,9 @@ class BusCore {
   // would be), and those after it are not attempted. Counted without
   // <iterator>, which brings <string> into the core.
   template <typename Source, typename Iterator>
-  static PublishResult RefuseRest(Source& source, PublishOutcome outcome, PerformanceMode mode,
-                                  MessagePriority priority, Iterator first, Iterator last,
-                                  std::uint32_t admitted) noexcept {
+  PublishResult RefuseRest(Source& source, PublishOutcome outcome, PerformanceMode mode,
+                           MessagePriority priority, Iterator first, Iterator last,
+                           std::uint32_t admitted) noexcept {
     using Value = std::decay_t<decltype(*first)>;
     Position refused = 0;
     bool valueless = false;
@@ -489,7 +510,7 @@ class BusCore {
         }
       }
     }
-    if (valueless) source.statistics.CountRejected();
+    if (valueless) CountRejected(source, priority);
     if (refused == 0) return PublishResult(outcome, priority, admitted);
     return Refuse(source, outcome, mode, priority, refused, admitted);
   }
@@ -526,6 +547,7 @@ class BusCore {
       const Position fill = SharedDepth();
       peak_fill_.Note(fill, LevelOf(fill));
     }
+    if constexpr (kObserves) observer().OnBatchBegin(SharedDepth());
     dispatching_ = true;
     room_.EnterBatch();
     if constexpr (kKind == BatchKind::kSubscriptions) epoch_.Enter();
@@ -533,6 +555,7 @@ class BusCore {
     if constexpr (kKind == BatchKind::kSubscriptions) LeaveEpoch();
     dispatching_ = false;
     room_.LeaveBatch();
+    observer().OnBatchEnd(count);
     // The batch released slots: wake producers waiting for that room.
     room_.NotifyWaiters(/*only_with_room=*/true,
                         [this](MessagePriority priority) { return RoomFor(priority) != 0; });
@@ -598,6 +621,7 @@ class BusCore {
           counted[static_cast<std::size_t>(envelope->header.priority)] +=
               envelope->header.counted ? 1 : 0;
         }
+        observer().OnTaken(envelope->header);
         dispatch_one(*envelope);
         queue_.PopFront();
         ++count;
@@ -650,6 +674,7 @@ class BusCore {
     error.sender_id = envelope.header.sender_id;
     error.type_index = envelope.payload.index();
     error.what = what;
+    observer().OnError(error);
     if constexpr (kKind == BatchKind::kVisitor) epoch_.Enter();
     error_reporter_.Report(error);
     if constexpr (kKind == BatchKind::kVisitor) LeaveEpoch();
@@ -852,6 +877,10 @@ class BusCore {
   alignas(kCacheLineSize) DispatchEpoch epoch_;
   ErrorReporter error_reporter_;
   bool dispatching_ = false;  // consumer-private re-entrancy guard
+  // The traits' observer: an empty one fills a byte of the padding after
+  // the flag above (the bus does not grow). An observer with counters that
+  // producers write should keep them on lines of their own.
+  Observer observer_;
   LatencyRecorder<Latency::kEnabled> latency_;
   SubscriptionRegistry<Payload, Traits> registry_;
 };

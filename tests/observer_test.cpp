@@ -1,0 +1,150 @@
+// The observer sees every event the bus counts, once, with its figures:
+// admissions by priority, refusals by outcome (full, lane full, pool
+// empty, closed, rejected, timed out), batches with their fill and count,
+// messages taken, errors. Its counts equal the bus's own statistics in
+// FULL_FEATURED. The observer is tests/counting_observer.hpp, one file.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <type_traits>
+#include <variant>
+
+#include "counting_observer.hpp"
+#include "sluice/extras/condition_variable_parker.hpp"
+#include "sluice/sluice.hpp"
+#include "typed_test_names.hpp"
+
+namespace sluice_test {
+namespace {
+
+using sluice::MessagePriority;
+using sluice::PublishOutcome;
+
+struct Item {
+  std::uint32_t seq;
+};
+using Payload = std::variant<Item, sluice::Loan<Item>>;
+
+struct ObservedTraits : sluice::DefaultBusTraits {
+  using Observer = CountingObserver;
+};
+struct ObservedOrderedTraits : sluice::PriorityOrderTraits {
+  using Observer = CountingObserver;
+};
+struct ObservedLaneTraits : sluice::DefaultBusTraits {
+  using Observer = CountingObserver;
+  using Lanes = sluice::ProducerLanes<2, 8>;
+};
+struct ObservedSleepingTraits : sluice::SleepingConsumerTraits {
+  using Observer = CountingObserver;
+};
+
+// The default is empty: its calls compile to nothing.
+static_assert(std::is_empty_v<sluice::NoObserver>);
+static_assert(std::is_same_v<sluice::DefaultBusTraits::Observer, sluice::NoObserver>);
+
+template <typename Bus>
+class ObserverTest : public ::testing::Test {};
+using Buses = ::testing::Types<sluice::MpscBus<Payload, 16, ObservedTraits>,
+                               sluice::SpscBus<Payload, 16, ObservedTraits>,
+                               sluice::MpscBus<Payload, 16, ObservedOrderedTraits>>;
+TYPED_TEST_SUITE(ObserverTest, Buses, IndexNames);
+
+// Every admission, refusal and take, against the statistics.
+TYPED_TEST(ObserverTest, SeesWhatTheStatisticsCountAndNothingMore) {
+  TypeParam bus;
+  const CountingObserver& seen = bus.GetObserver();
+  ASSERT_TRUE(bus.PublishWithPriority(Item{0}, 0, MessagePriority::HIGH));
+  ASSERT_TRUE(bus.Publish(Item{1}));
+  std::uint32_t low = 0;
+  while (bus.PublishWithPriority(Item{2}, 0, MessagePriority::LOW)) ++low;  // one refused
+  EXPECT_FALSE(bus.PublishAttempt(Item{3}, 0, MessagePriority::LOW));       // not counted: not seen
+  EXPECT_FALSE(bus.PublishWithPriority(Item{4}, 0, static_cast<MessagePriority>(9)));
+  Item batch[8] = {};
+  const sluice::PublishResult partial =
+      bus.PublishBatch(batch, batch + 8, 0, MessagePriority::MEDIUM);  // MEDIUM: 13 of 16
+  sluice::LoanPool<Item, 1> pool;
+  [[maybe_unused]] const sluice::Loan<Item> held = pool.Acquire();  // the pool's only block
+  EXPECT_EQ(bus.PublishLoan(pool.Acquire(), 0, MessagePriority::HIGH).Outcome(),
+            PublishOutcome::kPoolEmpty);
+
+  EXPECT_EQ(seen.Admitted(MessagePriority::HIGH), 1u);
+  EXPECT_EQ(seen.Admitted(MessagePriority::MEDIUM), 1u + partial.AdmittedCount());
+  EXPECT_EQ(seen.Admitted(MessagePriority::LOW), low);
+  EXPECT_EQ(seen.Refused(PublishOutcome::kRefusedFull), 1u + (8u - partial.AdmittedCount()));
+  EXPECT_EQ(seen.Refused(PublishOutcome::kRejected), 1u);
+  EXPECT_EQ(seen.Refused(PublishOutcome::kPoolEmpty), 1u);
+  sluice::BusStatisticsSnapshot stats = bus.GetStatistics();
+  EXPECT_EQ(seen.Admitted(), stats.messages_published);
+  EXPECT_EQ(seen.Refused(PublishOutcome::kRefusedFull) + seen.Refused(PublishOutcome::kPoolEmpty),
+            stats.messages_dropped);
+  EXPECT_EQ(seen.Refused(PublishOutcome::kRejected), stats.messages_rejected);
+
+  const auto depth = bus.QueueDepth();
+  EXPECT_EQ(seen.Batches(), 0u);
+  EXPECT_EQ(bus.ProcessBatch(5), 5u);
+  EXPECT_EQ(seen.Batches(), 1u);
+  EXPECT_EQ(seen.LastBatchFill(), depth);
+  EXPECT_EQ(seen.LastBatchCount(), 5u);
+  EXPECT_EQ(seen.Taken(), 5u);
+  while (bus.ProcessBatch() > 0) {
+  }
+  EXPECT_EQ(seen.Taken(), depth);
+  EXPECT_EQ(bus.ProcessBatch(), 0u);  // an empty queue starts no batch
+  EXPECT_EQ(seen.Batches(), 3u);
+  bus.Close();
+  EXPECT_FALSE(bus.Publish(Item{5}));
+  EXPECT_EQ(seen.Refused(PublishOutcome::kClosed), 1u);
+  stats = bus.GetStatistics();
+  EXPECT_EQ(seen.Taken(), stats.messages_processed);
+  EXPECT_EQ(seen.Refused(PublishOutcome::kClosed), stats.messages_refused_closed);
+}
+
+#if SLUICE_HAS_EXCEPTIONS
+TYPED_TEST(ObserverTest, SeesEachErrorBeforeTheErrorCallback) {
+  TypeParam bus;
+  auto handle = bus.template Subscribe<Item>([](const Item& item) {
+    if (item.seq == 1) throw std::runtime_error("bad item");
+  });
+  ASSERT_TRUE(handle.IsValid());
+  static const CountingObserver* observed = nullptr;
+  static std::uint64_t errors_seen_first = 0;
+  observed = &bus.GetObserver();
+  ASSERT_TRUE(bus.SetErrorCallback(
+      [](const sluice::BusError&, void*) { errors_seen_first = observed->Errors(); }, nullptr));
+  for (std::uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(bus.Publish(Item{i}));
+  EXPECT_EQ(bus.ProcessBatch(), 3u);
+  EXPECT_EQ(bus.GetObserver().Errors(), 1u);
+  EXPECT_EQ(errors_seen_first, 1u);
+  EXPECT_EQ(bus.GetStatistics().processing_errors, 1u);
+}
+#endif
+
+TEST(ObserverLaneTest, SeesALanesRefusals) {
+  sluice::MpscBus<Payload, 16, ObservedLaneTraits> bus;
+  auto producer = bus.RegisterProducer("p");
+  ASSERT_TRUE(producer);
+  std::uint32_t admitted = 0;
+  while (producer.PublishWithPriority(Item{admitted}, 0, MessagePriority::HIGH)) ++admitted;
+  EXPECT_EQ(bus.GetObserver().Admitted(), admitted);
+  EXPECT_EQ(bus.GetObserver().Refused(PublishOutcome::kLaneFull), 1u);
+  EXPECT_EQ(bus.GetObserver().Refused(PublishOutcome::kLaneFull),
+            producer.GetStatistics().messages_dropped);
+}
+
+TEST(ObserverBlockingTest, SeesATimedOutBlockingPublishOnce) {
+  sluice::MpscBus<Payload, 16, ObservedSleepingTraits> bus;
+  while (bus.PublishWithPriority(Item{0}, 0, MessagePriority::LOW)) {
+  }
+  const std::uint64_t full = bus.GetObserver().Refused(PublishOutcome::kRefusedFull);
+  EXPECT_EQ(
+      bus.PublishBlocking(Item{1}, 0, MessagePriority::LOW, std::chrono::milliseconds(1)).Outcome(),
+      PublishOutcome::kTimedOut);
+  EXPECT_EQ(bus.GetObserver().Refused(PublishOutcome::kTimedOut), 1u);
+  EXPECT_EQ(bus.GetObserver().Refused(PublishOutcome::kRefusedFull), full);  // attempts unseen
+}
+
+}  // namespace
+}  // namespace sluice_test
