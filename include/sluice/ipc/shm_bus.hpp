@@ -375,7 +375,7 @@ class ShmBus {
   // that lock is held. So no half-made segment is ever named, a consumer
   // killed at any step leaves the name made, stale or free (never stuck),
   // and two consumers are never both told that they made or took it.
-  AttachError Create(const std::string& name, const ShmBusOptions& options = {}) {
+  [[nodiscard]] AttachError Create(const std::string& name, const ShmBusOptions& options = {}) {
     if (header_ != nullptr) return AttachError::kConsumerExists;
     if (!options.thresholds.IsValid() || options.peer_check_interval.count() < 0) {
       return AttachError::kBadOptions;
@@ -1057,7 +1057,7 @@ class ShmProducer {
   // Maps the segment, checks that it is a ready Sluice bus of this
   // payload, capacity and layout whose consumer runs, and takes a free
   // lane; on any refusal nothing stays mapped and the error says why.
-  AttachError Attach(const std::string& name) {
+  [[nodiscard]] AttachError Attach(const std::string& name) {
     Detach();
     Segment segment;
     const AttachError opened = Segment::Open(name, sizeof(Header), &segment);
