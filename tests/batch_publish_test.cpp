@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <sstream>
@@ -300,6 +301,48 @@ TYPED_TEST(SinglePassBatchTest, AStreamIsWalkedOnce) {
   EXPECT_EQ(result.AdmittedCount(), 5u);
   EXPECT_EQ(Taken(bus), "10 20 30 40 50");
   EXPECT_EQ(bus.GetStatistics().medium_priority_published, 5u);
+}
+
+// A generator: an input iterator that returns each message by value. Each
+// is moved into its slot, never copied: a move-only type publishes, and a
+// type whose copy may throw is never copied after its slot is claimed.
+struct MoveOnly {
+  explicit MoveOnly(int v) noexcept : value(v) {}
+  MoveOnly(MoveOnly&& other) noexcept : value(other.value) {}
+  MoveOnly(const MoveOnly&) = delete;
+  MoveOnly& operator=(const MoveOnly&) = delete;
+  MoveOnly& operator=(MoveOnly&&) = delete;
+  int value;
+};
+class Generator {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = MoveOnly;
+  using difference_type = std::ptrdiff_t;
+  using pointer = void;
+  using reference = MoveOnly;
+  explicit Generator(int next) : next_(next) {}
+  MoveOnly operator*() const { return MoveOnly(next_); }
+  Generator& operator++() {
+    ++next_;
+    return *this;
+  }
+  bool operator!=(const Generator& other) const { return next_ != other.next_; }
+  bool operator==(const Generator& other) const { return next_ == other.next_; }
+
+ private:
+  int next_;
+};
+
+TEST(SinglePassGeneratorTest, AGeneratorsMessagesAreMovedNotCopied) {
+  sluice::MpscBus<std::variant<MoveOnly>, 8> bus;
+  const sluice::PublishResult result = bus.PublishBatch(Generator(1), Generator(4), 0);
+  EXPECT_EQ(result.AdmittedCount(), 3u);
+  std::string taken;
+  bus.ProcessBatchWith([&](const sluice::MessageEnvelope<std::variant<MoveOnly>>& envelope) {
+    taken += std::to_string(std::get<MoveOnly>(envelope.payload).value);
+  });
+  EXPECT_EQ(taken, "123");
 }
 
 TYPED_TEST(SinglePassBatchTest, AStreamPastTheThresholdCountsTheRestAsDropped) {

@@ -37,6 +37,27 @@ static_assert(sizeof(PublishResult) <= 8, "a result travels in a register");
 // with a hint to IsAdmitted() (tests/compile_fail/misuse.cpp, case 56).
 static_assert(std::is_constructible_v<bool, PublishResult>, "contextually a bool");
 
+}  // namespace
+
+// A user's own printer for PublishResult (written before the library had
+// one) is still the one chosen, for every stream.
+namespace user_code {
+std::ostream& operator<<(std::ostream& stream, const sluice::PublishResult&) {
+  return stream << "user";
+}
+std::string Print(const sluice::PublishResult& result) {
+  std::ostringstream text;
+  text << result;
+  return text.str();
+}
+}  // namespace user_code
+
+namespace {
+
+TEST(PublishResultTest, AUsersOwnPrinterIsStillChosen) {
+  EXPECT_EQ(user_code::Print(sluice::PublishResult::MakeAdmitted(MessagePriority::LOW)), "user");
+}
+
 TEST(PublishResultTest, AResultPrintsItsOutcome) {
   std::ostringstream text;
   text << PublishResult(PublishOutcome::kRefusedFull, MessagePriority::LOW) << " / "

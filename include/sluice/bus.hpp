@@ -74,7 +74,11 @@ class AsyncBus
                   "a bus of a WaitSet: construct it with its set, `Bus bus(set);`");
   }
   // For tests: counting starts at `first` (near the wrap), not at 0.
-  explicit AsyncBus(detail::FirstPosition first) : core_(first.value) {}
+  explicit AsyncBus(detail::FirstPosition first) : core_(first.value) {
+    static_assert(!Core::kJoinsWaitSet,
+                  "Sluice: a bus whose traits say `using Waiting = sluice::WaitInSet<Parker>;` is "
+                  "a bus of a WaitSet: construct it with its set, `Bus bus(set);`");
+  }
   // A bus in `set` (sluice/wait_set.hpp): its publishes and Close wake the
   // set's signal, so one thread can sleep on this bus and others with
   // set.Wait or set.ProcessBatchWait. The set must outlive the bus (declare
@@ -361,7 +365,9 @@ class AsyncBus
     return static_cast<std::size_t>(core_.RoomFor(priority));
   }
 #if !SLUICE_FREESTANDING
-  // Any thread but the consumer inside a batch: waits up to `timeout` until
+  // A producer thread, not the consumer (between batches it could only wait
+  // out its timeout; inside one, with a parker, it returns false at once):
+  // waits up to `timeout` until
   // RoomFor(priority) > 0 and returns true, or returns false at the timeout
   // or once the bus is closed (at once for an unknown priority, and on the
   // consumer's own thread inside a batch with a parker). With a parker in

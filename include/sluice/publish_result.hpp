@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <type_traits>
 
 #include "sluice/config.hpp"
@@ -111,10 +112,13 @@ class [[nodiscard]] PublishResult {
   constexpr bool Closed() const noexcept { return outcome_ == PublishOutcome::kClosed; }
   constexpr bool Rejected() const noexcept { return outcome_ == PublishOutcome::kRejected; }
 
-  // Writes ToString(result) to `stream` (any stream that takes a C
-  // string), so a test framework prints a result by its outcome.
-  template <typename Stream>
-  friend auto operator<<(Stream& stream, PublishResult result) -> decltype(stream << "") {
+  // Writes ToString(result) to a standard stream, so a test framework
+  // prints a result by its outcome. A template on basic_ostream: an
+  // operator<< of the user's own for PublishResult (a better or equal
+  // match for every stream) is still the one chosen.
+  template <typename CharT, typename CharTraits>
+  friend std::basic_ostream<CharT, CharTraits>& operator<<(
+      std::basic_ostream<CharT, CharTraits>& stream, PublishResult result) {
     return stream << ToString(result.outcome_);
   }
 

@@ -278,6 +278,12 @@ int main() {
   };
   sluice::MpscBus<Payload, 8, Traits> bus;
   (void)bus.QueueDepth();
+#elif CASE == 60  // ... nor with the test constructor, which would leave it in no set
+  struct Traits : sluice::DefaultBusTraits {
+    using Waiting = sluice::WaitInSet<sluice::ConditionVariableParker>;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus(sluice::detail::FirstPosition{0});
+  (void)bus.QueueDepth();
 #elif CASE == 59  // a bus with WaitWith joining a set
   struct Traits : sluice::DefaultBusTraits {
     using Waiting = sluice::WaitWith<sluice::ConditionVariableParker>;

@@ -480,7 +480,16 @@ class BusCore {
           return PublishResult(PublishOutcome::kRejected, priority, admitted);
         }
       }
-      auto make_payload = [&] { return MakePayload(static_cast<Reference>(element)); };
+      // A reference is passed on as it came (a move iterator's moves); an
+      // element returned by value (a generator) is this loop's own: moved,
+      // as PublishBatch checked that move cannot throw, never copied.
+      auto make_payload = [&] {
+        if constexpr (std::is_reference_v<Reference>) {
+          return MakePayload(static_cast<Reference>(element));
+        } else {
+          return MakePayload(std::move(element));
+        }
+      };
       const PublishResult result =
           Admit<false, false>(source, sender_id, priority, timestamp_ns, make_payload);
       if (!result)
