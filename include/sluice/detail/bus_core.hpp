@@ -37,6 +37,7 @@
 #include "sluice/detail/message_queue.hpp"
 #include "sluice/detail/peak_fill.hpp"
 #include "sluice/detail/producer_lanes.hpp"
+#include "sluice/detail/publish_core.hpp"
 #include "sluice/detail/room_signals.hpp"
 #include "sluice/detail/statistics_counters.hpp"
 #include "sluice/detail/subscription_registry.hpp"
@@ -95,20 +96,8 @@ class ConsumerWake<NoWakeSignal> {
   NoWakeSignal none_;
 };
 
-// Whether `last - first` compiles: random access (a pointer, std::vector,
-// std::array, std::deque), so multi-pass, which PublishBatch's runs need to
-// look ahead. Told apart without <iterator>'s categories, which bring
-// <string> into the core.
-template <typename Iterator, typename = void>
-inline constexpr bool kSubtractableIterator = false;
-template <typename Iterator>
-inline constexpr bool kSubtractableIterator<
-    Iterator,
-    std::void_t<decltype(std::declval<const Iterator&>() - std::declval<const Iterator&>())>> =
-    true;
-
 template <typename Payload, std::size_t kCapacity, ProducerModel kProducers, typename Traits>
-class BusCore {
+class BusCore : public PublishCore<Payload> {
   static_assert(IsVariant<Payload>::value,
                 "Sluice: the bus payload must be a std::variant of message types");
   static_assert(std::is_nothrow_move_constructible_v<Payload>,
@@ -171,103 +160,100 @@ class BusCore {
 
   explicit BusCore(Position first_position) noexcept : queue_(first_position) {}
 
+  // The publish core (detail/publish_core.hpp), shared with every bus.
+  using Publisher = PublishCore<Payload>;
+
   // ---- Sources: where a publish goes ----------------------------------------
   // The publish core takes one of two: the shared queue, or a producer's
   // lane. Each names its queue, its counters, its limit, what a fill refusal
   // is called, and how a publish enters and leaves it (a lane's close
   // handshake, SYNC POINT (L) in detail/producer_lanes.hpp; nothing for the
-  // shared queue, which Close closes by moving its tail).
-  struct SharedSource {
+  // shared queue, which Close closes by moving its tail). The run-time mode
+  // is read here, once a publish (Mode), and nowhere else on the path.
+  struct SourceBase {
+    using Clock = typename Traits::Clock;
+    using Observer = typename BusCore::Observer;
+    static constexpr bool kObserves = BusCore::kObserves;
+    BusCore& core;
+    PerformanceMode Mode() const noexcept { return core.policy_.Mode(); }
+    // SYNC POINT WRITE (W): after the slot's release store, the fence and
+    // the waiter load of the consumer's signal, the bus's own or its
+    // WaitSet's (sluice/wait_set.hpp): whichever its consumer sleeps on.
+    void Notify() const noexcept { core.wake_->Notify(); }
+    Observer& Watcher() const noexcept { return core.observer_; }
+  };
+
+  struct SharedSource : SourceBase {
     using Target = std::conditional_t<kHasLanes, Queue, SharedQueue>;
-    Target& queue;
-    SharedStatistics& statistics;
-    const CloseState& close;
     static constexpr PublishOutcome kFull = PublishOutcome::kRefusedFull;
     static constexpr Position kSlots = kCapacity;
-    static constexpr std::uint16_t lane() noexcept { return 0; }
+    Target& Slots() const noexcept { return this->core.queue_; }
+    SharedStatistics& Counters() const noexcept { return this->core.statistics_; }
+    static constexpr std::uint16_t Lane() noexcept { return 0; }
     static constexpr bool Enter() noexcept { return true; }
     static constexpr void Leave() noexcept {}
     // After a refused claim: whether Close refused it (the closed tail is
     // over every limit). One that races with Close may be counted either way.
-    bool ClosedAfterRefusal() const noexcept { return !close.IsOpen(); }
-    static Position Limit(const Policy& policy, PerformanceMode mode,
-                          MessagePriority priority) noexcept {
-      return policy.LimitFor(mode, priority);
+    bool ClosedAfterRefusal() const noexcept { return !this->core.close_.IsOpen(); }
+    Position Limit(PerformanceMode mode, MessagePriority priority) const noexcept {
+      return this->core.policy_.LimitFor(mode, priority);
     }
+    // A refusal for fill: the refused claim saw the shared queue at least
+    // at `limit`, the limit it was judged against (PeakFill). That limit,
+    // not one read again: thresholds changed since would note a fill the
+    // queue never held.
+    void NoteRefusedFill(Position limit) const noexcept {
+      const Position now = this->core.SharedDepth();
+      const Position fill = limit > now ? limit : now;
+      this->core.peak_fill_.Note(fill, this->core.LevelOf(fill));
+    }
+    // Nothing: the shared queue's drained state does not count refused
+    // publishes.
+    static constexpr void LeftUnadmitted() noexcept {}
   };
 
-  SharedSource Shared() noexcept { return SharedSource{queue_, statistics_, close_}; }
+  SharedSource Shared() noexcept { return SharedSource{{*this}}; }
 
   // A registered producer's lane (only with ProducerLanes). A lane
   // publish enters the lane (refused once Close has closed the lanes) and
   // leaves it after its last store; its counters are the lane's own, single
   // writer. A fill refusal is the lane's: it was open when entered.
-  struct LaneSource {
-    using Lane = typename Queue::Lane;
-    using Target = decltype(std::declval<Lane&>().queue);
-    Queue& laned;
-    Lane& lane_state;
-    Target& queue;
-    LaneStatistics& statistics;
-    std::uint16_t number;  // MessageHeader::lane: 1 to Lanes::kMaxProducers
+  struct LaneSource : SourceBase {
+    using LaneState = typename Queue::Lane;
+    using Target = decltype(std::declval<LaneState&>().queue);
     static constexpr PublishOutcome kFull = PublishOutcome::kLaneFull;
     static constexpr Position kSlots = Lanes::kCapacity;
-    std::uint16_t lane() const noexcept { return number; }
-    bool Enter() noexcept { return laned.BeginLanePublish(lane_state); }
-    void Leave() noexcept { Queue::EndLanePublish(lane_state); }
+    LaneState& lane_state;
+    std::uint16_t number;  // MessageHeader::lane: 1 to Lanes::kMaxProducers
+    Target& Slots() const noexcept { return lane_state.queue; }
+    LaneStatistics& Counters() const noexcept { return lane_state.statistics; }
+    std::uint16_t Lane() const noexcept { return number; }
+    bool Enter() const noexcept { return this->core.queue_.BeginLanePublish(lane_state); }
+    void Leave() const noexcept { BusCore::Queue::EndLanePublish(lane_state); }
     static constexpr bool ClosedAfterRefusal() noexcept { return false; }
-    static Position Limit(const Policy& policy, PerformanceMode mode,
-                          MessagePriority priority) noexcept {
-      return policy.LaneLimitFor(mode, priority);
+    Position Limit(PerformanceMode mode, MessagePriority priority) const noexcept {
+      return this->core.policy_.LaneLimitFor(mode, priority);
     }
+    // A lane's fill is its own (see SharedSource::NoteRefusedFill).
+    void NoteRefusedFill(Position limit) const noexcept {
+      const Position now = lane_state.queue.Depth();
+      const Position fill = limit > now ? limit : now;
+      this->core.peak_fill_.Note(fill, this->core.LaneLevelOf(fill));
+    }
+    // IsDrained counts a lane publish in flight (its `publishing` flag) as
+    // not drained, so a consumer that re-checked while this one was in
+    // flight and went to sleep must be woken now that it has left (SYNC
+    // POINT (W): the flag's store, then the notifier's fence and its load
+    // of the waiters). Refusals only: an admitted publish notifies anyway.
+    void LeftUnadmitted() const noexcept { this->core.wake_->Notify(); }
   };
 
   LaneSource Lane(std::uint32_t index) noexcept {
     auto& lane = queue_.LaneAt(index);
-    return LaneSource{queue_, lane, lane.queue, lane.statistics,
-                      static_cast<std::uint16_t>(index + 1)};
+    return LaneSource{{*this}, lane, static_cast<std::uint16_t>(index + 1)};
   }
 
-  // ---- The publish core --------------------------------------------------------
-
-  // Bad input: a variant made valueless by a throwing emplace (it names no
-  // type), or an unknown priority.
-  template <typename Message>
-  static bool IsBadInput(const Message& message, MessagePriority priority) noexcept {
-    bool bad = !IsValidPriority(priority);
-    if constexpr (std::is_same_v<std::decay_t<Message>, Payload>) {
-      bad = bad || message.valueless_by_exception();
-    }
-    return bad;
-  }
-
-  template <typename Source>
-  PublishResult Reject(Source& source, MessagePriority priority) noexcept {
-    CountRejected(source, priority);
-    return PublishResult(PublishOutcome::kRejected, priority);
-  }
-  // Bad input, counted where its source counts and observed.
-  template <typename Source>
-  void CountRejected(Source& source, MessagePriority priority) noexcept {
-    source.statistics.CountRejected();
-    if constexpr (kObserves) observer().OnRefused(PublishOutcome::kRejected, priority, 1);
-  }
-
-  // The refusal rule, for every publish: `count` messages refused with
-  // `outcome`, counted where their source counts (closed in every mode, a
-  // drop only in FULL_FEATURED).
-  template <typename Source>
-  PublishResult Refuse(Source& source, PublishOutcome outcome, PerformanceMode mode,
-                       MessagePriority priority, Position count,
-                       std::uint32_t admitted = 0) noexcept {
-    if (outcome == PublishOutcome::kClosed) {
-      source.statistics.CountClosed(count);
-    } else if (mode == PerformanceMode::FULL_FEATURED) {
-      source.statistics.CountDropped(priority, count);
-    }
-    if constexpr (kObserves) observer().OnRefused(outcome, priority, count);
-    return PublishResult(outcome, priority, admitted);
-  }
+  // ---- Publish calls the core does not do alone ----------------------------------
 
   // PublishLoan of an empty Loan (its pool was exhausted): kClosed, counted
   // where `source` counts closed refusals, once the bus is closed; else
@@ -277,281 +263,11 @@ class BusCore {
   template <typename Source>
   PublishResult RefuseEmptyLoan(Source& source, MessagePriority priority) noexcept {
     const PerformanceMode mode = policy_.Mode();
-    if (!close_.IsOpen()) return Refuse(source, PublishOutcome::kClosed, mode, priority, 1);
+    if (!close_.IsOpen()) {
+      return Publisher::Refuse(source, PublishOutcome::kClosed, mode, priority, 1);
+    }
     SharedSource shared = Shared();
-    return Refuse(shared, PublishOutcome::kPoolEmpty, mode, priority, 1);
-  }
-
-  // A lane publish that ended without admitting anything: IsDrained counts
-  // a lane publish in flight (its `publishing` flag) as not drained, so a
-  // consumer that re-checked while this one was in flight and went to sleep
-  // must be woken now that it has left (SYNC POINT (W): the flag's store,
-  // then the notifier's fence and its load of the waiters). Refusals only:
-  // an admitted publish notifies anyway. Nothing for the shared queue,
-  // whose drained state does not count refused publishes.
-  template <typename Source>
-  void LeftUnadmitted(const Source&) noexcept {
-    if constexpr (!std::is_same_v<Source, SharedSource>) wake_->Notify();
-  }
-
-  // A refusal for fill: the refused claim saw the shared queue at least at
-  // `limit`, the limit it was judged against (PeakFill). That limit, not one
-  // read again: thresholds changed since would note a fill the queue never
-  // held. A lane's fill is its own.
-  template <typename Source>
-  void NoteRefusedFill(const Source& source, Position limit) noexcept {
-    if constexpr (std::is_same_v<Source, SharedSource>) {
-      const Position now = SharedDepth();
-      const Position fill = limit > now ? limit : now;
-      peak_fill_.Note(fill, LevelOf(fill));
-    } else {
-      const Position now = source.queue.Depth();
-      const Position fill = limit > now ? limit : now;
-      peak_fill_.Note(fill, LaneLevelOf(fill));
-    }
-  }
-
-  // The one envelope write: the header, filled in place (FillHeader), and
-  // the payload `make_payload()` returns (a prvalue: constructed in the
-  // slot, no copy or move). MakeHeader gives the observer the same header
-  // after the publish, only when there is one: a header returned from here,
-  // or made by MakeHeader here, cost 4 instructions a publish even with
-  // NoObserver (the instruction budget, GCC 12 -O3); filled in place it
-  // costs nothing.
-  static void FillHeader(MessageHeader& header, Position id, std::uint64_t timestamp_ns,
-                         std::uint32_t sender_id, MessagePriority priority, bool counted,
-                         std::uint16_t lane) noexcept {
-    header.msg_id = id;
-    header.timestamp_ns = timestamp_ns;
-    header.sender_id = sender_id;
-    header.priority = priority;
-    header.counted = counted;
-    header.lane = lane;
-  }
-  static MessageHeader MakeHeader(Position id, std::uint64_t timestamp_ns, std::uint32_t sender_id,
-                                  MessagePriority priority, bool counted,
-                                  std::uint16_t lane) noexcept {
-    MessageHeader header;
-    FillHeader(header, id, timestamp_ns, sender_id, priority, counted, lane);
-    return header;
-  }
-  template <typename MakePayloadFn>
-  static void WriteEnvelope(void* storage, Position id, std::uint64_t timestamp_ns,
-                            std::uint32_t sender_id, MessagePriority priority, bool counted,
-                            std::uint16_t lane, MakePayloadFn& make_payload) noexcept {
-    MessageHeader header;
-    FillHeader(header, id, timestamp_ns, sender_id, priority, counted, lane);
-    new (storage) Envelope{header, make_payload()};
-  }
-
-  // Every single publish: claims a slot of `source` under admission, counts,
-  // writes the envelope and publishes it. `priority` is valid; `make_payload`
-  // must not throw (a claimed slot is always filled). kReadClock: stamps the
-  // bus clock (not in BARE_METAL), read before the claim to keep the
-  // claimed-but-unpublished window (which holds up the consumer) short.
-  // kCountRefusal false: a refusal is left uncounted (PublishBlocking counts
-  // one per call, not one per attempt). Shared queue: lock-free (MPSC),
-  // wait-free (SPSC); a lane: wait-free.
-  template <bool kReadClock, bool kCountRefusal = true, typename Source, typename MakePayloadFn>
-  PublishResult Admit(Source& source, std::uint32_t sender_id, MessagePriority priority,
-                      std::uint64_t timestamp_ns, MakePayloadFn& make_payload) noexcept {
-    const PerformanceMode mode = policy_.Mode();
-    if constexpr (kReadClock) {
-      timestamp_ns =
-          mode == PerformanceMode::BARE_METAL ? 0 : detail::ClockNanos<typename Traits::Clock>();
-    }
-    if (!source.Enter()) {
-      LeftUnadmitted(source);
-      return kCountRefusal ? Refuse(source, PublishOutcome::kClosed, mode, priority, 1)
-                           : PublishResult(PublishOutcome::kClosed, priority);
-    }
-    typename Source::Target::Claim claim;
-    const Position limit = Source::Limit(policy_, mode, priority);
-    if (!source.queue.TryClaim(limit, priority, &claim)) {
-      source.Leave();
-      LeftUnadmitted(source);
-      const PublishOutcome outcome =
-          source.ClosedAfterRefusal() ? PublishOutcome::kClosed : Source::kFull;
-      if (outcome == Source::kFull) NoteRefusedFill(source, limit);
-      return kCountRefusal ? Refuse(source, outcome, mode, priority, 1)
-                           : PublishResult(outcome, priority);
-    }
-    // Counted before the message becomes visible, so processed never runs
-    // ahead of published (SYNC POINT (F)); and before the envelope is
-    // written, because with several producers the count is a locked
-    // instruction, which would otherwise wait for the envelope's stores to
-    // reach a cache line the consumer may be polling.
-    const bool counted = mode == PerformanceMode::FULL_FEATURED;
-    if (counted) source.statistics.CountPublished(priority);
-    WriteEnvelope(source.queue.Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
-                  sender_id, priority, counted, source.lane(), make_payload);
-    source.queue.Publish(claim);
-    source.Leave();
-    // SYNC POINT WRITE (W): after the slot's release store, the fence and
-    // the waiter load of the consumer's signal, the bus's own or its
-    // WaitSet's (sluice/wait_set.hpp): whichever its consumer sleeps on.
-    wake_->Notify();
-    if constexpr (kObserves) {
-      observer().OnAdmitted(MakeHeader(Source::Target::MessageId(claim), timestamp_ns, sender_id,
-                                       priority, counted, source.lane()));
-    }
-    return PublishResult::MakeAdmitted(priority);
-  }
-
-  // PublishBatch's core: the messages of [first, last) in order, each claim
-  // a run of consecutive slots (one CAS with several producers), as many as
-  // fit below the priority's threshold, from the front; stops at the first
-  // message not admitted and counts it and every one after it as refused
-  // with the run's outcome (a valueless variant: that one as rejected, the
-  // rest as not attempted). All share one clock reading (none in BARE_METAL).
-  template <typename Source, typename Iterator>
-  PublishResult AdmitBatch(Source& source, Iterator first, Iterator last, std::uint32_t sender_id,
-                           MessagePriority priority) noexcept {
-    using Value = std::decay_t<decltype(*first)>;
-    if constexpr (!kSubtractableIterator<Iterator>) {
-      // A range that may be single pass (std::istream_iterator, a
-      // generator) cannot be looked ahead into: walked once, one claim per
-      // message.
-      return AdmitEach(source, first, last, sender_id, priority);
-    }
-    const PerformanceMode mode = policy_.Mode();
-    const std::uint64_t timestamp_ns =
-        mode == PerformanceMode::BARE_METAL ? 0 : detail::ClockNanos<typename Traits::Clock>();
-    const bool counted = mode == PerformanceMode::FULL_FEATURED;
-    std::uint32_t admitted = 0;
-    while (first != last) {
-      // The next run to claim: at most a ring's worth, ending before a
-      // valueless variant (bad input).
-      Iterator end = first;
-      Position wanted = 0;
-      bool valueless = false;
-      for (; end != last && wanted < Source::kSlots; ++end, ++wanted) {
-        if constexpr (std::is_same_v<Value, Payload>) {
-          if ((*end).valueless_by_exception()) {
-            valueless = true;
-            break;
-          }
-        }
-      }
-      if (wanted != 0) {
-        if (!source.Enter()) {
-          LeftUnadmitted(source);
-          return RefuseRest(source, PublishOutcome::kClosed, mode, priority, first, last, admitted);
-        }
-        typename Source::Target::Run run{};
-        const Position limit = Source::Limit(policy_, mode, priority);
-        const Position claimed = source.queue.TryClaimRun(limit, priority, wanted, &run);
-        // Counted before the messages become visible (see Admit).
-        if (counted && claimed != 0) source.statistics.CountPublished(priority, claimed);
-        for (Position i = 0; i < claimed; ++i, ++first) {
-          const typename Source::Target::Claim claim = Source::Target::InRun(run, i);
-          auto make_payload = [&] { return MakePayload(*first); };
-          WriteEnvelope(source.queue.Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
-                        sender_id, priority, counted, source.lane(), make_payload);
-          source.queue.Publish(claim);
-          if constexpr (kObserves) {
-            observer().OnAdmitted(MakeHeader(Source::Target::MessageId(claim), timestamp_ns,
-                                             sender_id, priority, counted, source.lane()));
-          }
-        }
-        source.Leave();
-        if (claimed != 0) {
-          wake_->Notify();
-        } else {
-          LeftUnadmitted(source);
-        }
-        admitted += static_cast<std::uint32_t>(claimed);
-        if (claimed < wanted) {
-          // The rest of the batch, this run's and every later one's, did
-          // not fit: refused, like single publishes.
-          const PublishOutcome outcome =
-              source.ClosedAfterRefusal() ? PublishOutcome::kClosed : Source::kFull;
-          if (outcome == Source::kFull) NoteRefusedFill(source, limit);
-          return RefuseRest(source, outcome, mode, priority, first, last, admitted);
-        }
-      }
-      if (valueless) {
-        CountRejected(source, priority);
-        return PublishResult(PublishOutcome::kRejected, priority, admitted);
-      }
-    }
-    return PublishResult(PublishOutcome::kAdmitted, priority, admitted);
-  }
-
-  // PublishBatch of a range that may be single pass: each position is
-  // dereferenced once (twice only for a refused one, which a single-pass
-  // iterator allows, as it has not moved) and advanced once. Otherwise as
-  // AdmitBatch: in order, one clock reading, stops at the first message not
-  // admitted, counts it and the rest as refused.
-  template <typename Source, typename Iterator>
-  PublishResult AdmitEach(Source& source, Iterator first, Iterator last, std::uint32_t sender_id,
-                          MessagePriority priority) noexcept {
-    using Reference = decltype(*first);
-    using Value = std::decay_t<Reference>;
-    const PerformanceMode mode = policy_.Mode();
-    const std::uint64_t timestamp_ns =
-        mode == PerformanceMode::BARE_METAL ? 0 : detail::ClockNanos<typename Traits::Clock>();
-    std::uint32_t admitted = 0;
-    for (; first != last; ++first) {
-      Reference element = *first;
-      if constexpr (std::is_same_v<Value, Payload>) {
-        if (element.valueless_by_exception()) {
-          CountRejected(source, priority);
-          return PublishResult(PublishOutcome::kRejected, priority, admitted);
-        }
-      }
-      // A reference is passed on as it came (a move iterator's moves); an
-      // element returned by value (a generator) is this loop's own: moved,
-      // as PublishBatch checked that move cannot throw, never copied.
-      auto make_payload = [&] {
-        if constexpr (std::is_reference_v<Reference>) {
-          return MakePayload(static_cast<Reference>(element));
-        } else {
-          return MakePayload(std::move(element));
-        }
-      };
-      const PublishResult result =
-          Admit<false, false>(source, sender_id, priority, timestamp_ns, make_payload);
-      if (!result)
-        return RefuseRest(source, result.Outcome(), mode, priority, first, last, admitted);
-      ++admitted;
-    }
-    return PublishResult(PublishOutcome::kAdmitted, priority, admitted);
-  }
-
-  // A batch refused at `first` (closed, or no room): the messages from
-  // `first` up to the first valueless variant are counted as refused with
-  // `outcome`, that variant as rejected (bad input, as a single publish of it
-  // would be), and those after it are not attempted. Counted without
-  // <iterator>, which brings <string> into the core.
-  template <typename Source, typename Iterator>
-  PublishResult RefuseRest(Source& source, PublishOutcome outcome, PerformanceMode mode,
-                           MessagePriority priority, Iterator first, Iterator last,
-                           std::uint32_t admitted) noexcept {
-    using Value = std::decay_t<decltype(*first)>;
-    Position refused = 0;
-    bool valueless = false;
-    for (; first != last; ++first, ++refused) {
-      if constexpr (std::is_same_v<Value, Payload>) {
-        if ((*first).valueless_by_exception()) {
-          valueless = true;
-          break;
-        }
-      }
-    }
-    if (valueless) CountRejected(source, priority);
-    if (refused == 0) return PublishResult(outcome, priority, admitted);
-    return Refuse(source, outcome, mode, priority, refused, admitted);
-  }
-
-  template <typename Message>
-  static Payload MakePayload(Message&& message) noexcept {
-    using Value = std::decay_t<Message>;
-    if constexpr (std::is_same_v<Value, Payload>) {
-      return Payload(std::forward<Message>(message));
-    } else {
-      return Payload(std::in_place_type<Value>, std::forward<Message>(message));
-    }
+    return Publisher::Refuse(shared, PublishOutcome::kPoolEmpty, mode, priority, 1);
   }
 
   // ---- The consumer core ---------------------------------------------------------
@@ -730,11 +446,11 @@ class BusCore {
                              std::chrono::nanoseconds timeout, MakePayloadFn& make_payload) {
     PublishResult result;
     const auto try_admit = [&] {
-      result = Admit<true, false>(source, sender_id, priority, 0, make_payload);
+      result = Publisher::template Admit<true, false>(source, sender_id, priority, 0, make_payload);
       return static_cast<bool>(result);
     };
     const auto end = [&](PublishOutcome outcome) {
-      return Refuse(source, outcome, policy_.Mode(), priority, 1);
+      return Publisher::Refuse(source, outcome, source.Mode(), priority, 1);
     };
     if (try_admit()) return result;
     if (IsClosed()) return end(PublishOutcome::kClosed);
@@ -761,12 +477,12 @@ class BusCore {
   // producers publish.
   Position RoomFor(MessagePriority priority) const noexcept {
     if (!IsValidPriority(priority) || IsClosed()) return 0;
-    return RoomBelow(SharedSource::Limit(policy_, policy_.Mode(), priority), SharedDepth());
+    return RoomBelow(policy_.LimitFor(policy_.Mode(), priority), SharedDepth());
   }
   // As RoomFor, for producer lane `index`, on the lane's own limit and fill.
   Position LaneRoomFor(std::uint32_t index, MessagePriority priority) const noexcept {
     if (!IsValidPriority(priority) || IsClosed()) return 0;
-    return RoomBelow(LaneSource::Limit(policy_, policy_.Mode(), priority),
+    return RoomBelow(policy_.LaneLimitFor(policy_.Mode(), priority),
                      queue_.LaneAt(index).queue.Depth());
   }
   static constexpr Position RoomBelow(Position limit, Position fill) noexcept {

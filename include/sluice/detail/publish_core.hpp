@@ -1,0 +1,346 @@
+// The one publish core: every publish of every bus (the in-process bus, a
+// registered Producer, a shared-memory producer) is admitted, counted,
+// written and published here, through the calls of detail/publish_api.hpp.
+// What differs between buses is the source a publish goes to, which the
+// core takes as a template argument:
+//
+//   using Target, Clock, Observer;   the queue, the stamp's clock, the observer
+//   kObserves, kFull, kSlots         whether Observer is called; the outcome of
+//                                    a fill refusal; the most one claim takes
+//   Target& Slots()                  TryClaim, TryClaimRun, Storage, Publish
+//   Counters()                       CountPublished, CountDropped, CountClosed,
+//                                    CountRejected
+//   PerformanceMode Mode()           the mode in force (read once a publish)
+//   Position Limit(mode, priority)   the fill a claim must stay below
+//   bool Enter(), void Leave()       a publish enters and leaves the source
+//   bool ClosedAfterRefusal()        whether a refused claim met a closed queue
+//   void NoteRefusedFill(limit)      a refusal for fill, for the peak
+//   void LeftUnadmitted()            a publish that admitted nothing left
+//   void Notify()                    wakes the consumer after a publish
+//   std::uint16_t Lane()             MessageHeader::lane of its messages
+//   Observer& Watcher()              the observer (only when kObserves)
+//
+// Every function is static: the core keeps no state of its own, so a bus
+// and a producer in another process share it without sharing memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "sluice/clock.hpp"
+#include "sluice/config.hpp"
+#include "sluice/message.hpp"
+#include "sluice/performance_mode.hpp"
+#include "sluice/publish_result.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
+
+// Whether `last - first` compiles: random access (a pointer, std::vector,
+// std::array, std::deque), so multi-pass, which PublishBatch's runs need to
+// look ahead. Told apart without <iterator>'s categories, which bring
+// <string> into the core.
+template <typename Iterator, typename = void>
+inline constexpr bool kSubtractableIterator = false;
+template <typename Iterator>
+inline constexpr bool kSubtractableIterator<
+    Iterator,
+    std::void_t<decltype(std::declval<const Iterator&>() - std::declval<const Iterator&>())>> =
+    true;
+
+template <typename Payload>
+class PublishCore {
+ public:
+  using Envelope = MessageEnvelope<Payload>;
+
+  // Bad input: a variant made valueless by a throwing emplace (it names no
+  // type), or an unknown priority.
+  template <typename Message>
+  static bool IsBadInput(const Message& message, MessagePriority priority) noexcept {
+    bool bad = !IsValidPriority(priority);
+    if constexpr (std::is_same_v<std::decay_t<Message>, Payload>) {
+      bad = bad || message.valueless_by_exception();
+    }
+    return bad;
+  }
+
+  template <typename Source>
+  static PublishResult Reject(Source& source, MessagePriority priority) noexcept {
+    CountRejected(source, priority);
+    return PublishResult(PublishOutcome::kRejected, priority);
+  }
+  // Bad input, counted where its source counts and observed.
+  template <typename Source>
+  static void CountRejected(Source& source, MessagePriority priority) noexcept {
+    source.Counters().CountRejected();
+    if constexpr (Source::kObserves) source.Watcher().OnRefused(PublishOutcome::kRejected, priority, 1);
+  }
+
+  // The refusal rule, for every publish: `count` messages refused with
+  // `outcome`, counted where their source counts (closed in every mode, a
+  // drop only in FULL_FEATURED).
+  template <typename Source>
+  static PublishResult Refuse(Source& source, PublishOutcome outcome, PerformanceMode mode,
+                       MessagePriority priority, Position count,
+                       std::uint32_t admitted = 0) noexcept {
+    if (outcome == PublishOutcome::kClosed) {
+      source.Counters().CountClosed(count);
+    } else if (mode == PerformanceMode::FULL_FEATURED) {
+      source.Counters().CountDropped(priority, count);
+    }
+    if constexpr (Source::kObserves) source.Watcher().OnRefused(outcome, priority, count);
+    return PublishResult(outcome, priority, admitted);
+  }
+
+  // The one envelope write: the header, filled in place (FillHeader), and
+  // the payload `make_payload()` returns (a prvalue: constructed in the
+  // slot, no copy or move). MakeHeader gives the observer the same header
+  // after the publish, only when there is one: a header returned from here,
+  // or made by MakeHeader here, cost 4 instructions a publish even with
+  // NoObserver (the instruction budget, GCC 12 -O3); filled in place it
+  // costs nothing.
+  static void FillHeader(MessageHeader& header, Position id, std::uint64_t timestamp_ns,
+                         std::uint32_t sender_id, MessagePriority priority, bool counted,
+                         std::uint16_t lane) noexcept {
+    header.msg_id = id;
+    header.timestamp_ns = timestamp_ns;
+    header.sender_id = sender_id;
+    header.priority = priority;
+    header.counted = counted;
+    header.lane = lane;
+  }
+  static MessageHeader MakeHeader(Position id, std::uint64_t timestamp_ns, std::uint32_t sender_id,
+                                  MessagePriority priority, bool counted,
+                                  std::uint16_t lane) noexcept {
+    MessageHeader header;
+    FillHeader(header, id, timestamp_ns, sender_id, priority, counted, lane);
+    return header;
+  }
+  template <typename MakePayloadFn>
+  static void WriteEnvelope(void* storage, Position id, std::uint64_t timestamp_ns,
+                            std::uint32_t sender_id, MessagePriority priority, bool counted,
+                            std::uint16_t lane, MakePayloadFn& make_payload) noexcept {
+    MessageHeader header;
+    FillHeader(header, id, timestamp_ns, sender_id, priority, counted, lane);
+    new (storage) Envelope{header, make_payload()};
+  }
+
+  // Every single publish: claims a slot of `source` under admission, counts,
+  // writes the envelope and publishes it. `priority` is valid; `make_payload`
+  // must not throw (a claimed slot is always filled). kReadClock: stamps the
+  // bus clock (not in BARE_METAL), read before the claim to keep the
+  // claimed-but-unpublished window (which holds up the consumer) short.
+  // kCountRefusal false: a refusal is left uncounted (PublishBlocking counts
+  // one per call, not one per attempt). Shared queue: lock-free (MPSC),
+  // wait-free (SPSC); a lane: wait-free.
+  template <bool kReadClock, bool kCountRefusal = true, typename Source, typename MakePayloadFn>
+  static PublishResult Admit(Source& source, std::uint32_t sender_id, MessagePriority priority,
+                      std::uint64_t timestamp_ns, MakePayloadFn& make_payload) noexcept {
+    const PerformanceMode mode = source.Mode();
+    if constexpr (kReadClock) {
+      timestamp_ns =
+          mode == PerformanceMode::BARE_METAL ? 0 : ClockNanos<typename Source::Clock>();
+    }
+    if (!source.Enter()) {
+      source.LeftUnadmitted();
+      return kCountRefusal ? Refuse(source, PublishOutcome::kClosed, mode, priority, 1)
+                           : PublishResult(PublishOutcome::kClosed, priority);
+    }
+    typename Source::Target::Claim claim;
+    const Position limit = source.Limit(mode, priority);
+    if (!source.Slots().TryClaim(limit, priority, &claim)) {
+      source.Leave();
+      source.LeftUnadmitted();
+      const PublishOutcome outcome =
+          source.ClosedAfterRefusal() ? PublishOutcome::kClosed : Source::kFull;
+      if (outcome == Source::kFull) source.NoteRefusedFill(limit);
+      return kCountRefusal ? Refuse(source, outcome, mode, priority, 1)
+                           : PublishResult(outcome, priority);
+    }
+    // Counted before the message becomes visible, so processed never runs
+    // ahead of published (SYNC POINT (F)); and before the envelope is
+    // written, because with several producers the count is a locked
+    // instruction, which would otherwise wait for the envelope's stores to
+    // reach a cache line the consumer may be polling.
+    const bool counted = mode == PerformanceMode::FULL_FEATURED;
+    if (counted) source.Counters().CountPublished(priority);
+    WriteEnvelope(source.Slots().Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
+                  sender_id, priority, counted, source.Lane(), make_payload);
+    source.Slots().Publish(claim);
+    source.Leave();
+    // SYNC POINT WRITE (W): after the slot's release store, the fence and
+    // the waiter load of the consumer's signal, the bus's own or its
+    // WaitSet's (sluice/wait_set.hpp): whichever its consumer sleeps on.
+    source.Notify();
+    if constexpr (Source::kObserves) {
+      source.Watcher().OnAdmitted(MakeHeader(Source::Target::MessageId(claim), timestamp_ns, sender_id,
+                                       priority, counted, source.Lane()));
+    }
+    return PublishResult::MakeAdmitted(priority);
+  }
+
+  // PublishBatch's core: the messages of [first, last) in order, each claim
+  // a run of consecutive slots (one CAS with several producers), as many as
+  // fit below the priority's threshold, from the front; stops at the first
+  // message not admitted and counts it and every one after it as refused
+  // with the run's outcome (a valueless variant: that one as rejected, the
+  // rest as not attempted). All share one clock reading (none in BARE_METAL).
+  template <typename Source, typename Iterator>
+  static PublishResult AdmitBatch(Source& source, Iterator first, Iterator last, std::uint32_t sender_id,
+                           MessagePriority priority) noexcept {
+    using Value = std::decay_t<decltype(*first)>;
+    if constexpr (!kSubtractableIterator<Iterator>) {
+      // A range that may be single pass (std::istream_iterator, a
+      // generator) cannot be looked ahead into: walked once, one claim per
+      // message.
+      return AdmitEach(source, first, last, sender_id, priority);
+    }
+    const PerformanceMode mode = source.Mode();
+    const std::uint64_t timestamp_ns =
+        mode == PerformanceMode::BARE_METAL ? 0 : ClockNanos<typename Source::Clock>();
+    const bool counted = mode == PerformanceMode::FULL_FEATURED;
+    std::uint32_t admitted = 0;
+    while (first != last) {
+      // The next run to claim: at most a ring's worth, ending before a
+      // valueless variant (bad input).
+      Iterator end = first;
+      Position wanted = 0;
+      bool valueless = false;
+      for (; end != last && wanted < Source::kSlots; ++end, ++wanted) {
+        if constexpr (std::is_same_v<Value, Payload>) {
+          if ((*end).valueless_by_exception()) {
+            valueless = true;
+            break;
+          }
+        }
+      }
+      if (wanted != 0) {
+        if (!source.Enter()) {
+          source.LeftUnadmitted();
+          return RefuseRest(source, PublishOutcome::kClosed, mode, priority, first, last, admitted);
+        }
+        typename Source::Target::Run run{};
+        const Position limit = source.Limit(mode, priority);
+        const Position claimed = source.Slots().TryClaimRun(limit, priority, wanted, &run);
+        // Counted before the messages become visible (see Admit).
+        if (counted && claimed != 0) source.Counters().CountPublished(priority, claimed);
+        for (Position i = 0; i < claimed; ++i, ++first) {
+          const typename Source::Target::Claim claim = Source::Target::InRun(run, i);
+          auto make_payload = [&] { return MakePayload(*first); };
+          WriteEnvelope(source.Slots().Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
+                        sender_id, priority, counted, source.Lane(), make_payload);
+          source.Slots().Publish(claim);
+          if constexpr (Source::kObserves) {
+            source.Watcher().OnAdmitted(MakeHeader(Source::Target::MessageId(claim), timestamp_ns,
+                                             sender_id, priority, counted, source.Lane()));
+          }
+        }
+        source.Leave();
+        if (claimed != 0) {
+          source.Notify();
+        } else {
+          source.LeftUnadmitted();
+        }
+        admitted += static_cast<std::uint32_t>(claimed);
+        if (claimed < wanted) {
+          // The rest of the batch, this run's and every later one's, did
+          // not fit: refused, like single publishes.
+          const PublishOutcome outcome =
+              source.ClosedAfterRefusal() ? PublishOutcome::kClosed : Source::kFull;
+          if (outcome == Source::kFull) source.NoteRefusedFill(limit);
+          return RefuseRest(source, outcome, mode, priority, first, last, admitted);
+        }
+      }
+      if (valueless) {
+        CountRejected(source, priority);
+        return PublishResult(PublishOutcome::kRejected, priority, admitted);
+      }
+    }
+    return PublishResult(PublishOutcome::kAdmitted, priority, admitted);
+  }
+
+  // PublishBatch of a range that may be single pass: each position is
+  // dereferenced once (twice only for a refused one, which a single-pass
+  // iterator allows, as it has not moved) and advanced once. Otherwise as
+  // AdmitBatch: in order, one clock reading, stops at the first message not
+  // admitted, counts it and the rest as refused.
+  template <typename Source, typename Iterator>
+  static PublishResult AdmitEach(Source& source, Iterator first, Iterator last, std::uint32_t sender_id,
+                          MessagePriority priority) noexcept {
+    using Reference = decltype(*first);
+    using Value = std::decay_t<Reference>;
+    const PerformanceMode mode = source.Mode();
+    const std::uint64_t timestamp_ns =
+        mode == PerformanceMode::BARE_METAL ? 0 : ClockNanos<typename Source::Clock>();
+    std::uint32_t admitted = 0;
+    for (; first != last; ++first) {
+      Reference element = *first;
+      if constexpr (std::is_same_v<Value, Payload>) {
+        if (element.valueless_by_exception()) {
+          CountRejected(source, priority);
+          return PublishResult(PublishOutcome::kRejected, priority, admitted);
+        }
+      }
+      // A reference is passed on as it came (a move iterator's moves); an
+      // element returned by value (a generator) is this loop's own: moved,
+      // as PublishBatch checked that move cannot throw, never copied.
+      auto make_payload = [&] {
+        if constexpr (std::is_reference_v<Reference>) {
+          return MakePayload(static_cast<Reference>(element));
+        } else {
+          return MakePayload(std::move(element));
+        }
+      };
+      const PublishResult result =
+          Admit<false, false>(source, sender_id, priority, timestamp_ns, make_payload);
+      if (!result)
+        return RefuseRest(source, result.Outcome(), mode, priority, first, last, admitted);
+      ++admitted;
+    }
+    return PublishResult(PublishOutcome::kAdmitted, priority, admitted);
+  }
+
+  // A batch refused at `first` (closed, or no room): the messages from
+  // `first` up to the first valueless variant are counted as refused with
+  // `outcome`, that variant as rejected (bad input, as a single publish of it
+  // would be), and those after it are not attempted. Counted without
+  // <iterator>, which brings <string> into the core.
+  template <typename Source, typename Iterator>
+  static PublishResult RefuseRest(Source& source, PublishOutcome outcome, PerformanceMode mode,
+                           MessagePriority priority, Iterator first, Iterator last,
+                           std::uint32_t admitted) noexcept {
+    using Value = std::decay_t<decltype(*first)>;
+    Position refused = 0;
+    bool valueless = false;
+    for (; first != last; ++first, ++refused) {
+      if constexpr (std::is_same_v<Value, Payload>) {
+        if ((*first).valueless_by_exception()) {
+          valueless = true;
+          break;
+        }
+      }
+    }
+    if (valueless) CountRejected(source, priority);
+    if (refused == 0) return PublishResult(outcome, priority, admitted);
+    return Refuse(source, outcome, mode, priority, refused, admitted);
+  }
+
+  template <typename Message>
+  static Payload MakePayload(Message&& message) noexcept {
+    using Value = std::decay_t<Message>;
+    if constexpr (std::is_same_v<Value, Payload>) {
+      return Payload(std::forward<Message>(message));
+    } else {
+      return Payload(std::in_place_type<Value>, std::forward<Message>(message));
+    }
+  }
+};
+
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
