@@ -1,0 +1,266 @@
+// The shared-memory bus's segment: its layout and its protocol. The bus
+// across processes on one host: the queue of the in-process bus
+// (detail/message_queue.hpp: one ring per priority, HIGH first, one fill
+// cursor for admission) placed in a named shared-memory segment, once per
+// producer process (its lane). One consumer process creates the segment
+// and dispatches (ShmBus); producer processes attach, each taking a lane,
+// and publish (ShmProducer). No daemon. Linux.
+//
+// Segment layout: a Header (magic, fingerprint, consumer identity, admission
+// thresholds, state, one LaneControl per lane: owner, state, counters), then
+// each lane's rings at LaneOffset(lane). Everything in it is fixed-width or
+// a lock-free atomic, and holds offsets, never pointers, so each process
+// may map it at another address.
+//
+// Why a lane per process: a process killed between its claim and its
+// publish leaves a claim no one will publish. In a lane only that
+// process's threads claim, so once its process is gone every claim left
+// there is known to be abandoned: the consumer skips each (counted lost),
+// dispatches what the process did publish, and hands the lane to the next
+// producer. In a queue shared by processes no one could tell whose claim a
+// hole is.
+//
+// Synchronisation, each release named with its acquire:
+//  (T) segment ready, creator -> attacher: Create writes the header and
+//      constructs the rings, then stores `magic` with release; Attach loads
+//      it with acquire before reading anything else.
+//  (A), (B), (H) of the rings and the fill cursor, as in process
+//      (detail/ring.hpp, detail/claim_cursor.hpp): a lock-free atomic is
+//      address-free, so they hold between processes as between threads.
+//  (U) a lane changing hands. Taking, producer -> consumer: under the
+//      segment's lock (flock, which the kernel drops with a dead holder),
+//      Attach loads a lane's `state` with acquire, and on kLaneFree writes
+//      `owner`, stores kLaneOwned with release and sets the lane's bit in
+//      `lanes_active` with release; the consumer loads `lanes_active` with
+//      acquire before reading the lane's rings, and `state` with acquire
+//      before reading `owner`. Leaving, producer -> consumer: Detach stores
+//      kLaneDetached with release after its last publish; the consumer's
+//      acquire of `state` then sees every publish and count of the lane.
+//      Handing back, consumer -> next producer: the consumer clears the bit,
+//      constructs the lane's rings and counters anew, then stores
+//      kLaneFree with release, which the next Attach's acquire pairs with.
+//  (W) sleeping, the in-process Dekker pair of detail/wake_signal.hpp
+//      with its signals in the segment and a futex any process can wait on
+//      (ipc/shared_futex_parker.hpp): the consumer in ProcessBatchWait on
+//      `consumer_wake`, woken by each publish; a producer in PublishBlocking
+//      on its lane's `room`, woken after each batch that took from its lane
+//      and by Close. On `consumer_wake` the heavy fence is membarrier's
+//      global expedited command, run by the consumer on its way to sleep,
+//      which reaches every process that registered at Attach (or at
+//      Create); a producer whose registration failed fences itself. The
+//      `room` signals use no heavy fence (a producer in a sandbox may not
+//      call membarrier): the consumer fences once per batch, the producer
+//      on its way to sleep.
+//      Processes can die: a producer killed between its publish and its
+//      wake-up call leaves the consumer asleep with a message queued, so
+//      the consumer's sleep is cut into slices of the producer check
+//      interval; a consumer killed leaves producers waiting for room, so
+//      their sleep is cut into slices after which they look for it
+//      (tests/spin/ipc_wakeup.pml models both).
+//  (I) who the consumer is, which a consumer taking over a killed one's
+//      segment rewrites: a sequence lock of atomics (ConsumerIdentity).
+//  (X) close: the consumer stores `state` = kClosed, then closes every
+//      lane's fill cursor (every later claim is refused); a producer whose
+//      claim was refused asks its cursor whether it is closed (the tail's
+//      values come in one order to every thread, so one refused by the
+//      closed tail sees it) and reads `state`. Then the consumer fences and
+//      wakes every producer waiting for room, which reads `state` after
+//      announcing its sleep (the other half of that Dekker pair).
+//
+// The consumer copies each message out of the segment before it looks at
+// it: a producer process (or anything else that can write the segment)
+// could change it while it is read. The copy's priority and alternative
+// index are checked before dispatch; a message that fails is counted as
+// corrupt and skipped. Slot indices are masked and lane numbers bounded,
+// so no position read from the segment reaches outside it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <type_traits>
+#include <variant>
+
+#include "sluice/config.hpp"
+#include "sluice/detail/message_queue.hpp"
+#include "sluice/detail/variant_index.hpp"
+#include "sluice/detail/wake_signal.hpp"
+#include "sluice/ipc/fingerprint.hpp"
+#include "sluice/ipc/loan.hpp"
+#include "sluice/ipc/process_identity.hpp"
+#include "sluice/ipc/shared_futex_parker.hpp"
+#include "sluice/ipc/shm_options.hpp"
+#include "sluice/message.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace ipc {
+
+// Whether a type may cross a process boundary by copy: trivially copyable
+// (no owned memory, no virtual table) and not itself a pointer of any kind.
+// A pointer inside a struct cannot be seen at compile time in C++17: do not
+// put one there (the other process's addresses mean nothing here).
+template <typename T>
+inline constexpr bool kCanCrossProcesses =
+    std::is_trivially_copyable_v<T> && !std::is_pointer_v<T> && !std::is_member_pointer_v<T> &&
+    !std::is_null_pointer_v<T> && !std::is_reference_v<T>;
+
+template <typename Payload>
+struct CrossProcessAlternatives;
+template <typename... Ts>
+struct CrossProcessAlternatives<std::variant<Ts...>> {
+  static constexpr bool value = (kCanCrossProcesses<Ts> && ...);
+};
+
+namespace detail {
+
+inline constexpr std::uint64_t kMagic = 0x534C554943453031ULL;  // "SLUICE01"
+
+constexpr std::size_t RoundUp(std::size_t value, std::size_t alignment) noexcept {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+enum SegmentState : std::uint32_t { kOpen = 1, kClosed = 2 };
+enum LaneState : std::uint32_t { kLaneFree = 0, kLaneOwned = 1, kLaneDetached = 2 };
+
+// The consumer's identity in the segment, which a consumer taking over a
+// segment rewrites while producers may read it: a sequence lock of
+// atomics. SYNC POINT (I): the writer makes `generation` odd, stores the
+// fields with release (each after the odd value), then makes it even again
+// with release; a reader loads it with acquire, the fields with acquire
+// (so that a field written by a later writer brings its odd value along),
+// then `generation` again, and keeps what it read only if both loads saw
+// the same even value. No fences: ThreadSanitizer checks it as it is.
+struct ConsumerIdentity {
+  std::atomic<std::uint32_t> generation;
+  std::atomic<std::int32_t> pid;
+  std::atomic<std::uint64_t> start_time;
+  std::atomic<std::uint64_t> pid_namespace;
+
+  void Store(const ProcessIdentity& identity) noexcept {
+    const std::uint32_t odd = generation.load(std::memory_order_relaxed) | 1u;
+    generation.store(odd, std::memory_order_relaxed);
+    pid.store(identity.pid, std::memory_order_release);
+    start_time.store(identity.start_time, std::memory_order_release);
+    pid_namespace.store(identity.pid_namespace, std::memory_order_release);
+    generation.store(odd + 1, std::memory_order_release);
+  }
+  // False while a writer is inside Store (try again later).
+  bool Load(ProcessIdentity* identity) const noexcept {
+    const std::uint32_t before = generation.load(std::memory_order_acquire);
+    if ((before & 1u) != 0) return false;
+    ProcessIdentity read;
+    read.pid = pid.load(std::memory_order_acquire);
+    read.start_time = start_time.load(std::memory_order_acquire);
+    read.pid_namespace = pid_namespace.load(std::memory_order_acquire);
+    if (generation.load(std::memory_order_relaxed) != before) return false;
+    *identity = read;
+    return true;
+  }
+  // Whether the consumer is known to have exited (a reader racing a
+  // takeover counts it as running).
+  bool IsGone() const noexcept {
+    ProcessIdentity identity;
+    return Load(&identity) && identity.IsGone();
+  }
+};
+
+template <typename Payload, std::size_t kCapacity, typename Traits>
+struct Layout {
+  static_assert(sluice::detail::IsVariant<Payload>::value,
+                "Sluice: the bus payload must be a std::variant of message types");
+  static_assert(CrossProcessAlternatives<Payload>::value,
+                "Sluice: every payload alternative of a shared-memory bus must be trivially "
+                "copyable and not a pointer: it is copied between processes as bytes");
+  static_assert(std::atomic<Position>::is_always_lock_free &&
+                    std::atomic<std::uint32_t>::is_always_lock_free &&
+                    std::atomic<std::uint64_t>::is_always_lock_free,
+                "Sluice: a shared-memory bus needs lock-free (address-free) atomics");
+  static_assert(Traits::kMaxProducers >= 1 && Traits::kMaxProducers <= 64,
+                "Sluice: ShmBusTraits::kMaxProducers must be 1 to 64");
+
+  static constexpr std::size_t kLanes = Traits::kMaxProducers;
+  static constexpr std::uint64_t kAllLanes =
+      kLanes == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << kLanes) - 1;
+
+  using Envelope = MessageEnvelope<Payload>;
+  // The consumer's state (which ring, how long a run) lives in each
+  // process's queue object; only the rings are in the segment.
+  using Queue = sluice::detail::PriorityQueue<Envelope, kCapacity, ProducerModel::kMulti,
+                                              SlotStorage::kInline, Traits::kCheckInterval,
+                                              Traits::kStarvationLimit, sluice::detail::RingsAt>;
+  using Rings = typename Queue::Rings;
+
+  using Signal = sluice::detail::WakeSignal<SharedFutexParker>;
+  // Producers wait for room with a full fence of their own: their waits
+  // never depend on their process being allowed membarrier.
+  using RoomSignal = sluice::detail::WakeSignal<SharedFutexParkerFenced>;
+
+  struct alignas(kCacheLineSize) LaneControl {
+    std::atomic<std::uint32_t> state;  // LaneState: (U)
+    ProcessIdentity owner;             // written before kLaneOwned
+    RoomSignal room;                   // the owner's PublishBlocking waits here: (W)
+    // Bit b: loan block b is free. The owner takes, the consumer gives back: (P).
+    alignas(kCacheLineSize) std::atomic<std::uint64_t> loans_free;
+    // The owner's threads count refusals here (relaxed: tallies). Their own
+    // line. Publishes are not counted: each claimed one slot of its ring,
+    // and the consumer reads the rings' claims (GetStatistics).
+    alignas(kCacheLineSize) std::atomic<std::uint64_t> dropped[kPriorityCount];
+  };
+
+  struct alignas(kCacheLineSize) Header {
+    std::atomic<std::uint64_t> magic;  // kMagic once ready: (T)
+    Fingerprint fingerprint;
+    ConsumerIdentity consumer;  // who dispatches: (I)
+    AdmissionThresholds thresholds;
+    std::uint64_t peer_check_nanoseconds;  // how long a wait sleeps between looks
+    std::atomic<std::uint32_t> state;
+    std::atomic<std::uint64_t> lanes_active;  // bit l: lane l has an owner: (U)
+    Signal consumer_wake;                     // ProcessBatchWait sleeps here: (W)
+    LaneControl lanes[kLanes];
+  };
+
+  static constexpr std::size_t kRingsAlign = alignof(Rings) > kCacheLineSize ? alignof(Rings)
+                                                                             : kCacheLineSize;
+  using Loans = LoanShape<Payload>;
+  static constexpr std::size_t kLoanBlocks = Loans::kAny ? Traits::kLoanBlocks : 0;
+  static_assert(!Loans::kAny || (Traits::kLoanBlocks >= 1 && Traits::kLoanBlocks <= 64),
+                "Sluice: ShmBusTraits::kLoanBlocks must be 1 to 64");
+  static constexpr std::size_t kLaneAlign =
+      kRingsAlign > Loans::kAlign ? kRingsAlign : Loans::kAlign;
+  // A lane: its rings, then its loan blocks.
+  static constexpr std::size_t kLoansOffset = RoundUp(sizeof(Rings), Loans::kAlign);
+  static constexpr std::size_t kLaneStride =
+      RoundUp(kLoansOffset + kLoanBlocks * Loans::kBlockBytes, kLaneAlign);
+  static constexpr std::size_t kLanesOffset = RoundUp(sizeof(Header), kLaneAlign);
+  static constexpr std::size_t kSegmentSize = RoundUp(kLanesOffset + kLanes * kLaneStride, 4096);
+  static_assert(kLaneAlign <= 4096, "Sluice: a loaned type may be aligned to at most a page");
+
+  static Fingerprint Expected() {
+    return MakeFingerprint<Payload, kCapacity, Envelope, Rings>(
+        kSegmentSize, Traits::kSchemaVersion, static_cast<std::uint32_t>(kLanes), kLoanBlocks,
+        Loans::kBlockBytes);
+  }
+  static Header* HeaderOf(void* base) noexcept { return static_cast<Header*>(base); }
+  // `lane` < kLanes (callers bound it).
+  static void* LaneAt(void* base, std::size_t lane) noexcept {
+    return static_cast<unsigned char*>(base) + kLanesOffset + lane * kLaneStride;
+  }
+  static Rings* RingsOf(void* base, std::size_t lane) noexcept {
+    return std::launder(reinterpret_cast<Rings*>(LaneAt(base, lane)));
+  }
+  // `block` < kLoanBlocks (callers bound it).
+  static void* LoanBlock(void* base, std::size_t lane, std::size_t block) noexcept {
+    return static_cast<unsigned char*>(LaneAt(base, lane)) + kLoansOffset +
+           block * Loans::kBlockBytes;
+  }
+};
+
+inline int LowestBit(std::uint64_t bits) noexcept { return __builtin_ctzll(bits); }
+
+}  // namespace detail
+
+}  // namespace ipc
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

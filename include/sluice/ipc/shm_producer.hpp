@@ -1,0 +1,375 @@
+// A producer process's handle on a shared-memory bus (sluice/ipc/shm_bus.hpp):
+// it attaches to the segment, takes a lane of its own and publishes into
+// it through the publish core every bus shares (detail/publish_core.hpp).
+// The segment's layout and protocol: sluice/ipc/shm_layout.hpp.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "sluice/config.hpp"
+#include "sluice/detail/waiting.hpp"
+#include "sluice/detail/wake_signal.hpp"
+#include "sluice/ipc/loan.hpp"
+#include "sluice/ipc/process_identity.hpp"
+#include "sluice/ipc/segment.hpp"
+#include "sluice/ipc/shm_layout.hpp"
+#include "sluice/ipc/shm_options.hpp"
+#include "sluice/message.hpp"
+#include "sluice/publish_result.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace ipc {
+
+// A producer's handle on a bus segment: attaches (checking the
+// fingerprint), takes a lane of its own, and publishes into it with
+// priority admission. Publish is lock-free and safe from any thread of
+// this process. Movable; detaches when destroyed. Not for a forked child
+// (attach there anew): the lane belongs to the process that attached.
+template <typename Payload, std::size_t kCapacity, typename Traits = ShmBusTraits>
+class ShmProducer {
+  using LayoutType = detail::Layout<Payload, kCapacity, Traits>;
+  using Header = typename LayoutType::Header;
+  using LaneControl = typename LayoutType::LaneControl;
+  using Queue = typename LayoutType::Queue;
+  static constexpr std::size_t kLanes = LayoutType::kLanes;
+
+ public:
+  using Envelope = MessageEnvelope<Payload>;
+
+  ShmProducer() noexcept = default;
+  ShmProducer(ShmProducer&& other) noexcept { *this = std::move(other); }
+  ShmProducer& operator=(ShmProducer&& other) noexcept {
+    if (this != &other) {
+      Detach();
+      segment_ = std::move(other.segment_);
+      header_ = std::exchange(other.header_, nullptr);
+      control_ = std::exchange(other.control_, nullptr);
+      lane_ = std::exchange(other.lane_, 0);
+      fence_free_ = other.fence_free_;
+      attacher_ = other.attacher_;
+      loan_home_ = std::move(other.loan_home_);
+      sleep_slice_ = other.sleep_slice_;
+      // A view holds references into the mapping, which did not move.
+      if (other.queue_) queue_.emplace(LayoutType::RingsOf(segment_.Base(), lane_ - 1u));
+      other.queue_.reset();
+      for (std::size_t p = 0; p < kPriorityCount; ++p) limits_[p] = other.limits_[p];
+    }
+    return *this;
+  }
+  ~ShmProducer() { Detach(); }
+
+  // Maps the segment, checks that it is a ready Sluice bus of this
+  // payload, capacity and layout whose consumer runs, and takes a free
+  // lane; on any refusal nothing stays mapped and the error says why.
+  [[nodiscard]] AttachError Attach(const std::string& name) {
+    Detach();
+    Segment segment;
+    const AttachError opened = Segment::Open(name, sizeof(Header), &segment);
+    if (opened != AttachError::kNone) return opened;
+    Header* header = LayoutType::HeaderOf(segment.Base());
+    // SYNC POINT READ (T): see ShmBus::Create.
+    const std::uint64_t magic = header->magic.load(std::memory_order_acquire);
+    if (magic == 0) return AttachError::kNotReady;
+    if (magic != detail::kMagic) return AttachError::kNotASegment;
+    const AttachError differs = LayoutType::Expected().Compare(header->fingerprint);
+    if (differs != AttachError::kNone) return differs;
+    // The fingerprint matched ours, so its size is ours; the mapping must
+    // hold it (a segment that lies about its size is refused here).
+    if (segment.Size() < LayoutType::kSegmentSize) return AttachError::kNotASegment;
+    if (header->state.load(std::memory_order_relaxed) != detail::kOpen ||
+        header->consumer.IsGone()) {
+      return AttachError::kConsumerGone;
+    }
+    const AdmissionThresholds thresholds = header->thresholds;
+    if (!thresholds.IsValid()) return AttachError::kNotASegment;
+    // Producers take lanes in turn; the kernel drops a dead taker's lock.
+    if (!segment.Lock()) return AttachError::kSystemError;
+    std::size_t lane = kLanes;
+    for (std::size_t l = 0; l < kLanes && lane == kLanes; ++l) {
+      // SYNC POINT READ (U): a free lane's rings as the consumer reset them.
+      if (header->lanes[l].state.load(std::memory_order_acquire) == detail::kLaneFree) lane = l;
+    }
+    if (lane == kLanes) {
+      segment.Unlock();
+      return AttachError::kNoFreeLane;
+    }
+    LaneControl& control = header->lanes[lane];
+    control.owner = ProcessIdentity::Self();
+    // SYNC POINT WRITE (U): the owner, before the consumer judges it; then
+    // the lane's bit, before any publish into it.
+    control.state.store(detail::kLaneOwned, std::memory_order_release);
+    header->lanes_active.fetch_or(std::uint64_t{1} << lane, std::memory_order_release);
+    segment.Unlock();
+    limits_[0] = FillLimit(thresholds.low_percent, kCapacity);
+    limits_[1] = FillLimit(thresholds.medium_percent, kCapacity);
+    limits_[2] = FillLimit(thresholds.high_percent, kCapacity);
+    // 1 ms to an hour, whatever the segment says (one written wrong must
+    // neither make a wait spin nor keep it from looking for the consumer).
+    const std::uint64_t slice = header->peer_check_nanoseconds;
+    sleep_slice_ = std::chrono::nanoseconds(
+        static_cast<std::chrono::nanoseconds::rep>(slice < kMinSliceNanos   ? kMinSliceNanos
+                                                   : slice > kMaxSliceNanos ? kMaxSliceNanos
+                                                                            : slice));
+    // Publishes skip their fence only if the consumer's sleep fences this
+    // process too (both registered for the heavy fence).
+    fence_free_ = header->consumer_wake.Asymmetric() && SharedFutexParker::RegisterProcess();
+    segment_ = std::move(segment);
+    header_ = header;
+    control_ = &control;
+    lane_ = static_cast<std::uint16_t>(lane + 1);
+    attacher_ = ::getpid();
+    if constexpr (LayoutType::kLoanBlocks != 0) {
+      loan_home_ = std::make_shared<detail::LoanHome>();
+      loan_home_->free = &control.loans_free;
+    }
+    queue_.emplace(LayoutType::RingsOf(segment_.Base(), lane));
+    return AttachError::kNone;
+  }
+
+  // Hands the lane back (the consumer dispatches what it published, then
+  // frees the lane for the next producer) and unmaps. No publish of this
+  // producer may be running.
+  void Detach() noexcept {
+    // Loans still out give nothing back from now on.
+    if (loan_home_) loan_home_->attached.store(false, std::memory_order_relaxed);
+    loan_home_.reset();
+    // A copy in a child forked after Attach only unmaps: the lane is the
+    // parent's.
+    if (control_ != nullptr && ::getpid() == attacher_) {
+      // SYNC POINT WRITE (U): every publish and count of this lane, before
+      // the consumer hands it on.
+      control_->state.store(detail::kLaneDetached, std::memory_order_release);
+    }
+    segment_ = Segment();
+    header_ = nullptr;
+    control_ = nullptr;
+    queue_.reset();
+    lane_ = 0;
+  }
+  bool IsAttached() const noexcept { return header_ != nullptr; }
+  // This producer's lane (1..kMaxProducers, MessageHeader::lane of its
+  // messages at the consumer), 0 when not attached.
+  std::uint16_t Lane() const noexcept { return lane_; }
+
+  // Admits `message` at `priority` if this producer's lane is below that
+  // priority's threshold. kClosed when not attached, or when the consumer
+  // closed the bus or is no longer running (checked only when a publish is
+  // refused).
+  template <typename Message>
+  PublishResult Publish(Message&& message, std::uint32_t sender_id,
+                        MessagePriority priority = MessagePriority::MEDIUM) {
+    return PublishFast(std::forward<Message>(message), sender_id,
+                       std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now().time_since_epoch()),
+                       priority);
+  }
+
+  // As Publish, with the caller's timestamp (steady_clock nanoseconds, or 0
+  // for none): no clock read on the publish path.
+  template <typename Message>
+  PublishResult PublishFast(Message&& message, std::uint32_t sender_id,
+                            std::chrono::nanoseconds timestamp,
+                            MessagePriority priority = MessagePriority::MEDIUM) {
+    CheckType<Message>();
+    if (static_cast<std::size_t>(priority) >= kPriorityCount) {
+      return PublishResult(PublishOutcome::kRejected, priority);
+    }
+    return Admit(message, sender_id, timestamp, priority, /*count_refusal=*/true);
+  }
+
+  // As Publish, but while this producer's lane is at the priority's
+  // threshold it waits up to `timeout` for the consumer to make room: it
+  // polls kPollsBeforePark times, then sleeps on a futex in the segment
+  // until a batch that took from this lane wakes it (no lost wake-up: (W)),
+  // in slices after which it looks whether the consumer still runs.
+  // kTimedOut when the time passed (counted in `dropped` once), kClosed
+  // when the consumer closed the bus or is gone. Not lock-free: it waits for
+  // the consumer by design. Never from the consumer's own thread (it would
+  // wait out its timeout).
+  template <typename Message, typename Rep, typename Period>
+  PublishResult PublishBlocking(Message&& message, std::uint32_t sender_id,
+                                MessagePriority priority,
+                                std::chrono::duration<Rep, Period> timeout) {
+    CheckType<Message>();
+    if (static_cast<std::size_t>(priority) >= kPriorityCount) {
+      return PublishResult(PublishOutcome::kRejected, priority);
+    }
+    PublishResult result;
+    // Each try reads the closed state only; whether the consumer still runs
+    // (a read of /proc) is looked at once a slice, by consumer_left.
+    const auto try_admit = [&] {
+      result = Admit(message, sender_id, Now(), priority, /*count_refusal=*/false,
+                     /*look_for_consumer=*/false);
+      return result.Outcome() != PublishOutcome::kRefusedFull;
+    };
+    if (try_admit()) return result;
+    using Clock = std::chrono::steady_clock;
+    const std::chrono::nanoseconds wait = sluice::detail::SaturatingNanos(timeout);
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point deadline =
+        wait >= Clock::time_point::max() - start ? Clock::time_point::max() : start + wait;
+    for (;;) {
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) break;
+      const std::chrono::nanoseconds left = deadline - now;
+      // SYNC POINT READ (X)/(W): the state, after the announcement's fence.
+      const auto consumer_left = [this] { return !IsOpenForPublishing(); };
+      switch (sluice::detail::WaitUntil(control_->room, Traits::kPollsBeforePark,
+                                        left < sleep_slice_ ? left : sleep_slice_, try_admit,
+                                        consumer_left)) {
+        case sluice::detail::WaitEnd::kReady:
+          return result;
+        case sluice::detail::WaitEnd::kStopped:
+          return PublishResult(PublishOutcome::kClosed, priority);
+        case sluice::detail::WaitEnd::kTimedOut:
+          break;
+      }
+    }
+    control_->dropped[static_cast<std::size_t>(priority)].fetch_add(1, std::memory_order_relaxed);
+    return PublishResult(PublishOutcome::kTimedOut, priority);
+  }
+
+  // A free block of this producer's lane for a T, to write in place and
+  // publish with PublishLoan; empty when every block is out (lent, or in a
+  // message not yet dispatched) or when not attached. Lock-free; any thread
+  // of this process.
+  template <typename T>
+  ShmLoan<T> Loan() noexcept {
+    static_assert(sluice::detail::kIsAlternative<Loaned<T>, Payload>,
+                  "Sluice: Loan<T> needs sluice::ipc::Loaned<T> among the payload alternatives");
+    if (control_ == nullptr) return ShmLoan<T>();
+    std::uint64_t free = control_->loans_free.load(std::memory_order_relaxed);
+    while (free != 0) {
+      const std::uint64_t bit = free & (~free + 1);
+      // SYNC POINT READ (P): the block's last reader, before these writes.
+      if (control_->loans_free.compare_exchange_weak(free, free & ~bit, std::memory_order_acquire,
+                                                     std::memory_order_relaxed)) {
+        const auto block = static_cast<std::uint32_t>(detail::LowestBit(bit));
+        if (block >= LayoutType::kLoanBlocks) return ShmLoan<T>();  // a mask written wrong
+        void* place = LayoutType::LoanBlock(segment_.Base(), lane_ - 1u, block);
+        return ShmLoan<T>(new (place) T, loan_home_, block);
+      }
+    }
+    return ShmLoan<T>();
+  }
+
+  // Publishes the loan's block at `priority` as Publish does a message: the
+  // consumer reads it in place. Admitted: the loan is empty afterwards (the
+  // block is the message's until dispatched). Refused: the caller keeps it.
+  // kPoolEmpty for an empty loan, kRejected for one of another producer.
+  template <typename T>
+  PublishResult PublishLoan(ShmLoan<T>& loan, std::uint32_t sender_id,
+                            MessagePriority priority = MessagePriority::MEDIUM) {
+    if (static_cast<std::size_t>(priority) >= kPriorityCount) {
+      return PublishResult(PublishOutcome::kRejected, priority);
+    }
+    if (!loan) return PublishResult(PublishOutcome::kPoolEmpty, priority);
+    if (control_ == nullptr || loan.home_ != loan_home_) {
+      return PublishResult(PublishOutcome::kRejected, priority);
+    }
+    Loaned<T> message;
+    message.block_ = loan.block_;
+    const PublishResult result = Admit(message, sender_id, Now(), priority, true);
+    if (result) (void)loan.Release();
+    return result;
+  }
+
+  // Whether the consumer that created the segment has not been seen to
+  // exit (one in another PID namespace cannot be seen: alive).
+  bool ConsumerAlive() const noexcept { return header_ != nullptr && !header_->consumer.IsGone(); }
+
+ private:
+  // The slices a segment may set: 1 ms to an hour.
+  static constexpr std::uint64_t kMinSliceNanos = 1'000'000;
+  static constexpr std::uint64_t kMaxSliceNanos = 3'600'000'000'000;
+
+  template <typename Message>
+  static constexpr void CheckType() noexcept {
+    static_assert(sluice::detail::kIsAlternative<std::decay_t<Message>, Payload>,
+                  "Sluice: Publish needs a message type that is exactly one alternative of "
+                  "the bus payload variant");
+    static_assert(!detail::IsLoaned<std::decay_t<Message>>::value,
+                  "Sluice: a Loaned<T> is published with PublishLoan, from a Loan<T>()");
+  }
+
+  static std::chrono::nanoseconds Now() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::steady_clock::now().time_since_epoch());
+  }
+
+  // Whether the consumer has neither closed the bus nor exited.
+  bool IsOpenForPublishing() const noexcept {
+    // SYNC POINT READ (I): the consumer now (another may have taken over).
+    return header_->state.load(std::memory_order_relaxed) == detail::kOpen &&
+           !header_->consumer.IsGone();
+  }
+
+  // One attempt to admit a copy of `message` (its types are trivially
+  // copyable: it is never moved from). A priority in range.
+  template <typename Message>
+  PublishResult Admit(const Message& message, std::uint32_t sender_id,
+                      std::chrono::nanoseconds timestamp, MessagePriority priority,
+                      bool count_refusal, bool look_for_consumer = true) {
+    const auto p = static_cast<std::size_t>(priority);
+    if (!queue_) return PublishResult(PublishOutcome::kClosed, priority);
+    typename Queue::Claim claim;
+    if (!queue_->TryClaim(limits_[p], priority, &claim)) {
+      // (X): a refusal by a closed cursor: the cursor says so.
+      const bool open =
+          !queue_->IsClosed() &&
+          (look_for_consumer ? IsOpenForPublishing()
+                             : header_->state.load(std::memory_order_relaxed) == detail::kOpen);
+      if (!open) return PublishResult(PublishOutcome::kClosed, priority);
+      if (count_refusal) control_->dropped[p].fetch_add(1, std::memory_order_relaxed);
+      return PublishResult(PublishOutcome::kRefusedFull, priority);
+    }
+    MessageHeader header;
+    header.msg_id = Queue::MessageId(claim);
+    header.timestamp_ns = static_cast<std::uint64_t>(timestamp.count());
+    header.sender_id = sender_id;
+    header.priority = priority;
+    header.counted = true;
+    new (queue_->Storage(claim)) Envelope{header, Payload(message)};
+    queue_->Publish(claim);
+    // SYNC POINT WRITE/READ (W), notifying side: the publish above, then
+    // the consumer's waiter count. With the heavy fence the consumer's
+    // sleep fences this process, so a compiler fence keeps the order here.
+    if (fence_free_) {
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    } else {
+      sluice::detail::FullFence();
+    }
+    header_->consumer_wake.WakeIfWaiting();
+    return PublishResult::MakeAdmitted(priority);
+  }
+
+  Segment segment_;
+  Header* header_ = nullptr;
+  LaneControl* control_ = nullptr;  // this producer's lane
+  std::optional<Queue> queue_;      // its rings
+  std::uint16_t lane_ = 0;
+  bool fence_free_ = false;                      // publishes need only a compiler fence: (W)
+  pid_t attacher_ = 0;                           // the process that attached
+  std::shared_ptr<detail::LoanHome> loan_home_;  // where this attachment's loans go back
+  // How long PublishBlocking sleeps, at most, before it looks whether the
+  // consumer still runs (a dead one wakes no one): the consumer's setting.
+  std::chrono::nanoseconds sleep_slice_{1000000};
+  Position limits_[kPriorityCount] = {};
+};
+
+}  // namespace ipc
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
