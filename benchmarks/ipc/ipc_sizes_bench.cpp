@@ -83,7 +83,8 @@ bool SluicePublish(ShmProducer& producer, std::uint64_t seq, std::uint64_t sent_
     auto loan = producer.Loan<F>();
     if (!loan) return false;
     Write(*loan, seq, sent_ns);
-    return static_cast<bool>(producer.PublishLoan(loan, 1));
+    return static_cast<bool>(
+        producer.PublishLoan(std::move(loan), 1, sluice::MessagePriority::MEDIUM));
   }
 }
 

@@ -45,7 +45,7 @@ int Driver(const std::string& name) {
       return 1;
     }
   }
-  if (!producer.Publish(EmergencyStop{2}, 2, sluice::MessagePriority::HIGH)) return 1;
+  if (!producer.PublishWithPriority(EmergencyStop{2}, 2, sluice::MessagePriority::HIGH)) return 1;
   return 0;
 }
 

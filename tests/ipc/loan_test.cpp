@@ -119,7 +119,7 @@ TEST(ShmLoanTest, BlocksComeBackWhenDroppedOrDispatched) {
   auto large = producer.Loan<Frame64K>();
   ASSERT_TRUE(large);
   large->seq = 7;
-  ASSERT_TRUE(producer.PublishLoan(large, 1, MessagePriority::HIGH));
+  ASSERT_TRUE(producer.PublishLoan(std::move(large), 1, MessagePriority::HIGH));
   EXPECT_FALSE(large);  // the block is the message's now
   EXPECT_FALSE(producer.Loan<Frame4K>());
   std::uint64_t seq = 0;
@@ -144,19 +144,21 @@ TEST(ShmLoanTest, PublishLoanRefusalsKeepTheLoan) {
   ASSERT_EQ(producer.Attach(name), AttachError::kNone);
   ASSERT_EQ(other.Attach(name), AttachError::kNone);
   sluice::ipc::ShmLoan<Frame4K> empty;
-  EXPECT_EQ(producer.PublishLoan(empty, 1).Outcome(), PublishOutcome::kPoolEmpty);
+  EXPECT_EQ(producer.PublishLoan(std::move(empty), 1, MessagePriority::MEDIUM).Outcome(),
+            PublishOutcome::kPoolEmpty);
   auto foreign = other.Loan<Frame4K>();
   ASSERT_TRUE(foreign);
-  EXPECT_EQ(producer.PublishLoan(foreign, 1).Outcome(), PublishOutcome::kRejected);
+  EXPECT_EQ(producer.PublishLoan(std::move(foreign), 1, MessagePriority::MEDIUM).Outcome(),
+            PublishOutcome::kRejected);
   EXPECT_TRUE(foreign);
-  while (producer.Publish(Stop{0, 0}, 1, MessagePriority::LOW)) {
+  while (producer.PublishWithPriority(Stop{0, 0}, 1, MessagePriority::LOW)) {
   }
   auto loan = producer.Loan<Frame4K>();
   ASSERT_TRUE(loan);
-  EXPECT_EQ(producer.PublishLoan(loan, 1, MessagePriority::LOW).Outcome(),
+  EXPECT_EQ(producer.PublishLoan(std::move(loan), 1, MessagePriority::LOW).Outcome(),
             PublishOutcome::kRefusedFull);
   EXPECT_TRUE(loan);
-  EXPECT_TRUE(producer.PublishLoan(loan, 1, MessagePriority::HIGH));
+  EXPECT_TRUE(producer.PublishLoan(std::move(loan), 1, MessagePriority::HIGH));
 }
 
 // A producer process publishes two frames, takes every block left and is
@@ -204,7 +206,7 @@ TEST(ShmLoanTest, ABlockNumberOutOfRangeIsCorrupt) {
   ASSERT_EQ(producer.Attach(name), AttachError::kNone);
   auto loan = producer.Loan<Frame4K>();
   ASSERT_TRUE(loan);
-  ASSERT_TRUE(producer.PublishLoan(loan, 1, MessagePriority::HIGH));
+  ASSERT_TRUE(producer.PublishLoan(std::move(loan), 1, MessagePriority::HIGH));
   // The message's block number, in the slot: the Loaned<T> starts with it.
   sluice::ipc::Segment writer;
   ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &writer), AttachError::kNone);
@@ -233,7 +235,7 @@ TEST(ShmLoanTest, ALaneIsNotHandedOnWhileItsBlocksAreInTheBatch) {
   ASSERT_EQ(first.Attach(name), AttachError::kNone);
   auto frame = first.Loan<Frame4K>();
   ASSERT_TRUE(frame);
-  ASSERT_TRUE(first.PublishLoan(frame, 1));
+  ASSERT_TRUE(first.PublishLoan(std::move(frame), 1, MessagePriority::MEDIUM));
   first.Detach();
   Producer second;
   std::vector<sluice::ipc::ShmLoan<Frame4K>> held;
@@ -278,7 +280,8 @@ TEST(ShmLoanTest, ALoanOutlivingItsProducersAttachmentGivesNothingBack) {
   ASSERT_EQ(TakeAll(second, &held), kBlocks);
   stale.Reset();
   EXPECT_FALSE(second.Loan<Frame4K>()) << "a block was lent twice";
-  EXPECT_EQ(second.PublishLoan(stale, 1).Outcome(), PublishOutcome::kPoolEmpty);
+  EXPECT_EQ(second.PublishLoan(std::move(stale), 1, MessagePriority::MEDIUM).Outcome(),
+            PublishOutcome::kPoolEmpty);
   // Assigned over: the old attachment's loan is inert too.
   auto kept = second.Loan<Frame64K>();  // none free: empty
   EXPECT_FALSE(kept);
@@ -288,7 +291,8 @@ TEST(ShmLoanTest, ALoanOutlivingItsProducersAttachmentGivesNothingBack) {
   Producer third;
   ASSERT_EQ(third.Attach(name), AttachError::kNone);
   second = std::move(third);
-  EXPECT_EQ(second.PublishLoan(loan, 1).Outcome(), PublishOutcome::kRejected);
+  EXPECT_EQ(second.PublishLoan(std::move(loan), 1, MessagePriority::MEDIUM).Outcome(),
+            PublishOutcome::kRejected);
   loan.Reset();  // its producer's attachment is gone: no effect, no crash
 }
 

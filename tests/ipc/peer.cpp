@@ -130,7 +130,7 @@ int Publish(const std::string& name, std::uint64_t count) {
     for (;;) {
       const auto result = std::visit(
           [&](const auto& message) {
-            return producer.Publish(message, 7, sluice_ipc_test::PriorityOf(seq));
+            return producer.PublishWithPriority(message, 7, sluice_ipc_test::PriorityOf(seq));
           },
           sluice_ipc_test::MakeMessage(seq));
       if (result) break;
@@ -152,8 +152,8 @@ int Fill(const std::string& name) {
   std::uint64_t admitted[3] = {0, 0, 0};
   for (int p = 0; p < 3; ++p) {
     const auto priority = static_cast<MessagePriority>(p);
-    while (
-        producer.Publish(sluice_ipc_test::Stop{static_cast<std::uint32_t>(p), seq}, 7, priority)) {
+    while (producer.PublishWithPriority(sluice_ipc_test::Stop{static_cast<std::uint32_t>(p), seq},
+                                        7, priority)) {
       ++seq;
       ++admitted[p];
     }
@@ -171,7 +171,8 @@ int UntilClosed(const std::string& name) {
   const auto deadline = std::chrono::steady_clock::now() + kDeadline;
   std::uint64_t admitted = 0;
   for (std::uint64_t seq = 0; std::chrono::steady_clock::now() < deadline; ++seq) {
-    const auto result = producer.Publish(sluice_ipc_test::Stop{0, seq}, 7, MessagePriority::LOW);
+    const auto result =
+        producer.PublishWithPriority(sluice_ipc_test::Stop{0, seq}, 7, MessagePriority::LOW);
     if (result.Outcome() == PublishOutcome::kClosed) {
       Say("closed admitted=" + std::to_string(admitted));
       return 0;
@@ -255,9 +256,9 @@ int CreateOnce(const std::string& name, int stop_step) {
 }
 
 bool PublishSeq(Producer& producer, std::uint64_t seq, MessagePriority priority) {
-  return static_cast<bool>(
-      std::visit([&](const auto& message) { return producer.Publish(message, 7, priority); },
-                 sluice_ipc_test::MakeMessage(seq)));
+  return static_cast<bool>(std::visit(
+      [&](const auto& message) { return producer.PublishWithPriority(message, 7, priority); },
+      sluice_ipc_test::MakeMessage(seq)));
 }
 
 // Publishes `payload` at HIGH into `rings` as a publish does, but wakes no
@@ -346,7 +347,7 @@ int PublishWhenAsleep(const std::string& name, bool wake) {
   // wake-up (it passes either way when the bus is right).
   std::this_thread::sleep_for(50ms);
   if (wake) {
-    if (!producer.Publish(sluice_ipc_test::Stop{0, 1}, 7, MessagePriority::HIGH)) {
+    if (!producer.PublishWithPriority(sluice_ipc_test::Stop{0, 1}, 7, MessagePriority::HIGH)) {
       return Fail("publish");
     }
     Say("published");
@@ -378,7 +379,8 @@ int Block(const std::string& name) {
   const AttachError error = producer.Attach(name);
   if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
   std::uint64_t count = 0;
-  while (producer.Publish(sluice_ipc_test::Stop{0, count}, 7, MessagePriority::LOW)) ++count;
+  while (producer.PublishWithPriority(sluice_ipc_test::Stop{0, count}, 7, MessagePriority::LOW))
+    ++count;
   Say("full count=" + std::to_string(count));
   const auto result =
       producer.PublishBlocking(sluice_ipc_test::Stop{0, 999}, 7, MessagePriority::LOW, 1h);
@@ -423,7 +425,7 @@ int LeaderExits(const std::string& name, std::uint64_t count) {
   std::thread([producer, count] {
     const auto deadline = std::chrono::steady_clock::now() + kDeadline;
     for (std::uint64_t seq = 0; seq < count && std::chrono::steady_clock::now() < deadline;) {
-      if (producer->Publish(sluice_ipc_test::Stop{0, seq}, 7, MessagePriority::LOW)) {
+      if (producer->PublishWithPriority(sluice_ipc_test::Stop{0, seq}, 7, MessagePriority::LOW)) {
         ++seq;
         if (seq % 100 == 0) std::this_thread::sleep_for(200us);
       } else {
@@ -449,7 +451,7 @@ bool PublishFrame(LoanProducer& producer, std::uint64_t seq) {
   auto frame = producer.Loan<sluice_ipc_test::Frame<kBytes>>();
   if (!frame) return false;
   sluice_ipc_test::FillFrame(*frame, seq);
-  return static_cast<bool>(producer.PublishLoan(frame, 7, MessagePriority::LOW));
+  return static_cast<bool>(producer.PublishLoan(std::move(frame), 7, MessagePriority::LOW));
 }
 
 int Loans(const std::string& name, std::uint64_t count) {

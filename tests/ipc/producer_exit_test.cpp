@@ -68,7 +68,7 @@ AttachError CreateWatching(Bus& bus, const std::string& name, std::chrono::nanos
 // Publishes LOW until refused; how many were admitted.
 std::uint64_t FillLow(Producer& producer) {
   std::uint64_t admitted = 0;
-  while (producer.Publish(Stop{0, admitted}, 1, MessagePriority::LOW)) ++admitted;
+  while (producer.PublishWithPriority(Stop{0, admitted}, 1, MessagePriority::LOW)) ++admitted;
   return admitted;
 }
 
@@ -124,7 +124,7 @@ TEST(ShmProducerExitTest, AProducerKilledAtAnyStepWedgesNothingAndItsLaneIsHande
 
     // The other producer's LOW messages pass the dead lane's.
     for (std::uint64_t seq = 100; seq < 105; ++seq) {
-      ASSERT_TRUE(other.Publish(Stop{0, seq}, 1, MessagePriority::LOW));
+      ASSERT_TRUE(other.PublishWithPriority(Stop{0, seq}, 1, MessagePriority::LOW));
     }
     const auto from_other = [&] {
       std::size_t n = 0;
@@ -270,8 +270,8 @@ TEST(ShmProducerExitTest, DetachHandsTheLaneBackAndAFullBusSaysNoFreeLane) {
     producers[2] = std::move(moved);
   }
   EXPECT_TRUE(producers[2].IsAttached());  // and no exit reported for it below
-  ASSERT_TRUE(producers[2].Publish(Stop{0, 22}, 1, MessagePriority::HIGH));
-  ASSERT_TRUE(producers[3].Publish(Stop{0, 33}, 1, MessagePriority::LOW));
+  ASSERT_TRUE(producers[2].PublishWithPriority(Stop{0, 22}, 1, MessagePriority::HIGH));
+  ASSERT_TRUE(producers[3].PublishWithPriority(Stop{0, 33}, 1, MessagePriority::LOW));
   const std::uint16_t lane3 = producers[3].Lane();
   producers[3].Detach();
   EXPECT_EQ(extra.Attach(name), AttachError::kNoFreeLane);  // not yet handed back
@@ -349,8 +349,8 @@ TEST(ShmProducerExitTest, AnExitHandlerThatChecksAgainHandsEachLaneBackOnce) {
   EXPECT_EQ(exits[0].pid, ::getpid());
   EXPECT_EQ(exits[1].pid, ::getpid());
   EXPECT_NE(third.Lane(), fourth.Lane());
-  ASSERT_TRUE(third.Publish(Stop{0, 3}, 1, MessagePriority::LOW));
-  ASSERT_TRUE(fourth.Publish(Stop{0, 4}, 1, MessagePriority::LOW));
+  ASSERT_TRUE(third.PublishWithPriority(Stop{0, 3}, 1, MessagePriority::LOW));
+  ASSERT_TRUE(fourth.PublishWithPriority(Stop{0, 4}, 1, MessagePriority::LOW));
   bus.CheckProducers();
   std::vector<std::pair<std::uint16_t, std::uint64_t>> got;
   (void)bus.ProcessBatchWith([&](const Envelope& e) {
@@ -386,7 +386,7 @@ TEST(ShmProducerExitTest, AProducerCopiedIntoAForkedChildHandsBackNothing) {
   Producer other;
   ASSERT_EQ(other.Attach(name), AttachError::kNone);
   EXPECT_NE(other.Lane(), producer.Lane());
-  ASSERT_TRUE(producer.Publish(Stop{0, 5}, 1, MessagePriority::HIGH));
+  ASSERT_TRUE(producer.PublishWithPriority(Stop{0, 5}, 1, MessagePriority::HIGH));
   std::uint16_t lane = 0;
   EXPECT_EQ(bus.ProcessBatchWith([&](const Envelope& e) { lane = e.header.lane; }), 1u);
   EXPECT_EQ(lane, producer.Lane());
@@ -434,7 +434,8 @@ TEST(ShmConsumerRestartTest, ARestartedConsumerDispatchesWhatWasAdmitted) {
   for (std::uint64_t seq = 0; seq < 30; ++seq) {
     ASSERT_TRUE(std::visit(
         [&](const auto& m) {
-          return static_cast<bool>(producer.Publish(m, 7, sluice_ipc_test::PriorityOf(seq)));
+          return static_cast<bool>(
+              producer.PublishWithPriority(m, 7, sluice_ipc_test::PriorityOf(seq)));
         },
         sluice_ipc_test::MakeMessage(seq)));
   }
@@ -460,7 +461,7 @@ TEST(ShmConsumerRestartTest, ARestartedConsumerDispatchesWhatWasAdmitted) {
       EXPECT_LT(got[i - 1].second, got[i].second) << i;
     }
   }
-  ASSERT_TRUE(producer.Publish(Stop{0, 100}, 7, MessagePriority::HIGH));
+  ASSERT_TRUE(producer.PublishWithPriority(Stop{0, 100}, 7, MessagePriority::HIGH));
   got.clear();
   EXPECT_EQ(bus.ProcessBatchWith(record), 1u);
   EXPECT_EQ(got.at(0).second, 100u);
@@ -486,7 +487,7 @@ TEST(ShmConsumerRestartTest, AConsumerKilledWhileDispatchingLosesAtMostTheMessag
     Producer producer;
     ASSERT_EQ(producer.Attach(name), AttachError::kNone);
     for (std::uint64_t seq = 0; seq < kMessages; ++seq) {
-      ASSERT_TRUE(producer.Publish(Stop{0, seq}, 7, MessagePriority::MEDIUM));
+      ASSERT_TRUE(producer.PublishWithPriority(Stop{0, seq}, 7, MessagePriority::MEDIUM));
     }
     std::vector<int> times(kMessages, 0);
     const int before_kill = std::uniform_int_distribution<int>(1, 20)(random);

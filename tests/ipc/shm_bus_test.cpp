@@ -113,7 +113,9 @@ TEST(ShmBusTest, EveryPayloadTypeCrossesToAConsumerProcess) {
   for (std::uint64_t seq = 0; seq < kMessages; ++seq) {
     for (;;) {
       const auto result = std::visit(
-          [&](const auto& m) { return producer.Publish(m, 7, sluice_ipc_test::PriorityOf(seq)); },
+          [&](const auto& m) {
+            return producer.PublishWithPriority(m, 7, sluice_ipc_test::PriorityOf(seq));
+          },
           sluice_ipc_test::MakeMessage(seq));
       if (result) break;
       ASSERT_EQ(result.Outcome(), PublishOutcome::kRefusedFull);
@@ -277,7 +279,7 @@ TEST(ShmBusTest, AStaleSegmentIsMadeAgainAndALiveOneRefused) {
   ASSERT_EQ(bus.Create(name), AttachError::kNone);
   Producer producer;
   ASSERT_EQ(producer.Attach(name), AttachError::kNone);
-  ASSERT_TRUE(producer.Publish(Stop{1, 2}, 7, MessagePriority::HIGH));
+  ASSERT_TRUE(producer.PublishWithPriority(Stop{1, 2}, 7, MessagePriority::HIGH));
   std::uint64_t seen = 0;
   (void)bus.ProcessBatchWith([&](const auto& message) {
     if constexpr (std::is_same_v<std::decay_t<decltype(message)>, Stop>) seen = message.seq;
@@ -338,7 +340,9 @@ TEST(ShmBusTest, AConsumerFedRandomBytesStaysInsideTheSegment) {
     ASSERT_EQ(producer.Attach(name), AttachError::kNone);
     for (std::uint64_t seq = 0; seq < 40; ++seq) {
       (void)std::visit(
-          [&](const auto& m) { return producer.Publish(m, 7, sluice_ipc_test::PriorityOf(seq)); },
+          [&](const auto& m) {
+            return producer.PublishWithPriority(m, 7, sluice_ipc_test::PriorityOf(seq));
+          },
           sluice_ipc_test::MakeMessage(seq));
     }
     sluice::ipc::Segment writer;
@@ -397,7 +401,8 @@ TEST(ShmBusTest, MessagesWrittenWrongAreCountedAsCorrupt) {
     Producer producer;
     ASSERT_EQ(producer.Attach(name), AttachError::kNone);
     for (std::uint64_t i = 0; i < kMessages; ++i) {
-      ASSERT_TRUE(producer.Publish(Pose{1, 2, 3, kMarker + i}, 7, MessagePriority::HIGH));
+      ASSERT_TRUE(
+          producer.PublishWithPriority(Pose{1, 2, 3, kMarker + i}, 7, MessagePriority::HIGH));
     }
     sluice::ipc::Segment writer;
     ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &writer), AttachError::kNone);
@@ -447,7 +452,7 @@ TEST(ShmBusTest, BadInputIsRejectedAndAThrowingSubscriberCounted) {
   ASSERT_EQ(bus.Create(name), AttachError::kNone);
   Producer producer;
   ASSERT_EQ(producer.Attach(name), AttachError::kNone);
-  EXPECT_EQ(producer.Publish(Stop{0, 1}, 7, static_cast<MessagePriority>(3)).Outcome(),
+  EXPECT_EQ(producer.PublishWithPriority(Stop{0, 1}, 7, static_cast<MessagePriority>(3)).Outcome(),
             PublishOutcome::kRejected);
   EXPECT_EQ(bus.QueueDepth(), 0u);
 #if SLUICE_HAS_EXCEPTIONS
@@ -854,7 +859,7 @@ TEST(ShmBusTest, ALaneTakenDuringABatchHasItsHighTakenFirst) {
   Producer low;
   ASSERT_EQ(low.Attach(name), AttachError::kNone);
   for (std::uint64_t seq = 0; seq < 10; ++seq) {
-    ASSERT_TRUE(low.Publish(Stop{0, seq}, 1, MessagePriority::LOW));
+    ASSERT_TRUE(low.PublishWithPriority(Stop{0, seq}, 1, MessagePriority::LOW));
   }
   Producer high;
   std::vector<std::uint64_t> order;
@@ -863,7 +868,7 @@ TEST(ShmBusTest, ALaneTakenDuringABatchHasItsHighTakenFirst) {
       order.push_back(message.seq);
       if (order.size() == 1) {
         ASSERT_EQ(high.Attach(name), AttachError::kNone);
-        ASSERT_TRUE(high.Publish(Stop{0, 99}, 2, MessagePriority::HIGH));
+        ASSERT_TRUE(high.PublishWithPriority(Stop{0, 99}, 2, MessagePriority::HIGH));
       }
     }
   });
@@ -887,7 +892,7 @@ TEST(ShmBusTest, APublishRefusedByCloseSaysClosed) {
     std::thread publisher([&] {
       // At most 30 messages: a lane of 64 is never full at HIGH.
       for (std::uint64_t seq = 0; seq < 30; ++seq) {
-        const auto result = producer.Publish(Stop{0, seq}, 1, MessagePriority::HIGH);
+        const auto result = producer.PublishWithPriority(Stop{0, seq}, 1, MessagePriority::HIGH);
         if (!result) {
           outcome = static_cast<int>(result.Outcome());
           return;
@@ -924,7 +929,7 @@ TEST(ShmBusTest, AConsumerCopiedIntoAForkedChildDoesNotCloseTheParentsBus) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   Producer producer;
   ASSERT_EQ(producer.Attach(name), AttachError::kNone);
-  ASSERT_TRUE(producer.Publish(Stop{0, 1}, 1, MessagePriority::HIGH));
+  ASSERT_TRUE(producer.PublishWithPriority(Stop{0, 1}, 1, MessagePriority::HIGH));
   EXPECT_EQ(bus.ProcessBatch(), 1u);
 }
 
@@ -937,7 +942,7 @@ TEST(ShmBusTest, ACallbackMayCloseTheBusAndNoBatchRunsInsideAnother) {
   Producer producer;
   ASSERT_EQ(producer.Attach(name), AttachError::kNone);
   for (std::uint64_t seq = 0; seq < 5; ++seq) {
-    ASSERT_TRUE(producer.Publish(Stop{0, seq}, 1, MessagePriority::HIGH));
+    ASSERT_TRUE(producer.PublishWithPriority(Stop{0, seq}, 1, MessagePriority::HIGH));
   }
   std::vector<std::uint32_t> inner;
   std::uint64_t seen = 0;
@@ -953,7 +958,7 @@ TEST(ShmBusTest, ACallbackMayCloseTheBusAndNoBatchRunsInsideAnother) {
   EXPECT_EQ(inner, (std::vector<std::uint32_t>{0, 0, 0, 0}));
   EXPECT_FALSE(bus.IsOpen());
   EXPECT_EQ(bus.GetStatistics().processed, 2u);
-  EXPECT_EQ(producer.Publish(Stop{0, 9}, 1, MessagePriority::HIGH).Outcome(),
+  EXPECT_EQ(producer.PublishWithPriority(Stop{0, 9}, 1, MessagePriority::HIGH).Outcome(),
             PublishOutcome::kClosed);
 }
 

@@ -183,7 +183,7 @@ TEST_F(ShmSleepingTest, CloseWakesAProducerWaitingForRoom) {
   Open(1h);
   Producer producer;
   ASSERT_EQ(producer.Attach(name_), AttachError::kNone);
-  while (producer.Publish(Stop{0, 0}, 7, MessagePriority::LOW)) {
+  while (producer.PublishWithPriority(Stop{0, 0}, 7, MessagePriority::LOW)) {
   }
   std::atomic<int> outcome{-1};
   std::thread waiter([&] {
@@ -209,7 +209,7 @@ TEST_F(ShmSleepingTest, AProducerWaitingForRoomSeesTheConsumerDie) {
   ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &view), AttachError::kNone);
   Producer producer;
   ASSERT_EQ(producer.Attach(name), AttachError::kNone);
-  while (producer.Publish(Stop{0, 0}, 7, MessagePriority::LOW)) {
+  while (producer.PublishWithPriority(Stop{0, 0}, 7, MessagePriority::LOW)) {
   }
   Layout::RoomSignal& room = Layout::HeaderOf(view.Base())->lanes[0].room;
   std::thread killer([&] {
@@ -334,7 +334,7 @@ TEST_F(ShmSleepingTest, PublishBlockingAdmitsTimesOutOrRejects) {
   Producer producer;
   ASSERT_EQ(producer.Attach(name_), AttachError::kNone);
   EXPECT_TRUE(producer.PublishBlocking(Stop{0, 0}, 7, MessagePriority::LOW, 0s));
-  while (producer.Publish(Stop{0, 0}, 7, MessagePriority::LOW)) {
+  while (producer.PublishWithPriority(Stop{0, 0}, 7, MessagePriority::LOW)) {
   }
   const auto dropped = bus_.GetStatistics().dropped[0];
   EXPECT_EQ(producer.PublishBlocking(Stop{0, 1}, 7, MessagePriority::LOW, 5ms).Outcome(),

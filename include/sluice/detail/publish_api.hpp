@@ -27,6 +27,12 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace detail {
 
+// A message type that only a loan may publish (a shared-memory bus's
+// Loaned<T>, whose block number names memory of the producer's lane): a
+// compile error in every other publish call. Specialised next to the type.
+template <typename T>
+struct PublishedByLoanOnly : std::false_type {};
+
 template <typename Derived, typename Payload>
 class PublishApi {
  public:
@@ -90,6 +96,7 @@ class PublishApi {
                   "variant");
     static_assert(std::is_constructible_v<T, Args&&...> || kBraceConstructible<T, Args&&...>,
                   "Sluice: Emplace<T> cannot construct T from these arguments");
+    RequireNotLoanOnly<T>();
     if (!Self().CanPublish()) return Invalid(priority);
     auto source = Self().PublishSource();
     if (!IsValidPriority(priority)) return Self().PublishCore().Reject(source, priority);
@@ -159,6 +166,7 @@ class PublishApi {
     static_assert(kNothrowElement,
                   "Sluice: PublishBatch needs elements whose copy (or move) cannot throw; "
                   "publish such types one by one");
+    RequireNotLoanOnly<Value>();
     if (!Self().CanPublish()) return Invalid(priority);
     auto source = Self().PublishSource();
     if (!IsValidPriority(priority)) return Self().PublishCore().Reject(source, priority);
@@ -203,7 +211,7 @@ class PublishApi {
     static_assert(kPublishable<Message>,
                   "Sluice: a published message must be exactly one alternative of the "
                   "bus payload variant, or the variant itself");
-    auto& core = Self().PublishCore();
+    auto&& core = Self().PublishCore();
     auto source = Self().PublishSource();
     if (core.IsBadInput(message, priority)) return core.Reject(source, priority);
     if constexpr (!Derived::kOffersBlocking || !Derived::Core::kCanPark) {
@@ -225,6 +233,11 @@ class PublishApi {
   template <typename Message>
   static constexpr bool kPublishable = std::is_same_v<std::decay_t<Message>, Payload> ||
                                        kIsAlternative<std::decay_t<Message>, Payload>;
+  template <typename Message>
+  static constexpr void RequireNotLoanOnly() noexcept {
+    static_assert(!PublishedByLoanOnly<std::decay_t<Message>>::value,
+                  "Sluice: a Loaned<T> is published with PublishLoan, from a Loan<T>()");
+  }
 
  private:
   Derived& Self() noexcept { return static_cast<Derived&>(*this); }
@@ -241,8 +254,9 @@ class PublishApi {
     static_assert(kPublishable<Message>,
                   "Sluice: a published message must be exactly one alternative of the "
                   "bus payload variant, or the variant itself");
+    RequireNotLoanOnly<Message>();
     if (!Self().CanPublish()) return Invalid(priority);
-    auto& core = Self().PublishCore();
+    auto&& core = Self().PublishCore();
     auto source = Self().PublishSource();
     // Bad input is refused before anything else, a copy included.
     if (core.IsBadInput(message, priority)) return core.Reject(source, priority);

@@ -78,7 +78,8 @@ class PublishCore {
   template <typename Source>
   static void CountRejected(Source& source, MessagePriority priority) noexcept {
     source.Counters().CountRejected();
-    if constexpr (Source::kObserves) source.Watcher().OnRefused(PublishOutcome::kRejected, priority, 1);
+    if constexpr (Source::kObserves)
+      source.Watcher().OnRefused(PublishOutcome::kRejected, priority, 1);
   }
 
   // The refusal rule, for every publish: `count` messages refused with
@@ -86,8 +87,8 @@ class PublishCore {
   // drop only in FULL_FEATURED).
   template <typename Source>
   static PublishResult Refuse(Source& source, PublishOutcome outcome, PerformanceMode mode,
-                       MessagePriority priority, Position count,
-                       std::uint32_t admitted = 0) noexcept {
+                              MessagePriority priority, Position count,
+                              std::uint32_t admitted = 0) noexcept {
     if (outcome == PublishOutcome::kClosed) {
       source.Counters().CountClosed(count);
     } else if (mode == PerformanceMode::FULL_FEATURED) {
@@ -140,11 +141,10 @@ class PublishCore {
   // wait-free (SPSC); a lane: wait-free.
   template <bool kReadClock, bool kCountRefusal = true, typename Source, typename MakePayloadFn>
   static PublishResult Admit(Source& source, std::uint32_t sender_id, MessagePriority priority,
-                      std::uint64_t timestamp_ns, MakePayloadFn& make_payload) noexcept {
+                             std::uint64_t timestamp_ns, MakePayloadFn& make_payload) noexcept {
     const PerformanceMode mode = source.Mode();
     if constexpr (kReadClock) {
-      timestamp_ns =
-          mode == PerformanceMode::BARE_METAL ? 0 : ClockNanos<typename Source::Clock>();
+      timestamp_ns = mode == PerformanceMode::BARE_METAL ? 0 : ClockNanos<typename Source::Clock>();
     }
     if (!source.Enter()) {
       source.LeftUnadmitted();
@@ -178,8 +178,8 @@ class PublishCore {
     // WaitSet's (sluice/wait_set.hpp): whichever its consumer sleeps on.
     source.Notify();
     if constexpr (Source::kObserves) {
-      source.Watcher().OnAdmitted(MakeHeader(Source::Target::MessageId(claim), timestamp_ns, sender_id,
-                                       priority, counted, source.Lane()));
+      source.Watcher().OnAdmitted(MakeHeader(Source::Target::MessageId(claim), timestamp_ns,
+                                             sender_id, priority, counted, source.Lane()));
     }
     return PublishResult::MakeAdmitted(priority);
   }
@@ -191,8 +191,8 @@ class PublishCore {
   // with the run's outcome (a valueless variant: that one as rejected, the
   // rest as not attempted). All share one clock reading (none in BARE_METAL).
   template <typename Source, typename Iterator>
-  static PublishResult AdmitBatch(Source& source, Iterator first, Iterator last, std::uint32_t sender_id,
-                           MessagePriority priority) noexcept {
+  static PublishResult AdmitBatch(Source& source, Iterator first, Iterator last,
+                                  std::uint32_t sender_id, MessagePriority priority) noexcept {
     using Value = std::decay_t<decltype(*first)>;
     if constexpr (!kSubtractableIterator<Iterator>) {
       // A range that may be single pass (std::istream_iterator, a
@@ -232,12 +232,12 @@ class PublishCore {
         for (Position i = 0; i < claimed; ++i, ++first) {
           const typename Source::Target::Claim claim = Source::Target::InRun(run, i);
           auto make_payload = [&] { return MakePayload(*first); };
-          WriteEnvelope(source.Slots().Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
-                        sender_id, priority, counted, source.Lane(), make_payload);
+          WriteEnvelope(source.Slots().Storage(claim), Source::Target::MessageId(claim),
+                        timestamp_ns, sender_id, priority, counted, source.Lane(), make_payload);
           source.Slots().Publish(claim);
           if constexpr (Source::kObserves) {
             source.Watcher().OnAdmitted(MakeHeader(Source::Target::MessageId(claim), timestamp_ns,
-                                             sender_id, priority, counted, source.Lane()));
+                                                   sender_id, priority, counted, source.Lane()));
           }
         }
         source.Leave();
@@ -270,8 +270,8 @@ class PublishCore {
   // AdmitBatch: in order, one clock reading, stops at the first message not
   // admitted, counts it and the rest as refused.
   template <typename Source, typename Iterator>
-  static PublishResult AdmitEach(Source& source, Iterator first, Iterator last, std::uint32_t sender_id,
-                          MessagePriority priority) noexcept {
+  static PublishResult AdmitEach(Source& source, Iterator first, Iterator last,
+                                 std::uint32_t sender_id, MessagePriority priority) noexcept {
     using Reference = decltype(*first);
     using Value = std::decay_t<Reference>;
     const PerformanceMode mode = source.Mode();
@@ -312,8 +312,8 @@ class PublishCore {
   // <iterator>, which brings <string> into the core.
   template <typename Source, typename Iterator>
   static PublishResult RefuseRest(Source& source, PublishOutcome outcome, PerformanceMode mode,
-                           MessagePriority priority, Iterator first, Iterator last,
-                           std::uint32_t admitted) noexcept {
+                                  MessagePriority priority, Iterator first, Iterator last,
+                                  std::uint32_t admitted) noexcept {
     using Value = std::decay_t<decltype(*first)>;
     Position refused = 0;
     bool valueless = false;

@@ -18,7 +18,10 @@
 #include <utility>
 #include <variant>
 
+#include "sluice/clock.hpp"
 #include "sluice/config.hpp"
+#include "sluice/detail/publish_api.hpp"
+#include "sluice/detail/publish_core.hpp"
 #include "sluice/detail/waiting.hpp"
 #include "sluice/detail/wake_signal.hpp"
 #include "sluice/ipc/loan.hpp"
@@ -27,10 +30,19 @@
 #include "sluice/ipc/shm_layout.hpp"
 #include "sluice/ipc/shm_options.hpp"
 #include "sluice/message.hpp"
+#include "sluice/observer.hpp"
+#include "sluice/performance_mode.hpp"
 #include "sluice/publish_result.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
+// A Loaned<T> names a block of its producer's lane: only PublishLoan, from
+// a Loan<T>() of that lane, publishes one.
+template <typename T>
+struct PublishedByLoanOnly<ipc::Loaned<T>> : std::true_type {};
+}  // namespace detail
+
 namespace ipc {
 
 // A producer's handle on a bus segment: attaches (checking the
@@ -39,7 +51,9 @@ namespace ipc {
 // this process. Movable; detaches when destroyed. Not for a forked child
 // (attach there anew): the lane belongs to the process that attached.
 template <typename Payload, std::size_t kCapacity, typename Traits = ShmBusTraits>
-class ShmProducer {
+class ShmProducer
+    : public sluice::detail::PublishApi<ShmProducer<Payload, kCapacity, Traits>, Payload> {
+  using Api = sluice::detail::PublishApi<ShmProducer, Payload>;
   using LayoutType = detail::Layout<Payload, kCapacity, Traits>;
   using Header = typename LayoutType::Header;
   using LaneControl = typename LayoutType::LaneControl;
@@ -164,55 +178,59 @@ class ShmProducer {
   // messages at the consumer), 0 when not attached.
   std::uint16_t Lane() const noexcept { return lane_; }
 
-  // Admits `message` at `priority` if this producer's lane is below that
-  // priority's threshold. kClosed when not attached, or when the consumer
-  // closed the bus or is no longer running (checked only when a publish is
-  // refused).
+  // ---- Publishing ------------------------------------------------------------
+  // The calls of the in-process bus's Producer (detail/publish_api.hpp):
+  // Publish, PublishWithPriority, PublishAttempt, PublishFast, Emplace,
+  // PublishBatch, each returning a PublishResult, through the one publish
+  // core; and PublishBlocking and PublishLoan below. Admitted while this
+  // producer's lane holds fewer messages than the priority's threshold
+  // (fixed for the segment's life, read at Attach); a refusal for room is
+  // kRefusedFull, counted in the statistics' `dropped` (PublishAttempt's
+  // not). kClosed when not attached, or when the consumer closed the bus or
+  // is no longer running (looked at only when a publish is refused). Lock-free,
+  // any thread of this process; stamped with steady_clock nanoseconds (the
+  // consumer's clock too: both processes read CLOCK_MONOTONIC).
+  using Api::Publish;
+
+  // Deprecated: the 0.5 signature. Write PublishWithPriority(message,
+  // sender_id, priority), as on the in-process bus.
   template <typename Message>
-  PublishResult Publish(Message&& message, std::uint32_t sender_id,
-                        MessagePriority priority = MessagePriority::MEDIUM) {
-    return PublishFast(std::forward<Message>(message), sender_id,
-                       std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::steady_clock::now().time_since_epoch()),
-                       priority);
+  [[deprecated("use PublishWithPriority(message, sender_id, priority)")]] PublishResult Publish(
+      Message&& message, std::uint32_t sender_id, MessagePriority priority) {
+    return this->PublishWithPriority(std::forward<Message>(message), sender_id, priority);
   }
 
-  // As Publish, with the caller's timestamp (steady_clock nanoseconds, or 0
-  // for none): no clock read on the publish path.
-  template <typename Message>
-  PublishResult PublishFast(Message&& message, std::uint32_t sender_id,
-                            std::chrono::nanoseconds timestamp,
-                            MessagePriority priority = MessagePriority::MEDIUM) {
-    CheckType<Message>();
-    if (static_cast<std::size_t>(priority) >= kPriorityCount) {
-      return PublishResult(PublishOutcome::kRejected, priority);
-    }
-    return Admit(message, sender_id, timestamp, priority, /*count_refusal=*/true);
-  }
-
-  // As Publish, but while this producer's lane is at the priority's
-  // threshold it waits up to `timeout` for the consumer to make room: it
-  // polls kPollsBeforePark times, then sleeps on a futex in the segment
-  // until a batch that took from this lane wakes it (no lost wake-up: (W)),
-  // in slices after which it looks whether the consumer still runs.
-  // kTimedOut when the time passed (counted in `dropped` once), kClosed
-  // when the consumer closed the bus or is gone. Not lock-free: it waits for
-  // the consumer by design. Never from the consumer's own thread (it would
-  // wait out its timeout).
+  // As PublishWithPriority, but while this producer's lane is at the
+  // priority's threshold it waits up to `timeout` for the consumer to make
+  // room: it polls kPollsBeforePark times, then sleeps on a futex in the
+  // segment until a batch that took from this lane wakes it (no lost
+  // wake-up: (W)), in slices after which it looks whether the consumer
+  // still runs. kTimedOut when the time passed (counted in `dropped` once),
+  // kClosed when the consumer closed the bus or is gone. Not lock-free: it
+  // waits for the consumer by design. Never from the consumer's own thread
+  // (it would wait out its timeout).
   template <typename Message, typename Rep, typename Period>
   PublishResult PublishBlocking(Message&& message, std::uint32_t sender_id,
                                 MessagePriority priority,
                                 std::chrono::duration<Rep, Period> timeout) {
-    CheckType<Message>();
-    if (static_cast<std::size_t>(priority) >= kPriorityCount) {
-      return PublishResult(PublishOutcome::kRejected, priority);
-    }
+    using Value = std::decay_t<Message>;
+    static_assert(sluice::detail::kIsAlternative<Value, Payload> || std::is_same_v<Value, Payload>,
+                  "Sluice: a published message must be exactly one alternative of the "
+                  "bus payload variant, or the variant itself");
+    static_assert(!detail::IsLoaned<Value>::value,
+                  "Sluice: a Loaned<T> is published with PublishLoan, from a Loan<T>()");
+    Source counting = PublishSource();
+    if (Publisher::IsBadInput(message, priority)) return Publisher::Reject(counting, priority);
+    // Each try reads the closed state only; whether the consumer still
+    // runs (a read of /proc) is looked at once a slice, by consumer_left.
+    // The message is copied in on every try (its types are trivially
+    // copyable), never moved from.
+    Source trying{*this, /*look_for_consumer=*/false};
+    const Value& copy = message;
+    auto make_payload = [&copy] { return Publisher::MakePayload(copy); };
     PublishResult result;
-    // Each try reads the closed state only; whether the consumer still runs
-    // (a read of /proc) is looked at once a slice, by consumer_left.
     const auto try_admit = [&] {
-      result = Admit(message, sender_id, Now(), priority, /*count_refusal=*/false,
-                     /*look_for_consumer=*/false);
+      result = Publisher::template Admit<true, false>(trying, sender_id, priority, 0, make_payload);
       return result.Outcome() != PublishOutcome::kRefusedFull;
     };
     if (try_admit()) return result;
@@ -238,8 +256,7 @@ class ShmProducer {
           break;
       }
     }
-    control_->dropped[static_cast<std::size_t>(priority)].fetch_add(1, std::memory_order_relaxed);
-    return PublishResult(PublishOutcome::kTimedOut, priority);
+    return Publisher::Refuse(counting, PublishOutcome::kTimedOut, Source::Mode(), priority, 1);
   }
 
   // A free block of this producer's lane for a T, to write in place and
@@ -266,25 +283,35 @@ class ShmProducer {
     return ShmLoan<T>();
   }
 
-  // Publishes the loan's block at `priority` as Publish does a message: the
-  // consumer reads it in place. Admitted: the loan is empty afterwards (the
-  // block is the message's until dispatched). Refused: the caller keeps it.
-  // kPoolEmpty for an empty loan, kRejected for one of another producer.
+  // Publishes the loan's block at `priority` as PublishWithPriority does a
+  // message: the consumer reads it in place. Admitted: the loan is empty
+  // afterwards (the block is the message's until dispatched). Refused: the
+  // caller keeps it. kPoolEmpty for an empty loan (Loan found no free
+  // block), kRejected for one of another producer or attachment.
   template <typename T>
-  PublishResult PublishLoan(ShmLoan<T>& loan, std::uint32_t sender_id,
-                            MessagePriority priority = MessagePriority::MEDIUM) {
-    if (static_cast<std::size_t>(priority) >= kPriorityCount) {
-      return PublishResult(PublishOutcome::kRejected, priority);
-    }
+  PublishResult PublishLoan(ShmLoan<T>&& loan, std::uint32_t sender_id, MessagePriority priority) {
+    Source source = PublishSource();
+    if (!IsValidPriority(priority)) return Publisher::Reject(source, priority);
     if (!loan) return PublishResult(PublishOutcome::kPoolEmpty, priority);
     if (control_ == nullptr || loan.home_ != loan_home_) {
-      return PublishResult(PublishOutcome::kRejected, priority);
+      return Publisher::Reject(source, priority);
     }
     Loaned<T> message;
     message.block_ = loan.block_;
-    const PublishResult result = Admit(message, sender_id, Now(), priority, true);
+    auto make_payload = [&message] { return Publisher::MakePayload(message); };
+    const PublishResult result =
+        Publisher::template Admit<true>(source, sender_id, priority, 0, make_payload);
     if (result) (void)loan.Release();
     return result;
+  }
+
+  // Deprecated: the 0.5 signature. Write PublishLoan(std::move(loan),
+  // sender_id, priority), as on the in-process bus.
+  template <typename T>
+  [[deprecated("use PublishLoan(std::move(loan), sender_id, priority)")]] PublishResult PublishLoan(
+      ShmLoan<T>& loan, std::uint32_t sender_id,
+      MessagePriority priority = MessagePriority::MEDIUM) {
+    return PublishLoan(std::move(loan), sender_id, priority);
   }
 
   // Whether the consumer that created the segment has not been seen to
@@ -292,23 +319,83 @@ class ShmProducer {
   bool ConsumerAlive() const noexcept { return header_ != nullptr && !header_->consumer.IsGone(); }
 
  private:
+  friend Api;
+  using Publisher = sluice::detail::PublishCore<Payload>;
+
   // The slices a segment may set: 1 ms to an hour.
   static constexpr std::uint64_t kMinSliceNanos = 1'000'000;
   static constexpr std::uint64_t kMaxSliceNanos = 3'600'000'000'000;
 
-  template <typename Message>
-  static constexpr void CheckType() noexcept {
-    static_assert(sluice::detail::kIsAlternative<std::decay_t<Message>, Payload>,
-                  "Sluice: Publish needs a message type that is exactly one alternative of "
-                  "the bus payload variant");
-    static_assert(!detail::IsLoaned<std::decay_t<Message>>::value,
-                  "Sluice: a Loaned<T> is published with PublishLoan, from a Loan<T>()");
-  }
+  // What this producer's lane counts: its refusals for room, in the
+  // segment (relaxed: tallies). Publishes are not counted: each claimed one
+  // slot of its ring, and the consumer reads the rings' claims. Nothing
+  // when not attached.
+  struct LaneCounters {
+    LaneControl* control;
+    static constexpr void CountPublished(MessagePriority, Position = 1) noexcept {}
+    void CountDropped(MessagePriority priority, Position count) const noexcept {
+      if (control == nullptr) return;
+      control->dropped[static_cast<std::size_t>(priority)].fetch_add(count,
+                                                                     std::memory_order_relaxed);
+    }
+    static constexpr void CountClosed(Position) noexcept {}
+    static constexpr void CountRejected() noexcept {}
+  };
 
-  static std::chrono::nanoseconds Now() noexcept {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::steady_clock::now().time_since_epoch());
-  }
+  // This producer's lane as a source of the publish core
+  // (detail/publish_core.hpp).
+  struct Source {
+    using Target = Queue;
+    using Clock = SteadyClock;
+    using Observer = NoObserver;
+    static constexpr bool kObserves = false;
+    static constexpr PublishOutcome kFull = PublishOutcome::kRefusedFull;
+    static constexpr Position kSlots = kCapacity;
+    ShmProducer& producer;
+    // Whether a refusal looks whether the consumer still runs (a read of
+    // /proc), or reads the closed state only (PublishBlocking's tries).
+    bool look_for_consumer = true;
+
+    Target& Slots() const noexcept { return *producer.queue_; }
+    LaneCounters Counters() const noexcept { return LaneCounters{producer.control_}; }
+    // Every message is stamped and counted: the shared bus has no mode.
+    static constexpr PerformanceMode Mode() noexcept { return PerformanceMode::FULL_FEATURED; }
+    Position Limit(PerformanceMode, MessagePriority priority) const noexcept {
+      return producer.limits_[static_cast<std::size_t>(priority)];
+    }
+    // The consumer rewrites it from the lane the message came through.
+    std::uint16_t Lane() const noexcept { return producer.lane_; }
+    bool Enter() const noexcept { return producer.queue_.has_value(); }
+    static constexpr void Leave() noexcept {}
+    // (X): a refusal by a closed cursor: the cursor says so; else the
+    // consumer's state (and, looking for it, whether it still runs).
+    bool ClosedAfterRefusal() const noexcept {
+      if (producer.queue_->IsClosed()) return true;
+      return look_for_consumer
+                 ? !producer.IsOpenForPublishing()
+                 : producer.header_->state.load(std::memory_order_relaxed) != detail::kOpen;
+    }
+    static constexpr void NoteRefusedFill(Position) noexcept {}
+    static constexpr void LeftUnadmitted() noexcept {}
+    // SYNC POINT WRITE/READ (W), notifying side: the publish, then the
+    // consumer's waiter count. With the heavy fence the consumer's sleep
+    // fences this process, so a compiler fence keeps the order here.
+    void Notify() const noexcept {
+      if (producer.fence_free_) {
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+      } else {
+        sluice::detail::FullFence();
+      }
+      producer.header_->consumer_wake.WakeIfWaiting();
+    }
+    NoObserver& Watcher() const noexcept;  // never called: kObserves is false
+  };
+
+  // The publish API's hooks: every call is made (a producer not attached
+  // refuses as kClosed, in Source::Enter).
+  static constexpr bool CanPublish() noexcept { return true; }
+  static Publisher PublishCore() noexcept { return Publisher(); }
+  Source PublishSource() noexcept { return Source{*this}; }
 
   // Whether the consumer has neither closed the bus nor exited.
   bool IsOpenForPublishing() const noexcept {
@@ -316,46 +403,6 @@ class ShmProducer {
     return header_->state.load(std::memory_order_relaxed) == detail::kOpen &&
            !header_->consumer.IsGone();
   }
-
-  // One attempt to admit a copy of `message` (its types are trivially
-  // copyable: it is never moved from). A priority in range.
-  template <typename Message>
-  PublishResult Admit(const Message& message, std::uint32_t sender_id,
-                      std::chrono::nanoseconds timestamp, MessagePriority priority,
-                      bool count_refusal, bool look_for_consumer = true) {
-    const auto p = static_cast<std::size_t>(priority);
-    if (!queue_) return PublishResult(PublishOutcome::kClosed, priority);
-    typename Queue::Claim claim;
-    if (!queue_->TryClaim(limits_[p], priority, &claim)) {
-      // (X): a refusal by a closed cursor: the cursor says so.
-      const bool open =
-          !queue_->IsClosed() &&
-          (look_for_consumer ? IsOpenForPublishing()
-                             : header_->state.load(std::memory_order_relaxed) == detail::kOpen);
-      if (!open) return PublishResult(PublishOutcome::kClosed, priority);
-      if (count_refusal) control_->dropped[p].fetch_add(1, std::memory_order_relaxed);
-      return PublishResult(PublishOutcome::kRefusedFull, priority);
-    }
-    MessageHeader header;
-    header.msg_id = Queue::MessageId(claim);
-    header.timestamp_ns = static_cast<std::uint64_t>(timestamp.count());
-    header.sender_id = sender_id;
-    header.priority = priority;
-    header.counted = true;
-    new (queue_->Storage(claim)) Envelope{header, Payload(message)};
-    queue_->Publish(claim);
-    // SYNC POINT WRITE/READ (W), notifying side: the publish above, then
-    // the consumer's waiter count. With the heavy fence the consumer's
-    // sleep fences this process, so a compiler fence keeps the order here.
-    if (fence_free_) {
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-    } else {
-      sluice::detail::FullFence();
-    }
-    header_->consumer_wake.WakeIfWaiting();
-    return PublishResult::MakeAdmitted(priority);
-  }
-
   Segment segment_;
   Header* header_ = nullptr;
   LaneControl* control_ = nullptr;  // this producer's lane

@@ -1,0 +1,237 @@
+// A shared-memory producer offers the publish calls of the in-process
+// bus's Producer, through the same publish core: PublishWithPriority,
+// PublishAttempt, PublishFast, Emplace, PublishBatch (random access and
+// single pass) and PublishLoan, each with the in-process results and
+// counts; the 0.5 signatures still publish, deprecated. The consumer is in
+// this process: these are the calls' own promises (the cross-process ones
+// are in shm_bus_test.cpp).
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <sluice/admission.hpp>
+#include <sluice/ipc/shm_bus.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ipc_test_messages.hpp"
+#include "ipc_test_peer.hpp"
+
+namespace {
+
+using sluice::MessageHeader;
+using sluice::MessagePriority;
+using sluice::PublishOutcome;
+using sluice::ipc::AttachError;
+using sluice_ipc_test::kCapacity;
+using sluice_ipc_test::Payload;
+using sluice_ipc_test::Pose;
+using sluice_ipc_test::Stop;
+using sluice_ipc_test::UniqueName;
+using Bus = sluice::ipc::ShmBus<Payload, kCapacity>;
+using Producer = sluice::ipc::ShmProducer<Payload, kCapacity>;
+
+constexpr std::size_t kLow = static_cast<std::size_t>(MessagePriority::LOW);
+constexpr sluice::Position kLowLimit =
+    sluice::FillLimit(sluice::AdmissionThresholds{}.low_percent, kCapacity);
+
+struct Seen {
+  std::uint64_t seq;
+  std::uint32_t sender;
+  MessagePriority priority;
+  std::uint64_t timestamp_ns;
+};
+
+// Dispatches everything queued; what each message was, in order.
+std::vector<Seen> TakeAll(Bus& bus) {
+  std::vector<Seen> seen;
+  const auto note = [&seen](std::uint64_t seq, const MessageHeader& header) {
+    seen.push_back({seq, header.sender_id, header.priority, header.timestamp_ns});
+  };
+  while (bus.ProcessBatchWith([&](const auto& message, const MessageHeader& header) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(message)>, Stop> ||
+                  std::is_same_v<std::decay_t<decltype(message)>, Pose>) {
+      note(message.seq, header);
+    } else {
+      note(~std::uint64_t{0}, header);
+    }
+  }) != 0) {
+  }
+  return seen;
+}
+
+class ShmPublishTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    name_ = UniqueName();
+    ASSERT_EQ(bus_.Create(name_), AttachError::kNone);
+    ASSERT_EQ(producer_.Attach(name_), AttachError::kNone);
+  }
+  std::string name_;
+  Bus bus_;
+  Producer producer_;
+};
+
+TEST_F(ShmPublishTest, EveryCallOfAProducerPublishesWithItsSenderAndPriority) {
+  ASSERT_TRUE(producer_.Publish(Stop{0, 1}, 11));
+  ASSERT_TRUE(producer_.PublishWithPriority(Stop{0, 2}, 12, MessagePriority::LOW));
+  ASSERT_TRUE(producer_.PublishAttempt(Stop{0, 3}, 13, MessagePriority::LOW));
+  ASSERT_TRUE(producer_.PublishFast(Stop{0, 4}, 14, std::chrono::nanoseconds(123456789),
+                                    MessagePriority::LOW));
+  ASSERT_TRUE(producer_.Emplace<Pose>(15, MessagePriority::LOW, 1.0, 2.0, 3.0, std::uint64_t{5}));
+  const std::vector<Stop> batch{{0, 6}, {0, 7}, {0, 8}};
+  const auto result = producer_.PublishBatch(batch.begin(), batch.end(), 16, MessagePriority::LOW);
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result.AdmittedCount(), 3u);
+
+  const std::vector<Seen> seen = TakeAll(bus_);
+  ASSERT_EQ(seen.size(), 8u);
+  // MEDIUM first (priority order), then the LOW ones in publish order.
+  EXPECT_EQ(seen[0].seq, 1u);
+  EXPECT_EQ(seen[0].sender, 11u);
+  EXPECT_EQ(seen[0].priority, MessagePriority::MEDIUM);
+  const std::uint32_t senders[] = {12, 13, 14, 15, 16, 16, 16};
+  for (std::size_t i = 1; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].seq, i + 1) << i;
+    EXPECT_EQ(seen[i].sender, senders[i - 1]) << i;
+    EXPECT_EQ(seen[i].priority, MessagePriority::LOW) << i;
+  }
+  EXPECT_EQ(seen[3].timestamp_ns, 123456789u);  // the caller's, as given
+  EXPECT_NE(seen[0].timestamp_ns, 0u);          // the clock's
+  EXPECT_EQ(bus_.GetStatistics().published[kLow], 7u);
+}
+
+TEST_F(ShmPublishTest, ABatchFillsToTheThresholdAndCountsTheRestDropped) {
+  std::vector<Stop> batch;
+  for (std::uint64_t seq = 0; seq < kCapacity; ++seq) batch.push_back(Stop{0, seq});
+  const auto result = producer_.PublishBatch(batch.begin(), batch.end(), 7, MessagePriority::LOW);
+  EXPECT_EQ(result.Outcome(), PublishOutcome::kRefusedFull);
+  EXPECT_EQ(result.AdmittedCount(), kLowLimit);
+  const auto statistics = bus_.GetStatistics();
+  EXPECT_EQ(statistics.published[kLow], kLowLimit);
+  EXPECT_EQ(statistics.dropped[kLow], kCapacity - kLowLimit);
+  const std::vector<Seen> seen = TakeAll(bus_);
+  ASSERT_EQ(seen.size(), kLowLimit);
+  for (std::size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i].seq, i);
+}
+
+// An input iterator that makes each message when dereferenced and cannot
+// be subtracted: a generator, walked once.
+class StopGenerator {
+ public:
+  explicit StopGenerator(std::uint64_t seq) : seq_(seq) {}
+  Stop operator*() const { return Stop{0, seq_}; }
+  StopGenerator& operator++() {
+    ++seq_;
+    return *this;
+  }
+  bool operator!=(const StopGenerator& other) const { return seq_ != other.seq_; }
+  bool operator==(const StopGenerator& other) const { return seq_ == other.seq_; }
+
+ private:
+  std::uint64_t seq_;
+};
+
+TEST_F(ShmPublishTest, ASinglePassBatchPublishesEachMessageOnce) {
+  const auto result =
+      producer_.PublishBatch(StopGenerator(10), StopGenerator(15), 7, MessagePriority::HIGH);
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result.AdmittedCount(), 5u);
+  const std::vector<Seen> seen = TakeAll(bus_);
+  ASSERT_EQ(seen.size(), 5u);
+  for (std::size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i].seq, 10 + i);
+}
+
+TEST_F(ShmPublishTest, AnAttemptRefusedForRoomIsNotCountedAndTheLastTryIs) {
+  for (sluice::Position i = 0; i < kLowLimit; ++i) {
+    ASSERT_TRUE(producer_.PublishWithPriority(Stop{0, i}, 7, MessagePriority::LOW));
+  }
+  EXPECT_EQ(producer_.PublishAttempt(Stop{0, 99}, 7, MessagePriority::LOW).Outcome(),
+            PublishOutcome::kRefusedFull);
+  EXPECT_EQ(bus_.GetStatistics().dropped[kLow], 0u);
+  EXPECT_EQ(producer_.PublishWithPriority(Stop{0, 99}, 7, MessagePriority::LOW).Outcome(),
+            PublishOutcome::kRefusedFull);
+  EXPECT_EQ(bus_.GetStatistics().dropped[kLow], 1u);
+  // HIGH still has room: the threshold is LOW's.
+  EXPECT_TRUE(producer_.PublishWithPriority(Stop{0, 100}, 7, MessagePriority::HIGH));
+}
+
+TEST_F(ShmPublishTest, BadInputIsRejectedByEveryCall) {
+  const auto bad = static_cast<MessagePriority>(3);
+  EXPECT_EQ(producer_.PublishWithPriority(Stop{0, 1}, 7, bad).Outcome(), PublishOutcome::kRejected);
+  EXPECT_EQ(producer_.PublishAttempt(Stop{0, 1}, 7, bad).Outcome(), PublishOutcome::kRejected);
+  EXPECT_EQ(producer_.Emplace<Stop>(7, bad, 0u, std::uint64_t{1}).Outcome(),
+            PublishOutcome::kRejected);
+  const std::vector<Stop> batch{{0, 1}};
+  EXPECT_EQ(producer_.PublishBatch(batch.begin(), batch.end(), 7, bad).Outcome(),
+            PublishOutcome::kRejected);
+  EXPECT_EQ(producer_.PublishBlocking(Stop{0, 1}, 7, bad, std::chrono::milliseconds(1)).Outcome(),
+            PublishOutcome::kRejected);
+  EXPECT_EQ(bus_.QueueDepth(), 0u);
+}
+
+TEST_F(ShmPublishTest, EveryCallSaysClosedOnceTheConsumerClosedOrWhenNotAttached) {
+  bus_.Close();
+  const std::vector<Stop> batch{{0, 1}, {0, 2}};
+  EXPECT_EQ(producer_.Publish(Stop{0, 1}, 7).Outcome(), PublishOutcome::kClosed);
+  EXPECT_EQ(producer_.PublishAttempt(Stop{0, 1}, 7, MessagePriority::HIGH).Outcome(),
+            PublishOutcome::kClosed);
+  EXPECT_EQ(producer_.Emplace<Stop>(7, MessagePriority::HIGH, 0u, std::uint64_t{1}).Outcome(),
+            PublishOutcome::kClosed);
+  const auto result = producer_.PublishBatch(batch.begin(), batch.end(), 7, MessagePriority::HIGH);
+  EXPECT_EQ(result.Outcome(), PublishOutcome::kClosed);
+  EXPECT_EQ(result.AdmittedCount(), 0u);
+  Producer detached;
+  EXPECT_EQ(detached.Publish(Stop{0, 1}, 7).Outcome(), PublishOutcome::kClosed);
+  EXPECT_EQ(detached.PublishBatch(batch.begin(), batch.end(), 7, MessagePriority::HIGH).Outcome(),
+            PublishOutcome::kClosed);
+  EXPECT_EQ(detached.Emplace<Stop>(7, MessagePriority::HIGH, 0u, std::uint64_t{1}).Outcome(),
+            PublishOutcome::kClosed);
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST_F(ShmPublishTest, TheOldSignaturesStillPublishForOneRelease) {
+  ASSERT_TRUE(producer_.Publish(Stop{0, 1}, 7, MessagePriority::HIGH));
+  const std::vector<Seen> seen = TakeAll(bus_);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].priority, MessagePriority::HIGH);
+}
+#pragma GCC diagnostic pop
+
+using LoanBus = sluice::ipc::ShmBus<sluice_ipc_test::LoanPayload, 8>;
+using LoanProducer = sluice::ipc::ShmProducer<sluice_ipc_test::LoanPayload, 8>;
+using sluice_ipc_test::Frame4K;
+
+TEST(ShmPublishLoanTest, ALoanIsPublishedAsAnRvalueAndARefusedOneStaysWithTheCaller) {
+  const std::string name = UniqueName();
+  LoanBus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  LoanProducer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  const sluice::Position low_limit =
+      sluice::FillLimit(sluice::AdmissionThresholds{}.low_percent, 8);
+  for (sluice::Position i = 0; i < low_limit; ++i) {
+    ASSERT_TRUE(producer.PublishWithPriority(Stop{0, i}, 7, MessagePriority::LOW));
+  }
+  auto loan = producer.Loan<Frame4K>();
+  ASSERT_TRUE(loan);
+  EXPECT_EQ(producer.PublishLoan(std::move(loan), 7, MessagePriority::LOW).Outcome(),
+            PublishOutcome::kRefusedFull);
+  EXPECT_TRUE(loan);  // refused: still the caller's
+  EXPECT_TRUE(producer.PublishLoan(std::move(loan), 7, MessagePriority::HIGH));
+  EXPECT_FALSE(loan);  // admitted: the message's
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  auto old = producer.Loan<Frame4K>();
+  ASSERT_TRUE(old);
+  EXPECT_TRUE(producer.PublishLoan(old, 7, MessagePriority::HIGH));
+  EXPECT_FALSE(old);
+#pragma GCC diagnostic pop
+  EXPECT_EQ(
+      producer.PublishLoan(sluice::ipc::ShmLoan<Frame4K>(), 7, MessagePriority::HIGH).Outcome(),
+      PublishOutcome::kPoolEmpty);
+}
+
+}  // namespace
