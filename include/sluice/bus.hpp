@@ -220,7 +220,7 @@ class AsyncBus
     static_assert(Core::kCanPark,
                   "Sluice: ProcessBatchWait needs a parker in the bus traits (for example "
                   "sluice::SleepingConsumerTraits)");
-    if (core_.dispatching_ || max_messages == 0) return 0;
+    if (core_.IsDispatching() || max_messages == 0) return 0;
     if (!core_.WaitForMessage(detail::SaturatingNanos(timeout))) return 0;
     return ProcessBatch(max_messages);
   }
@@ -232,7 +232,7 @@ class AsyncBus
     static_assert(Core::kCanPark,
                   "Sluice: ProcessBatchWithWait needs a parker in the bus traits (for example "
                   "sluice::SleepingConsumerTraits)");
-    if (core_.dispatching_ || max_messages == 0) return 0;
+    if (core_.IsDispatching() || max_messages == 0) return 0;
     if (!core_.WaitForMessage(detail::SaturatingNanos(timeout))) return 0;
     return ProcessBatchWith(std::forward<Visitor>(visitor), max_messages);
   }
@@ -255,7 +255,7 @@ class AsyncBus
   // Traits::kMaxSubscribersPerType subscriptions. Lock-free.
   template <typename T, typename Callback>
   [[nodiscard]] SubscriptionHandle Subscribe(Callback&& callback) {
-    return core_.registry_.template Subscribe<T>(std::forward<Callback>(callback));
+    return core_.consume_.Subscriptions().template Subscribe<T>(std::forward<Callback>(callback));
   }
 
   // Removes a subscription: true (explicitly convertible) once per live
@@ -269,7 +269,7 @@ class AsyncBus
   // the batch. SLUICE_FREESTANDING: the same from an interrupt that preempted
   // the consumer, where StillRunning() means the preempted callback.
   UnsubscribeResult Unsubscribe(const SubscriptionHandle& handle) noexcept {
-    return core_.registry_.Unsubscribe(handle, core_.epoch_);
+    return core_.consume_.Subscriptions().Unsubscribe(handle, core_.consume_.Epoch());
   }
 
   // Active subscriptions for payload type T.
@@ -277,7 +277,7 @@ class AsyncBus
   std::size_t SubscriberCount() const noexcept {
     static_assert(detail::kIsAlternative<T, Payload>,
                   "Sluice: T must be exactly one alternative of the payload variant");
-    return core_.registry_.SubscriberCount(detail::VariantIndex<T, Payload>::kValue);
+    return core_.consume_.Subscriptions().SubscriberCount(detail::VariantIndex<T, Payload>::kValue);
   }
 
   // ---- Configuration and observation (any thread) --------------------------
@@ -309,7 +309,7 @@ class AsyncBus
   // interrupt that preempted a report: that report may still call the
   // previous callback once; no later one will.
   [[nodiscard]] bool SetErrorCallback(ErrorCallback callback, void* context = nullptr) noexcept {
-    return core_.error_reporter_.Set(callback, context, core_.epoch_);
+    return core_.consume_.Errors().Set(callback, context, core_.consume_.Epoch());
   }
 
   // Counters since construction or the last reset. Publish, drop and
@@ -337,7 +337,9 @@ class AsyncBus
   // it was published, not recorded as 0 (docs/api.md). Messages with
   // timestamp_ns 0 are not counted.
   // Empty with NoLatencyHistograms in the traits.
-  LatencySnapshot GetLatencyHistograms() const noexcept { return core_.latency_.Snapshot(); }
+  LatencySnapshot GetLatencyHistograms() const noexcept {
+    return core_.consume_.Latencies().Snapshot();
+  }
 
   // Resets the counters and the latency histograms.
   void ResetStatistics() noexcept {
@@ -347,7 +349,7 @@ class AsyncBus
         core_.queue_.LaneAt(i).statistics.Reset();
       }
     }
-    core_.latency_.Reset();
+    core_.consume_.Latencies().Reset();
   }
 
   // The observer the traits name (sluice/observer.hpp), to read what it

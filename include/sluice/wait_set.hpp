@@ -142,7 +142,7 @@ class WaitSet {
       result.index = foreign;
       return result;
     }
-    if ((buses.core_.dispatching_ || ...)) {
+    if ((buses.core_.IsDispatching() || ...)) {
       result.outcome = WaitSetOutcome::kInsideCallback;
       return result;
     }

@@ -31,6 +31,7 @@
 #include "sluice/config.hpp"
 #include "sluice/detail/admission_policy.hpp"
 #include "sluice/detail/close_state.hpp"
+#include "sluice/detail/consume_core.hpp"
 #include "sluice/detail/dispatch_epoch.hpp"
 #include "sluice/detail/error_reporter.hpp"
 #include "sluice/detail/latency_recorder.hpp"
@@ -175,7 +176,7 @@ class BusCore : public PublishCore<Payload> {
     using Observer = typename BusCore::Observer;
     static constexpr bool kObserves = BusCore::kObserves;
     BusCore& core;
-    PerformanceMode Mode() const noexcept { return core.policy_.Mode(); }
+    SLUICE_ALWAYS_INLINE PerformanceMode Mode() const noexcept { return core.policy_.Mode(); }
     // SYNC POINT WRITE (W): after the slot's release store, the fence and
     // the waiter load of the consumer's signal, the bus's own or its
     // WaitSet's (sluice/wait_set.hpp): whichever its consumer sleeps on.
@@ -271,158 +272,67 @@ class BusCore : public PublishCore<Payload> {
   }
 
   // ---- The consumer core ---------------------------------------------------------
-  //  - Guard: one batch at a time on the consumer thread; from inside a
-  //    callback, visitor or error callback (`dispatching_`) it returns 0.
-  //  - Epoch: a subscription batch reads the subscription table, so it enters
-  //    the epoch before its first message and leaves after its last. A
-  //    visitor batch reads no published state: it stays outside, so that
-  //    Unsubscribe and SetErrorCallback on other threads never wait for a
-  //    visitor, and enters the epoch only around an error report.
-  //  - Statistics, latency and slot hand-back: DispatchRun, for both.
-  //  - Errors: ReportError, for both; counted, then reported inside the epoch.
-  enum class BatchKind { kSubscriptions, kVisitor };
+  // Every batch runs in the one consumer core (detail/consume_core.hpp),
+  // with this bus as its front: it takes each message in place, from the
+  // queue's front, and frees its slot after dispatch. (The bus itself, not
+  // a front object holding a pointer to it: the core's loop would reload
+  // that pointer after every callback.)
+  std::uint32_t DispatchToSubscriptions(std::uint32_t max_messages) {
+    return consume_.DispatchToSubscriptions(*this, max_messages);
+  }
+  template <typename Visitor>
+  std::uint32_t DispatchToVisitor(Visitor& visitor, std::uint32_t max_messages) {
+    return consume_.DispatchToVisitor(*this, visitor, max_messages);
+  }
+  bool IsDispatching() const noexcept { return consume_.Dispatching(); }
 
-  template <BatchKind kKind, typename DispatchOne>
-  std::uint32_t RunBatch(std::uint32_t max_messages, DispatchOne&& dispatch_one) {
-    if (dispatching_ || max_messages == 0) return 0;
-    Envelope* envelope = queue_.TryFront();
-    if (envelope == nullptr) return 0;
-    // The fill this batch starts from, for the peak between scrapes.
+  // The front, for the consumer core.
+  SLUICE_ALWAYS_INLINE ConsumeCore<Payload, Traits>& Consumer() noexcept { return consume_; }
+  SLUICE_ALWAYS_INLINE Envelope* First() noexcept { return queue_.TryFront(); }
+  SLUICE_ALWAYS_INLINE Envelope* Next() noexcept { return queue_.TryFront(); }
+  SLUICE_ALWAYS_INLINE void Release() noexcept { queue_.PopFront(); }
+  PerformanceMode Mode() const noexcept { return policy_.Mode(); }
+  Observer& Watcher() noexcept { return observer_; }
+  void CountError() noexcept { statistics_.CountError(); }
+  // The fill this batch starts from, for the peak between scrapes.
+  SLUICE_ALWAYS_INLINE void BeginBatch() noexcept {
     if (policy_.Mode() == PerformanceMode::FULL_FEATURED) {
       const Position fill = SharedDepth();
       peak_fill_.Note(fill, LevelOf(fill));
     }
-    if constexpr (kObserves) observer().OnBatchBegin(SharedDepth());
-    dispatching_ = true;
+    if constexpr (kObserves) observer_.OnBatchBegin(SharedDepth());
     room_.EnterBatch();
-    if constexpr (kKind == BatchKind::kSubscriptions) epoch_.Enter();
-    const std::uint32_t count = DispatchRun(envelope, max_messages, dispatch_one);
-    if constexpr (kKind == BatchKind::kSubscriptions) LeaveEpoch();
-    dispatching_ = false;
+  }
+  // The batch released slots: wake producers waiting for that room.
+  SLUICE_ALWAYS_INLINE void EndBatch(std::uint32_t count) noexcept {
     room_.LeaveBatch();
-    if constexpr (kObserves) observer().OnBatchEnd(count);
-    // The batch released slots: wake producers waiting for that room.
+    if constexpr (kObserves) observer_.OnBatchEnd(count);
     room_.NotifyWaiters(/*only_with_room=*/true,
                         [this](MessagePriority priority) { return RoomFor(priority) != 0; });
-    return count;
   }
-
-  // A subscription batch: each message to its type's callbacks.
-  std::uint32_t DispatchToSubscriptions(std::uint32_t max_messages) {
-    return RunBatch<BatchKind::kSubscriptions>(
-        max_messages, [this](const Envelope& current) SLUICE_LAMBDA_ALWAYS_INLINE {
-          registry_.Dispatch(current, [this, &current](const char* what) {
-            ReportError<BatchKind::kSubscriptions>(BusErrorCode::kCallbackThrew, current, what);
-          });
-        });
-  }
-
-  // A visitor batch: each message to `visitor` (see Visit).
-  template <typename Visitor>
-  std::uint32_t DispatchToVisitor(Visitor& visitor, std::uint32_t max_messages) {
-    return RunBatch<BatchKind::kVisitor>(
-        max_messages, [&](const Envelope& current) SLUICE_LAMBDA_ALWAYS_INLINE {
-          // A valueless payload is refused by Publish; std::visit would throw.
-          if (current.payload.valueless_by_exception()) return;
-#if SLUICE_HAS_EXCEPTIONS
-          try {
-            VisitEnvelope<Payload>(visitor, current);
-          } catch (const std::exception& error) {
-            ReportError<BatchKind::kVisitor>(BusErrorCode::kVisitorThrew, current, error.what());
-          } catch (...) {
-            ReportError<BatchKind::kVisitor>(BusErrorCode::kVisitorThrew, current,
-                                             "non-standard exception");
-          }
-#else
-      VisitEnvelope<Payload>(visitor, current);
-#endif
-        });
-  }
-
-  // Ends a stretch inside the epoch. Callables unsubscribed on this thread
-  // meanwhile (by a callback or the error callback) were deferred to here.
-  void LeaveEpoch() noexcept {
-    registry_.ReclaimDeferred();
-    epoch_.Exit();
-  }
-
-  // Consumer: hands each ready envelope from `envelope` on (at most
-  // `max_messages`) to `dispatch_one`, destroys it and frees its slot, then
-  // counts the run's processed messages. The loop is instantiated with and
-  // without latency recording, so a run that records nothing tests nothing
-  // per message.
-  template <typename DispatchOne>
-  SLUICE_ALWAYS_INLINE std::uint32_t DispatchRun(Envelope* envelope, std::uint32_t max_messages,
-                                                 DispatchOne& dispatch_one) {
-    // Counted per priority (see detail/statistics_counters.hpp).
-    [[maybe_unused]] Counter counted[kPriorityCount] = {};
-    const auto run = [&](auto& latency) SLUICE_LAMBDA_ALWAYS_INLINE {
-      std::uint32_t count = 0;
-      do {
-        latency.Add(envelope->header);
-        if constexpr (kHasLanes) {
-          queue_.TallyProcessed(envelope->header);
-        } else {
-          counted[static_cast<std::size_t>(envelope->header.priority)] +=
-              envelope->header.counted ? 1 : 0;
-        }
-        if constexpr (kObserves) observer().OnTaken(envelope->header);
-        dispatch_one(*envelope);
-        queue_.PopFront();
-        ++count;
-      } while (count < max_messages && (envelope = queue_.TryFront()) != nullptr);
-      latency.Finish();
-      return count;
-    };
-    std::uint32_t count;
-    if (const std::uint64_t now = LatencyClockForBatch(); now != 0) {
-      // Re-reads the clock every Latency::kClockInterval messages (see
-      // detail::LatencyRecorder::Batch for the bound this gives).
-      auto latency =
-          latency_.template BeginBatch<typename Traits::Clock, Latency::kClockInterval>(now);
-      count = run(latency);
-    } else {
-      NoLatencyBatch none;
-      count = run(none);
-    }
+  // Processed messages, counted per priority (see
+  // detail/statistics_counters.hpp): in a run's tally, added to the shared
+  // statistics at its end; with lanes, by the lane each came through.
+  struct Tally {
+    Counter counted[kPriorityCount] = {};
+  };
+  SLUICE_ALWAYS_INLINE void Count(Tally& tally, const MessageHeader& header) noexcept {
     if constexpr (kHasLanes) {
+      (void)tally;
+      queue_.TallyProcessed(header);
+    } else {
+      tally.counted[static_cast<std::size_t>(header.priority)] += header.counted ? 1 : 0;
+    }
+  }
+  SLUICE_ALWAYS_INLINE void Flush(Tally& tally) noexcept {
+    if constexpr (kHasLanes) {
+      (void)tally;
       queue_.FlushProcessed(statistics_);
     } else {
       for (std::size_t p = 0; p < kPriorityCount; ++p) {
-        statistics_.CountProcessed(counted[p], static_cast<MessagePriority>(p));
+        statistics_.CountProcessed(tally.counted[p], static_cast<MessagePriority>(p));
       }
     }
-    return count;
-  }
-
-  // The batch's first clock reading for the latency histograms, or 0 when
-  // they are off (traits, mode, or a clock that reads 0): then the batch
-  // reads no clock at all.
-  std::uint64_t LatencyClockForBatch() const noexcept {
-    if constexpr (!decltype(latency_)::kRecords) {
-      return 0;
-    } else {
-      if (policy_.Mode() != PerformanceMode::FULL_FEATURED) return 0;
-      return detail::ClockNanos<typename Traits::Clock>();
-    }
-  }
-
-  // Counts an error and reports it to the error callback, which the reporter
-  // reads inside the epoch: a subscription batch is already in it, a visitor
-  // batch enters it for the report alone.
-  template <BatchKind kKind>
-  void ReportError(BusErrorCode code, const Envelope& envelope, const char* what) noexcept {
-    statistics_.CountError();
-    BusError error;
-    error.code = code;
-    error.msg_id = envelope.header.msg_id;
-    error.sender_id = envelope.header.sender_id;
-    error.type_index = envelope.payload.index();
-    error.what = what;
-    if constexpr (kObserves) observer().OnError(error);
-    if constexpr (kKind == BatchKind::kVisitor) epoch_.Enter();
-    error_reporter_.Report(error);
-    if constexpr (kKind == BatchKind::kVisitor) LeaveEpoch();
   }
 
   // ---- Waiting -----------------------------------------------------------------
@@ -619,15 +529,12 @@ class BusCore : public PublishCore<Payload> {
   // starts above it; no admitted publish touches it.
   PeakFill peak_fill_;
   SharedStatistics statistics_;
-  alignas(kCacheLineSize) DispatchEpoch epoch_;
-  ErrorReporter error_reporter_;
-  bool dispatching_ = false;  // consumer-private re-entrancy guard
-  // The traits' observer: an empty one fills a byte of the padding after
-  // the flag above (the bus does not grow). An observer with counters that
-  // producers write should keep them on lines of their own.
+  // The consumer's parts: subscriptions, epoch, error reporter, latency
+  // histograms, re-entrancy guard.
+  ConsumeCore<Payload, Traits> consume_;
+  // The traits' observer. An observer with counters that producers write
+  // should keep them on lines of their own.
   Observer observer_;
-  LatencyRecorder<Latency::kEnabled> latency_;
-  SubscriptionRegistry<Payload, Traits> registry_;
 };
 
 }  // namespace detail

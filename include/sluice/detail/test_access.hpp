@@ -30,6 +30,17 @@ struct TestAccess {
     return object;
   }
 
+  // A bus's subscription table, or the object's own for a table tested
+  // alone.
+  template <typename T>
+  static auto RegistryOf(T& object, int) -> decltype((object.core_.consume_.Subscriptions())) {
+    return object.core_.consume_.Subscriptions();
+  }
+  template <typename T>
+  static auto RegistryOf(T& object, long) -> decltype((object.registry_)) {
+    return object.registry_;
+  }
+
   // The claim of the one StartLanePublish in progress, per queue type.
   template <typename QueueRef>
   static auto& PendingClaim() {
@@ -43,7 +54,7 @@ struct TestAccess {
   template <typename Bus>
   static void SetSubscriptionGeneration(Bus& bus, std::size_t type, std::size_t slot,
                                         Position generation) {
-    auto& registry = Parts(bus, 0).registry_;
+    auto& registry = RegistryOf(bus, 0);
     using Registry = std::remove_reference_t<decltype(registry)>;
     registry.tables_[type].slots[slot].state.store(Registry::Pack(generation, Registry::kFree),
                                                    std::memory_order_relaxed);
@@ -53,9 +64,9 @@ struct TestAccess {
   // a throwing callback (whose unwinding is slow to single-step).
   template <typename Bus>
   static void ReportErrorInBatch(Bus& bus, const BusError& error) {
-    bus.core_.epoch_.Enter();
-    bus.core_.error_reporter_.Report(error);
-    bus.core_.epoch_.Exit();
+    bus.core_.consume_.Epoch().Enter();
+    bus.core_.consume_.Errors().Report(error);
+    bus.core_.consume_.Epoch().Exit();
   }
 
   // How many producers wait in PublishBlocking for room for `priority`
@@ -120,7 +131,7 @@ struct TestAccess {
 
   template <typename Bus>
   static constexpr Position LastSubscriptionGeneration() {
-    using Registry = std::remove_reference_t<decltype(Parts(std::declval<Bus&>(), 0).registry_)>;
+    using Registry = std::remove_reference_t<decltype(RegistryOf(std::declval<Bus&>(), 0))>;
     return Registry::kLastGeneration;
   }
 };

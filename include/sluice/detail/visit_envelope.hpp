@@ -33,7 +33,8 @@ constexpr bool AcceptsEveryAlternativeWithHeader(std::index_sequence<kIndex...>)
 // `[](const auto& message)` gets messages, not envelopes. The payload must
 // hold a value (callers check).
 template <typename Payload, typename Visitor>
-void VisitEnvelope(Visitor& visitor, const MessageEnvelope<Payload>& envelope) {
+SLUICE_ALWAYS_INLINE void VisitEnvelope(Visitor& visitor,
+                                        const MessageEnvelope<Payload>& envelope) {
   constexpr auto kAlternatives = std::make_index_sequence<std::variant_size_v<Payload>>{};
   if constexpr (AcceptsEveryAlternative<Payload, Visitor>(kAlternatives)) {
     std::visit(visitor, envelope.payload);

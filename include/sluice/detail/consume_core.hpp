@@ -1,0 +1,224 @@
+// The one consumer core: every batch of every bus (the in-process bus, the
+// shared-memory bus) runs here, to its subscriptions or to a visitor. It
+// owns what only the consumer uses: the subscription table and its epoch,
+// the error reporter, the latency histograms and the re-entrancy guard.
+// What differs between buses is where messages come from and what taking
+// one means, which the core takes as a front (a template argument):
+//
+//   Envelope* First()            the first message, or nullptr: no batch
+//   Envelope* Next()             after Release: the next, or nullptr
+//   void Release()               the message was handed on: free its slot
+//   Tally                        a type: a run's processed counts, kept
+//                                by Count(tally, header) per message and
+//                                Flush(tally) once the run is over
+//   PerformanceMode Mode()       latency is recorded in FULL_FEATURED only
+//   void BeginBatch()            before the first message (peak, observer)
+//   void EndBatch(count)         after the last (observer, room wake-ups)
+//   void CountError()            a callback or visitor threw
+//   kObserves, Watcher()         the observer, called only when kObserves
+//   ConsumeCore& Consumer()      this core, a part of the front
+//
+// The in-process bus's front takes each message in place and frees its
+// slot after dispatch (detail/bus_core.hpp); the shared-memory bus's copies
+// each one out of the segment, checks it and binds its loan before
+// dispatch (ipc/shm_bus.hpp).
+//
+//  - Guard: one batch at a time on the consumer thread; from inside a
+//    callback, visitor or error callback (`dispatching_`) it returns 0.
+//  - Epoch: a subscription batch reads the subscription table, so it enters
+//    the epoch before its first message and leaves after its last. A
+//    visitor batch reads no published state: it stays outside, so that
+//    Unsubscribe and SetErrorCallback on other threads never wait for a
+//    visitor, and enters the epoch only around an error report.
+//  - Statistics, latency and slot hand-back: DispatchRun, for both.
+//  - Errors: ReportError, for both; counted, then reported inside the epoch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+
+#include "sluice/clock.hpp"
+#include "sluice/config.hpp"
+#include "sluice/detail/dispatch_epoch.hpp"
+#include "sluice/detail/error_reporter.hpp"
+#include "sluice/detail/latency_recorder.hpp"
+#include "sluice/detail/subscription_registry.hpp"
+#include "sluice/detail/visit_envelope.hpp"
+#include "sluice/error.hpp"
+#include "sluice/message.hpp"
+#include "sluice/performance_mode.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
+
+// Traits: Latency (kEnabled, kClockInterval), Clock (the stamps' clock)
+// and the subscription table's sizes. Its batch functions are static and
+// reach the core through the front (Front::Consumer()), so that a batch
+// that is not inlined holds one pointer, the front's, not two.
+template <typename Payload, typename Traits>
+class ConsumeCore {
+ public:
+  using Envelope = MessageEnvelope<Payload>;
+  using Latency = typename Traits::Latency;
+  using Registry = SubscriptionRegistry<Payload, Traits>;
+
+  // Whether a batch of this bus is running on this thread (inside a
+  // callback, visitor or error callback of it).
+  bool Dispatching() const noexcept { return dispatching_; }
+
+  // A subscription batch: each message to its type's callbacks.
+  template <typename Front>
+  static std::uint32_t DispatchToSubscriptions(Front& front, std::uint32_t max_messages) {
+    return RunBatch<BatchKind::kSubscriptions>(
+        front, max_messages, [&front](const Envelope& current) SLUICE_LAMBDA_ALWAYS_INLINE {
+          front.Consumer().registry_.Dispatch(current, [&front, &current](const char* what) {
+            ReportError<BatchKind::kSubscriptions>(front, BusErrorCode::kCallbackThrew, current,
+                                                   what);
+          });
+        });
+  }
+
+  // A visitor batch: each message to `visitor` (see VisitEnvelope).
+  template <typename Front, typename Visitor>
+  static std::uint32_t DispatchToVisitor(Front& front, Visitor& visitor,
+                                         std::uint32_t max_messages) {
+    return RunBatch<BatchKind::kVisitor>(
+        front, max_messages, [&](const Envelope& current) SLUICE_LAMBDA_ALWAYS_INLINE {
+          // A valueless payload is refused by Publish; std::visit would throw.
+          if (current.payload.valueless_by_exception()) return;
+#if SLUICE_HAS_EXCEPTIONS
+          try {
+            VisitEnvelope<Payload>(visitor, current);
+          } catch (const std::exception& error) {
+            ReportError<BatchKind::kVisitor>(front, BusErrorCode::kVisitorThrew, current,
+                                             error.what());
+          } catch (...) {
+            ReportError<BatchKind::kVisitor>(front, BusErrorCode::kVisitorThrew, current,
+                                             "non-standard exception");
+          }
+#else
+      VisitEnvelope<Payload>(visitor, current);
+#endif
+        });
+  }
+
+  // What the front ends reach: subscriptions, the error callback, the
+  // histograms (their own synchronisation is theirs).
+  Registry& Subscriptions() noexcept { return registry_; }
+  const Registry& Subscriptions() const noexcept { return registry_; }
+  DispatchEpoch& Epoch() noexcept { return epoch_; }
+  ErrorReporter& Errors() noexcept { return error_reporter_; }
+  LatencyRecorder<Latency::kEnabled>& Latencies() noexcept { return latency_; }
+  const LatencyRecorder<Latency::kEnabled>& Latencies() const noexcept { return latency_; }
+
+ private:
+  enum class BatchKind { kSubscriptions, kVisitor };
+
+  template <BatchKind kKind, typename Front, typename DispatchOne>
+  static std::uint32_t RunBatch(Front& front, std::uint32_t max_messages,
+                                DispatchOne&& dispatch_one) {
+    ConsumeCore& self = front.Consumer();
+    if (self.dispatching_ || max_messages == 0) return 0;
+    Envelope* envelope = front.First();
+    if (envelope == nullptr) return 0;
+    front.BeginBatch();
+    self.dispatching_ = true;
+    if constexpr (kKind == BatchKind::kSubscriptions) self.epoch_.Enter();
+    const std::uint32_t count = DispatchRun(front, envelope, max_messages, dispatch_one);
+    if constexpr (kKind == BatchKind::kSubscriptions) self.LeaveEpoch();
+    self.dispatching_ = false;
+    front.EndBatch(count);
+    return count;
+  }
+
+  // Ends a stretch inside the epoch. Callables unsubscribed on this thread
+  // meanwhile (by a callback or the error callback) were deferred to here.
+  void LeaveEpoch() noexcept {
+    registry_.ReclaimDeferred();
+    epoch_.Exit();
+  }
+
+  // Hands each ready envelope from `envelope` on (at most `max_messages`)
+  // to `dispatch_one` and releases it, then counts the run's processed
+  // messages. The loop is instantiated with and without latency recording,
+  // so a run that records nothing tests nothing per message.
+  template <typename Front, typename DispatchOne>
+  SLUICE_ALWAYS_INLINE static std::uint32_t DispatchRun(Front& front, Envelope* envelope,
+                                                        std::uint32_t max_messages,
+                                                        DispatchOne& dispatch_one) {
+    [[maybe_unused]] typename Front::Tally tally;
+    const auto run = [&](auto& latency) SLUICE_LAMBDA_ALWAYS_INLINE {
+      std::uint32_t count = 0;
+      do {
+        latency.Add(envelope->header);
+        front.Count(tally, envelope->header);
+        if constexpr (Front::kObserves) front.Watcher().OnTaken(envelope->header);
+        dispatch_one(*envelope);
+        front.Release();
+        ++count;
+      } while (count < max_messages && (envelope = front.Next()) != nullptr);
+      latency.Finish();
+      return count;
+    };
+    std::uint32_t count;
+    if (const std::uint64_t now = LatencyClockForBatch(front); now != 0) {
+      // Re-reads the clock every Latency::kClockInterval messages (see
+      // detail::LatencyRecorder::Batch for the bound this gives).
+      auto latency =
+          front.Consumer()
+              .latency_.template BeginBatch<typename Traits::Clock, Latency::kClockInterval>(now);
+      count = run(latency);
+    } else {
+      NoLatencyBatch none;
+      count = run(none);
+    }
+    front.Flush(tally);
+    return count;
+  }
+
+  // The batch's first clock reading for the latency histograms, or 0 when
+  // they are off (traits, mode, or a clock that reads 0): then the batch
+  // reads no clock at all.
+  template <typename Front>
+  static std::uint64_t LatencyClockForBatch(const Front& front) noexcept {
+    if constexpr (!LatencyRecorder<Latency::kEnabled>::kRecords) {
+      (void)front;
+      return 0;
+    } else {
+      if (front.Mode() != PerformanceMode::FULL_FEATURED) return 0;
+      return ClockNanos<typename Traits::Clock>();
+    }
+  }
+
+  // Counts an error and reports it to the error callback, which the reporter
+  // reads inside the epoch: a subscription batch is already in it, a visitor
+  // batch enters it for the report alone.
+  template <BatchKind kKind, typename Front>
+  static void ReportError(Front& front, BusErrorCode code, const Envelope& envelope,
+                          const char* what) noexcept {
+    ConsumeCore& self = front.Consumer();
+    front.CountError();
+    BusError error;
+    error.code = code;
+    error.msg_id = envelope.header.msg_id;
+    error.sender_id = envelope.header.sender_id;
+    error.type_index = envelope.payload.index();
+    error.what = what;
+    if constexpr (Front::kObserves) front.Watcher().OnError(error);
+    if constexpr (kKind == BatchKind::kVisitor) self.epoch_.Enter();
+    self.error_reporter_.Report(error);
+    if constexpr (kKind == BatchKind::kVisitor) self.LeaveEpoch();
+  }
+
+  alignas(kCacheLineSize) DispatchEpoch epoch_;
+  ErrorReporter error_reporter_;
+  bool dispatching_ = false;  // consumer-private re-entrancy guard
+  LatencyRecorder<Latency::kEnabled> latency_;
+  Registry registry_;
+};
+
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
