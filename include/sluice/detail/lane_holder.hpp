@@ -2,23 +2,26 @@
 // counters when it registered, so observers can report its counts under its
 // name (AsyncBus::ForEachProducer, the Prometheus `producer` label).
 //
-// SYNC POINT (N), a sequence lock with one writer at a time: the lane's
-// holder (registration is serialised by the lane's `taken` CAS, SYNC POINT
-// (J)). `version_` is odd while the lane has no holder: Vacate() (the
-// leaving holder, before it hands the lane back) makes it odd; Occupy()
-// (the next holder, after it took the lane) writes the record with release
-// stores and makes the version even with a release store; the holder's
-// counts are release stores too (StatisticsCounters::kCountOrder). A reader
-// loads the version, the record and the counts with acquire, then the
-// version again: equal and even, the record and the counts are one
-// holder's. If the reader read any value written after the next holder
-// took the lane (a record store, which follows the Vacate store through the
-// lane's (J) hand-over, or a count, which follows the next holder's even
-// version store), that release store synchronises with the reader's
-// acquire load, so the second version load sees the change and the read is
-// retried. No fences: ThreadSanitizer models these, and on x86 they are
-// plain moves. Every field is an atomic, so a torn read is only retried,
-// never undefined.
+// SYNC POINT (N), a sequence lock (detail/seqlock.hpp, whose file comment
+// has the general argument) with one writer at a time: the lane's holder
+// (registration is serialised by the lane's `taken` CAS, SYNC POINT (J)).
+// The version is odd while the lane has no holder: Vacate() (the leaving
+// holder, before it hands the lane back) begins the write, making it odd;
+// Occupy() (the next holder, after it took the lane) stores the record with
+// release stores and ends the write, making the version even with a release
+// store; the holder's counts are release stores too
+// (StatisticsCounters::kCountOrder). A reader loads the version, the record
+// and the counts with acquire, then the version again: equal and even, the
+// record and the counts are one holder's. If the reader read any value
+// written after the next holder took the lane (a record store, which
+// follows the Vacate store through the lane's (J) hand-over, or a count,
+// which follows the next holder's even version store), that release store
+// synchronises with the reader's acquire load, so the second version load
+// sees the change and the read is retried. An odd version is a lane without
+// a holder, not a write to wait for: the read fails at once
+// (SeqLock::WhileOdd::kFail). No fences: ThreadSanitizer models these, and
+// on x86 they are plain moves. Every field is an atomic, so a torn read is
+// only retried, never undefined.
 #pragma once
 
 #include <atomic>
@@ -29,6 +32,7 @@
 
 #include "sluice/config.hpp"
 #include "sluice/detail/counter.hpp"
+#include "sluice/detail/seqlock.hpp"
 #include "sluice/detail/utf8.hpp"
 #include "sluice/statistics.hpp"
 
@@ -74,54 +78,52 @@ class LaneHolder {
 
  public:
   // The new holder, after taking the lane: records `name` (cut to fit) and
-  // the lane's counters now. SYNC POINT WRITE (N).
+  // the lane's counters now, and ends the write the leaving holder's Vacate
+  // (or the constructor) began. SYNC POINT WRITE (N).
   void Occupy(const char* name, const Counts& baseline) noexcept {
-    const std::uint32_t version = version_.load(std::memory_order_relaxed);  // odd
     char bytes[kProducerNameCapacity];
     CopyName(name, bytes, kProducerNameCapacity);
     for (std::size_t w = 0; w < kWords; ++w) {
       std::uint32_t word;
       std::memcpy(&word, bytes + w * 4, 4);
-      name_[w].store(word, std::memory_order_release);
+      SeqLock::Store(name_[w], word);
     }
-    for (std::size_t i = 0; i < kFields; ++i) {
-      baseline_[i].store(baseline.values[i], std::memory_order_release);
-    }
-    version_.store(version + 1, std::memory_order_release);
+    for (std::size_t i = 0; i < kFields; ++i) SeqLock::Store(baseline_[i], baseline.values[i]);
+    lock_.EndWrite();
   }
 
   // The leaving holder, before it hands the lane back: no holder now.
-  void Vacate() noexcept {
-    version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
+  // Relaxed (SeqLock::BeginWrite): the next holder's record stores follow it
+  // through the lane's (J) hand-over.
+  void Vacate() noexcept { lock_.BeginWrite(); }
 
   // Any thread: the holder's name and baseline, then `read_counts(baseline)`
   // inside the same check, so the counts read there are this holder's; false
-  // when the lane has no holder. Lock-free: a retry means a holder came or
-  // left meanwhile. SYNC POINT READ (N).
+  // when the lane has no holder. Lock-free and bounded: a retry means a
+  // holder came or left meanwhile, and after SeqLock::kReadAttempts of those
+  // the read gives up (false, as if no holder) rather than chase a lane
+  // registered over and over. SYNC POINT READ (N).
   template <typename ReadCounts>
   bool Read(char (&name)[kProducerNameCapacity], ReadCounts&& read_counts) const noexcept {
     Counts baseline;
-    for (;;) {
-      const std::uint32_t before = version_.load(std::memory_order_acquire);
-      if ((before & 1u) != 0) return false;
-      for (std::size_t w = 0; w < kWords; ++w) {
-        const std::uint32_t word = name_[w].load(std::memory_order_acquire);
-        std::memcpy(name + w * 4, &word, 4);
-      }
-      for (std::size_t i = 0; i < kFields; ++i) {
-        baseline.values[i] = baseline_[i].load(std::memory_order_acquire);
-      }
-      read_counts(static_cast<const Counts&>(baseline));
-      if (version_.load(std::memory_order_relaxed) == before) {
-        name[kProducerNameCapacity - 1] = '\0';
-        return true;
-      }
-    }
+    const bool held = lock_.Read(
+        [&] {
+          for (std::size_t w = 0; w < kWords; ++w) {
+            const std::uint32_t word = SeqLock::Load(name_[w]);
+            std::memcpy(name + w * 4, &word, 4);
+          }
+          for (std::size_t i = 0; i < kFields; ++i) {
+            baseline.values[i] = SeqLock::Load(baseline_[i]);
+          }
+          read_counts(static_cast<const Counts&>(baseline));
+        },
+        SeqLock::WhileOdd::kFail);
+    if (held) name[kProducerNameCapacity - 1] = '\0';
+    return held;
   }
 
  private:
-  std::atomic<std::uint32_t> version_{1};  // odd: no holder
+  SeqLock lock_{1};  // odd: no holder
   std::atomic<std::uint32_t> name_[kWords] = {};
   std::atomic<Counter> baseline_[kFields] = {};
 };
