@@ -54,9 +54,8 @@ endif()
 # The report binary's bridged table (sluice_bench --only nats).
 if(TARGET sluice_bench)
   target_sources(sluice_bench PRIVATE ${PROJECT_SOURCE_DIR}/benchmarks/scenarios/nats_scenario.cpp)
-  target_include_directories(sluice_bench PRIVATE ${PROJECT_SOURCE_DIR}/tests/nats)
   target_compile_definitions(sluice_bench PRIVATE SLUICE_BENCH_NATS=1)
-  target_link_libraries(sluice_bench PRIVATE sluice::nats)
+  target_link_libraries(sluice_bench PRIVATE sluice::nats sluice_testing)
 endif()
 
 if(SLUICE_BUILD_EXAMPLES)
@@ -66,11 +65,10 @@ endif()
 
 # The NATS bridge's rows in the shared-memory benchmark's table.
 if(TARGET sluice_ipc_sizes_bench)
-  target_include_directories(sluice_ipc_sizes_bench PRIVATE ${PROJECT_SOURCE_DIR}/tests/nats)
   target_compile_definitions(sluice_ipc_sizes_bench PRIVATE SLUICE_HAVE_NATS=1)
   if(SLUICE_NATS_SERVER)
     target_compile_definitions(sluice_ipc_sizes_bench PRIVATE
       SLUICE_NATS_SERVER_FOUND="${SLUICE_NATS_SERVER}")
   endif()
-  target_link_libraries(sluice_ipc_sizes_bench PRIVATE sluice::nats)
+  target_link_libraries(sluice_ipc_sizes_bench PRIVATE sluice::nats sluice_testing)
 endif()

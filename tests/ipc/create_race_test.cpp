@@ -21,7 +21,7 @@
 #include <string>
 #include <thread>
 
-#include "../child_process.hpp"
+#include "child_process.hpp"
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
 

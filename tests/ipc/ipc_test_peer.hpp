@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "../child_process.hpp"
+#include "child_process.hpp"
 
 namespace sluice_ipc_test {
 

@@ -24,7 +24,7 @@
 #include <variant>
 #include <vector>
 
-#include "../child_process.hpp"
+#include "child_process.hpp"
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
 #include "sluice/detail/test_access.hpp"

@@ -28,7 +28,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "../child_process.hpp"
+#include "child_process.hpp"
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
 

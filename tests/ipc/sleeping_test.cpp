@@ -26,7 +26,7 @@
 #include <thread>
 #include <type_traits>
 
-#include "../child_process.hpp"
+#include "child_process.hpp"
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
 

@@ -1,7 +1,8 @@
 // A helper binary run as a child process (fork and exec), its standard
 // output read line by line; killed (SIGKILL) and reaped when it goes out of
-// scope. For the tests that need real processes: the NATS bridge's and the
-// shared-memory bus's. POSIX only; every wait has a deadline.
+// scope. For the tests that need real processes (the NATS bridge's and the
+// shared-memory bus's) and the NATS benchmark tables. POSIX only; every
+// wait has a deadline.
 #pragma once
 
 #include <fcntl.h>

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "../child_process.hpp"
+#include "child_process.hpp"
 
 namespace sluice_nats_test {
 
