@@ -1,0 +1,215 @@
+// The NATS bridge's JetStream fetcher, for the subjects received at least
+// once (ReceiveOptions::stream): a durable pull consumer per priority, read
+// by a thread of the bridge's own that fetches only what the bus can admit
+// at that priority, and acknowledges, hands back or terminates each message
+// by what the receiver (sluice/nats/inbound.hpp) made of it.
+#pragma once
+
+#include <nats/nats.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "sluice/config.hpp"
+#include "sluice/message.hpp"
+#include "sluice/nats/connection.hpp"
+#include "sluice/nats/counters.hpp"
+#include "sluice/nats/frame.hpp"
+#include "sluice/nats/inbound.hpp"
+#include "sluice/nats/options.hpp"
+#include "sluice/nats/routes.hpp"
+#include "sluice/nats/subjects.hpp"
+#include "sluice/nats/subscriptions.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace nats {
+namespace detail {
+
+// A JetStream fetcher whose priority has no room waits for it this long at
+// a time, then looks at its stop flag again (Shutdown waits for it).
+inline constexpr std::chrono::milliseconds kFetchRoomSlice{10};
+
+template <typename Bus>
+class StreamFetcher {
+ public:
+  using Subscription = typename Receiver<Bus>::Subscription;
+
+  // Each argument must outlive the fetcher.
+  StreamFetcher(Bus& bus, const BridgeOptions& options, std::uint64_t origin_id, Counters& counters,
+                const Connection& connection, typename Receiver<Bus>::Subscriptions& subscriptions,
+                Receiver<Bus>& receiver)
+      : bus_(bus),
+        options_(options),
+        origin_id_(origin_id),
+        counters_(counters),
+        connection_(connection),
+        subscriptions_(subscriptions),
+        receiver_(receiver) {}
+
+  StreamFetcher(const StreamFetcher&) = delete;
+  StreamFetcher& operator=(const StreamFetcher&) = delete;
+
+  // A durable pull consumer for one priority of a JetStream route, read by
+  // a thread of its own: it fetches only what the bus can admit at that
+  // priority (FetchLoop). No completion callback: the thread is joined.
+  natsStatus Subscribe(const InboundSubject& subject, std::unique_ptr<Subscription> inbound) {
+    const std::string durable =
+        subject.durable + "_" +
+        std::string(kPrioritySubjects[static_cast<std::size_t>(inbound->priority)]);
+    jsSubOptions sub_options;
+    jsSubOptions_Init(&sub_options);
+    sub_options.Stream = subject.stream.c_str();
+    sub_options.Config.Durable = durable.c_str();
+    sub_options.Config.AckPolicy = js_AckExplicit;
+    sub_options.Config.AckWait = options_.jetstream_ack_wait.count() * 1'000'000;  // ns
+    sub_options.Config.MaxAckPending = options_.jetstream_max_ack_pending;
+    jsErrCode error = static_cast<jsErrCode>(0);
+    natsStatus status =
+        js_PullSubscribe(&inbound->subscription, connection_.jetstream(), inbound->subject.c_str(),
+                         durable.c_str(), nullptr, &sub_options, &error);
+    if (status != NATS_OK) return status;
+    Subscription* added = subscriptions_.AddPull(std::move(inbound));
+    // The subscription's fields are complete: thread creation orders them
+    // before everything the thread does.
+    added->fetcher = std::thread([this, added] { FetchLoop(*added); });
+    return NATS_OK;
+  }
+
+  // Stops and joins the fetch threads (they use the bus and the
+  // subscriptions, which outlive them).
+  void StopAll() {
+    const std::vector<Subscription*> pulls = subscriptions_.Pulls();
+    // Release: pairs with FetchLoop's acquire load.
+    for (Subscription* inbound : pulls) inbound->stop.store(true, std::memory_order_release);
+    for (Subscription* inbound : pulls) {
+      if (inbound->fetcher.joinable()) inbound->fetcher.join();
+      // Destroyed now, not drained with the connection: the client deletes
+      // the durable consumer after an explicit unsubscribe or drain, but not
+      // on destruction (the durable and what it holds are the route's), and
+      // a pull subscription's drain never completes, so the connection's
+      // drain would wait out Shutdown's whole timeout.
+      subscriptions_.DestroyPull(*inbound);
+    }
+  }
+
+ private:
+  void FetchLoop(Subscription& inbound) {
+    const MessagePriority priority = inbound.priority;
+    // nats.c before 3.8 writes past its buffer when a batched fetch is
+    // answered in parts (nats.c pull request 749): one message a fetch
+    // there, whatever jetstream_fetch_batch says.
+    const int most =
+        nats_GetVersionNumber() >= 0x030800 ? std::max(1, options_.jetstream_fetch_batch) : 1;
+    // In slices, so that StopAll (Shutdown) does not wait out a long
+    // reconnect_wait after an error. Acquire: pairs with StopAll's release
+    // store.
+    const auto pause = [&inbound](std::chrono::microseconds wait) {
+      const auto until = std::chrono::steady_clock::now() + wait;
+      while (!inbound.stop.load(std::memory_order_acquire)) {
+        const auto left = until - std::chrono::steady_clock::now();
+        if (left <= std::chrono::steady_clock::duration::zero()) return;
+        std::this_thread::sleep_for(
+            std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(5)));
+      }
+    };
+    // Acquire: pairs with the release store in StopAll (or StopFetcher).
+    while (!inbound.stop.load(std::memory_order_acquire)) {
+      // A closed bus admits nothing: what the stream holds stays there,
+      // for the next consumer of the durable.
+      if (bus_.IsClosed()) {
+        pause(std::chrono::milliseconds(10));
+        continue;
+      }
+      // As many as admission would take now (the bus's own figure); none:
+      // wait for the consumer to make room, in slices so that StopAll is
+      // seen.
+      const std::size_t room = bus_.RoomFor(priority);
+      if (room == 0) {
+        (void)bus_.WaitForRoom(priority, kFetchRoomSlice);
+        continue;
+      }
+      const int batch =
+          static_cast<int>(std::min<std::size_t>(room, static_cast<std::size_t>(most)));
+      natsMsgList list{};
+      jsErrCode error = static_cast<jsErrCode>(0);
+      const natsStatus status = natsSubscription_Fetch(&list, inbound.subscription, batch,
+                                                       /*timeout ms=*/100, &error);
+      if (status == NATS_TIMEOUT) continue;  // nothing waiting
+      if (status != NATS_OK) {
+        pause(std::chrono::milliseconds(
+            options_.reconnect_wait.count() > 0 ? options_.reconnect_wait.count() : 10));
+        continue;  // disconnected, or the server is not back yet
+      }
+      for (int i = 0; i < list.Count; ++i) HandleStreamMessage(inbound, list.Msgs[i]);
+      natsMsgList_Destroy(&list);
+    }
+  }
+
+  // One message of a JetStream consumer: handled as a core frame, then
+  // acknowledged when the bus admitted it or had admitted it before (a
+  // redelivery), terminated when it can never be admitted (a bad frame:
+  // the stream stops redelivering it), and handed back (a negative
+  // acknowledgement, redelivered after a pause) when the bus refused it.
+  void HandleStreamMessage(Subscription& inbound, natsMsg* message) noexcept {
+    Count(counters_.frames_received);
+    const int length = natsMsg_GetDataLength(message);
+    const char* subject = natsMsg_GetSubject(message);
+    FrameView view;
+    FrameError error =
+        DecodeFrame(reinterpret_cast<const std::uint8_t*>(natsMsg_GetData(message)),
+                    length < 0 ? 0 : static_cast<std::size_t>(length), &view, options_.max_payload);
+    bool admitted = false;
+    if (error == FrameError::kNone) {
+      if (view.header.origin_id == origin_id_) {
+        Count(counters_.echo_suppressed);
+        (void)natsMsg_Ack(message, nullptr);
+        return;
+      }
+      error = receiver_.Route(inbound, subject == nullptr ? std::string_view() : subject, view,
+                              &admitted);
+    }
+    if (error == FrameError::kNone) {
+      if (admitted) {
+        (void)natsMsg_Ack(message, nullptr);
+      } else {
+        Count(counters_.handed_back[static_cast<std::size_t>(inbound.priority)]);
+        (void)natsMsg_NakWithDelay(
+            message, options_.reconnect_wait.count() > 0 ? options_.reconnect_wait.count() : 100,
+            nullptr);
+      }
+      return;
+    }
+    Count(counters_.rejected[static_cast<std::size_t>(error)]);
+    // Admitted before (a redelivery): acknowledged. Anything else refused
+    // would be refused again: terminated.
+    if (error == FrameError::kDuplicate) {
+      (void)natsMsg_Ack(message, nullptr);
+    } else {
+      (void)natsMsg_Term(message, nullptr);
+    }
+    receiver_.Report(error, inbound.subject);
+  }
+
+  Bus& bus_;
+  const BridgeOptions& options_;
+  const std::uint64_t origin_id_;
+  Counters& counters_;
+  const Connection& connection_;
+  typename Receiver<Bus>::Subscriptions& subscriptions_;
+  Receiver<Bus>& receiver_;
+};
+
+}  // namespace detail
+}  // namespace nats
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

@@ -1,0 +1,273 @@
+// The NATS bridge's JetStream publisher, for the routes forwarded at least
+// once (ForwardOptions::jetstream): the asynchronous publish with a
+// Nats-Msg-Id, the error path that takes back what the stream did not
+// acknowledge, and the resender thread that publishes it again (after an
+// error, and after a reconnection).
+#pragma once
+
+#include <nats/nats.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sluice/config.hpp"
+#include "sluice/nats/connection.hpp"
+#include "sluice/nats/counters.hpp"
+#include "sluice/nats/frame.hpp"
+#include "sluice/nats/options.hpp"
+#include "sluice/nats/subjects.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace nats {
+namespace detail {
+
+class StreamPublisher {
+ public:
+  // Each argument must outlive the publisher.
+  StreamPublisher(const BridgeOptions& options, Counters& counters, const Connection& connection)
+      : options_(options), counters_(counters), connection_(connection) {}
+
+  StreamPublisher(const StreamPublisher&) = delete;
+  StreamPublisher& operator=(const StreamPublisher&) = delete;
+
+  // The JetStream context's options: the window of unacknowledged
+  // publishes, and this publisher's error path.
+  jsOptions ContextOptions() {
+    jsOptions js_options;
+    jsOptions_Init(&js_options);
+    js_options.PublishAsync.MaxPending = options_.jetstream_max_pending;
+    js_options.PublishAsync.ErrHandler = &OnStreamPublishError;
+    js_options.PublishAsync.ErrHandlerClosure = this;
+    return js_options;
+  }
+
+  // Once the context is open, before any route forwards: starts the
+  // resender.
+  void Start() {
+    // Relaxed: no other thread runs yet (the resender starts below, the
+    // forwarding callbacks after it).
+    published_to_stream_.store(false, std::memory_order_relaxed);
+    give_up_stream_waits_.store(false, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(resend_mutex_);
+      resend_stop_ = false;
+      resend_requested_ = false;
+    }
+    resender_ = std::thread([this] { ResendLoop(); });
+  }
+
+  // At least once (ForwardOptions::jetstream): the frame goes to the
+  // client's asynchronous JetStream publish, which keeps it until the
+  // stream acknowledges it, with a Nats-Msg-Id the stream deduplicates by.
+  // With jetstream_max_pending unacknowledged, the client stalls the call;
+  // the consumer thread tries again until there is room or the bridge
+  // closes: backpressure into the bus, never a silent drop.
+  void Publish(const std::string& subject, std::size_t p, const std::string& frame,
+               const FrameHeader& header) {
+    natsMsg* message = nullptr;
+    natsStatus status = natsMsg_Create(&message, subject.c_str(), nullptr, frame.data(),
+                                       static_cast<int>(frame.size()));
+    if (status == NATS_OK) {
+      const std::string id = StreamMessageId(subject, header);
+      status = natsMsgHeader_Set(message, "Nats-Msg-Id", id.c_str());
+    }
+    // Release: pairs with ResendLoop's acquire (set before the first
+    // asynchronous publish, which makes the client's pending list).
+    if (status == NATS_OK) published_to_stream_.store(true, std::memory_order_release);
+    while (status == NATS_OK) {
+      status = js_PublishMsgAsync(connection_.jetstream(), &message, nullptr);
+      // Acquire: pairs with GiveUpStreamWaits's release.
+      if (status != NATS_TIMEOUT || give_up_stream_waits_.load(std::memory_order_acquire)) break;
+      status = NATS_OK;  // stalled at the window: again
+    }
+    natsMsg_Destroy(message);  // null once the client has it
+    if (status == NATS_OK) {
+      Count(counters_.frames_sent[p]);
+    } else {
+      Count(counters_.send_dropped[p]);
+    }
+  }
+
+  // After a reconnection (on a client thread): the resender publishes again
+  // what the stream has not acknowledged.
+  void RequestResend() {
+    {
+      std::lock_guard<std::mutex> lock(resend_mutex_);
+      resend_requested_ = true;
+    }
+    resend_changed_.notify_one();
+  }
+
+  // Set by Shutdown and the destructor: the consumer thread stops waiting
+  // for room in the JetStream window. Release: pairs with Publish's acquire
+  // load.
+  void GiveUpStreamWaits() noexcept {
+    give_up_stream_waits_.store(true, std::memory_order_release);
+  }
+
+  // Shutdown: waits up to `timeout` for the stream to acknowledge every
+  // publish (js_PublishAsyncComplete); NATS_TIMEOUT at once for a timeout
+  // of 0, NATS_OK without a context.
+  natsStatus WaitForAcknowledgements(std::chrono::milliseconds timeout) {
+    jsCtx* js = connection_.jetstream();
+    if (js == nullptr) return NATS_OK;
+    if (timeout.count() <= 0) return NATS_TIMEOUT;
+    jsPubOptions wait;
+    jsPubOptions_Init(&wait);
+    wait.MaxWait = timeout.count();
+    return js_PublishAsyncComplete(js, &wait);
+  }
+
+  // Stops and joins the resender.
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(resend_mutex_);
+      resend_stop_ = true;
+    }
+    resend_changed_.notify_one();
+    if (resender_.joinable()) resender_.join();
+  }
+
+  // At close, once the resender has stopped and no client callback can
+  // run: every JetStream publish the stream has not acknowledged, and every
+  // one waiting to be published again, is lost: counted as send_dropped
+  // (each was counted in frames_sent when handed over).
+  void CountUnacknowledged() {
+    std::vector<natsMsg*> retry;
+    {
+      std::lock_guard<std::mutex> lock(resend_mutex_);
+      retry.swap(retry_);
+    }
+    for (natsMsg* message : retry) CountLost(message);
+    jsCtx* js = connection_.jetstream();
+    natsMsgList pending{};
+    // Acquire: pairs with Publish's release (see ResendLoop).
+    if (js != nullptr && published_to_stream_.load(std::memory_order_acquire) &&
+        js_PublishAsyncGetPendingList(&pending, js) == NATS_OK) {
+      for (int i = 0; i < pending.Count; ++i) {
+        CountLost(pending.Msgs[i]);
+        pending.Msgs[i] = nullptr;
+      }
+      natsMsgList_Destroy(&pending);
+    }
+  }
+
+ private:
+  // Unique per frame: its stream and number.
+  static std::string StreamMessageId(const std::string& subject, const FrameHeader& header) {
+    char prefix[48];
+    std::snprintf(prefix, sizeof prefix, "%016llx-%016llx-",
+                  static_cast<unsigned long long>(header.origin_id),
+                  static_cast<unsigned long long>(header.instance_id));
+    return prefix + subject + "-" + std::to_string(header.sequence);
+  }
+
+  // The stream did not acknowledge a publish (no stream yet, as while a
+  // restarted server recovers it, or the acknowledgement timed out): it is
+  // published again after a pause, unless the bridge is closing (the
+  // client then frees it). Runs on a client thread.
+  //
+  // Nothing is published or waited for here, on the client's thread that
+  // handles every acknowledgement: the message is taken (the field cleared,
+  // so the client does not free it) and queued for the resender thread.
+  static void OnStreamPublishError(jsCtx*, jsPubAckErr* error, void* closure) {
+    auto* self = static_cast<StreamPublisher*>(closure);
+    if (error->Msg == nullptr) return;
+    natsMsg* message = error->Msg;
+    error->Msg = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(self->resend_mutex_);
+      self->retry_.push_back(message);
+    }
+    self->resend_changed_.notify_one();
+  }
+
+  // A message the client gave back (an error, or unacknowledged at close):
+  // counted as send_dropped under its subject's priority, and freed.
+  void CountLost(natsMsg* message) noexcept {
+    const char* subject = natsMsg_GetSubject(message);
+    Count(counters_.send_dropped[PriorityIndexOf(subject == nullptr ? "" : subject)]);
+    natsMsg_Destroy(message);
+  }
+
+  // Publishes `message` again until the client takes it or the bridge
+  // closes; lost (counted, freed) if not taken.
+  void Republish(natsMsg*& message) {
+    natsStatus status = NATS_TIMEOUT;
+    // Acquire (closing): pairs with BeginOwnClose's release.
+    while (status == NATS_TIMEOUT && !connection_.closing()) {
+      status = js_PublishMsgAsync(connection_.jetstream(), &message, nullptr);
+    }
+    if (status == NATS_OK) {
+      Count(counters_.jetstream_resent);
+    } else {
+      CountLost(message);
+      message = nullptr;
+    }
+  }
+
+  // After a reconnection, every publish the stream has not acknowledged is
+  // published again (the acknowledgements of a server that died never
+  // come); the stream drops the ones it had stored, by their
+  // Nats-Msg-Id. On the resender thread, woken by RequestResend.
+  void ResendLoop() {
+    std::unique_lock<std::mutex> lock(resend_mutex_);
+    for (;;) {
+      resend_changed_.wait(lock,
+                           [this] { return resend_requested_ || resend_stop_ || !retry_.empty(); });
+      if (resend_stop_) return;
+      // Errors answered by the stream: published again after a pause (a
+      // restarted server recovering its streams answers "no stream" for a
+      // moment), on this thread.
+      std::vector<natsMsg*> retry;
+      retry.swap(retry_);
+      if (!retry.empty()) {
+        resend_changed_.wait_for(lock, options_.reconnect_wait, [this] { return resend_stop_; });
+        lock.unlock();
+        for (natsMsg*& message : retry) Republish(message);
+        lock.lock();
+        continue;
+      }
+      resend_requested_ = false;
+      lock.unlock();
+      natsMsgList pending{};
+      // Acquire: pairs with Publish's release. nats.c 3.4 crashes here for
+      // a context that has never published asynchronously.
+      if (published_to_stream_.load(std::memory_order_acquire) &&
+          js_PublishAsyncGetPendingList(&pending, connection_.jetstream()) == NATS_OK) {
+        for (int i = 0; i < pending.Count; ++i) Republish(pending.Msgs[i]);
+        natsMsgList_Destroy(&pending);
+      }
+      lock.lock();
+    }
+  }
+
+  const BridgeOptions& options_;
+  Counters& counters_;
+  const Connection& connection_;
+  // The thread that publishes again what the stream had not acknowledged
+  // when the connection was lost (ResendLoop), woken through resend_mutex_
+  // and resend_changed_.
+  std::thread resender_;
+  std::mutex resend_mutex_;
+  std::condition_variable resend_changed_;
+  bool resend_requested_ = false;  // guarded by resend_mutex_
+  bool resend_stop_ = false;       // guarded by resend_mutex_
+  std::vector<natsMsg*> retry_;    // answered with an error; guarded by resend_mutex_
+  std::atomic<bool> published_to_stream_{false};
+  std::atomic<bool> give_up_stream_waits_{false};
+};
+
+}  // namespace detail
+}  // namespace nats
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

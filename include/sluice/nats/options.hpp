@@ -1,0 +1,221 @@
+// The NATS bridge's options and results: the connection (BridgeOptions,
+// TlsOptions), what a route may add (ForwardOptions, ReceiveOptions), how
+// Shutdown drains and what it reports, and the checks the bridge makes of
+// them before it uses them.
+#pragma once
+
+#include <nats/nats.h>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/config.hpp"
+#include "sluice/message.hpp"
+#include "sluice/nats/frame.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace nats {
+
+// TLS to the server (nats.c built with OpenSSL, as Debian's is).
+struct TlsOptions {
+  // Use TLS. A "tls://" URL asks for it too, and so does any field below
+  // that is set: a CA file never leaves a connection in plain text.
+  bool enabled = false;
+  // The CAs that may sign the server's certificate (PEM); empty: the
+  // system's.
+  std::string ca_file;
+  // A client certificate and its private key (PEM), for a server that
+  // requires them (mutual TLS). Both or neither.
+  std::string certificate_file;
+  std::string key_file;
+  // The name the server's certificate must carry, checked instead of the
+  // URL's host (which the client checks when this is empty): for a server
+  // reached by an address its certificate does not name.
+  std::string expected_hostname;
+  // No verification of the server's certificate at all: for a test bench,
+  // never a fleet.
+  bool skip_verification = false;
+};
+
+struct BridgeOptions {
+  std::string url = "nats://127.0.0.1:4222";
+  // Several servers (a cluster, or one server's addresses): when not empty,
+  // used instead of `url`. The client connects to one of them and, when it
+  // is lost, reconnects to any of them (in random order unless
+  // no_randomize).
+  std::vector<std::string> servers;
+  bool no_randomize = false;
+  std::string connection_name = "sluice";
+  // Credentials; each empty one is not used. A URL's own
+  // user:password@ or token@ works as well.
+  std::string user;
+  std::string password;
+  std::string token;
+  // A .creds file: the user's JWT and NKey seed (a server in operator mode).
+  std::string credentials_file;
+  // An NKey user: its public key ("U...") and the file holding its seed.
+  std::string nkey_public_key;
+  std::string nkey_seed_file;
+  TlsOptions tls;
+  // Written into every frame sent; frames carrying it are never published
+  // into the bus again. 0: a random id, drawn at construction.
+  std::uint64_t origin_id = 0;
+  // Payload bytes a frame may carry, both ways. A frame sent must also fit,
+  // with its 56-byte header, in the server's max_payload (1 MiB unless the
+  // server is configured otherwise); one that does not is not sent and is
+  // counted in encode_failed.
+  std::uint32_t max_payload = kDefaultMaxFramePayload;
+  // Reconnection: attempts (-1: for ever), the wait between them, and the
+  // client's buffer for publishes made while disconnected (the client's
+  // default is 8 MiB; a publish that does not fit is dropped and counted).
+  int max_reconnect = -1;
+  std::chrono::milliseconds reconnect_wait{100};
+  int reconnect_buffer_bytes = 8 * 1024 * 1024;
+  // Keep retrying the first connection instead of failing Start(): Start
+  // then blocks until a server answers or max_reconnect attempts are spent
+  // (with max_reconnect = -1, until a server answers).
+  bool retry_on_failed_connect = false;
+  std::chrono::milliseconds connect_timeout{2000};
+  // Send each frame as it is published instead of letting the client
+  // gather frames into larger writes (nats.c's SendAsap): lower latency for
+  // a message on its own, fewer messages a second under load.
+  bool send_asap = false;
+  // Messages and bytes the client holds per inbound subscription (one per
+  // subject and priority) before it drops (a slow consumer, counted).
+  int pending_messages_limit = 65536;
+  int pending_bytes_limit = 64 * 1024 * 1024;
+  // How long an inbound message the local bus refuses (full for its
+  // priority) is retried before it is dropped and counted, per priority
+  // (LOW, MEDIUM, HIGH). It waits on that priority's own client thread.
+  std::array<std::chrono::milliseconds, kPriorityCount> admission_wait{
+      std::chrono::milliseconds(0), std::chrono::milliseconds(0), std::chrono::milliseconds(1000)};
+  // Inbound messages are published with the frame's sender id OR this flag,
+  // which marks them as remote: a message whose sender id has it is never
+  // forwarded. Local publishers of forwarded types use ids without it.
+  std::uint32_t remote_sender_flag = 0x8000'0000u;
+  // Inbound trust, per priority (LOW, MEDIUM, HIGH): the origin ids whose
+  // frames are accepted; empty: any. A frame from another origin is refused
+  // (kOriginNotAllowed). An origin id is what the sender claims: make it
+  // mean something with the server's permissions (docs/nats.md, Trust).
+  std::array<std::vector<std::uint64_t>, kPriorityCount> allowed_origins;
+  // Accept version 1 frames, which carry no stream fields: they cannot be
+  // checked for gaps or replays (counted as unsequenced). Off: refused
+  // (kUnsequenced).
+  bool accept_version_1 = false;
+  // Streams (origin, instance, subject) the receiver remembers for gaps
+  // and duplicates; past it the least recently heard is forgotten.
+  std::size_t max_tracked_streams = 1024;
+  // JetStream routes (ForwardOptions::jetstream, ReceiveOptions::stream):
+  // publishes awaiting the stream's acknowledgement, at most (the consumer
+  // thread waits for room past it: backpressure into the bus); messages a
+  // JetStream consumer hands out before the bridge acknowledges them, per
+  // priority; how long the stream waits for an acknowledgement before it
+  // redelivers; and the most messages one fetch asks for (1 with nats.c
+  // before 3.8, whose batched fetch can overrun its buffer).
+  int jetstream_max_pending = 4096;
+  int jetstream_max_ack_pending = 1024;
+  std::chrono::milliseconds jetstream_ack_wait{5000};
+  int jetstream_fetch_batch = 256;
+  // Called on a client thread for each refused frame (after it is counted).
+  // An exception it throws is caught and counted (on_reject_threw).
+  std::function<void(FrameError, std::string_view subject)> on_reject;
+};
+
+// How Shutdown drains the bus.
+enum class ShutdownDrain : std::uint8_t {
+  kWaitForConsumer,  // another thread dispatches until IsDrained() (bus.Drain)
+  kDispatchHere,     // the caller is the consumer: Shutdown calls ProcessBatch
+};
+
+struct ShutdownResult {
+  bool bus_drained = false;  // every message admitted before Close dispatched
+  // JetStream routes: every publish acknowledged by its stream in time
+  // (js_PublishAsyncComplete); NATS_OK also when there were none.
+  natsStatus stream_acks = NATS_OK;
+  natsStatus flush = NATS_OK;
+  natsStatus drain = NATS_OK;  // natsConnection_DrainTimeout
+  // The connection reported closed in time, or none was open (never
+  // started, or closed by an earlier Shutdown).
+  bool closed = false;
+};
+
+// What an outbound route may add.
+struct ForwardOptions {
+  // At least once: each frame is published to a JetStream stream (which the
+  // operator creates over the route's subjects, with a duplicate window)
+  // with a Nats-Msg-Id made of its origin, instance, subject and sequence,
+  // and kept until the stream acknowledges it; after a reconnection the
+  // unacknowledged ones are published again, and the stream drops those it
+  // had already stored. Off: core NATS, at most once.
+  bool jetstream = false;
+};
+
+// What an inbound route may add.
+struct ReceiveOptions {
+  // A NATS queue group: the bridges (or other subscribers) of one group share
+  // the subject's frames, each frame going to one of them. Empty: none, every
+  // subscriber gets every frame. A member sees part of each stream, so its
+  // gaps are not counted (duplicates still are).
+  std::string queue_group;
+  // At least once: read the subject from this JetStream stream through a
+  // durable pull consumer per priority, "<durable>_low", "_medium" and
+  // "_high" (so a LOW backlog never delays a HIGH redelivery), taking only
+  // what the bus can admit at that priority, and acknowledging a message
+  // once the bus has admitted it. A redelivered message the bridge has
+  // admitted before is acknowledged and not admitted again; one the bus
+  // refuses (full after admission_wait, or closed) is handed back to the
+  // stream for later redelivery. Empty: core NATS. Not with queue_group.
+  std::string stream;
+  std::string durable;
+};
+
+namespace detail {
+
+// A stream needs a durable name; a queue group shares a core subscription,
+// not a stream's consumer.
+inline bool IsValidRoute(const ReceiveOptions& route) noexcept {
+  return route.stream.empty() == route.durable.empty() &&
+         (route.stream.empty() || route.queue_group.empty());
+}
+
+// Any TLS setting asks for TLS: a CA file or an expected hostname must
+// never leave the connection in plain text.
+inline bool WantsTls(const TlsOptions& tls) noexcept {
+  return tls.enabled || !tls.ca_file.empty() || !tls.certificate_file.empty() ||
+         !tls.key_file.empty() || !tls.expected_hostname.empty() || tls.skip_verification;
+}
+
+// Both or neither: half an NKey is a configuration error, not a connection
+// without it.
+inline bool HasHalfAnNKey(const BridgeOptions& options) noexcept {
+  return options.nkey_public_key.empty() != options.nkey_seed_file.empty();
+}
+
+inline std::uint64_t RandomNonZero() {
+  std::random_device device;
+  std::uint64_t id = 0;
+  while (id == 0) {
+    id = (std::uint64_t{device()} << 32) ^ device();
+  }
+  return id;
+}
+
+// The origin id the bridge writes into its frames: the options' own, or a
+// random one for 0.
+inline std::uint64_t OriginIdFor(const BridgeOptions& options) {
+  return options.origin_id != 0 ? options.origin_id : RandomNonZero();
+}
+
+}  // namespace detail
+
+}  // namespace nats
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
