@@ -10,7 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <sluice/admission.hpp>
+#include <sluice/clock.hpp>
 #include <sluice/ipc/shm_bus.hpp>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -199,6 +201,76 @@ TEST_F(ShmPublishTest, TheOldSignaturesStillPublishForOneRelease) {
   EXPECT_EQ(seen[0].priority, MessagePriority::HIGH);
 }
 #pragma GCC diagnostic pop
+
+// The consumer runs in the consumer core every bus shares: the latency
+// histograms, from each message's stamp to the consumer's reading of the
+// same clock, and the error callback.
+TEST_F(ShmPublishTest, TheConsumerKeepsLatencyHistogramsOfStampedMessages) {
+  ASSERT_TRUE(producer_.PublishWithPriority(Stop{0, 1}, 7, MessagePriority::HIGH));
+  ASSERT_TRUE(producer_.PublishWithPriority(Stop{0, 2}, 7, MessagePriority::HIGH));
+  // Stamped 0: not counted.
+  ASSERT_TRUE(
+      producer_.PublishFast(Stop{0, 3}, 7, std::chrono::nanoseconds(0), MessagePriority::HIGH));
+  // Stamped 20 ms ago: at least 20 ms, never less (the reading is later).
+  const std::uint64_t now = sluice::SteadyClock::NowNanos();
+  ASSERT_TRUE(producer_.PublishFast(Stop{0, 4}, 7, std::chrono::nanoseconds(now - 20'000'000),
+                                    MessagePriority::LOW));
+  // Stamped an hour ahead (written wrong): counted, as 0.
+  ASSERT_TRUE(producer_.PublishFast(
+      Stop{0, 5}, 7, std::chrono::nanoseconds(now + 3'600'000'000'000), MessagePriority::MEDIUM));
+  EXPECT_EQ(bus_.GetLatencyHistograms().For(MessagePriority::HIGH).count, 0u);
+  ASSERT_EQ(TakeAll(bus_).size(), 5u);
+  const sluice::LatencySnapshot latency = bus_.GetLatencyHistograms();
+  EXPECT_EQ(latency.For(MessagePriority::HIGH).count, 2u);
+  ASSERT_EQ(latency.For(MessagePriority::MEDIUM).count, 1u);
+  EXPECT_EQ(latency.For(MessagePriority::MEDIUM).sum_nanos, 0u);
+  EXPECT_EQ(latency.For(MessagePriority::MEDIUM).buckets[0], 1u);
+  ASSERT_EQ(latency.For(MessagePriority::LOW).count, 1u);
+  EXPECT_GE(latency.For(MessagePriority::LOW).sum_nanos, 20'000'000u);
+  // Made again at the next Create: the histograms start again.
+  producer_.Detach();
+  bus_.Close();
+  ASSERT_EQ(bus_.Create(name_), AttachError::kNone);
+  EXPECT_EQ(bus_.GetLatencyHistograms().For(MessagePriority::HIGH).count, 0u);
+}
+
+#if SLUICE_HAS_EXCEPTIONS
+struct Reported {
+  int calls = 0;
+  sluice::BusError last;
+};
+
+TEST_F(ShmPublishTest, AThrowingSubscriberOrVisitorIsReportedToTheErrorCallback) {
+  Reported reported;
+  ASSERT_TRUE(bus_.SetErrorCallback(
+      [](const sluice::BusError& error, void* context) {
+        auto* into = static_cast<Reported*>(context);
+        ++into->calls;
+        into->last = error;
+      },
+      &reported));
+  auto thrower = bus_.Subscribe<Stop>([](const Stop& stop) {
+    if (stop.seq == 2) throw std::runtime_error("subscriber failed");
+  });
+  ASSERT_TRUE(thrower.IsValid());
+  ASSERT_TRUE(producer_.PublishWithPriority(Stop{0, 1}, 31, MessagePriority::HIGH));
+  ASSERT_TRUE(producer_.PublishWithPriority(Stop{0, 2}, 32, MessagePriority::HIGH));
+  EXPECT_EQ(bus_.ProcessBatch(), 2u);
+  EXPECT_EQ(reported.calls, 1);
+  EXPECT_EQ(reported.last.code, sluice::BusErrorCode::kCallbackThrew);
+  EXPECT_EQ(reported.last.sender_id, 32u);
+  EXPECT_EQ(reported.last.msg_id, 1u);      // the lane's second admission
+  EXPECT_EQ(reported.last.type_index, 1u);  // Stop
+  EXPECT_STREQ(reported.last.what, "subscriber failed");
+
+  ASSERT_TRUE(producer_.PublishWithPriority(Stop{0, 3}, 33, MessagePriority::HIGH));
+  EXPECT_EQ(bus_.ProcessBatchWith([](const auto&) { throw 7; }), 1u);
+  EXPECT_EQ(reported.calls, 2);
+  EXPECT_EQ(reported.last.code, sluice::BusErrorCode::kVisitorThrew);
+  EXPECT_EQ(reported.last.sender_id, 33u);
+  EXPECT_EQ(bus_.GetStatistics().callback_errors, 2u);
+}
+#endif
 
 using LoanBus = sluice::ipc::ShmBus<sluice_ipc_test::LoanPayload, 8>;
 using LoanProducer = sluice::ipc::ShmProducer<sluice_ipc_test::LoanPayload, 8>;

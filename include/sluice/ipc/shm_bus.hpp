@@ -19,12 +19,12 @@
 #include <utility>
 #include <variant>
 
+#include "sluice/clock.hpp"
 #include "sluice/config.hpp"
-#include "sluice/detail/dispatch_epoch.hpp"
-#include "sluice/detail/subscription_registry.hpp"
-#include "sluice/detail/visit_envelope.hpp"
+#include "sluice/detail/consume_core.hpp"
 #include "sluice/detail/waiting.hpp"
 #include "sluice/detail/wake_signal.hpp"
+#include "sluice/error.hpp"
 #include "sluice/ipc/create_steps.hpp"
 #include "sluice/ipc/fingerprint.hpp"
 #include "sluice/ipc/loan.hpp"
@@ -33,7 +33,10 @@
 #include "sluice/ipc/shm_layout.hpp"
 #include "sluice/ipc/shm_options.hpp"
 #include "sluice/ipc/shm_producer.hpp"
+#include "sluice/latency_histogram.hpp"
 #include "sluice/message.hpp"
+#include "sluice/observer.hpp"
+#include "sluice/performance_mode.hpp"
 #include "sluice/publish_result.hpp"
 #include "sluice/subscription_handle.hpp"
 
@@ -53,6 +56,16 @@ class ShmBus {
   using Queue = typename LayoutType::Queue;
   using Rings = typename LayoutType::Rings;
   static constexpr std::size_t kLanes = LayoutType::kLanes;
+  // What the consumer core needs of the traits: the producers' clock
+  // (steady_clock, CLOCK_MONOTONIC), the histograms' setting and the
+  // subscription table's sizes.
+  struct ConsumerTraits {
+    using Clock = SteadyClock;
+    using Latency = typename Traits::Latency;
+    static constexpr std::size_t kMaxSubscribersPerType = Traits::kMaxSubscribersPerType;
+    static constexpr std::size_t kCallbackStorageBytes = Traits::kCallbackStorageBytes;
+  };
+  using ConsumeCore = sluice::detail::ConsumeCore<Payload, ConsumerTraits>;
 
  public:
   using Envelope = MessageEnvelope<Payload>;
@@ -174,10 +187,10 @@ class ShmBus {
 
   template <typename T, typename Callback>
   [[nodiscard]] SubscriptionHandle Subscribe(Callback&& callback) {
-    return registry_.template Subscribe<T>(std::forward<Callback>(callback));
+    return consume_.Subscriptions().template Subscribe<T>(std::forward<Callback>(callback));
   }
   UnsubscribeResult Unsubscribe(const SubscriptionHandle& handle) noexcept {
-    return registry_.Unsubscribe(handle, epoch_);
+    return consume_.Subscriptions().Unsubscribe(handle, consume_.Epoch());
   }
 
   // Called on the consumer thread, from ProcessBatch, each time a
@@ -191,30 +204,41 @@ class ShmBus {
 
   // Dispatches up to `max_messages` to the subscribers of each message's
   // type; returns how many were taken from the queue (corrupt ones too).
+  // A callback that throws is counted (callback_errors) and reported to the
+  // error callback; the batch goes on.
   std::uint32_t ProcessBatch(std::uint32_t max_messages = kCapacity) {
-    return Run(max_messages, [this](const Envelope& envelope) {
-      registry_.Dispatch(envelope, [this](const char*) { ++callback_errors_; });
+    return Run(max_messages, [this](std::uint32_t max) {
+      return ConsumeCore::DispatchToSubscriptions(*this, max);
     });
   }
 
   // As the in-process bus's ProcessBatchWith: the visitor takes (const T&)
   // or (const T&, const MessageHeader&) for every alternative, or the
-  // envelope. A visitor that throws is counted; the batch goes on.
+  // envelope. A visitor that throws is counted and reported; the batch
+  // goes on.
   template <typename Visitor>
   std::uint32_t ProcessBatchWith(Visitor&& visitor, std::uint32_t max_messages = kCapacity) {
-    return Run(max_messages, [this, &visitor](const Envelope& envelope) {
-#if SLUICE_HAS_EXCEPTIONS
-      try {
-        sluice::detail::VisitEnvelope<Payload>(visitor, envelope);
-      } catch (...) {
-        ++callback_errors_;
-      }
-#else
-      (void)callback_errors_;  // nothing throws
-      sluice::detail::VisitEnvelope<Payload>(visitor, envelope);
-#endif
+    return Run(max_messages, [this, &visitor](std::uint32_t max) {
+      return ConsumeCore::DispatchToVisitor(*this, visitor, max);
     });
   }
+
+  // As the in-process bus's SetErrorCallback (sluice/bus.hpp): called on
+  // the consumer thread for each callback or visitor that threw, with
+  // `context`; nullptr removes it.
+  [[nodiscard]] bool SetErrorCallback(ErrorCallback callback, void* context = nullptr) noexcept {
+    return consume_.Errors().Set(callback, context, consume_.Epoch());
+  }
+
+  // Publish-to-dispatch latency per priority since Create, in nanoseconds,
+  // as the in-process bus keeps it (sluice/bus.hpp, GetLatencyHistograms):
+  // from each message's timestamp_ns (steady_clock in the producer's
+  // process, CLOCK_MONOTONIC: one clock for the host) to the consumer's
+  // latest reading of the same clock before it took the message up: never
+  // above the true latency. A stamp ahead of the consumer's clock (one a
+  // producer wrote wrong) is measured to a fresh reading and, still ahead,
+  // counted as 0; messages stamped 0 are not counted.
+  LatencySnapshot GetLatencyHistograms() const noexcept { return consume_.Latencies().Snapshot(); }
 
   // As ProcessBatch, but when nothing is queued it waits up to `timeout`
   // for a message: it polls kPollsBeforePark times, then sleeps on a futex
@@ -420,6 +444,7 @@ class ShmBus {
   void Begin(const std::string& name, const ShmBusOptions& options) {
     totals_ = ShmBusStatistics();
     processed_ = 0;
+    consume_.Latencies().Reset();
     corrupt_ = 0;
     callback_errors_ = 0;
     took_over_ = false;
@@ -465,7 +490,7 @@ class ShmBus {
   // during a batch: the batch may hold blocks of a lane still to give back
   // (the next batch, or the end of this one, hands the lane on).
   void TendGoneLanes() {
-    if (tending_ || dispatching_) return;
+    if (tending_ || consume_.Dispatching()) return;
     tending_ = true;
     struct Done {
       bool& flag;
@@ -522,7 +547,7 @@ class ShmBus {
   // in any lane not held (a claim above it in the same lane not yet
   // published: the in-process rule, per lane, since only one process's
   // threads can order their publishes); ties go round the lanes.
-  Envelope* Next(std::uint64_t active, std::size_t* lane) noexcept {
+  Envelope* ReadyFront(std::uint64_t active, std::size_t* lane) noexcept {
     if (active == 0) return nullptr;
     if ((active & (active - 1)) == 0) {
       *lane = static_cast<std::size_t>(detail::LowestBit(active));
@@ -577,8 +602,8 @@ class ShmBus {
   bool HasWork() noexcept {
     if (gone_ != 0) return true;
     std::size_t lane = 0;
-    return Next(header_->lanes_active.load(std::memory_order_acquire) & LayoutType::kAllLanes,
-                &lane) != nullptr;
+    return ReadyFront(header_->lanes_active.load(std::memory_order_acquire) & LayoutType::kAllLanes,
+                      &lane) != nullptr;
   }
 
   template <typename Batch>
@@ -589,7 +614,7 @@ class ShmBus {
         timeout >= Clock::time_point::max() - start ? Clock::time_point::max() : start + timeout;
     const std::chrono::nanoseconds slice = sleep_slice_;
     for (;;) {
-      if (header_ == nullptr || dispatching_) return 0;
+      if (header_ == nullptr || consume_.Dispatching()) return 0;
       if (const std::uint32_t taken = batch()) return taken;
       const Clock::time_point now = Clock::now();
       if (now >= deadline) return 0;
@@ -603,74 +628,23 @@ class ShmBus {
     }
   }
 
-  template <typename Deliver>
-  std::uint32_t Run(std::uint32_t max_messages, Deliver&& deliver) {
+  // One batch: lanes left by their owner tended first, then the consumer
+  // core's batch (`dispatch`) with this bus as its front, then the loans
+  // dispatched go back, the lanes that got room are woken, and now and then
+  // producers are looked for.
+  template <typename Dispatch>
+  std::uint32_t Run(std::uint32_t max_messages, Dispatch&& dispatch) {
     // Inside a callback of this bus: no batch (as in process).
-    if (header_ == nullptr || dispatching_) return 0;
+    if (header_ == nullptr || consume_.Dispatching()) return 0;
     if (gone_ != 0) TendGoneLanes();  // (its exit handler may close the bus)
     if (header_ == nullptr) return 0;
-    dispatching_ = true;
-    struct Done {
-      bool& flag;
-      ~Done() { flag = false; }
-    } done{dispatching_};
-    std::uint32_t taken = 0;
-    epoch_.Enter();
-    std::uint64_t touched = 0;  // lanes that got room
-    std::size_t returning_lane = 0;
-    std::uint64_t returning = 0;  // loan blocks of returning_lane dispatched
-    while (taken < max_messages && header_ != nullptr) {
-      // SYNC POINT READ (U): the lanes taken, before their rings are read;
-      // for every message, so that a lane taken during the batch has its
-      // HIGH taken first too.
-      const std::uint64_t active =
-          header_->lanes_active.load(std::memory_order_acquire) & LayoutType::kAllLanes;
-      std::size_t lane = 0;
-      Envelope* front = Next(active, &lane);
-      if (front == nullptr) break;
-      // The copy is what gets checked and dispatched: the slot is memory
-      // other processes can write. Freed at once for the producers.
-      alignas(Envelope) unsigned char bytes[sizeof(Envelope)];
-      std::memcpy(bytes, static_cast<const void*>(front), sizeof(Envelope));
-      lanes_[lane].queue->PopFront();
-      touched |= std::uint64_t{1} << lane;
-      ++taken;
-      Envelope& envelope = *std::launder(reinterpret_cast<Envelope*>(bytes));
-      if (envelope.payload.index() >= std::variant_size_v<Payload> ||
-          static_cast<std::size_t>(envelope.header.priority) >= kPriorityCount) {
-        ++corrupt_;
-        continue;
-      }
-      // Fields a writer could leave as any byte, set to what they mean
-      // here: `counted` is a bool (only 0 and 1 are values); `lane` says
-      // which producer's lane the message came through.
-      std::memset(static_cast<void*>(&envelope.header.counted), 1, sizeof(bool));
-      envelope.header.lane = static_cast<std::uint16_t>(lane + 1);
-      std::uint64_t loan = 0;  // the block a loaned message names, as a bit
-      if constexpr (LayoutType::Loans::kAny) {
-        if (!BindLoan(&envelope, lane, &loan)) {
-          ++corrupt_;
-          continue;
-        }
-      }
-      ++processed_;
-      deliver(envelope);
-      if constexpr (LayoutType::Loans::kAny) {
-        // Blocks go back a lane at a time: one read-modify-write of the
-        // lane's mask (a line its producer writes too) per run of messages
-        // of one lane, not per message.
-        if (loan != 0) {
-          if (lane != returning_lane) ReturnLoans(returning_lane, &returning);
-          returning_lane = lane;
-          returning |= loan;
-        }
-      }
-    }
-    if constexpr (LayoutType::Loans::kAny) ReturnLoans(returning_lane, &returning);
-    registry_.ReclaimDeferred();
-    epoch_.Exit();
+    batch_ = Batch();
+    batch_.max = max_messages;
+    (void)dispatch(max_messages);
+    const std::uint32_t taken = batch_.taken;
+    if constexpr (LayoutType::Loans::kAny) ReturnLoans(batch_.returning_lane, &batch_.returning);
     if (header_ == nullptr) return taken;  // a callback closed the bus
-    if (touched != 0) {
+    if (std::uint64_t touched = batch_.touched; touched != 0) {
       // SYNC POINT WRITE/READ (W), notifying side: the releases above, a
       // full fence, then the waiter counts of the lanes that got room.
       sluice::detail::FullFence();
@@ -678,7 +652,6 @@ class ShmBus {
         header_->lanes[detail::LowestBit(touched)].room.WakeIfWaiting();
       }
     }
-    dispatching_ = false;  // callbacks done: lanes may be handed back
     if (taken == 0 || ++batches_since_check_ >= kBatchesPerCheck) {
       batches_since_check_ = 0;
       const auto now = std::chrono::steady_clock::now();
@@ -690,20 +663,112 @@ class ShmBus {
     return taken;
   }
 
+  // ---- The consumer core's front (detail/consume_core.hpp) ----------------
+  friend ConsumeCore;
+  ConsumeCore& Consumer() noexcept { return consume_; }
+
+  // The next message to dispatch: the front of the lane to take from,
+  // copied out (what gets checked and dispatched is the copy: the slot is
+  // memory other processes can write) and freed at once for its producer;
+  // one whose alternative index or priority is out of range is counted
+  // corrupt and skipped, as is a loan naming no block of its lane. nullptr
+  // when nothing is ready, the batch has taken `max` (corrupt ones count),
+  // or a callback closed the bus.
+  Envelope* Take() noexcept {
+    while (header_ != nullptr && batch_.taken < batch_.max) {
+      // SYNC POINT READ (U): the lanes taken, before their rings are read;
+      // for every message, so that a lane taken during the batch has its
+      // HIGH taken first too.
+      const std::uint64_t active =
+          header_->lanes_active.load(std::memory_order_acquire) & LayoutType::kAllLanes;
+      std::size_t lane = 0;
+      const Envelope* front = ReadyFront(active, &lane);
+      if (front == nullptr) return nullptr;
+      std::memcpy(batch_.bytes, static_cast<const void*>(front), sizeof(Envelope));
+      lanes_[lane].queue->PopFront();
+      batch_.touched |= std::uint64_t{1} << lane;
+      ++batch_.taken;
+      Envelope& envelope = *std::launder(reinterpret_cast<Envelope*>(batch_.bytes));
+      if (envelope.payload.index() >= std::variant_size_v<Payload> ||
+          static_cast<std::size_t>(envelope.header.priority) >= kPriorityCount) {
+        ++corrupt_;
+        continue;
+      }
+      // Fields a writer could leave as any byte, set to what they mean
+      // here: `counted` is a bool (only 0 and 1 are values); `lane` says
+      // which producer's lane the message came through.
+      std::memset(static_cast<void*>(&envelope.header.counted), 1, sizeof(bool));
+      envelope.header.lane = static_cast<std::uint16_t>(lane + 1);
+      batch_.lane = lane;
+      batch_.loan = 0;  // the block a loaned message names, as a bit
+      if constexpr (LayoutType::Loans::kAny) {
+        if (!BindLoan(&envelope, lane, &batch_.loan)) {
+          ++corrupt_;
+          continue;
+        }
+      }
+      return &envelope;
+    }
+    return nullptr;
+  }
+  Envelope* First() noexcept { return Take(); }
+  Envelope* Next() noexcept { return Take(); }
+  // The message was dispatched: its slot was freed when it was taken; its
+  // loan's block goes back with the rest of its lane's run. Blocks go back
+  // a lane at a time: one read-modify-write of the lane's mask (a line its
+  // producer writes too) per run of messages of one lane, not per message.
+  void Release() noexcept {
+    if constexpr (LayoutType::Loans::kAny) {
+      if (batch_.loan != 0) {
+        if (batch_.lane != batch_.returning_lane) {
+          ReturnLoans(batch_.returning_lane, &batch_.returning);
+        }
+        batch_.returning_lane = batch_.lane;
+        batch_.returning |= batch_.loan;
+      }
+    }
+  }
+  // The shared bus has no performance mode: latency is always recorded.
+  static constexpr PerformanceMode Mode() noexcept { return PerformanceMode::FULL_FEATURED; }
+  static constexpr void BeginBatch() noexcept {}
+  static constexpr void EndBatch(std::uint32_t) noexcept {}
+  void CountError() noexcept { ++callback_errors_; }
+  struct Tally {
+    std::uint64_t processed = 0;
+  };
+  static void Count(Tally& tally, const MessageHeader&) noexcept { ++tally.processed; }
+  void Flush(const Tally& tally) noexcept { processed_ += tally.processed; }
+  using Observer = NoObserver;
+  static constexpr bool kObserves = false;
+  NoObserver& Watcher() noexcept;  // never called: kObserves is false
+
+  // What the front keeps through one batch (consumer thread only).
+  struct Batch {
+    alignas(Envelope) unsigned char bytes[sizeof(Envelope)];  // the message taken
+    std::uint32_t max = 0;      // the most to take, corrupt ones included
+    std::uint32_t taken = 0;    // taken from the rings, corrupt ones included
+    std::uint64_t touched = 0;  // lanes that got room
+    std::size_t lane = 0;       // the lane of the message taken
+    std::uint64_t loan = 0;     // its loan's block, as a bit (0: none)
+    std::size_t returning_lane = 0;
+    std::uint64_t returning = 0;  // loan blocks of returning_lane dispatched
+  };
+
   static constexpr std::uint32_t kBatchesPerCheck = 4096;
 
   Segment segment_;
   Header* header_ = nullptr;
   ConsumerLane lanes_[kLanes];
-  std::uint64_t gone_ = 0;    // bit l: lane l's owner left, its lane not yet handed back
-  bool tending_ = false;      // inside TendGoneLanes
-  bool dispatching_ = false;  // inside a batch (its callbacks included)
-  pid_t creator_ = 0;         // the process that called Create
-  bool took_over_ = false;    // Create took over a killed consumer's segment
+  std::uint64_t gone_ = 0;  // bit l: lane l's owner left, its lane not yet handed back
+  bool tending_ = false;    // inside TendGoneLanes
+  pid_t creator_ = 0;       // the process that called Create
+  bool took_over_ = false;  // Create took over a killed consumer's segment
   std::size_t last_lane_ = 0;
   std::string name_;
-  sluice::detail::SubscriptionRegistry<Payload, Traits> registry_;
-  sluice::detail::DispatchEpoch epoch_;
+  // Subscriptions, epoch, error reporter, latency histograms, re-entrancy
+  // guard: the consumer's parts every bus shares.
+  ConsumeCore consume_;
+  Batch batch_;
   std::function<void(const ProducerExit&)> on_exit_;
   std::chrono::nanoseconds check_interval_{0};
   std::chrono::nanoseconds sleep_slice_{0};

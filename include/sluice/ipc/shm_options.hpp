@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "sluice/admission.hpp"
+#include "sluice/bus_traits.hpp"
 #include "sluice/config.hpp"
 #include "sluice/ipc/segment.hpp"
 #include "sluice/message.hpp"
@@ -30,6 +31,10 @@ struct ShmBusTraits {
   // Blocks each lane lends for Loaned<T> alternatives (1 to 64), each as
   // large as the largest such T; none when the payload has no Loaned<T>.
   static constexpr std::size_t kLoanBlocks = 8;
+  // The consumer's publish-to-dispatch histograms (ShmBus::
+  // GetLatencyHistograms): LatencyHistograms<kClockInterval> or
+  // NoLatencyHistograms.
+  using Latency = LatencyHistograms<>;
   static constexpr std::size_t kMaxSubscribersPerType = 16;
   static constexpr std::size_t kCallbackStorageBytes = 48;
   static constexpr std::uint32_t kCheckInterval = 1;
