@@ -84,6 +84,7 @@
 
 #include "sluice/config.hpp"
 #include "sluice/detail/message_queue.hpp"
+#include "sluice/detail/seqlock.hpp"
 #include "sluice/detail/variant_index.hpp"
 #include "sluice/detail/wake_signal.hpp"
 #include "sluice/ipc/fingerprint.hpp"
@@ -125,38 +126,42 @@ enum SegmentState : std::uint32_t { kOpen = 1, kClosed = 2 };
 enum LaneState : std::uint32_t { kLaneFree = 0, kLaneOwned = 1, kLaneDetached = 2 };
 
 // The consumer's identity in the segment, which a consumer taking over a
-// segment rewrites while producers may read it: a sequence lock of
-// atomics. SYNC POINT (I): the writer makes `generation` odd, stores the
-// fields with release (each after the odd value), then makes it even again
-// with release; a reader loads it with acquire, the fields with acquire
-// (so that a field written by a later writer brings its odd value along),
-// then `generation` again, and keeps what it read only if both loads saw
-// the same even value. No fences: ThreadSanitizer checks it as it is.
+// segment rewrites while producers may read it: under the one sequence
+// lock (detail/seqlock.hpp). SYNC POINT (I): the writer makes the version
+// odd, stores the fields with release, then makes it even with release; a
+// reader loads it with acquire, the fields with acquire, then the version
+// again, and keeps what it read only if both loads saw the same even value
+// (the argument is the sequence lock's). Its bytes are those of the layout
+// before the lock was shared: a 32-bit version, then the fields.
 struct ConsumerIdentity {
-  std::atomic<std::uint32_t> generation;
+  sluice::detail::SeqLock lock;
   std::atomic<std::int32_t> pid;
   std::atomic<std::uint64_t> start_time;
   std::atomic<std::uint64_t> pid_namespace;
 
+  // Only under the segment's lock: one writer at a time.
   void Store(const ProcessIdentity& identity) noexcept {
-    const std::uint32_t odd = generation.load(std::memory_order_relaxed) | 1u;
-    generation.store(odd, std::memory_order_relaxed);
-    pid.store(identity.pid, std::memory_order_release);
-    start_time.store(identity.start_time, std::memory_order_release);
-    pid_namespace.store(identity.pid_namespace, std::memory_order_release);
-    generation.store(odd + 1, std::memory_order_release);
+    using sluice::detail::SeqLock;
+    lock.Write([&] {
+      SeqLock::Store(pid, identity.pid);
+      SeqLock::Store(start_time, identity.start_time);
+      SeqLock::Store(pid_namespace, identity.pid_namespace);
+    });
   }
-  // False while a writer is inside Store (try again later).
+  // False while a writer is inside Store (try again later), or when one
+  // died there: one attempt, never a wait.
   bool Load(ProcessIdentity* identity) const noexcept {
-    const std::uint32_t before = generation.load(std::memory_order_acquire);
-    if ((before & 1u) != 0) return false;
+    using sluice::detail::SeqLock;
     ProcessIdentity read;
-    read.pid = pid.load(std::memory_order_acquire);
-    read.start_time = start_time.load(std::memory_order_acquire);
-    read.pid_namespace = pid_namespace.load(std::memory_order_acquire);
-    if (generation.load(std::memory_order_relaxed) != before) return false;
-    *identity = read;
-    return true;
+    const bool whole = lock.Read(
+        [&] {
+          read.pid = SeqLock::Load(pid);
+          read.start_time = SeqLock::Load(start_time);
+          read.pid_namespace = SeqLock::Load(pid_namespace);
+        },
+        SeqLock::WhileOdd::kFail, /*attempts=*/1);
+    if (whole) *identity = read;
+    return whole;
   }
   // Whether the consumer is known to have exited (a reader racing a
   // takeover counts it as running).
