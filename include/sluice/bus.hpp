@@ -18,6 +18,7 @@
 #include "sluice/detail/lane_producer.hpp"
 #include "sluice/detail/publish_api.hpp"
 #include "sluice/detail/variant_index.hpp"
+#include "sluice/detail/waiting.hpp"
 #include "sluice/error.hpp"
 #include "sluice/latency_histogram.hpp"
 #include "sluice/loan_pool.hpp"

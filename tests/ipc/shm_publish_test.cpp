@@ -306,4 +306,81 @@ TEST(ShmPublishLoanTest, ALoanIsPublishedAsAnRvalueAndARefusedOneStaysWithTheCal
       PublishOutcome::kPoolEmpty);
 }
 
+// A Loaned<T> inside the payload variant is bad input for every call but
+// PublishLoan: it would name a block its producer may hold (and the
+// consumer would then hand that block out again when the message is done).
+TEST(ShmPublishLoanTest, ALoanedTInsideTheVariantIsRejectedByEveryOtherCall) {
+  using LoanPayload = sluice_ipc_test::LoanPayload;
+  const std::string name = UniqueName();
+  LoanBus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  LoanProducer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  auto held = producer.Loan<Frame4K>();
+  ASSERT_TRUE(held);
+  const LoanPayload forged{sluice::ipc::Loaned<Frame4K>()};
+  EXPECT_EQ(producer.PublishWithPriority(forged, 7, MessagePriority::HIGH).Outcome(),
+            PublishOutcome::kRejected);
+  EXPECT_EQ(producer.PublishAttempt(forged, 7, MessagePriority::HIGH).Outcome(),
+            PublishOutcome::kRejected);
+  EXPECT_EQ(
+      producer.PublishFast(forged, 7, std::chrono::nanoseconds(1), MessagePriority::HIGH).Outcome(),
+      PublishOutcome::kRejected);
+  EXPECT_EQ(producer.PublishBlocking(forged, 7, MessagePriority::HIGH, std::chrono::milliseconds(1))
+                .Outcome(),
+            PublishOutcome::kRejected);
+  // In a batch: the messages before it are admitted, it is rejected, those
+  // after it are not attempted.
+  const std::vector<LoanPayload> batch{LoanPayload{Stop{0, 1}}, forged, LoanPayload{Stop{0, 2}}};
+  const auto result = producer.PublishBatch(batch.begin(), batch.end(), 7, MessagePriority::HIGH);
+  EXPECT_EQ(result.Outcome(), PublishOutcome::kRejected);
+  EXPECT_EQ(result.AdmittedCount(), 1u);
+  // The variant of a plain alternative still publishes.
+  EXPECT_TRUE(producer.PublishWithPriority(LoanPayload{Stop{0, 3}}, 7, MessagePriority::HIGH));
+  EXPECT_EQ(bus.QueueDepth(), 2u);
+  while (bus.ProcessBatch() != 0) {
+  }
+  // No block was handed back for a forged message: the held one is not lent
+  // again while it is held.
+  std::vector<sluice::ipc::ShmLoan<Frame4K>> rest;
+  for (auto loan = producer.Loan<Frame4K>(); loan; loan = producer.Loan<Frame4K>()) {
+    EXPECT_NE(loan.Get(), held.Get());
+    rest.push_back(std::move(loan));
+  }
+  EXPECT_EQ(rest.size() + 1, sluice::ipc::ShmBusTraits::kLoanBlocks);
+}
+
+// A callback that closes the bus ends the batch after its message, and the
+// subscribers still to come for that message read a loaned block in place:
+// the segment stays mapped until the batch ends.
+TEST(ShmPublishLoanTest, ALoanIsStillReadableByLaterSubscribersAfterACallbackCloses) {
+  const std::string name = UniqueName();
+  LoanBus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  LoanProducer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  for (std::uint64_t seq = 1; seq <= 2; ++seq) {
+    auto loan = producer.Loan<Frame4K>();
+    ASSERT_TRUE(loan);
+    sluice_ipc_test::FillFrame(*loan, seq);
+    ASSERT_TRUE(producer.PublishLoan(std::move(loan), 7, MessagePriority::HIGH));
+  }
+  std::vector<std::uint64_t> read;
+  auto closer = bus.Subscribe<sluice::ipc::Loaned<Frame4K>>(
+      [&bus](const sluice::ipc::Loaned<Frame4K>&) { bus.Close(); });
+  auto reader = bus.Subscribe<sluice::ipc::Loaned<Frame4K>>(
+      [&read](const sluice::ipc::Loaned<Frame4K>& frame) {
+        EXPECT_TRUE(sluice_ipc_test::FrameIsIntact(*frame));
+        read.push_back(frame->seq);
+      });
+  ASSERT_TRUE(closer.IsValid() && reader.IsValid());
+  EXPECT_EQ(bus.ProcessBatch(), 1u);  // the batch ended after the first message
+  EXPECT_FALSE(bus.IsOpen());
+  EXPECT_EQ(read, std::vector<std::uint64_t>{1});
+  // Made again from no callback: a new segment, nothing queued.
+  producer.Detach();
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  EXPECT_EQ(bus.ProcessBatch(), 0u);
+}
+
 }  // namespace

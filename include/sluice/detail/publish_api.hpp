@@ -17,7 +17,9 @@
 #include <utility>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/publish_core.hpp"
 #include "sluice/detail/variant_index.hpp"
+#include "sluice/detail/waiting.hpp"
 #include "sluice/detail/wake_signal.hpp"
 #include "sluice/loan_pool.hpp"
 #include "sluice/message.hpp"
@@ -26,12 +28,6 @@
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace detail {
-
-// A message type that only a loan may publish (a shared-memory bus's
-// Loaned<T>, whose block number names memory of the producer's lane): a
-// compile error in every other publish call. Specialised next to the type.
-template <typename T>
-struct PublishedByLoanOnly : std::false_type {};
 
 template <typename Derived, typename Payload>
 class PublishApi {

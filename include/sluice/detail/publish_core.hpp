@@ -24,6 +24,7 @@
 // and a producer in another process share it without sharing memory.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -53,10 +54,43 @@ inline constexpr bool kSubtractableIterator<
     std::void_t<decltype(std::declval<const Iterator&>() - std::declval<const Iterator&>())>> =
     true;
 
+// A message type that only a loan may publish (a shared-memory bus's
+// Loaned<T>, whose block number names memory of the producer's lane): a
+// compile error in every other publish call (PublishApi), and bad input
+// when it comes inside the payload variant. Specialised next to the type.
+template <typename T>
+struct PublishedByLoanOnly : std::false_type {};
+
 template <typename Payload>
 class PublishCore {
+  // Entry i: alternative i is published by loan only.
+  template <std::size_t... kIndex>
+  static constexpr std::array<bool, sizeof...(kIndex)> LoanOnly(
+      std::index_sequence<kIndex...>) noexcept {
+    return {PublishedByLoanOnly<std::variant_alternative_t<kIndex, Payload>>::value...};
+  }
+  static constexpr std::array<bool, std::variant_size_v<Payload>> kLoanOnly =
+      LoanOnly(std::make_index_sequence<std::variant_size_v<Payload>>{});
+  template <std::size_t... kIndex>
+  static constexpr bool AnyLoanOnly(std::index_sequence<kIndex...>) noexcept {
+    return (PublishedByLoanOnly<std::variant_alternative_t<kIndex, Payload>>::value || ...);
+  }
+  static constexpr bool kAnyLoanOnly =
+      AnyLoanOnly(std::make_index_sequence<std::variant_size_v<Payload>>{});
+
  public:
   using Envelope = MessageEnvelope<Payload>;
+
+  // A payload no publish may carry: valueless (a throwing emplace left it
+  // naming no type), or holding an alternative only a loan publishes. The
+  // second test is compiled only for payloads that have such alternatives.
+  static bool IsBadPayload(const Payload& payload) noexcept {
+    if constexpr (kAnyLoanOnly) {
+      const std::size_t index = payload.index();
+      if (index < kLoanOnly.size() && kLoanOnly[index]) return true;
+    }
+    return payload.valueless_by_exception();
+  }
 
   // Bad input: a variant made valueless by a throwing emplace (it names no
   // type), or an unknown priority.
@@ -64,7 +98,7 @@ class PublishCore {
   static bool IsBadInput(const Message& message, MessagePriority priority) noexcept {
     bool bad = !IsValidPriority(priority);
     if constexpr (std::is_same_v<std::decay_t<Message>, Payload>) {
-      bad = bad || message.valueless_by_exception();
+      bad = bad || IsBadPayload(message);
     }
     return bad;
   }
@@ -213,7 +247,7 @@ class PublishCore {
       bool valueless = false;
       for (; end != last && wanted < Source::kSlots; ++end, ++wanted) {
         if constexpr (std::is_same_v<Value, Payload>) {
-          if ((*end).valueless_by_exception()) {
+          if (IsBadPayload(*end)) {
             valueless = true;
             break;
           }
@@ -281,7 +315,7 @@ class PublishCore {
     for (; first != last; ++first) {
       Reference element = *first;
       if constexpr (std::is_same_v<Value, Payload>) {
-        if (element.valueless_by_exception()) {
+        if (IsBadPayload(element)) {
           CountRejected(source, priority);
           return PublishResult(PublishOutcome::kRejected, priority, admitted);
         }
@@ -319,7 +353,7 @@ class PublishCore {
     bool valueless = false;
     for (; first != last; ++first, ++refused) {
       if constexpr (std::is_same_v<Value, Payload>) {
-        if ((*first).valueless_by_exception()) {
+        if (IsBadPayload(*first)) {
           valueless = true;
           break;
         }

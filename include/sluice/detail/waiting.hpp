@@ -27,6 +27,19 @@ namespace detail {
 
 enum class WaitEnd : std::uint8_t { kReady, kStopped, kTimedOut };
 
+// `timeout` in nanoseconds without overflow: negative and NaN give zero,
+// anything beyond nanoseconds::max() gives nanoseconds::max().
+template <typename Rep, typename Period>
+std::chrono::nanoseconds SaturatingNanos(std::chrono::duration<Rep, Period> timeout) noexcept {
+  using Wide = std::chrono::duration<long double, std::nano>;
+  const long double nanos = std::chrono::duration_cast<Wide>(timeout).count();
+  if (!(nanos > 0)) return std::chrono::nanoseconds::zero();
+  if (nanos >= static_cast<long double>(std::chrono::nanoseconds::max().count())) {
+    return std::chrono::nanoseconds::max();
+  }
+  return std::chrono::nanoseconds(static_cast<std::chrono::nanoseconds::rep>(nanos));
+}
+
 // A signal that never parks: WaitUntil then polls with yields (Drain).
 struct NoSignal {
   bool PrepareWait(std::uint32_t*) noexcept { return false; }
@@ -64,6 +77,26 @@ WaitEnd RecheckAfterAnnouncing(Signal& signal, Ready& ready, Stop& stop) {
 }
 
 #if !SLUICE_FREESTANDING
+// The one deadline of every wait: `timeout` from now on steady_clock. A
+// timeout too long to add (nanoseconds::max(): for ever) is no deadline;
+// one of 0 or less has passed at once.
+class Deadline {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit Deadline(std::chrono::nanoseconds timeout) noexcept {
+    const Clock::time_point start = Clock::now();
+    at_ = timeout >= Clock::time_point::max() - start ? Clock::time_point::max() : start + timeout;
+  }
+  // What is left of it now: zero once it has passed.
+  std::chrono::nanoseconds Left() const noexcept {
+    const Clock::time_point now = Clock::now();
+    return now >= at_ ? std::chrono::nanoseconds(0) : at_ - now;
+  }
+
+ private:
+  Clock::time_point at_;
+};
+
 // Waits until `ready()` (kReady), `stop()` (kStopped: nothing it waits for
 // can come) or `timeout` has passed (kTimedOut; a timeout of
 // nanoseconds::max() is for ever). `ready` may act (a producer's ready is
@@ -74,10 +107,7 @@ template <typename Signal, typename Ready, typename Stop>
 WaitEnd WaitUntil(Signal& signal, std::uint32_t polls, std::chrono::nanoseconds timeout,
                   Ready&& ready, Stop&& stop) {
   if (PollFor(polls, ready)) return WaitEnd::kReady;
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
-  const Clock::time_point deadline =
-      timeout >= Clock::time_point::max() - start ? Clock::time_point::max() : start + timeout;
+  const Deadline deadline(timeout);
   // Looks without a sleep announced: yields for the first kYieldingLooks,
   // then sleeps a slice between looks, so a long wait without a parker
   // (Drain, WaitForRoom) does not hold a core.
@@ -90,14 +120,13 @@ WaitEnd WaitUntil(Signal& signal, std::uint32_t polls, std::chrono::nanoseconds 
     if (!signal.PrepareWait(&ticket)) {
       // No sleep announced (no signal, or its heavy fence failed): poll.
       if (ready()) return WaitEnd::kReady;
-      const Clock::time_point now = Clock::now();
-      if (now >= deadline) return WaitEnd::kTimedOut;
+      const std::chrono::nanoseconds left = deadline.Left();
+      if (left.count() == 0) return WaitEnd::kTimedOut;
       if (looks < kYieldingLooks) {
         ++looks;
         std::this_thread::yield();
       } else {
-        const Clock::duration left = deadline - now;
-        std::this_thread::sleep_for(left < kSlice ? left : Clock::duration(kSlice));
+        std::this_thread::sleep_for(left < kSlice ? left : std::chrono::nanoseconds(kSlice));
       }
       continue;
     }
@@ -105,14 +134,28 @@ WaitEnd WaitUntil(Signal& signal, std::uint32_t polls, std::chrono::nanoseconds 
         end != WaitEnd::kTimedOut) {
       return end;
     }
-    const Clock::time_point now = Clock::now();
-    if (now >= deadline) {
+    const std::chrono::nanoseconds left = deadline.Left();
+    if (left.count() == 0) {
       signal.CancelWait();
       return WaitEnd::kTimedOut;
     }
-    const std::chrono::nanoseconds left = deadline - now;
     signal.Wait(ticket, left < std::chrono::hours(1) ? left : std::chrono::hours(1));
     if (ready()) return WaitEnd::kReady;
+  }
+}
+
+// As WaitUntil, parked at most `slice` at a time: before each slice
+// `stop()` is asked again, so a waiter whose notifier may die without
+// notifying (another process) looks for it at least once a slice. The wait
+// ends at kReady, kStopped, or the deadline.
+template <typename Signal, typename Ready, typename Stop>
+WaitEnd WaitUntilInSlices(Signal& signal, std::uint32_t polls, std::chrono::nanoseconds timeout,
+                          std::chrono::nanoseconds slice, Ready&& ready, Stop&& stop) {
+  const Deadline deadline(timeout);
+  for (;;) {
+    const std::chrono::nanoseconds left = deadline.Left();
+    const WaitEnd end = WaitUntil(signal, polls, left < slice ? left : slice, ready, stop);
+    if (end != WaitEnd::kTimedOut || deadline.Left().count() == 0) return end;
   }
 }
 #else

@@ -70,19 +70,6 @@ inline void FullFence() noexcept {
 #endif
 }
 
-// `timeout` in nanoseconds without overflow: negative and NaN give zero,
-// anything beyond nanoseconds::max() gives nanoseconds::max().
-template <typename Rep, typename Period>
-std::chrono::nanoseconds SaturatingNanos(std::chrono::duration<Rep, Period> timeout) noexcept {
-  using Wide = std::chrono::duration<long double, std::nano>;
-  const long double nanos = std::chrono::duration_cast<Wide>(timeout).count();
-  if (!(nanos > 0)) return std::chrono::nanoseconds::zero();
-  if (nanos >= static_cast<long double>(std::chrono::nanoseconds::max().count())) {
-    return std::chrono::nanoseconds::max();
-  }
-  return std::chrono::nanoseconds(static_cast<std::chrono::nanoseconds::rep>(nanos));
-}
-
 // Whether `Parker` offers EnableHeavyFence() and HeavyFence().
 template <typename Parker, typename = void>
 struct HasHeavyFence : std::false_type {};

@@ -175,6 +175,13 @@ class ShmBus {
         segment_.Unlock();
       }
     }
+    if (consume_.Dispatching()) {
+      // From a callback: the message being dispatched may be a loan, read
+      // in place by the subscribers still to come, so the mapping stays
+      // until the batch ends (Run), and the batch takes nothing more.
+      retired_ = std::move(segment_);
+      batch_.closed = true;
+    }
     segment_ = Segment();
     header_ = nullptr;
     for (auto& lane : lanes_) lane.Clear();
@@ -608,17 +615,15 @@ class ShmBus {
 
   template <typename Batch>
   std::uint32_t RunWaiting(std::chrono::nanoseconds timeout, Batch&& batch) {
-    using Clock = std::chrono::steady_clock;
-    const Clock::time_point start = Clock::now();
-    const Clock::time_point deadline =
-        timeout >= Clock::time_point::max() - start ? Clock::time_point::max() : start + timeout;
+    const sluice::detail::Deadline deadline(timeout);
     const std::chrono::nanoseconds slice = sleep_slice_;
     for (;;) {
       if (header_ == nullptr || consume_.Dispatching()) return 0;
       if (const std::uint32_t taken = batch()) return taken;
-      const Clock::time_point now = Clock::now();
-      if (now >= deadline) return 0;
-      const std::chrono::nanoseconds left = deadline - now;
+      // A batch between slices: a producer killed between its publish and
+      // its wake-up call leaves this one asleep with a message queued.
+      const std::chrono::nanoseconds left = deadline.Left();
+      if (left.count() == 0) return 0;
       // This thread is the signal's only waiter, and not counted now: a
       // count left by a killed consumer (or written by anyone) is wrong.
       if (header_->consumer_wake.Waiters() != 0) header_->consumer_wake.ForgetWaiters();
@@ -638,12 +643,16 @@ class ShmBus {
     if (header_ == nullptr || consume_.Dispatching()) return 0;
     if (gone_ != 0) TendGoneLanes();  // (its exit handler may close the bus)
     if (header_ == nullptr) return 0;
-    batch_ = Batch();
-    batch_.max = max_messages;
+    batch_.Begin(max_messages);
     (void)dispatch(max_messages);
     const std::uint32_t taken = batch_.taken;
+    if (batch_.closed) {
+      // A callback closed the bus (and may have made it again): the
+      // blocks dispatched were the closed segment's, now unmapped.
+      retired_ = Segment();
+      return taken;
+    }
     if constexpr (LayoutType::Loans::kAny) ReturnLoans(batch_.returning_lane, &batch_.returning);
-    if (header_ == nullptr) return taken;  // a callback closed the bus
     if (std::uint64_t touched = batch_.touched; touched != 0) {
       // SYNC POINT WRITE/READ (W), notifying side: the releases above, a
       // full fence, then the waiter counts of the lanes that got room.
@@ -675,7 +684,7 @@ class ShmBus {
   // when nothing is ready, the batch has taken `max` (corrupt ones count),
   // or a callback closed the bus.
   Envelope* Take() noexcept {
-    while (header_ != nullptr && batch_.taken < batch_.max) {
+    while (!batch_.closed && header_ != nullptr && batch_.taken < batch_.max) {
       // SYNC POINT READ (U): the lanes taken, before their rings are read;
       // for every message, so that a lane taken during the batch has its
       // HIGH taken first too.
@@ -719,7 +728,7 @@ class ShmBus {
   // producer writes too) per run of messages of one lane, not per message.
   void Release() noexcept {
     if constexpr (LayoutType::Loans::kAny) {
-      if (batch_.loan != 0) {
+      if (batch_.loan != 0 && !batch_.closed) {
         if (batch_.lane != batch_.returning_lane) {
           ReturnLoans(batch_.returning_lane, &batch_.returning);
         }
@@ -752,6 +761,18 @@ class ShmBus {
     std::uint64_t loan = 0;     // its loan's block, as a bit (0: none)
     std::size_t returning_lane = 0;
     std::uint64_t returning = 0;  // loan blocks of returning_lane dispatched
+    bool closed = false;          // a callback closed the bus
+    // Everything but the message's bytes, which Take writes before use.
+    void Begin(std::uint32_t most) noexcept {
+      max = most;
+      taken = 0;
+      touched = 0;
+      lane = 0;
+      loan = 0;
+      returning_lane = 0;
+      returning = 0;
+      closed = false;
+    }
   };
 
   static constexpr std::uint32_t kBatchesPerCheck = 4096;
@@ -769,6 +790,8 @@ class ShmBus {
   // guard: the consumer's parts every bus shares.
   ConsumeCore consume_;
   Batch batch_;
+  // The segment a callback closed, mapped until its batch ends.
+  Segment retired_;
   std::function<void(const ProducerExit&)> on_exit_;
   std::chrono::nanoseconds check_interval_{0};
   std::chrono::nanoseconds sleep_slice_{0};

@@ -234,27 +234,18 @@ class ShmProducer
       return result.Outcome() != PublishOutcome::kRefusedFull;
     };
     if (try_admit()) return result;
-    using Clock = std::chrono::steady_clock;
-    const std::chrono::nanoseconds wait = sluice::detail::SaturatingNanos(timeout);
-    const Clock::time_point start = Clock::now();
-    const Clock::time_point deadline =
-        wait >= Clock::time_point::max() - start ? Clock::time_point::max() : start + wait;
-    for (;;) {
-      const Clock::time_point now = Clock::now();
-      if (now >= deadline) break;
-      const std::chrono::nanoseconds left = deadline - now;
-      // SYNC POINT READ (X)/(W): the state, after the announcement's fence.
-      const auto consumer_left = [this] { return !IsOpenForPublishing(); };
-      switch (sluice::detail::WaitUntil(control_->room, Traits::kPollsBeforePark,
-                                        left < sleep_slice_ ? left : sleep_slice_, try_admit,
-                                        consumer_left)) {
-        case sluice::detail::WaitEnd::kReady:
-          return result;
-        case sluice::detail::WaitEnd::kStopped:
-          return PublishResult(PublishOutcome::kClosed, priority);
-        case sluice::detail::WaitEnd::kTimedOut:
-          break;
-      }
+    // SYNC POINT READ (X)/(W): the state, after the announcement's fence;
+    // a dead consumer wakes no one, so it is looked for once a slice.
+    const auto consumer_left = [this] { return !IsOpenForPublishing(); };
+    switch (sluice::detail::WaitUntilInSlices(control_->room, Traits::kPollsBeforePark,
+                                              sluice::detail::SaturatingNanos(timeout),
+                                              sleep_slice_, try_admit, consumer_left)) {
+      case sluice::detail::WaitEnd::kReady:
+        return result;
+      case sluice::detail::WaitEnd::kStopped:
+        return PublishResult(PublishOutcome::kClosed, priority);
+      case sluice::detail::WaitEnd::kTimedOut:
+        break;
     }
     return Publisher::Refuse(counting, PublishOutcome::kTimedOut, Source::Mode(), priority, 1);
   }

@@ -39,6 +39,7 @@
 
 #include "sluice/bus.hpp"
 #include "sluice/detail/variant_index.hpp"
+#include "sluice/detail/waiting.hpp"
 #include "sluice/message.hpp"
 #include "sluice/nats/codec.hpp"
 #include "sluice/nats/connection.hpp"
@@ -302,8 +303,8 @@ class Bridge {
     }
     bus_.Close();
     if (drain == ShutdownDrain::kDispatchHere) {
-      const auto deadline = std::chrono::steady_clock::now() + timeout;
-      while (!bus_.IsDrained() && std::chrono::steady_clock::now() < deadline) {
+      const sluice::detail::Deadline deadline(sluice::detail::SaturatingNanos(timeout));
+      while (!bus_.IsDrained() && deadline.Left().count() != 0) {
         if (bus_.ProcessBatch() == 0) std::this_thread::yield();
       }
       result.bus_drained = bus_.IsDrained();

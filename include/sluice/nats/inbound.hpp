@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/waiting.hpp"
 #include "sluice/message.hpp"
 #include "sluice/nats/connection.hpp"
 #include "sluice/nats/counters.hpp"
@@ -320,10 +321,10 @@ class Receiver {
       // Waits on the bus's own room (WaitForRoom: the consumer's batch that
       // makes room wakes it with a parker), then tries again; another
       // producer may take the room first.
-      const auto deadline = std::chrono::steady_clock::now() + wait;
+      const sluice::detail::Deadline deadline(sluice::detail::SaturatingNanos(wait));
       for (;;) {
-        const auto left = deadline - std::chrono::steady_clock::now();
-        if (left <= std::chrono::steady_clock::duration::zero()) break;
+        const std::chrono::nanoseconds left = deadline.Left();
+        if (left.count() == 0) break;
         if (!bus_.WaitForRoom(header.priority, left)) break;  // timed out, or closed
         if (bus_.PublishAttempt(message, sender, header.priority)) {
           Count(counters_.delivered[p]);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/waiting.hpp"
 #include "sluice/message.hpp"
 #include "sluice/nats/connection.hpp"
 #include "sluice/nats/counters.hpp"
@@ -114,12 +115,12 @@ class StreamFetcher {
     // reconnect_wait after an error. Acquire: pairs with StopAll's release
     // store.
     const auto pause = [&inbound](std::chrono::microseconds wait) {
-      const auto until = std::chrono::steady_clock::now() + wait;
+      const sluice::detail::Deadline until(sluice::detail::SaturatingNanos(wait));
       while (!inbound.stop.load(std::memory_order_acquire)) {
-        const auto left = until - std::chrono::steady_clock::now();
-        if (left <= std::chrono::steady_clock::duration::zero()) return;
+        const std::chrono::nanoseconds left = until.Left();
+        if (left.count() == 0) return;
         std::this_thread::sleep_for(
-            std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(5)));
+            std::min<std::chrono::nanoseconds>(left, std::chrono::milliseconds(5)));
       }
     };
     // Acquire: pairs with the release store in StopAll (or StopFetcher).
