@@ -1,14 +1,16 @@
-// The publish API, written once for the bus and for a registered Producer
-// (CRTP, as atomic_queue's AtomicQueueCommon): every call checks its input,
-// makes a copy that may throw before anything is claimed, and hands the
-// message to the one publish core (BusCore::Admit, AdmitBatch,
-// AdmitWaiting) with the caller's source: the shared queue or its lane.
+// The publish API, written once for the bus, a registered Producer and a
+// shared-memory producer (CRTP, as atomic_queue's AtomicQueueCommon): every
+// call checks its input, makes a copy that may throw before anything is
+// claimed, and hands the message to the one publish core
+// (detail/publish_core.hpp: Admit, AdmitBatch; the bus's AdmitWaiting) with
+// the caller's source: the shared queue, its lane, or a segment's lane.
 //
 // Derived provides:
 //   bool CanPublish() const      false: an invalid Producer (refuses, counts nothing)
-//   Core& PublishCore()          the bus's core
-//   Source PublishSource()       Core::SharedSource or Core::LaneSource
-//   static constexpr bool kOffersBlocking
+//   PublishCore()                the publish core: the bus's core (a
+//                                PublishCore), or a PublishCore itself
+//   Source PublishSource()       where a publish goes (publish_core.hpp)
+//   static constexpr bool kOffersBlocking (only for the base's PublishBlocking)
 #pragma once
 
 #include <chrono>
