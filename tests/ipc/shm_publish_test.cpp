@@ -234,6 +234,54 @@ TEST_F(ShmPublishTest, TheConsumerKeepsLatencyHistogramsOfStampedMessages) {
   EXPECT_EQ(bus_.GetLatencyHistograms().For(MessagePriority::HIGH).count, 0u);
 }
 
+// The gauges read the fullest lane on the segment's thresholds.
+TEST_F(ShmPublishTest, TheGaugesReadTheFullestLaneOnTheSegmentsThresholds) {
+  EXPECT_EQ(bus_.GetBackpressureLevel(), sluice::BackpressureLevel::NORMAL);
+  for (sluice::Position i = 0; i < kLowLimit; ++i) {
+    ASSERT_TRUE(producer_.PublishWithPriority(Stop{0, i}, 7, MessagePriority::LOW));
+  }
+  EXPECT_EQ(bus_.GetBackpressureLevel(), sluice::BackpressureLevel::WARNING);
+  EXPECT_DOUBLE_EQ(bus_.QueueUtilizationPercent(), kLowLimit * 100.0 / kCapacity);
+  const sluice::Position medium_limit =
+      sluice::FillLimit(sluice::AdmissionThresholds{}.medium_percent, kCapacity);
+  for (sluice::Position i = kLowLimit; i < medium_limit; ++i) {
+    ASSERT_TRUE(producer_.PublishWithPriority(Stop{0, i}, 7, MessagePriority::MEDIUM));
+  }
+  EXPECT_EQ(bus_.GetBackpressureLevel(), sluice::BackpressureLevel::CRITICAL);
+  ASSERT_EQ(TakeAll(bus_).size(), medium_limit);
+  EXPECT_EQ(bus_.GetBackpressureLevel(), sluice::BackpressureLevel::NORMAL);
+  const sluice::BackpressurePeak peak = bus_.TakeBackpressurePeak();
+  EXPECT_EQ(peak.fill, medium_limit);  // noted at the batch's start
+  EXPECT_EQ(peak.level, sluice::BackpressureLevel::CRITICAL);
+  const sluice::BackpressurePeak next = bus_.TakeBackpressurePeak();  // a new period
+  EXPECT_EQ(next.fill, 0u);
+  EXPECT_EQ(next.level, sluice::BackpressureLevel::NORMAL);
+}
+
+// A lane that filled up and emptied within one batch (its producer
+// publishing from a callback) shows in the peak through its refusals: a
+// producer in another process cannot write the consumer's peak, so the
+// consumer reads the refusals they counted.
+TEST_F(ShmPublishTest, ARefusalForRoomShowsInThePeakThoughNoBatchStartSawTheFill) {
+  ASSERT_TRUE(producer_.PublishWithPriority(Pose{0, 0, 0, 0}, 7, MessagePriority::HIGH));
+  std::uint64_t refused = 0;
+  auto flood = bus_.Subscribe<Pose>([&](const Pose&) {
+    for (std::uint64_t seq = 0;; ++seq) {
+      if (!producer_.PublishWithPriority(Stop{0, seq}, 7, MessagePriority::LOW)) {
+        ++refused;
+        return;
+      }
+    }
+  });
+  ASSERT_TRUE(flood.IsValid());
+  EXPECT_EQ(bus_.ProcessBatch(), 1u + kLowLimit);  // the flood taken in the same batch
+  ASSERT_EQ(refused, 1u);
+  EXPECT_EQ(bus_.QueueDepth(), 0u);
+  const sluice::BackpressurePeak peak = bus_.TakeBackpressurePeak();
+  EXPECT_EQ(peak.fill, kLowLimit);
+  EXPECT_EQ(peak.level, sluice::BackpressureLevel::WARNING);
+}
+
 #if SLUICE_HAS_EXCEPTIONS
 struct Reported {
   int calls = 0;

@@ -19,9 +19,11 @@
 #include <utility>
 #include <variant>
 
+#include "sluice/admission.hpp"
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
 #include "sluice/detail/consume_core.hpp"
+#include "sluice/detail/peak_fill.hpp"
 #include "sluice/detail/waiting.hpp"
 #include "sluice/detail/wake_signal.hpp"
 #include "sluice/error.hpp"
@@ -313,6 +315,40 @@ class ShmBus {
     return depth;
   }
 
+  // The gauges, as the in-process bus's (sluice/bus.hpp) with a lane per
+  // producer: admission judges each lane on its own fill, so the gauges
+  // read the fullest lane. QueueUtilizationPercent: its fill in percent of
+  // kCapacity. GetBackpressureLevel: the highest level among the lanes,
+  // following the segment's thresholds (WARNING from the fill at which LOW
+  // is refused, CRITICAL from MEDIUM's, FULL at kCapacity). NORMAL and 0
+  // when closed. The consumer thread.
+  double QueueUtilizationPercent() const noexcept {
+    return static_cast<double>(Fullest().fill) * 100.0 / static_cast<double>(kCapacity);
+  }
+  BackpressureLevel GetBackpressureLevel() const noexcept { return Fullest().level; }
+
+  // The highest fill of a lane since the last call (or Create) and the
+  // highest level GetBackpressureLevel() would have reported at the fills
+  // noted; the next period starts at this call. Noted: the gauges at this
+  // call, every lane's fill at the start of each dispatch batch, and every
+  // refusal for room a producer counted since (a refusal at priority p
+  // means its lane held at least p's threshold: the consumer notes that
+  // fill, reading the producers' counts, as a producer in another process
+  // cannot write this process's peak). So a period in which a priority was
+  // refused reports at least the level at which it is refused, as in
+  // process. The consumer thread.
+  BackpressurePeak TakeBackpressurePeak() noexcept {
+    NoteRefusals();
+    const Gauge now = Fullest();
+    return peak_.Take(now.fill, now.level);
+  }
+  // As TakeBackpressurePeak, without starting a new period.
+  BackpressurePeak PeekBackpressurePeak() noexcept {
+    NoteRefusals();
+    const Gauge now = Fullest();
+    return peak_.Peek(now.fill, now.level);
+  }
+
   ShmBusStatistics GetStatistics() const noexcept {
     ShmBusStatistics s = totals_;
     s.processed = processed_;
@@ -343,15 +379,55 @@ class ShmBus {
   struct ConsumerLane {
     std::optional<Queue> queue;             // its view of the lane's rings
     Position skipped[kPriorityCount] = {};  // claims skipped since its owner left
-    std::int32_t pid = 0;                   // the owner that left
+    // Its producer's refusals for room the peak has noted (NoteRefusals).
+    std::uint64_t refusals_noted[kPriorityCount] = {};
+    std::int32_t pid = 0;  // the owner that left
     bool killed = false;
     void Clear() noexcept {
       queue.reset();  // a view holds references: made again, never assigned
       for (Position& count : skipped) count = 0;
+      for (std::uint64_t& count : refusals_noted) count = 0;
       pid = 0;
       killed = false;
     }
   };
+
+  // The fullest lane and its level.
+  struct Gauge {
+    Position fill = 0;
+    BackpressureLevel level = BackpressureLevel::NORMAL;
+  };
+  BackpressureLevel LevelOf(Position fill) const noexcept {
+    return ClassifyBackpressure(fill, kCapacity, thresholds_);
+  }
+  Gauge Fullest() const noexcept {
+    Gauge gauge;
+    if (header_ == nullptr) return gauge;
+    for (const ConsumerLane& lane : lanes_) {
+      const Position fill = lane.queue->Depth();
+      if (fill > gauge.fill) gauge.fill = fill;
+    }
+    gauge.level = LevelOf(gauge.fill);
+    return gauge;
+  }
+  // Each lane's refusals for room counted since the last look: the lane
+  // held at least the highest refused priority's threshold.
+  void NoteRefusals() noexcept {
+    if (header_ == nullptr) return;
+    for (std::size_t lane = 0; lane < kLanes; ++lane) {
+      const LaneControl& control = header_->lanes[lane];
+      ConsumerLane& consumer = lanes_[lane];
+      Position fill = 0;
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
+        const std::uint64_t count = control.dropped[p].load(std::memory_order_relaxed);
+        if (count == consumer.refusals_noted[p]) continue;
+        consumer.refusals_noted[p] = count;
+        const Position limit = limits_[p];
+        if (limit > fill) fill = limit;
+      }
+      if (fill != 0) peak_.Note(fill, LevelOf(fill));
+    }
+  }
 
   // What Create does about a name that another segment holds.
   enum class NameVerdict {
@@ -460,6 +536,14 @@ class ShmBus {
     sleep_slice_ = SleepSlice(options);
     last_check_ = std::chrono::steady_clock::now();
     name_ = name;
+    // The segment's (a taken-over one keeps its own); thresholds written
+    // wrong there read as the defaults, for the gauges only.
+    thresholds_ = header_->thresholds;
+    if (!thresholds_.IsValid()) thresholds_ = AdmissionThresholds();
+    limits_[0] = FillLimit(thresholds_.low_percent, kCapacity);
+    limits_[1] = FillLimit(thresholds_.medium_percent, kCapacity);
+    limits_[2] = FillLimit(thresholds_.high_percent, kCapacity);
+    (void)peak_.Take(0, BackpressureLevel::NORMAL);  // a new period
   }
 
   // 1 ms to an hour.
@@ -644,6 +728,10 @@ class ShmBus {
     if (gone_ != 0) TendGoneLanes();  // (its exit handler may close the bus)
     if (header_ == nullptr) return 0;
     batch_.Begin(max_messages);
+    // The fills this batch starts from, and the refusals since, for the peak.
+    NoteRefusals();
+    const Gauge start = Fullest();
+    peak_.Note(start.fill, start.level);
     (void)dispatch(max_messages);
     const std::uint32_t taken = batch_.taken;
     if (batch_.closed) {
@@ -739,6 +827,7 @@ class ShmBus {
   }
   // The shared bus has no performance mode: latency is always recorded.
   static constexpr PerformanceMode Mode() noexcept { return PerformanceMode::FULL_FEATURED; }
+  // (The fills a batch starts from are noted in Run, before it takes any.)
   static constexpr void BeginBatch() noexcept {}
   static constexpr void EndBatch(std::uint32_t) noexcept {}
   void CountError() noexcept { ++callback_errors_; }
@@ -790,6 +879,10 @@ class ShmBus {
   // guard: the consumer's parts every bus shares.
   ConsumeCore consume_;
   Batch batch_;
+  // The segment's thresholds (fixed for its life) and their fill limits.
+  AdmissionThresholds thresholds_;
+  Position limits_[kPriorityCount] = {};
+  sluice::detail::PeakFill peak_;
   // The segment a callback closed, mapped until its batch ends.
   Segment retired_;
   std::function<void(const ProducerExit&)> on_exit_;
