@@ -6,11 +6,13 @@
 // this process: these are the calls' own promises (the cross-process ones
 // are in shm_bus_test.cpp).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <sluice/admission.hpp>
 #include <sluice/clock.hpp>
+#include <sluice/extras/prometheus.hpp>
 #include <sluice/ipc/shm_bus.hpp>
 #include <stdexcept>
 #include <string>
@@ -280,6 +282,42 @@ TEST_F(ShmPublishTest, ARefusalForRoomShowsInThePeakThoughNoBatchStartSawTheFill
   const sluice::BackpressurePeak peak = bus_.TakeBackpressurePeak();
   EXPECT_EQ(peak.fill, kLowLimit);
   EXPECT_EQ(peak.level, sluice::BackpressureLevel::WARNING);
+}
+
+// The snapshot is the in-process bus's type, and the Prometheus export
+// reads a shared bus as it reads an in-process one: totals, per-lane
+// producers (named by process), gauges and latency.
+TEST_F(ShmPublishTest, TheStatisticsAreTheInProcessSnapshotAndThePrometheusExportReadsThem) {
+  ASSERT_TRUE(producer_.PublishWithPriority(Stop{0, 1}, 7, MessagePriority::HIGH));
+  ASSERT_TRUE(producer_.PublishWithPriority(Stop{0, 2}, 7, MessagePriority::LOW));
+  ASSERT_TRUE(producer_.PublishWithPriority(Stop{0, 3}, 7, MessagePriority::LOW));
+  EXPECT_EQ(bus_.ProcessBatch(1), 1u);  // the HIGH one
+  const sluice::ipc::ShmBusStatistics statistics = bus_.GetStatistics();
+  const sluice::BusStatisticsSnapshot& snapshot = statistics;
+  EXPECT_EQ(snapshot.messages_published, 3u);
+  EXPECT_EQ(snapshot.high_priority_published, 1u);
+  EXPECT_EQ(snapshot.low_priority_published, 2u);
+  EXPECT_EQ(snapshot.messages_processed, 1u);
+  EXPECT_EQ(snapshot.high_priority_processed, 1u);
+  EXPECT_EQ(snapshot.low_priority_processed, 0u);
+  EXPECT_EQ(snapshot.messages_dropped, 0u);
+
+  std::string text;
+  sluice::WritePrometheus(text, "fusion", bus_);
+  const auto contains = [&text](const std::string& line) {
+    return text.find(line) != std::string::npos;
+  };
+  EXPECT_TRUE(contains("sluice_messages_published_total{bus=\"fusion\",priority=\"low\"} 2"));
+  EXPECT_TRUE(contains("sluice_messages_processed_total{bus=\"fusion\",priority=\"high\"} 1"));
+  EXPECT_TRUE(contains("sluice_queue_depth{bus=\"fusion\"} 2"));
+  EXPECT_TRUE(contains("sluice_queue_capacity{bus=\"fusion\"} 64"));
+  EXPECT_TRUE(
+      contains("sluice_dispatch_latency_seconds_count{bus=\"fusion\",priority=\"high\"} 1"));
+  const std::string producer = "lane=\"" + std::to_string(producer_.Lane()) + "\",producer=\"pid " +
+                               std::to_string(::getpid()) + "\"";
+  EXPECT_TRUE(contains("sluice_producer_messages_published_total{bus=\"fusion\"," + producer +
+                       ",priority=\"low\"} 2"))
+      << text;
 }
 
 #if SLUICE_HAS_EXCEPTIONS

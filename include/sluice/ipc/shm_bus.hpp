@@ -40,6 +40,7 @@
 #include "sluice/observer.hpp"
 #include "sluice/performance_mode.hpp"
 #include "sluice/publish_result.hpp"
+#include "sluice/statistics.hpp"
 #include "sluice/subscription_handle.hpp"
 
 namespace sluice {
@@ -342,11 +343,59 @@ class ShmBus {
     const Gauge now = Fullest();
     return peak_.Take(now.fill, now.level);
   }
-  // As TakeBackpressurePeak, without starting a new period.
-  BackpressurePeak PeekBackpressurePeak() noexcept {
-    NoteRefusals();
-    const Gauge now = Fullest();
+  // As TakeBackpressurePeak, without starting a new period (nor noting
+  // anything: the refusals not yet noted count in this answer only).
+  BackpressurePeak PeekBackpressurePeak() const noexcept {
+    Gauge now = Fullest();
+    if (header_ != nullptr) {
+      for (std::size_t lane = 0; lane < kLanes; ++lane) {
+        const Position refused = UnnotedRefusalFill(lane);
+        if (refused > now.fill) now = Gauge{refused, LevelOf(refused)};
+      }
+    }
     return peak_.Peek(now.fill, now.level);
+  }
+
+  // What the in-process bus's exporters (extras/prometheus.hpp) read of
+  // it: every message counted and stamped (no performance mode); each
+  // producer's lane as a registered producer, named by its process
+  // ("pid 1234", the pid the producer wrote at Attach).
+  static constexpr bool kKeepsLatencyHistograms = Traits::Latency::kEnabled;
+  static constexpr bool kHasProducerLanes = true;
+  static constexpr std::size_t Capacity() noexcept { return kCapacity; }
+  static constexpr PerformanceMode GetPerformanceMode() noexcept {
+    return PerformanceMode::FULL_FEATURED;
+  }
+  // Calls `visit(const ProducerStatisticsSnapshot&)` for each lane taken
+  // (held, or left and not yet handed back): its admissions (its rings'
+  // claims) and refusals for room since its producer took it. The consumer
+  // thread.
+  template <typename Visit>
+  void ForEachProducer(Visit&& visit) const {
+    if (header_ == nullptr) return;
+    for (std::size_t lane = 0; lane < kLanes; ++lane) {
+      const LaneControl& control = header_->lanes[lane];
+      if (control.state.load(std::memory_order_relaxed) == detail::kLaneFree) continue;
+      ProducerStatisticsSnapshot producer;
+      producer.lane = static_cast<std::uint16_t>(lane + 1);
+      const std::string name = "pid " + std::to_string(control.owner.pid);
+      name.copy(producer.name, sizeof(producer.name) - 1);
+      const ConsumerLane& consumer = lanes_[lane];
+      std::uint64_t published[kPriorityCount];
+      std::uint64_t dropped[kPriorityCount];
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
+        const Position claims = consumer.queue->RingClaims(p);
+        published[p] = claims - (consumer.skipped[p] < claims ? consumer.skipped[p] : claims);
+        dropped[p] = control.dropped[p].load(std::memory_order_relaxed);
+      }
+      producer.low_priority_published = published[0];
+      producer.medium_priority_published = published[1];
+      producer.high_priority_published = published[2];
+      producer.low_priority_dropped = dropped[0];
+      producer.medium_priority_dropped = dropped[1];
+      producer.high_priority_dropped = dropped[2];
+      visit(static_cast<const ProducerStatisticsSnapshot&>(producer));
+    }
   }
 
   ShmBusStatistics GetStatistics() const noexcept {
@@ -354,7 +403,7 @@ class ShmBus {
     s.processed = processed_;
     s.corrupt = corrupt_;
     s.callback_errors = callback_errors_;
-    if (header_ == nullptr) return s;  // closed: as it was at Close
+    if (header_ == nullptr) return WithSnapshot(s);  // closed: as it was at Close
     s.producers_attached = totals_.producers_killed + totals_.producers_detached;
     for (std::size_t lane = 0; lane < kLanes; ++lane) {
       const LaneControl& control = header_->lanes[lane];
@@ -371,7 +420,7 @@ class ShmBus {
         s.dropped[p] += control.dropped[p].load(std::memory_order_relaxed);
       }
     }
-    return s;
+    return WithSnapshot(s);
   }
 
  private:
@@ -391,6 +440,24 @@ class ShmBus {
       killed = false;
     }
   };
+
+  // The in-process snapshot's fields, from this bus's own.
+  ShmBusStatistics WithSnapshot(ShmBusStatistics s) const noexcept {
+    s.high_priority_published = s.published[2];
+    s.medium_priority_published = s.published[1];
+    s.low_priority_published = s.published[0];
+    s.messages_published = s.published[0] + s.published[1] + s.published[2];
+    s.high_priority_dropped = s.dropped[2];
+    s.medium_priority_dropped = s.dropped[1];
+    s.low_priority_dropped = s.dropped[0];
+    s.messages_dropped = s.dropped[0] + s.dropped[1] + s.dropped[2];
+    s.high_priority_processed = processed_by_priority_[2];
+    s.medium_priority_processed = processed_by_priority_[1];
+    s.low_priority_processed = processed_by_priority_[0];
+    s.messages_processed = s.processed;
+    s.processing_errors = s.callback_errors;
+    return s;
+  }
 
   // The fullest lane and its level.
   struct Gauge {
@@ -415,18 +482,23 @@ class ShmBus {
   void NoteRefusals() noexcept {
     if (header_ == nullptr) return;
     for (std::size_t lane = 0; lane < kLanes; ++lane) {
-      const LaneControl& control = header_->lanes[lane];
-      ConsumerLane& consumer = lanes_[lane];
-      Position fill = 0;
-      for (std::size_t p = 0; p < kPriorityCount; ++p) {
-        const std::uint64_t count = control.dropped[p].load(std::memory_order_relaxed);
-        if (count == consumer.refusals_noted[p]) continue;
-        consumer.refusals_noted[p] = count;
-        const Position limit = limits_[p];
-        if (limit > fill) fill = limit;
-      }
+      // The counts the fill was judged on are the ones noted: a refusal
+      // counted after this read is noted next time.
+      const Position fill = UnnotedRefusalFill(lane, lanes_[lane].refusals_noted);
       if (fill != 0) peak_.Note(fill, LevelOf(fill));
     }
+  }
+  // The fill lane `lane` held at least, by the refusals counted since the
+  // last noting: the highest refused priority's limit (0: none). `read`,
+  // when given, gets the counts read.
+  Position UnnotedRefusalFill(std::size_t lane, std::uint64_t* read = nullptr) const noexcept {
+    Position fill = 0;
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      const std::uint64_t count = header_->lanes[lane].dropped[p].load(std::memory_order_relaxed);
+      if (count != lanes_[lane].refusals_noted[p] && limits_[p] > fill) fill = limits_[p];
+      if (read != nullptr) read[p] = count;
+    }
+    return fill;
   }
 
   // What Create does about a name that another segment holds.
@@ -527,6 +599,7 @@ class ShmBus {
   void Begin(const std::string& name, const ShmBusOptions& options) {
     totals_ = ShmBusStatistics();
     processed_ = 0;
+    for (std::uint64_t& count : processed_by_priority_) count = 0;
     consume_.Latencies().Reset();
     corrupt_ = 0;
     callback_errors_ = 0;
@@ -831,11 +904,19 @@ class ShmBus {
   static constexpr void BeginBatch() noexcept {}
   static constexpr void EndBatch(std::uint32_t) noexcept {}
   void CountError() noexcept { ++callback_errors_; }
+  // Processed messages by priority (Take checked it is in range).
   struct Tally {
-    std::uint64_t processed = 0;
+    std::uint64_t processed[kPriorityCount] = {};
   };
-  static void Count(Tally& tally, const MessageHeader&) noexcept { ++tally.processed; }
-  void Flush(const Tally& tally) noexcept { processed_ += tally.processed; }
+  static void Count(Tally& tally, const MessageHeader& header) noexcept {
+    ++tally.processed[static_cast<std::size_t>(header.priority)];
+  }
+  void Flush(const Tally& tally) noexcept {
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      processed_by_priority_[p] += tally.processed[p];
+      processed_ += tally.processed[p];
+    }
+  }
   using Observer = NoObserver;
   static constexpr bool kObserves = false;
   NoObserver& Watcher() noexcept;  // never called: kObserves is false
@@ -893,6 +974,7 @@ class ShmBus {
   // The consumer thread's tallies, plain: GetStatistics reads them, so it is
   // for the consumer thread too (from another thread it would be a data race).
   std::uint64_t processed_ = 0;
+  std::uint64_t processed_by_priority_[kPriorityCount] = {};
   std::uint64_t corrupt_ = 0;
   std::uint64_t callback_errors_ = 0;
   ShmBusStatistics totals_;  // of lanes handed back

@@ -11,6 +11,7 @@
 #include "sluice/config.hpp"
 #include "sluice/ipc/segment.hpp"
 #include "sluice/message.hpp"
+#include "sluice/statistics.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
@@ -60,8 +61,13 @@ struct ShmBusOptions {
 };
 
 // What the consumer process counted; `published` and `dropped` come from
-// the segment (every producer's publishes).
-struct ShmBusStatistics {
+// the segment (every producer's publishes). It is the in-process bus's
+// snapshot (BusStatisticsSnapshot: messages_published, messages_dropped,
+// messages_processed and processing_errors, each also by priority, filled
+// from the fields below; nothing is rejected or refused as closed in its
+// counts, which producers do not report), with what only a bus across
+// processes has.
+struct ShmBusStatistics : BusStatisticsSnapshot {
   std::uint64_t published[kPriorityCount] = {};  // admitted, by every producer
   std::uint64_t dropped[kPriorityCount] = {};    // refused for room
   std::uint64_t processed = 0;                   // dispatched by this consumer
