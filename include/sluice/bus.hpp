@@ -96,7 +96,7 @@ class AsyncBus
     if constexpr (std::is_same_v<SetParker, typename Core::Parker>) {
       // Before the constructor returns, so before any other thread can
       // publish here (handing the bus to one is the synchronisation).
-      core_.wake_.Join(&set.signal_);
+      core_.JoinWaitSet(&set.signal_);
     }
   }
   AsyncBus(const AsyncBus&) = delete;
@@ -121,7 +121,7 @@ class AsyncBus
                   "Sluice: RegisterProducer needs producer lanes: `using Lanes = "
                   "sluice::ProducerLanes<kMaxProducers>;` in the bus traits");
     if constexpr (Core::kHasLanes) {
-      const int lane = core_.queue_.Register(name);
+      const int lane = core_.RegisterLane(name);
       if (lane >= 0) return Producer(&core_, static_cast<std::uint32_t>(lane));
     }
     return Producer();
@@ -139,7 +139,7 @@ class AsyncBus
     if constexpr (Core::kHasLanes) {
       for (std::uint32_t i = 0; i < Traits::Lanes::kMaxProducers; ++i) {
         ProducerStatisticsSnapshot snapshot;
-        if (!core_.queue_.ReadHolder(i, &snapshot)) continue;
+        if (!core_.ReadLaneHolder(i, &snapshot)) continue;
         visit(static_cast<const ProducerStatisticsSnapshot&>(snapshot));
         ++visited;
       }
@@ -150,7 +150,7 @@ class AsyncBus
   // How many lanes are taken now (a snapshot).
   std::size_t RegisteredProducers() const noexcept {
     if constexpr (Core::kHasLanes) {
-      return core_.queue_.LanesTaken();
+      return core_.LanesTaken();
     } else {
       return 0;
     }
@@ -256,7 +256,7 @@ class AsyncBus
   // Traits::kMaxSubscribersPerType subscriptions. Lock-free.
   template <typename T, typename Callback>
   [[nodiscard]] SubscriptionHandle Subscribe(Callback&& callback) {
-    return core_.consume_.Subscriptions().template Subscribe<T>(std::forward<Callback>(callback));
+    return core_.Subscriptions().template Subscribe<T>(std::forward<Callback>(callback));
   }
 
   // Removes a subscription: true (explicitly convertible) once per live
@@ -270,7 +270,7 @@ class AsyncBus
   // the batch. SLUICE_FREESTANDING: the same from an interrupt that preempted
   // the consumer, where StillRunning() means the preempted callback.
   UnsubscribeResult Unsubscribe(const SubscriptionHandle& handle) noexcept {
-    return core_.consume_.Subscriptions().Unsubscribe(handle, core_.consume_.Epoch());
+    return core_.Unsubscribe(handle);
   }
 
   // Active subscriptions for payload type T.
@@ -278,7 +278,7 @@ class AsyncBus
   std::size_t SubscriberCount() const noexcept {
     static_assert(detail::kIsAlternative<T, Payload>,
                   "Sluice: T must be exactly one alternative of the payload variant");
-    return core_.consume_.Subscriptions().SubscriberCount(detail::VariantIndex<T, Payload>::kValue);
+    return core_.Subscriptions().SubscriberCount(detail::VariantIndex<T, Payload>::kValue);
   }
 
   // ---- Configuration and observation (any thread) --------------------------
@@ -286,8 +286,8 @@ class AsyncBus
   // Producers waiting in PublishBlocking see a new mode at the consumer's
   // next batch (waking them here would take the parker's lock, which a
   // signal handler must not).
-  void SetPerformanceMode(PerformanceMode mode) noexcept { core_.policy_.SetMode(mode); }
-  PerformanceMode GetPerformanceMode() const noexcept { return core_.policy_.Mode(); }
+  void SetPerformanceMode(PerformanceMode mode) noexcept { core_.SetMode(mode); }
+  PerformanceMode GetPerformanceMode() const noexcept { return core_.Mode(); }
 
   // Percent fill at which LOW, MEDIUM and HIGH are refused. Returns false and
   // keeps the old thresholds unless 0 < low <= medium <= high <= 100.
@@ -298,9 +298,9 @@ class AsyncBus
     thresholds.low_percent = low_percent;
     thresholds.medium_percent = medium_percent;
     thresholds.high_percent = high_percent;
-    return core_.policy_.SetThresholds(thresholds);
+    return core_.SetThresholds(thresholds);
   }
-  AdmissionThresholds GetAdmissionThresholds() const noexcept { return core_.policy_.Thresholds(); }
+  AdmissionThresholds GetAdmissionThresholds() const noexcept { return core_.Thresholds(); }
 
   // Called on the consumer thread for each error, with `context`. Pass
   // nullptr to remove. Returns true when the previous callback is not running
@@ -310,21 +310,13 @@ class AsyncBus
   // interrupt that preempted a report: that report may still call the
   // previous callback once; no later one will.
   [[nodiscard]] bool SetErrorCallback(ErrorCallback callback, void* context = nullptr) noexcept {
-    return core_.consume_.Errors().Set(callback, context, core_.consume_.Epoch());
+    return core_.SetErrorCallback(callback, context);
   }
 
   // Counters since construction or the last reset. Publish, drop and
   // processed counts advance only in FULL_FEATURED; errors are always counted.
   // With producer lanes: every lane's counters added in.
-  BusStatisticsSnapshot GetStatistics() const noexcept {
-    BusStatisticsSnapshot snapshot = core_.statistics_.Snapshot();
-    if constexpr (Core::kHasLanes) {
-      for (std::uint32_t i = 0; i < Traits::Lanes::kMaxProducers; ++i) {
-        detail::AddStatistics(&snapshot, core_.queue_.LaneAt(i).statistics.Snapshot());
-      }
-    }
-    return snapshot;
-  }
+  BusStatisticsSnapshot GetStatistics() const noexcept { return core_.Statistics(); }
 
   // Publish-to-dispatch latency per priority since construction or the last
   // reset, in nanoseconds, kept by the consumer in FULL_FEATURED mode: it
@@ -338,20 +330,10 @@ class AsyncBus
   // it was published, not recorded as 0 (docs/api.md). Messages with
   // timestamp_ns 0 are not counted.
   // Empty with NoLatencyHistograms in the traits.
-  LatencySnapshot GetLatencyHistograms() const noexcept {
-    return core_.consume_.Latencies().Snapshot();
-  }
+  LatencySnapshot GetLatencyHistograms() const noexcept { return core_.Latencies(); }
 
   // Resets the counters and the latency histograms.
-  void ResetStatistics() noexcept {
-    core_.statistics_.Reset();
-    if constexpr (Core::kHasLanes) {
-      for (std::uint32_t i = 0; i < Traits::Lanes::kMaxProducers; ++i) {
-        core_.queue_.LaneAt(i).statistics.Reset();
-      }
-    }
-    core_.consume_.Latencies().Reset();
-  }
+  void ResetStatistics() noexcept { core_.ResetStatistics(); }
 
   // The observer the traits name (sluice/observer.hpp), to read what it
   // saw; its own thread-safety rules apply.
@@ -386,7 +368,7 @@ class AsyncBus
 
   // Admitted messages not yet released by the consumer (an estimate while
   // the bus runs). With producer lanes: in the shared queue and every lane.
-  std::size_t QueueDepth() const noexcept { return static_cast<std::size_t>(core_.queue_.Depth()); }
+  std::size_t QueueDepth() const noexcept { return static_cast<std::size_t>(core_.Depth()); }
   // The gauges cover what admission judges: the shared queue and, with
   // producer lanes, every lane, each on its own capacity (each Producer also
   // reports its own lane's). QueueUtilizationPercent: the fullest of them,

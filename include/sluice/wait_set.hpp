@@ -190,7 +190,7 @@ class WaitSet {
   template <typename... Buses>
   static bool FirstReady(std::uint32_t* index, Buses&... buses) noexcept {
     std::uint32_t i = 0;
-    const bool found = ((buses.core_.queue_.TryFront() != nullptr || (++i, false)) || ...);
+    const bool found = ((buses.core_.HasReadyMessage() || (++i, false)) || ...);
     *index = i;
     return found;
   }
@@ -200,7 +200,7 @@ class WaitSet {
   template <typename... Buses>
   bool FirstForeign(std::uint32_t* index, Buses&... buses) const noexcept {
     std::uint32_t i = 0;
-    const bool found = ((!buses.core_.wake_.Uses(&signal_) || (++i, false)) || ...);
+    const bool found = ((!buses.core_.UsesSignal(&signal_) || (++i, false)) || ...);
     *index = i;
     return found;
   }

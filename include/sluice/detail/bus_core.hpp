@@ -515,6 +515,79 @@ class BusCore : public PublishCore<Payload> {
     }
   }
 
+  // ---- Named operations for the front ends ---------------------------------------
+  // What the facade (bus.hpp), a Producer (lane_producer.hpp) and a WaitSet
+  // (wait_set.hpp) ask of the bus; its parts are private below.
+
+  // Producer lanes (only with ProducerLanes).
+  int RegisterLane(const char* name) noexcept { return queue_.Register(name); }
+  void UnregisterLane(std::uint32_t lane) noexcept { queue_.Unregister(lane); }
+  bool ReadLaneHolder(std::uint32_t lane, ProducerStatisticsSnapshot* out) const noexcept {
+    return queue_.ReadHolder(lane, out);
+  }
+  std::size_t LanesTaken() const noexcept { return queue_.LanesTaken(); }
+  BusStatisticsSnapshot LaneCounts(std::uint32_t lane) const noexcept {
+    return queue_.LaneAt(lane).statistics.Snapshot();
+  }
+  Position LaneDepth(std::uint32_t lane) const noexcept {
+    return queue_.LaneAt(lane).queue.Depth();
+  }
+
+  // Subscriptions, the error callback, the histograms.
+  auto& Subscriptions() noexcept { return consume_.Subscriptions(); }
+  const auto& Subscriptions() const noexcept { return consume_.Subscriptions(); }
+  UnsubscribeResult Unsubscribe(const SubscriptionHandle& handle) noexcept {
+    return consume_.Subscriptions().Unsubscribe(handle, consume_.Epoch());
+  }
+  bool SetErrorCallback(ErrorCallback callback, void* context) noexcept {
+    return consume_.Errors().Set(callback, context, consume_.Epoch());
+  }
+  LatencySnapshot Latencies() const noexcept { return consume_.Latencies().Snapshot(); }
+
+  // The counters: the shared ones, every lane's added in.
+  BusStatisticsSnapshot Statistics() const noexcept {
+    BusStatisticsSnapshot snapshot = statistics_.Snapshot();
+    if constexpr (kHasLanes) {
+      for (std::uint32_t i = 0; i < Lanes::kMaxProducers; ++i) {
+        AddStatistics(&snapshot, queue_.LaneAt(i).statistics.Snapshot());
+      }
+    }
+    return snapshot;
+  }
+  // The counters and the latency histograms.
+  void ResetStatistics() noexcept {
+    statistics_.Reset();
+    if constexpr (kHasLanes) {
+      for (std::uint32_t i = 0; i < Lanes::kMaxProducers; ++i) queue_.LaneAt(i).statistics.Reset();
+    }
+    consume_.Latencies().Reset();
+  }
+
+  // The mode (Mode(), above, reads it) and the thresholds.
+  void SetMode(PerformanceMode mode) noexcept { policy_.SetMode(mode); }
+  bool SetThresholds(const AdmissionThresholds& thresholds) noexcept {
+    return policy_.SetThresholds(thresholds);
+  }
+  AdmissionThresholds Thresholds() const noexcept { return policy_.Thresholds(); }
+
+  // Messages admitted and not yet released (with lanes: theirs too).
+  Position Depth() const noexcept { return queue_.Depth(); }
+
+  // A WaitSet's: the signal this bus's consumer sleeps on, and whether a
+  // message is ready.
+  template <typename Signal>
+  void JoinWaitSet(Signal* signal) noexcept {
+    wake_.Join(signal);
+  }
+  template <typename Signal>
+  bool UsesSignal(const Signal* signal) const noexcept {
+    return wake_.Uses(signal);
+  }
+  bool HasReadyMessage() noexcept { return queue_.TryFront() != nullptr; }
+
+ private:
+  friend struct TestAccess;
+
   // ---- The parts -------------------------------------------------------------------
   using WakeSignalType = std::conditional_t<kCanPark, WakeSignal<Parker>, NoWakeSignal>;
 

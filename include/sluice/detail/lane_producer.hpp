@@ -63,7 +63,7 @@ class LaneProducer : public PublishApi<LaneProducer<CoreType, Payload, Traits>, 
   // the Producer becomes invalid. Not while a publish of it runs.
   void Unregister() noexcept {
     if constexpr (kHasLanes) {
-      if (core_ != nullptr) core_->queue_.Unregister(lane_);
+      if (core_ != nullptr) core_->UnregisterLane(lane_);
     }
     core_ = nullptr;
   }
@@ -74,15 +74,14 @@ class LaneProducer : public PublishApi<LaneProducer<CoreType, Payload, Traits>, 
   BusStatisticsSnapshot GetStatistics() const noexcept {
     RequireLanes();
     if constexpr (kHasLanes) {
-      if (core_ != nullptr) return core_->queue_.LaneAt(lane_).statistics.Snapshot();
+      if (core_ != nullptr) return core_->LaneCounts(lane_);
     }
     return BusStatisticsSnapshot{};
   }
   std::size_t QueueDepth() const noexcept {
     RequireLanes();
     if constexpr (kHasLanes) {
-      if (core_ != nullptr)
-        return static_cast<std::size_t>(core_->queue_.LaneAt(lane_).queue.Depth());
+      if (core_ != nullptr) return static_cast<std::size_t>(core_->LaneDepth(lane_));
     }
     return 0;
   }
