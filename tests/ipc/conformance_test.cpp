@@ -4,10 +4,12 @@
 // Publish results and counts, priority admission at each threshold, every
 // admitted message dispatched once (HIGH first where the bus orders by
 // priority), Close refusing what follows, latency never above the truth,
-// the statistics identities. Here the shared bus's producer and consumer
-// are in one process (the calls' promises); shm_bus_test.cpp and
-// producer_exit_test.cpp hold it to them across processes.
+// the statistics identities. The shared bus runs twice: its producer in
+// the consumer's process, and in a process of its own (forked, told what
+// to publish over a pipe).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -146,6 +148,102 @@ struct SharedMemory {
   sluice::LatencySnapshot Latency() const { return bus.GetLatencyHistograms(); }
 };
 
+// The shared-memory bus with its producer in another process: a child
+// forked with the bus made, which attaches and publishes what it is told
+// over a pipe and answers each publish's outcome.
+struct SharedMemoryAcrossProcesses {
+  using Bus = sluice::ipc::ShmBus<Payload, kCapacity>;
+  using Producer = sluice::ipc::ShmProducer<Payload, kCapacity>;
+  static constexpr bool kPriorityOrder = true;
+  static constexpr PublishOutcome kFull = PublishOutcome::kRefusedFull;
+  static constexpr Position kSlots = kCapacity;
+  struct Command {
+    std::uint64_t seq;
+    std::uint64_t stamp;  // 0: the producer's clock
+    std::uint8_t priority;
+  };
+  Bus bus;
+  pid_t child = -1;
+  int to_child = -1;
+  int from_child = -1;
+
+  SharedMemoryAcrossProcesses() {
+    const std::string name = sluice_ipc_test::UniqueName();
+    EXPECT_EQ(bus.Create(name), sluice::ipc::AttachError::kNone);
+    int commands[2];
+    int answers[2];
+    if (::pipe(commands) != 0 || ::pipe(answers) != 0) {
+      ADD_FAILURE() << "pipe";
+      return;
+    }
+    child = ::fork();
+    if (child == 0) {
+      ::close(commands[1]);
+      ::close(answers[0]);
+      Producer producer;
+      std::uint8_t answer = producer.Attach(name) == sluice::ipc::AttachError::kNone ? 0 : 0xFF;
+      if (::write(answers[1], &answer, 1) != 1) ::_exit(2);
+      Command command;
+      while (::read(commands[0], &command, sizeof command) == sizeof command) {
+        const auto priority = static_cast<MessagePriority>(command.priority);
+        const PublishResult result =
+            command.stamp == 0
+                ? producer.PublishWithPriority(Reading{command.seq}, 7, priority)
+                : producer.PublishFast(Reading{command.seq}, 7,
+                                       std::chrono::nanoseconds(command.stamp), priority);
+        answer = static_cast<std::uint8_t>(result.Outcome());
+        if (::write(answers[1], &answer, 1) != 1) ::_exit(3);
+      }
+      producer.Detach();
+      ::_exit(0);
+    }
+    ::close(commands[0]);
+    ::close(answers[1]);
+    to_child = commands[1];
+    from_child = answers[0];
+    std::uint8_t attached = 0xFF;
+    EXPECT_EQ(::read(from_child, &attached, 1), 1);
+    EXPECT_EQ(attached, 0) << "the producer process could not attach";
+  }
+  ~SharedMemoryAcrossProcesses() {
+    if (to_child >= 0) ::close(to_child);
+    if (from_child >= 0) ::close(from_child);
+    if (child > 0) {
+      int status = 0;
+      ::waitpid(child, &status, 0);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+  }
+  PublishResult Ask(std::uint64_t seq, std::uint64_t stamp, MessagePriority priority) {
+    const Command command{seq, stamp, static_cast<std::uint8_t>(priority)};
+    std::uint8_t outcome = 0xFF;
+    if (::write(to_child, &command, sizeof command) != sizeof command ||
+        ::read(from_child, &outcome, 1) != 1) {
+      ADD_FAILURE() << "the producer process did not answer";
+      return PublishResult(PublishOutcome::kRejected, priority);
+    }
+    return PublishResult(static_cast<PublishOutcome>(outcome), priority);
+  }
+  PublishResult Publish(std::uint64_t seq, MessagePriority priority) {
+    return Ask(seq, 0, priority);
+  }
+  PublishResult PublishStamped(std::uint64_t seq, std::uint64_t stamp, MessagePriority priority) {
+    return Ask(seq, stamp, priority);
+  }
+  static std::uint64_t Now() { return sluice::SteadyClock::NowNanos(); }
+  template <typename Visitor>
+  std::uint32_t Dispatch(Visitor&& visitor) {
+    return bus.ProcessBatchWith(visitor);
+  }
+  void Close() { bus.Close(); }
+  std::size_t Depth() const { return bus.QueueDepth(); }
+  Totals Counts() const {
+    const auto s = bus.GetStatistics();
+    return {s.messages_published, s.messages_dropped, s.messages_processed};
+  }
+  sluice::LatencySnapshot Latency() const { return bus.GetLatencyHistograms(); }
+};
+
 template <typename Adapter>
 class ConformanceTest : public ::testing::Test {
  protected:
@@ -172,7 +270,7 @@ using Buses =
     ::testing::Types<InProcess<sluice::ProducerModel::kMulti, sluice::DefaultBusTraits>,
                      InProcess<sluice::ProducerModel::kSingle, sluice::DefaultBusTraits>,
                      InProcess<sluice::ProducerModel::kMulti, sluice::PriorityOrderTraits>,
-                     InProcessLane, SharedMemory>;
+                     InProcessLane, SharedMemory, SharedMemoryAcrossProcesses>;
 TYPED_TEST_SUITE(ConformanceTest, Buses, sluice_test::IndexNames);
 
 // Each priority is admitted while the fill is below its threshold and
