@@ -21,7 +21,7 @@
 // The in-process bus's front takes each message in place and frees its
 // slot after dispatch (detail/bus_core.hpp); the shared-memory bus's copies
 // each one out of the segment, checks it and binds its loan before
-// dispatch (ipc/shm_bus.hpp).
+// dispatch (ipc/shm_front.hpp).
 //
 //  - Guard: one batch at a time on the consumer thread; from inside a
 //    callback, visitor or error callback (`dispatching_`) it returns 0.

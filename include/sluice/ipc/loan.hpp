@@ -46,6 +46,11 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace ipc {
 
+namespace detail {
+template <typename Payload, std::size_t kCapacity, typename Traits>
+class ShmFront;  // sluice/ipc/shm_front.hpp
+}  // namespace detail
+
 // The payload alternative of a loaned message: which block of the sending
 // lane holds the T. At the consumer, during dispatch, it also points at
 // the block in this process's mapping (the bus checks the block number
@@ -66,7 +71,7 @@ class Loaned {
 
  private:
   template <typename, std::size_t, typename>
-  friend class ShmBus;
+  friend class detail::ShmFront;  // binds a taken loan to its block
   template <typename, std::size_t, typename>
   friend class ShmProducer;
   std::uint32_t block_ = 0;

@@ -1,0 +1,240 @@
+// The shared-memory bus's front for the consumer core
+// (detail/consume_core.hpp): what ShmBus (sluice/ipc/shm_bus.hpp) hands the
+// core as the source of each batch. Take copies each message out of the
+// segment, checks it and binds its loan; Release returns loan blocks a
+// lane at a time. The front owns the consumer's parts a batch reaches
+// (the core, the lanes, the batch's state, the counts), so that the core's
+// loop reaches all of them through the one reference it is given.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <type_traits>
+#include <variant>
+
+#include "sluice/clock.hpp"
+#include "sluice/config.hpp"
+#include "sluice/detail/consume_core.hpp"
+#include "sluice/detail/wake_signal.hpp"
+#include "sluice/ipc/loan.hpp"
+#include "sluice/ipc/shm_lanes.hpp"
+#include "sluice/ipc/shm_layout.hpp"
+#include "sluice/ipc/shm_options.hpp"
+#include "sluice/message.hpp"
+#include "sluice/observer.hpp"
+#include "sluice/performance_mode.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace ipc {
+namespace detail {
+
+template <typename Payload, std::size_t kCapacity, typename Traits>
+class ShmFront {
+  using LayoutType = Layout<Payload, kCapacity, Traits>;
+  // What the consumer core needs of the traits: the producers' clock
+  // (steady_clock, CLOCK_MONOTONIC), the histograms' setting and the
+  // subscription table's sizes.
+  struct ConsumerTraits {
+    using Clock = SteadyClock;
+    using Latency = typename Traits::Latency;
+    static constexpr std::size_t kMaxSubscribersPerType = Traits::kMaxSubscribersPerType;
+    static constexpr std::size_t kCallbackStorageBytes = Traits::kCallbackStorageBytes;
+  };
+
+ public:
+  using Envelope = MessageEnvelope<Payload>;
+  using ConsumeCore = sluice::detail::ConsumeCore<Payload, ConsumerTraits>;
+  using LanesType = ConsumerLanes<Payload, kCapacity, Traits>;
+
+  ShmFront() noexcept = default;
+  ShmFront(const ShmFront&) = delete;
+  ShmFront& operator=(const ShmFront&) = delete;
+  ~ShmFront() = default;
+
+  LanesType& Lanes() noexcept { return lanes_; }
+  const LanesType& Lanes() const noexcept { return lanes_; }
+  ConsumerCounts& Counts() noexcept { return counts_; }
+  const ConsumerCounts& Counts() const noexcept { return counts_; }
+
+  // ---- One batch, as ShmBus runs it ----------------------------------------
+
+  // Before the core's batch: at most `max_messages` to take.
+  void BeginRun(std::uint32_t max_messages) noexcept { batch_.Begin(max_messages); }
+  // Taken from the rings this batch, corrupt ones included.
+  std::uint32_t Taken() const noexcept { return batch_.taken; }
+  // A callback closed the bus: the batch takes nothing more.
+  void MarkClosed() noexcept { batch_.closed = true; }
+  bool ClosedInBatch() const noexcept { return batch_.closed; }
+
+  // After the core's batch (the bus still open): the loans dispatched go
+  // back, and the lanes that got room are woken.
+  void EndRun() noexcept {
+    if constexpr (LayoutType::Loans::kAny) ReturnLoans(batch_.returning_lane, &batch_.returning);
+    if (std::uint64_t touched = batch_.touched; touched != 0) {
+      // SYNC POINT WRITE/READ (W), notifying side: the releases above, a
+      // full fence, then the waiter counts of the lanes that got room.
+      sluice::detail::FullFence();
+      for (; touched != 0; touched &= touched - 1) {
+        lanes_.SegmentHeader()->lanes[LowestBit(touched)].room.WakeIfWaiting();
+      }
+    }
+  }
+
+  // ---- The consumer core's front (detail/consume_core.hpp) ----------------
+
+  ConsumeCore& Consumer() noexcept { return consume_; }
+  const ConsumeCore& Consumer() const noexcept { return consume_; }
+  Envelope* First() noexcept { return Take(); }
+  Envelope* Next() noexcept { return Take(); }
+  // The message was dispatched: its slot was freed when it was taken; its
+  // loan's block goes back with the rest of its lane's run. Blocks go back
+  // a lane at a time: one read-modify-write of the lane's mask (a line its
+  // producer writes too) per run of messages of one lane, not per message.
+  void Release() noexcept {
+    if constexpr (LayoutType::Loans::kAny) {
+      if (batch_.loan != 0 && !batch_.closed) {
+        if (batch_.lane != batch_.returning_lane) {
+          ReturnLoans(batch_.returning_lane, &batch_.returning);
+        }
+        batch_.returning_lane = batch_.lane;
+        batch_.returning |= batch_.loan;
+      }
+    }
+  }
+  // The shared bus has no performance mode: latency is always recorded.
+  static constexpr PerformanceMode Mode() noexcept { return PerformanceMode::FULL_FEATURED; }
+  // (The fills a batch starts from are noted by ShmBus, before it takes any.)
+  static constexpr void BeginBatch() noexcept {}
+  static constexpr void EndBatch(std::uint32_t) noexcept {}
+  void CountError() noexcept { ++counts_.callback_errors; }
+  // Processed messages by priority (Take checked it is in range).
+  struct Tally {
+    std::uint64_t processed[kPriorityCount] = {};
+  };
+  static void Count(Tally& tally, const MessageHeader& header) noexcept {
+    ++tally.processed[static_cast<std::size_t>(header.priority)];
+  }
+  void Flush(const Tally& tally) noexcept {
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      counts_.processed_by_priority[p] += tally.processed[p];
+      counts_.processed += tally.processed[p];
+    }
+  }
+  using Observer = NoObserver;
+  static constexpr bool kObserves = false;
+  NoObserver& Watcher() noexcept;  // never called: kObserves is false
+
+ private:
+  // The next message to dispatch: the front of the lane to take from,
+  // copied out (what gets checked and dispatched is the copy: the slot is
+  // memory other processes can write) and freed at once for its producer;
+  // one whose alternative index or priority is out of range is counted
+  // corrupt and skipped, as is a loan naming no block of its lane. nullptr
+  // when nothing is ready, the batch has taken `max` (corrupt ones count),
+  // or a callback closed the bus.
+  Envelope* Take() noexcept {
+    while (!batch_.closed && lanes_.IsOpen() && batch_.taken < batch_.max) {
+      // SYNC POINT READ (U): the lanes taken, before their rings are read;
+      // for every message, so that a lane taken during the batch has its
+      // HIGH taken first too.
+      const std::uint64_t active =
+          lanes_.SegmentHeader()->lanes_active.load(std::memory_order_acquire) &
+          LayoutType::kAllLanes;
+      std::size_t lane = 0;
+      const Envelope* front = lanes_.ReadyFront(active, &lane);
+      if (front == nullptr) return nullptr;
+      std::memcpy(batch_.bytes, static_cast<const void*>(front), sizeof(Envelope));
+      lanes_.QueueOf(lane).PopFront();
+      batch_.touched |= std::uint64_t{1} << lane;
+      ++batch_.taken;
+      Envelope& envelope = *std::launder(reinterpret_cast<Envelope*>(batch_.bytes));
+      if (envelope.payload.index() >= std::variant_size_v<Payload> ||
+          static_cast<std::size_t>(envelope.header.priority) >= kPriorityCount) {
+        ++counts_.corrupt;
+        continue;
+      }
+      // Fields a writer could leave as any byte, set to what they mean
+      // here: `counted` is a bool (only 0 and 1 are values); `lane` says
+      // which producer's lane the message came through.
+      std::memset(static_cast<void*>(&envelope.header.counted), 1, sizeof(bool));
+      envelope.header.lane = static_cast<std::uint16_t>(lane + 1);
+      batch_.lane = lane;
+      batch_.loan = 0;  // the block a loaned message names, as a bit
+      if constexpr (LayoutType::Loans::kAny) {
+        if (!BindLoan(&envelope, lane, &batch_.loan)) {
+          ++counts_.corrupt;
+          continue;
+        }
+      }
+      return &envelope;
+    }
+    return nullptr;
+  }
+
+  // A loaned message: points it at its block in this process's mapping, if
+  // the block number is one of the lane's; its bit in *loan. False when it
+  // is not (the message is corrupt).
+  bool BindLoan(Envelope* envelope, std::size_t lane, std::uint64_t* loan) noexcept {
+    return std::visit(
+        [&](auto& message) {
+          using Message = std::decay_t<decltype(message)>;
+          if constexpr (IsLoaned<Message>::value) {
+            if (message.block_ >= LayoutType::kLoanBlocks) return false;
+            message.data_ = std::launder(reinterpret_cast<const typename Message::Type*>(
+                LayoutType::LoanBlock(lanes_.Base(), lane, message.block_)));
+            *loan = std::uint64_t{1} << message.block_;
+          }
+          return true;
+        },
+        envelope->payload);
+  }
+
+  // Gives the dispatched blocks in *blocks back to lane `lane`'s producer.
+  void ReturnLoans(std::size_t lane, std::uint64_t* blocks) noexcept {
+    if (*blocks == 0 || !lanes_.IsOpen()) return;
+    // SYNC POINT WRITE (P): the subscribers' reads of the blocks, before
+    // their next taker's writes.
+    lanes_.SegmentHeader()->lanes[lane].loans_free.fetch_or(*blocks, std::memory_order_release);
+    *blocks = 0;
+  }
+
+  // What the front keeps through one batch (consumer thread only).
+  struct Batch {
+    alignas(Envelope) unsigned char bytes[sizeof(Envelope)];  // the message taken
+    std::uint32_t max = 0;      // the most to take, corrupt ones included
+    std::uint32_t taken = 0;    // taken from the rings, corrupt ones included
+    std::uint64_t touched = 0;  // lanes that got room
+    std::size_t lane = 0;       // the lane of the message taken
+    std::uint64_t loan = 0;     // its loan's block, as a bit (0: none)
+    std::size_t returning_lane = 0;
+    std::uint64_t returning = 0;  // loan blocks of returning_lane dispatched
+    bool closed = false;          // a callback closed the bus
+    // Everything but the message's bytes, which Take writes before use.
+    void Begin(std::uint32_t most) noexcept {
+      max = most;
+      taken = 0;
+      touched = 0;
+      lane = 0;
+      loan = 0;
+      returning_lane = 0;
+      returning = 0;
+      closed = false;
+    }
+  };
+
+  // Subscriptions, epoch, error reporter, latency histograms, re-entrancy
+  // guard: the consumer's parts every bus shares.
+  ConsumeCore consume_;
+  LanesType lanes_;
+  Batch batch_;
+  ConsumerCounts counts_;
+};
+
+}  // namespace detail
+}  // namespace ipc
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

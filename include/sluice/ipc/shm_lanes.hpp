@@ -1,0 +1,313 @@
+// The consumer's side of the producers' lanes of a shared-memory bus
+// (sluice/ipc/shm_bus.hpp): its view of each lane's rings, the claims it
+// skipped for a producer that left, looking for producers that left
+// (CheckProducers), handing their lanes back (TendGoneLanes, ResetLane, the
+// exit report), the merge of the lanes into one HIGH-first order
+// (ReadyFront), and the per-lane readings the gauges and statistics need.
+// The segment's layout and protocol: sluice/ipc/shm_layout.hpp.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <new>
+#include <optional>
+#include <utility>
+
+#include "sluice/config.hpp"
+#include "sluice/ipc/loan.hpp"
+#include "sluice/ipc/process_identity.hpp"
+#include "sluice/ipc/shm_layout.hpp"
+#include "sluice/ipc/shm_options.hpp"
+#include "sluice/message.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace ipc {
+namespace detail {
+
+// The consumer thread's tallies, plain: GetStatistics reads them, so it is
+// for the consumer thread too (from another thread it would be a data race).
+struct ConsumerCounts {
+  std::uint64_t processed = 0;
+  std::uint64_t processed_by_priority[kPriorityCount] = {};
+  std::uint64_t corrupt = 0;
+  std::uint64_t callback_errors = 0;
+  ShmBusStatistics totals;  // of lanes handed back
+};
+
+// Every lane of one mapped segment, as its consumer sees them. The consumer
+// thread only; not copyable (each lane's view holds references into the
+// mapping).
+template <typename Payload, std::size_t kCapacity, typename Traits>
+class ConsumerLanes {
+  using LayoutType = Layout<Payload, kCapacity, Traits>;
+  using Header = typename LayoutType::Header;
+  using LaneControl = typename LayoutType::LaneControl;
+  using Queue = typename LayoutType::Queue;
+  using Rings = typename LayoutType::Rings;
+
+ public:
+  using Envelope = MessageEnvelope<Payload>;
+  static constexpr std::size_t kLanes = LayoutType::kLanes;
+
+  ConsumerLanes() noexcept = default;
+  ConsumerLanes(const ConsumerLanes&) = delete;
+  ConsumerLanes& operator=(const ConsumerLanes&) = delete;
+  ~ConsumerLanes() = default;
+
+  // A segment being made (`base`, its header constructed): every lane's
+  // rings and counters constructed, each lane free.
+  void Make(void* base) noexcept {
+    Map(base);
+    for (std::size_t lane = 0; lane < kLanes; ++lane) ResetLane(lane);
+  }
+
+  // A killed consumer's segment (`base`): every lane as it left them.
+  void TakeOver(void* base) noexcept {
+    Map(base);
+    for (std::size_t lane = 0; lane < kLanes; ++lane) {
+      lanes_[lane].Clear();
+      lanes_[lane].queue.emplace(LayoutType::RingsOf(base, lane));
+      // The killed consumer may have been inside a release.
+      lanes_[lane].queue->TakeOverConsumer();
+    }
+  }
+
+  // (X): closes every lane's cursors (after the state was stored).
+  void CloseQueues() noexcept {
+    for (auto& lane : lanes_) (void)lane.queue->Close();
+  }
+
+  // Forgets the segment (closed, or never named): every view, and the
+  // lanes marked gone.
+  void Unmap() noexcept {
+    header_ = nullptr;
+    base_ = nullptr;
+    for (auto& lane : lanes_) lane.Clear();
+    gone_ = 0;
+  }
+
+  bool IsOpen() const noexcept { return header_ != nullptr; }
+  Header* SegmentHeader() const noexcept { return header_; }
+  void* Base() const noexcept { return base_; }
+  Queue& QueueOf(std::size_t lane) noexcept { return *lanes_[lane].queue; }
+  const LaneControl& Control(std::size_t lane) const noexcept { return header_->lanes[lane]; }
+  // Whether a lane whose owner left is still to be handed back.
+  bool AnyGone() const noexcept { return gone_ != 0; }
+
+  // Called on the consumer thread each time a producer's lane is handed
+  // back (after its last message was taken).
+  void OnExit(std::function<void(const ProducerExit&)> handler) { on_exit_ = std::move(handler); }
+
+  // Looks now for producers that left: a lane whose process exited without
+  // detaching (killed), or that detached, is marked gone; then the gone
+  // lanes are tended (TendGoneLanes).
+  void CheckProducers(ConsumerCounts& counts, bool dispatching) {
+    if (header_ == nullptr) return;
+    for (std::size_t lane = 0; lane < kLanes; ++lane) {
+      const std::uint64_t bit = std::uint64_t{1} << lane;
+      if ((gone_ & bit) != 0) continue;
+      const LaneControl& control = header_->lanes[lane];
+      // SYNC POINT READ (U): the owner's identity, or its last publishes.
+      const std::uint32_t state = control.state.load(std::memory_order_acquire);
+      if (state == kLaneDetached) {
+        lanes_[lane].killed = false;
+      } else if (state == kLaneOwned) {
+        const ProcessIdentity owner = control.owner;
+        if (!owner.IsGone()) continue;
+        // A killed owner stored nothing with release on its way out; its
+        // stores are ordered before this by the kernel: it had exited (every
+        // store of its last instructions done, the exit path fenced) before
+        // /proc said so, and that read was a system call of this thread.
+        // The fence keeps the compiler from moving the lane's reads above it.
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        lanes_[lane].killed = true;
+      } else {
+        continue;  // free (or a value no producer writes: left alone)
+      }
+      lanes_[lane].pid = control.owner.pid;
+      gone_ |= bit;
+    }
+    if (gone_ != 0) TendGoneLanes(counts, dispatching);
+  }
+
+  // Lanes whose owner left: moves past the claims it never published at
+  // each ring's front (what it published is dispatched as usual), and
+  // hands each lane with nothing left back, counting it in `counts`.
+  // Re-entered from the exit handler (which may call CheckProducers or
+  // Close), it does nothing: the outer call reads `gone_` afresh for each
+  // lane. Nor from a callback during a batch (`dispatching`): the batch may
+  // hold blocks of a lane still to give back (the next batch, or the end of
+  // this one, hands the lane on).
+  void TendGoneLanes(ConsumerCounts& counts, bool dispatching) {
+    if (tending_ || dispatching) return;
+    tending_ = true;
+    struct Done {
+      bool& flag;
+      ~Done() { flag = false; }
+    } done{tending_};
+    for (std::size_t lane = 0; lane < kLanes && header_ != nullptr; ++lane) {
+      const std::uint64_t bit = std::uint64_t{1} << lane;
+      if ((gone_ & bit) == 0) continue;
+      ConsumerLane& consumer = lanes_[lane];
+      consumer.queue->SkipUnpublishedFronts(consumer.skipped);
+      // Claims more than a ring holds: rings written wrong, which would never
+      // drain. Handed on now, what they held counted corrupt.
+      if (consumer.queue->HasImpossibleClaims()) {
+        ++counts.corrupt;
+      } else if (!consumer.queue->IsDrained()) {
+        continue;
+      }
+      // Its owner can claim no more: each ring's claims are exactly its
+      // publishes and the claims skipped.
+      LaneControl& control = header_->lanes[lane];
+      ShmBusStatistics& totals = counts.totals;
+      ProducerExit exit;
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
+        const Position claims = consumer.queue->RingClaims(p);
+        const Position skipped = consumer.skipped[p] < claims ? consumer.skipped[p] : claims;
+        totals.published[p] += claims - skipped;
+        totals.dropped[p] += control.dropped[p].load(std::memory_order_relaxed);
+        exit.lost += skipped;
+      }
+      totals.lost += exit.lost;
+      ++(consumer.killed ? totals.producers_killed : totals.producers_detached);
+      exit.lane = static_cast<std::uint16_t>(lane + 1);
+      exit.pid = consumer.pid;
+      exit.killed = consumer.killed;
+      // Off the active set before it is free, so that the next owner's bit
+      // is not cleared after it was set.
+      header_->lanes_active.fetch_and(~bit, std::memory_order_relaxed);
+      gone_ &= ~bit;
+      ResetLane(lane);
+      if (on_exit_) {
+#if SLUICE_HAS_EXCEPTIONS
+        try {
+          on_exit_(exit);
+        } catch (...) {
+          ++counts.callback_errors;
+        }
+#else
+        on_exit_(exit);
+#endif
+      }
+    }
+  }
+
+  // The front of the lane to take from next: the highest priority published
+  // in any lane not held (a claim above it in the same lane not yet
+  // published: the in-process rule, per lane, since only one process's
+  // threads can order their publishes); ties go round the lanes.
+  Envelope* ReadyFront(std::uint64_t active, std::size_t* lane) noexcept {
+    if (active == 0) return nullptr;
+    if ((active & (active - 1)) == 0) {
+      *lane = static_cast<std::size_t>(LowestBit(active));
+      return lanes_[*lane].queue->TryFront();
+    }
+    int best = -1;
+    for (std::size_t i = 1; i <= kLanes; ++i) {
+      const std::size_t candidate = (last_lane_ + i) % kLanes;
+      if ((active & (std::uint64_t{1} << candidate)) == 0) continue;
+      int held = -1;
+      const int priority = lanes_[candidate].queue->ReadyPriority(&held);
+      if (priority > best && held < priority) {
+        best = priority;
+        *lane = candidate;
+      }
+    }
+    if (best < 0) return nullptr;
+    last_lane_ = *lane;
+    return lanes_[*lane].queue->TryFront();
+  }
+
+  // Whether a batch would find something to do: a message to take, or a
+  // lane whose owner left still to tend. SYNC POINT READ (W) in a waiter's
+  // re-check: the slot's acquire load, after the announcement's fence.
+  bool HasWork() noexcept {
+    if (gone_ != 0) return true;
+    std::size_t lane = 0;
+    return ReadyFront(header_->lanes_active.load(std::memory_order_acquire) & LayoutType::kAllLanes,
+                      &lane) != nullptr;
+  }
+
+  // ---- Readings (the gauges and statistics) --------------------------------
+
+  // Messages admitted and not yet taken in lane `lane`, and in every lane.
+  Position Fill(std::size_t lane) const noexcept { return lanes_[lane].queue->Depth(); }
+  std::size_t Depth() const noexcept {
+    std::size_t depth = 0;
+    for (const auto& lane : lanes_) depth += static_cast<std::size_t>(lane.queue->Depth());
+    return depth;
+  }
+
+  // Lane `lane`'s admissions at priority `p` since its producer took it:
+  // each claimed one slot of the ring; claims skipped after their owner
+  // left are lost, not published.
+  Position Published(std::size_t lane, std::size_t p) const noexcept {
+    const ConsumerLane& consumer = lanes_[lane];
+    const Position claims = consumer.queue->RingClaims(p);
+    return claims - (consumer.skipped[p] < claims ? consumer.skipped[p] : claims);
+  }
+
+  // Lane `lane`'s producer's refusals for room the peak has noted
+  // (ShmGauges::NoteRefusals), one count per priority.
+  std::uint64_t* RefusalsNoted(std::size_t lane) noexcept { return lanes_[lane].refusals_noted; }
+  const std::uint64_t* RefusalsNoted(std::size_t lane) const noexcept {
+    return lanes_[lane].refusals_noted;
+  }
+
+ private:
+  // The consumer's side of one lane.
+  struct ConsumerLane {
+    std::optional<Queue> queue;             // its view of the lane's rings
+    Position skipped[kPriorityCount] = {};  // claims skipped since its owner left
+    // Its producer's refusals for room the peak has noted (NoteRefusals).
+    std::uint64_t refusals_noted[kPriorityCount] = {};
+    std::int32_t pid = 0;  // the owner that left
+    bool killed = false;
+    void Clear() noexcept {
+      queue.reset();  // a view holds references: made again, never assigned
+      for (Position& count : skipped) count = 0;
+      for (std::uint64_t& count : refusals_noted) count = 0;
+      pid = 0;
+      killed = false;
+    }
+  };
+
+  void Map(void* base) noexcept {
+    base_ = base;
+    header_ = LayoutType::HeaderOf(base);
+  }
+
+  // Constructs lane `lane`'s rings and counters anew and makes its queue
+  // view; the lane is free afterwards (SYNC POINT WRITE (U)).
+  void ResetLane(std::size_t lane) noexcept {
+    LaneControl& control = header_->lanes[lane];
+    new (LayoutType::LaneAt(base_, lane)) Rings(0);
+    // A producer killed while it waited for room left itself counted, and
+    // its loans taken.
+    new (&control.room) typename LayoutType::RoomSignal();
+    control.loans_free.store(AllBlocks(LayoutType::kLoanBlocks), std::memory_order_relaxed);
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      control.dropped[p].store(0, std::memory_order_relaxed);
+    }
+    lanes_[lane].Clear();
+    lanes_[lane].queue.emplace(LayoutType::RingsOf(base_, lane));
+    control.state.store(kLaneFree, std::memory_order_release);
+  }
+
+  Header* header_ = nullptr;  // the segment's, while it is mapped
+  void* base_ = nullptr;
+  ConsumerLane lanes_[kLanes];
+  std::uint64_t gone_ = 0;  // bit l: lane l's owner left, its lane not yet handed back
+  bool tending_ = false;    // inside TendGoneLanes
+  std::size_t last_lane_ = 0;
+  std::function<void(const ProducerExit&)> on_exit_;
+};
+
+}  // namespace detail
+}  // namespace ipc
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
