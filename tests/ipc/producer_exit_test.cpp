@@ -467,6 +467,37 @@ TEST(ShmConsumerRestartTest, ARestartedConsumerDispatchesWhatWasAdmitted) {
   EXPECT_EQ(got.at(0).second, 100u);
 }
 
+// A consumer taking over a killed one's segment starts a new peak period:
+// refusals its producers counted before (the lane since drained by the
+// killed consumer) are not this period's.
+TEST(ShmConsumerRestartTest, ATakenOverSegmentsPeakStartsWithTheTakeOver) {
+  const std::string name = UniqueName();
+  ChildProcess first;
+  ASSERT_TRUE(StartPeer(first, {"consume-slowly", name}));
+  std::string line;
+  ASSERT_TRUE(first.WaitForLine("ready", &line, kGuard));
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  // The slow consumer takes one message each 2 ms: LOW fills to its
+  // threshold and one more is refused long before it is through.
+  std::uint64_t admitted = 0;
+  while (producer.PublishWithPriority(Stop{0, admitted}, 7, MessagePriority::LOW)) ++admitted;
+  for (std::uint64_t i = 0; i < admitted; ++i) {
+    ASSERT_TRUE(first.WaitForLine("got", &line, kGuard)) << i;
+  }
+  first.Kill(SIGKILL);
+  for (std::uint64_t seq = 0; seq < 3; ++seq) {
+    ASSERT_TRUE(producer.PublishWithPriority(Stop{0, seq}, 7, MessagePriority::HIGH));
+  }
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  ASSERT_TRUE(bus.TookOver());
+  EXPECT_EQ(bus.GetStatistics().low_priority_dropped, 1u);  // the segment's count
+  const sluice::BackpressurePeak peak = bus.PeekBackpressurePeak();
+  EXPECT_EQ(peak.fill, 3u);
+  EXPECT_EQ(peak.level, sluice::BackpressureLevel::NORMAL);
+}
+
 // The consumer process is killed in the middle of dispatching (its
 // subscriber pauses 2 ms a message): the new consumer dispatches the rest.
 // Every message reaches one of the two; none reaches both; at most the one

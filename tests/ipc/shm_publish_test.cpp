@@ -320,6 +320,42 @@ TEST_F(ShmPublishTest, TheStatisticsAreTheInProcessSnapshotAndThePrometheusExpor
       << text;
 }
 
+// The refusals of a lane handed back (CheckProducers, after its producer
+// detached) are noted before its counts go with it.
+TEST_F(ShmPublishTest, ARefusalOfALaneHandedBackStillShowsInThePeak) {
+  ASSERT_TRUE(producer_.PublishWithPriority(Pose{0, 0, 0, 0}, 7, MessagePriority::HIGH));
+  auto flood = bus_.Subscribe<Pose>([&](const Pose&) {
+    for (std::uint64_t seq = 0;; ++seq) {
+      if (!producer_.PublishWithPriority(Stop{0, seq}, 7, MessagePriority::LOW)) return;
+    }
+  });
+  ASSERT_TRUE(flood.IsValid());
+  EXPECT_EQ(bus_.ProcessBatch(), 1u + kLowLimit);
+  producer_.Detach();
+  bus_.CheckProducers();  // the lane is handed back, its counts reset
+  const sluice::BackpressurePeak peak = bus_.TakeBackpressurePeak();
+  EXPECT_EQ(peak.fill, kLowLimit);
+  EXPECT_EQ(peak.level, sluice::BackpressureLevel::WARNING);
+}
+
+// Create from a callback of this bus, even after a Close there, is refused:
+// the batch still running would count into the new bus.
+TEST_F(ShmPublishTest, CreateFromInsideACallbackIsRefused) {
+  ASSERT_TRUE(producer_.PublishWithPriority(Stop{0, 1}, 7, MessagePriority::HIGH));
+  sluice::ipc::AttachError inside = AttachError::kNone;
+  auto handle = bus_.Subscribe<Stop>([&](const Stop&) {
+    bus_.Close();
+    inside = bus_.Create(name_);
+  });
+  ASSERT_TRUE(handle.IsValid());
+  EXPECT_EQ(bus_.ProcessBatch(), 1u);
+  EXPECT_EQ(inside, AttachError::kConsumerExists);
+  EXPECT_FALSE(bus_.IsOpen());
+  producer_.Detach();
+  ASSERT_EQ(bus_.Create(name_), AttachError::kNone);  // outside the batch: made
+  EXPECT_EQ(bus_.GetStatistics().messages_processed, 0u);
+}
+
 #if SLUICE_HAS_EXCEPTIONS
 struct Reported {
   int calls = 0;

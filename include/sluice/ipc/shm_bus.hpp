@@ -94,7 +94,11 @@ class ShmBus {
   // killed at any step leaves the name made, stale or free (never stuck),
   // and two consumers are never both told that they made or took it.
   [[nodiscard]] AttachError Create(const std::string& name, const ShmBusOptions& options = {}) {
-    if (header_ != nullptr) return AttachError::kConsumerExists;
+    // From a callback of this bus (even after a Close there) its batch is
+    // still running and would count into the new bus: refused.
+    if (header_ != nullptr || front_.Consumer().Dispatching()) {
+      return AttachError::kConsumerExists;
+    }
     if (!options.thresholds.IsValid() || options.peer_check_interval.count() < 0) {
       return AttachError::kBadOptions;
     }
@@ -283,6 +287,8 @@ class ShmBus {
   // counted lost, and the lane is handed back (OnProducerExit). ProcessBatch
   // calls it itself (ShmBusOptions::peer_check_interval).
   void CheckProducers() {
+    // A lane handed back loses its refusal counts: the peak notes them first.
+    gauges_.NoteRefusals(front_.Lanes());
     front_.Lanes().CheckProducers(front_.Counts(), front_.Consumer().Dispatching());
   }
 
@@ -389,8 +395,10 @@ class ShmBus {
     sleep_slice_ = detail::SleepSlice(options);
     last_check_ = std::chrono::steady_clock::now();
     name_ = name;
-    // The segment's (a taken-over one keeps its own).
+    // The segment's (a taken-over one keeps its own); the refusals its
+    // producers counted before this Create are not this period's.
     gauges_.Begin(header_->thresholds);
+    gauges_.ForgetRefusals(front_.Lanes());
   }
 
   template <typename Batch>
@@ -422,7 +430,9 @@ class ShmBus {
     // Inside a callback of this bus: no batch (as in process).
     if (header_ == nullptr || front_.Consumer().Dispatching()) return 0;
     if (front_.Lanes().AnyGone()) {
-      // (its exit handler may close the bus)
+      // A lane handed back loses its refusal counts: the peak notes them
+      // first. (The exit handler may close the bus.)
+      gauges_.NoteRefusals(front_.Lanes());
       front_.Lanes().TendGoneLanes(front_.Counts(), /*dispatching=*/false);
     }
     if (header_ == nullptr) return 0;

@@ -91,9 +91,21 @@ class ShmGauges {
     return peak_.Peek(now.fill, now.level);
   }
 
- private:
+  // Marks every refusal counted so far as noted, without noting it: a
+  // taken-over segment's counts are from before this Create.
+  void ForgetRefusals(Lanes& lanes) noexcept {
+    if (!lanes.IsOpen()) return;
+    for (std::size_t lane = 0; lane < kLanes; ++lane) {
+      std::uint64_t* noted = lanes.RefusalsNoted(lane);
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
+        noted[p] = lanes.Control(lane).dropped[p].load(std::memory_order_relaxed);
+      }
+    }
+  }
+
   // Each lane's refusals for room counted since the last look: the lane
-  // held at least the highest refused priority's threshold.
+  // held at least the highest refused priority's threshold. Also before a
+  // lane is handed back (its counts go with it).
   void NoteRefusals(Lanes& lanes) noexcept {
     if (!lanes.IsOpen()) return;
     for (std::size_t lane = 0; lane < kLanes; ++lane) {
@@ -104,6 +116,7 @@ class ShmGauges {
     }
   }
 
+ private:
   // The fill lane `lane` held at least, by the refusals counted since the
   // last noting: the highest refused priority's limit (0: none). `read`,
   // when given, gets the counts read.
