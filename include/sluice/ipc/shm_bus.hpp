@@ -437,7 +437,7 @@ class ShmBus {
     }
     if (header_ == nullptr) return 0;
     front_.BeginRun(max_messages);
-    // The fills this batch starts from, and the refusals since, for the peak.
+    // The fills this batch starts from, for the peak.
     gauges_.NoteBatchStart(front_.Lanes());
     (void)dispatch(max_messages);
     const std::uint32_t taken = front_.Taken();

@@ -64,9 +64,12 @@ class ShmGauges {
     return gauge;
   }
 
-  // The fills a batch starts from, and the refusals since, for the peak.
+  // The fills a batch starts from, for the peak.
+  // The refusals are not read here: their counts wait in the segment until
+  // a Take or Peek reads them, or a lane's hand-back notes them first, so
+  // reading them each batch would add loads of producers' lines to the
+  // dispatch path for nothing.
   void NoteBatchStart(Lanes& lanes) noexcept {
-    NoteRefusals(lanes);
     const Gauge start = Fullest(lanes);
     peak_.Note(start.fill, start.level);
   }
