@@ -51,23 +51,12 @@ struct Totals {
   std::uint64_t processed = 0;
 };
 
-// An in-process bus publishing on the shared queue.
-template <sluice::ProducerModel kModel, typename Traits>
-struct InProcess {
-  using Bus = sluice::AsyncBus<Payload, kCapacity, kModel, Traits>;
-  static constexpr bool kPriorityOrder =
-      Traits::Delivery::kOrder == sluice::DeliveryOrder::kPriority;
-  static constexpr PublishOutcome kFull = PublishOutcome::kRefusedFull;
-  static constexpr Position kSlots = kCapacity;
+// The consumer's side of a test, the same calls on every bus.
+template <typename BusType>
+struct ConsumerSide {
+  using Bus = BusType;
   Bus bus;
 
-  PublishResult Publish(std::uint64_t seq, MessagePriority priority) {
-    return bus.PublishWithPriority(Reading{seq}, 7, priority);
-  }
-  PublishResult PublishStamped(std::uint64_t seq, std::uint64_t stamp, MessagePriority priority) {
-    return bus.PublishFast(Reading{seq}, 7, std::chrono::nanoseconds(stamp), priority);
-  }
-  static std::uint64_t Now() { return sluice::detail::ClockNanos<typename Traits::Clock>(); }
   template <typename Visitor>
   std::uint32_t Dispatch(Visitor&& visitor) {
     return bus.ProcessBatchWith(visitor);
@@ -79,6 +68,31 @@ struct InProcess {
     return {s.messages_published, s.messages_dropped, s.messages_processed};
   }
   sluice::LatencySnapshot Latency() const { return bus.GetLatencyHistograms(); }
+};
+
+// The producer's side in this process: Self::Publisher() is the bus or a
+// producer of it, which offer the same calls.
+template <typename Self>
+struct PublishesInProcess {
+  PublishResult Publish(std::uint64_t seq, MessagePriority priority) {
+    return static_cast<Self&>(*this).Publisher().PublishWithPriority(Reading{seq}, 7, priority);
+  }
+  PublishResult PublishStamped(std::uint64_t seq, std::uint64_t stamp, MessagePriority priority) {
+    return static_cast<Self&>(*this).Publisher().PublishFast(
+        Reading{seq}, 7, std::chrono::nanoseconds(stamp), priority);
+  }
+};
+
+// An in-process bus publishing on the shared queue.
+template <sluice::ProducerModel kModel, typename Traits>
+struct InProcess : ConsumerSide<sluice::AsyncBus<Payload, kCapacity, kModel, Traits>>,
+                   PublishesInProcess<InProcess<kModel, Traits>> {
+  static constexpr bool kPriorityOrder =
+      Traits::Delivery::kOrder == sluice::DeliveryOrder::kPriority;
+  static constexpr PublishOutcome kFull = PublishOutcome::kRefusedFull;
+  static constexpr Position kSlots = kCapacity;
+  auto& Publisher() { return this->bus; }
+  static std::uint64_t Now() { return sluice::detail::ClockNanos<typename Traits::Clock>(); }
 };
 
 struct LaneTraits : sluice::PriorityOrderTraits {
@@ -86,41 +100,22 @@ struct LaneTraits : sluice::PriorityOrderTraits {
 };
 
 // An in-process bus publishing through a registered producer's lane.
-struct InProcessLane {
-  using Bus = sluice::MpscBus<Payload, kCapacity, LaneTraits>;
+struct InProcessLane : ConsumerSide<sluice::MpscBus<Payload, kCapacity, LaneTraits>>,
+                       PublishesInProcess<InProcessLane> {
   static constexpr bool kPriorityOrder = true;
   static constexpr PublishOutcome kFull = PublishOutcome::kLaneFull;
   static constexpr Position kSlots = kCapacity;
-  Bus bus;
   Bus::Producer producer = bus.RegisterProducer("conformance");
-
-  PublishResult Publish(std::uint64_t seq, MessagePriority priority) {
-    return producer.PublishWithPriority(Reading{seq}, 7, priority);
-  }
-  PublishResult PublishStamped(std::uint64_t seq, std::uint64_t stamp, MessagePriority priority) {
-    return producer.PublishFast(Reading{seq}, 7, std::chrono::nanoseconds(stamp), priority);
-  }
+  Bus::Producer& Publisher() { return producer; }
   static std::uint64_t Now() { return sluice::detail::ClockNanos<LaneTraits::Clock>(); }
-  template <typename Visitor>
-  std::uint32_t Dispatch(Visitor&& visitor) {
-    return bus.ProcessBatchWith(visitor);
-  }
-  void Close() { bus.Close(); }
-  std::size_t Depth() const { return bus.QueueDepth(); }
-  Totals Counts() const {
-    const auto s = bus.GetStatistics();
-    return {s.messages_published, s.messages_dropped, s.messages_processed};
-  }
-  sluice::LatencySnapshot Latency() const { return bus.GetLatencyHistograms(); }
 };
 
 // The shared-memory bus: a segment, a producer attached to it.
-struct SharedMemory {
-  using Bus = sluice::ipc::ShmBus<Payload, kCapacity>;
+struct SharedMemory : ConsumerSide<sluice::ipc::ShmBus<Payload, kCapacity>>,
+                      PublishesInProcess<SharedMemory> {
   static constexpr bool kPriorityOrder = true;
   static constexpr PublishOutcome kFull = PublishOutcome::kRefusedFull;
   static constexpr Position kSlots = kCapacity;
-  Bus bus;
   sluice::ipc::ShmProducer<Payload, kCapacity> producer;
 
   SharedMemory() {
@@ -128,31 +123,14 @@ struct SharedMemory {
     EXPECT_EQ(bus.Create(name), sluice::ipc::AttachError::kNone);
     EXPECT_EQ(producer.Attach(name), sluice::ipc::AttachError::kNone);
   }
-  PublishResult Publish(std::uint64_t seq, MessagePriority priority) {
-    return producer.PublishWithPriority(Reading{seq}, 7, priority);
-  }
-  PublishResult PublishStamped(std::uint64_t seq, std::uint64_t stamp, MessagePriority priority) {
-    return producer.PublishFast(Reading{seq}, 7, std::chrono::nanoseconds(stamp), priority);
-  }
+  sluice::ipc::ShmProducer<Payload, kCapacity>& Publisher() { return producer; }
   static std::uint64_t Now() { return sluice::SteadyClock::NowNanos(); }
-  template <typename Visitor>
-  std::uint32_t Dispatch(Visitor&& visitor) {
-    return bus.ProcessBatchWith(visitor);
-  }
-  void Close() { bus.Close(); }
-  std::size_t Depth() const { return bus.QueueDepth(); }
-  Totals Counts() const {
-    const auto s = bus.GetStatistics();
-    return {s.messages_published, s.messages_dropped, s.messages_processed};
-  }
-  sluice::LatencySnapshot Latency() const { return bus.GetLatencyHistograms(); }
 };
 
 // The shared-memory bus with its producer in another process: a child
 // forked with the bus made, which attaches and publishes what it is told
 // over a pipe and answers each publish's outcome.
-struct SharedMemoryAcrossProcesses {
-  using Bus = sluice::ipc::ShmBus<Payload, kCapacity>;
+struct SharedMemoryAcrossProcesses : ConsumerSide<sluice::ipc::ShmBus<Payload, kCapacity>> {
   using Producer = sluice::ipc::ShmProducer<Payload, kCapacity>;
   static constexpr bool kPriorityOrder = true;
   static constexpr PublishOutcome kFull = PublishOutcome::kRefusedFull;
@@ -162,7 +140,6 @@ struct SharedMemoryAcrossProcesses {
     std::uint64_t stamp;  // 0: the producer's clock
     std::uint8_t priority;
   };
-  Bus bus;
   pid_t child = -1;
   int to_child = -1;
   int from_child = -1;
@@ -231,17 +208,6 @@ struct SharedMemoryAcrossProcesses {
     return Ask(seq, stamp, priority);
   }
   static std::uint64_t Now() { return sluice::SteadyClock::NowNanos(); }
-  template <typename Visitor>
-  std::uint32_t Dispatch(Visitor&& visitor) {
-    return bus.ProcessBatchWith(visitor);
-  }
-  void Close() { bus.Close(); }
-  std::size_t Depth() const { return bus.QueueDepth(); }
-  Totals Counts() const {
-    const auto s = bus.GetStatistics();
-    return {s.messages_published, s.messages_dropped, s.messages_processed};
-  }
-  sluice::LatencySnapshot Latency() const { return bus.GetLatencyHistograms(); }
 };
 
 template <typename Adapter>
