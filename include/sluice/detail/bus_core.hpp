@@ -30,13 +30,14 @@
 #include "sluice/bus_traits.hpp"
 #include "sluice/config.hpp"
 #include "sluice/detail/admission_policy.hpp"
+#include "sluice/detail/backpressure_gauges.hpp"
+#include "sluice/detail/bus_sources.hpp"
 #include "sluice/detail/close_state.hpp"
 #include "sluice/detail/consume_core.hpp"
 #include "sluice/detail/dispatch_epoch.hpp"
 #include "sluice/detail/error_reporter.hpp"
 #include "sluice/detail/latency_recorder.hpp"
 #include "sluice/detail/message_queue.hpp"
-#include "sluice/detail/peak_fill.hpp"
 #include "sluice/detail/producer_lanes.hpp"
 #include "sluice/detail/publish_core.hpp"
 #include "sluice/detail/room_signals.hpp"
@@ -165,93 +166,15 @@ class BusCore : public PublishCore<Payload> {
   using Publisher = PublishCore<Payload>;
 
   // ---- Sources: where a publish goes ----------------------------------------
-  // The publish core takes one of two: the shared queue, or a producer's
-  // lane. Each names its queue, its counters, its limit, what a fill refusal
-  // is called, and how a publish enters and leaves it (a lane's close
-  // handshake, SYNC POINT (L) in detail/producer_lanes.hpp; nothing for the
-  // shared queue, which Close closes by moving its tail). The run-time mode
-  // is read here, once a publish (Mode), and nowhere else on the path.
-  struct SourceBase {
-    using Clock = typename Traits::Clock;
-    using Observer = typename BusCore::Observer;
-    static constexpr bool kObserves = BusCore::kObserves;
-    BusCore& core;
-    SLUICE_ALWAYS_INLINE PerformanceMode Mode() const noexcept { return core.policy_.Mode(); }
-    // SYNC POINT WRITE (W): after the slot's release store, the fence and
-    // the waiter load of the consumer's signal, the bus's own or its
-    // WaitSet's (sluice/wait_set.hpp): whichever its consumer sleeps on.
-    void Notify() const noexcept { core.wake_->Notify(); }
-    Observer& Watcher() const noexcept { return core.observer_; }
-  };
-
-  struct SharedSource : SourceBase {
-    using Target = std::conditional_t<kHasLanes, Queue, SharedQueue>;
-    static constexpr PublishOutcome kFull = PublishOutcome::kRefusedFull;
-    static constexpr Position kSlots = kCapacity;
-    Target& Slots() const noexcept { return this->core.queue_; }
-    SharedStatistics& Counters() const noexcept { return this->core.statistics_; }
-    static constexpr std::uint16_t Lane() noexcept { return 0; }
-    static constexpr bool Enter() noexcept { return true; }
-    static constexpr void Leave() noexcept {}
-    // After a refused claim: whether Close refused it (the closed tail is
-    // over every limit). One that races with Close may be counted either way.
-    bool ClosedAfterRefusal() const noexcept { return !this->core.close_.IsOpen(); }
-    Position Limit(PerformanceMode mode, MessagePriority priority) const noexcept {
-      return this->core.policy_.LimitFor(mode, priority);
-    }
-    // A refusal for fill: the refused claim saw the shared queue at least
-    // at `limit`, the limit it was judged against (PeakFill). That limit,
-    // not one read again: thresholds changed since would note a fill the
-    // queue never held.
-    void NoteRefusedFill(Position limit) const noexcept {
-      const Position now = this->core.SharedDepth();
-      const Position fill = limit > now ? limit : now;
-      this->core.peak_fill_.Note(fill, this->core.LevelOf(fill));
-    }
-    // Nothing: the shared queue's drained state does not count refused
-    // publishes.
-    static constexpr void LeftUnadmitted() noexcept {}
-  };
-
+  // The publish core takes one of two (detail/bus_sources.hpp): the shared
+  // queue, or a producer's lane.
+  using Clock = typename Traits::Clock;
+  static constexpr Position kSlots = kCapacity;
+  using SharedSource = SharedQueueSource<BusCore>;
+  using LaneSource = ProducerLaneSource<BusCore>;
   SharedSource Shared() noexcept { return SharedSource{{*this}}; }
-
-  // A registered producer's lane (only with ProducerLanes). A lane
-  // publish enters the lane (refused once Close has closed the lanes) and
-  // leaves it after its last store; its counters are the lane's own, single
-  // writer. A fill refusal is the lane's: it was open when entered.
-  struct LaneSource : SourceBase {
-    using LaneState = typename Queue::Lane;
-    using Target = decltype(std::declval<LaneState&>().queue);
-    static constexpr PublishOutcome kFull = PublishOutcome::kLaneFull;
-    static constexpr Position kSlots = Lanes::kCapacity;
-    LaneState& lane_state;
-    std::uint16_t number;  // MessageHeader::lane: 1 to Lanes::kMaxProducers
-    Target& Slots() const noexcept { return lane_state.queue; }
-    LaneStatistics& Counters() const noexcept { return lane_state.statistics; }
-    std::uint16_t Lane() const noexcept { return number; }
-    bool Enter() const noexcept { return this->core.queue_.BeginLanePublish(lane_state); }
-    void Leave() const noexcept { BusCore::Queue::EndLanePublish(lane_state); }
-    static constexpr bool ClosedAfterRefusal() noexcept { return false; }
-    Position Limit(PerformanceMode mode, MessagePriority priority) const noexcept {
-      return this->core.policy_.LaneLimitFor(mode, priority);
-    }
-    // A lane's fill is its own (see SharedSource::NoteRefusedFill).
-    void NoteRefusedFill(Position limit) const noexcept {
-      const Position now = lane_state.queue.Depth();
-      const Position fill = limit > now ? limit : now;
-      this->core.peak_fill_.Note(fill, this->core.LaneLevelOf(fill));
-    }
-    // IsDrained counts a lane publish in flight (its `publishing` flag) as
-    // not drained, so a consumer that re-checked while this one was in
-    // flight and went to sleep must be woken now that it has left (SYNC
-    // POINT (W): the flag's store, then the notifier's fence and its load
-    // of the waiters). Refusals only: an admitted publish notifies anyway.
-    void LeftUnadmitted() const noexcept { this->core.wake_->Notify(); }
-  };
-
   LaneSource Lane(std::uint32_t index) noexcept {
-    auto& lane = queue_.LaneAt(index);
-    return LaneSource{{*this}, lane, static_cast<std::uint16_t>(index + 1)};
+    return LaneSource{{*this}, queue_.LaneAt(index), static_cast<std::uint16_t>(index + 1)};
   }
 
   // ---- Publish calls the core does not do alone ----------------------------------
@@ -296,10 +219,8 @@ class BusCore : public PublishCore<Payload> {
   void CountError() noexcept { statistics_.CountError(); }
   // The fill this batch starts from, for the peak between scrapes.
   SLUICE_ALWAYS_INLINE void BeginBatch() noexcept {
-    if (policy_.Mode() == PerformanceMode::FULL_FEATURED) {
-      const Position fill = SharedDepth();
-      peak_fill_.Note(fill, LevelOf(fill));
-    }
+    if (policy_.Mode() == PerformanceMode::FULL_FEATURED)
+      gauges_.NoteShared(policy_, SharedDepth());
     if constexpr (kObserves) observer_.OnBatchBegin(SharedDepth());
     room_.EnterBatch();
   }
@@ -451,61 +372,23 @@ class BusCore : public PublishCore<Payload> {
     }
   }
 
-  // The level of a fill of the shared queue, on the traits' scale.
-  BackpressureLevel LevelOf(Position fill) const noexcept {
-    if constexpr (Traits::kBackpressureScale == BackpressureScale::kFixed) {
-      return ClassifyBackpressure(fill, kCapacity);
-    } else {
-      return policy_.LevelAt(fill);
-    }
-  }
-
-  // The level of a fill of one producer lane, on the traits' scale.
+  // The gauges (detail/backpressure_gauges.hpp) cover what admission
+  // judges: the shared queue and, with producer lanes, each lane on its own
+  // capacity. Any thread.
+  using Gauges = BackpressureGauges<kCapacity, Lanes::kCapacity, Lanes::kMaxProducers,
+                                    Traits::kBackpressureScale>;
+  using Gauge = typename Gauges::Gauge;
   BackpressureLevel LaneLevelOf(Position fill) const noexcept {
-    if constexpr (Traits::kBackpressureScale == BackpressureScale::kFixed) {
-      return ClassifyBackpressure(fill, Lanes::kCapacity);
-    } else {
-      return policy_.LaneLevelAt(fill);
-    }
+    return Gauges::LaneLevelOf(policy_, fill);
   }
-
-  // The gauges cover what admission judges: the shared queue and, with
-  // producer lanes, each lane on its own capacity. Any thread; each depth
-  // is read once, so the figure is a recent one, not one instant's.
-  struct Gauge {
-    Position fill = 0;                                    // the fullest of them, in messages
-    BackpressureLevel level = BackpressureLevel::NORMAL;  // the highest level among them
-    double utilization_percent = 0;                       // the highest fill, in percent
-  };
   Gauge Fullest() const noexcept {
-    Gauge gauge;
-    const auto add = [&gauge](Position fill, BackpressureLevel level, Position capacity) {
-      if (fill > gauge.fill) gauge.fill = fill;
-      if (level > gauge.level) gauge.level = level;
-      const double percent = static_cast<double>(fill) * 100.0 / static_cast<double>(capacity);
-      if (percent > gauge.utilization_percent) gauge.utilization_percent = percent;
-    };
-    const Position shared = SharedDepth();
-    add(shared, LevelOf(shared), kCapacity);
-    if constexpr (kHasLanes) {
-      for (std::uint32_t i = 0; i < Lanes::kMaxProducers; ++i) {
-        const Position lane = queue_.LaneAt(i).queue.Depth();
-        add(lane, LaneLevelOf(lane), Lanes::kCapacity);
-      }
-    }
-    return gauge;
+    return Gauges::Fullest(policy_, SharedDepth(),
+                           [this](auto lane) { return this->LaneDepth(lane); });
   }
-
-  // The peak of the gauges since the last Take (TakeBackpressurePeak),
-  // at least what they read now.
-  BackpressurePeak TakePeak() noexcept {
-    const Gauge now = Fullest();
-    return peak_fill_.Take(now.fill, now.level);
-  }
-  BackpressurePeak PeekPeak() const noexcept {
-    const Gauge now = Fullest();
-    return peak_fill_.Peek(now.fill, now.level);
-  }
+  // The peak of the gauges since the last Take (TakeBackpressurePeak), at
+  // least what they read now.
+  BackpressurePeak TakePeak() noexcept { return gauges_.Take(Fullest()); }
+  BackpressurePeak PeekPeak() const noexcept { return gauges_.Peek(Fullest()); }
 
   Position SharedDepth() const noexcept {
     if constexpr (kHasLanes) {
@@ -587,6 +470,9 @@ class BusCore : public PublishCore<Payload> {
 
  private:
   friend struct TestAccess;
+  friend struct BusSourceBase<BusCore>;
+  friend struct SharedQueueSource<BusCore>;
+  friend struct ProducerLaneSource<BusCore>;
 
   // ---- The parts -------------------------------------------------------------------
   using WakeSignalType = std::conditional_t<kCanPark, WakeSignal<Parker>, NoWakeSignal>;
@@ -598,9 +484,7 @@ class BusCore : public PublishCore<Payload> {
   // without a parker.
   RoomSignals<Parker, kCanPark && !SLUICE_FREESTANDING> room_;
   CloseState close_;
-  // Written only by refusals for fill and by the consumer when a batch
-  // starts above it; no admitted publish touches it.
-  PeakFill peak_fill_;
+  Gauges gauges_;
   SharedStatistics statistics_;
   // The consumer's parts: subscriptions, epoch, error reporter, latency
   // histograms, re-entrancy guard.
