@@ -1,10 +1,10 @@
-// The admission policy on its own (detail/admission_policy.hpp): the fill
+// The admission policy on its own (detail/publish/admission_policy.hpp): the fill
 // limit of each priority in each mode, for the bus and for a producer lane,
 // after every change of thresholds; the thresholds' round trip through their
 // packed word; the backpressure level at every depth. Capacities 2, 8 and
 // 128, 2^30 (the largest with 32-bit positions), and a lane of 2 slots, the
 // smallest a lane may have.
-#include "sluice/detail/admission_policy.hpp"
+#include "sluice/detail/publish/admission_policy.hpp"
 
 #include <gtest/gtest.h>
 

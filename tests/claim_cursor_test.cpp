@@ -1,10 +1,10 @@
-// The claim cursor on its own (detail/claim_cursor.hpp): claims under a
+// The claim cursor on its own (detail/queue/claim_cursor.hpp): claims under a
 // limit, the consumer's releases, runs of claims, Close and Depth, driven
 // from one thread as a producer and the consumer drive it. Every test runs
 // with capacities 1, 2, 8 and 1,024, MPSC and SPSC, and starts a few
 // positions before Position wraps (2^64, or 2^32 with 32-bit positions), so
 // that every fill and every claimed position is computed across the wrap.
-#include "sluice/detail/claim_cursor.hpp"
+#include "sluice/detail/queue/claim_cursor.hpp"
 
 #include <gtest/gtest.h>
 

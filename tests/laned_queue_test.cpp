@@ -1,4 +1,4 @@
-// The laned queue on its own (detail/producer_lanes.hpp, LanedQueue): the
+// The laned queue on its own (detail/queue/producer_lanes.hpp, LanedQueue): the
 // shared queue plus one single-producer queue per lane, driven from one
 // thread as the bus drives it (a lane publish: BeginLanePublish, claim in
 // the lane's queue, construct, Publish, EndLanePublish). Asserted: lanes
@@ -18,9 +18,9 @@
 #include <new>
 #include <string>
 
-#include "sluice/detail/message_queue.hpp"
-#include "sluice/detail/producer_lanes.hpp"
-#include "sluice/detail/statistics_counters.hpp"
+#include "sluice/detail/observe/statistics_counters.hpp"
+#include "sluice/detail/queue/message_queue.hpp"
+#include "sluice/detail/queue/producer_lanes.hpp"
 #include "sluice/heavy_fence.hpp"
 
 namespace sluice_test {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "sluice/detail/latency_recorder.hpp"
+#include "sluice/detail/observe/latency_recorder.hpp"
 #include "sluice/message.hpp"
 #include "test_support.hpp"
 

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "sluice/detail/latency_recorder.hpp"
+#include "sluice/detail/observe/latency_recorder.hpp"
 #include "test_support.hpp"
 
 namespace sluice_test {

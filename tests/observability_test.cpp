@@ -11,7 +11,7 @@
 #include <variant>
 #include <vector>
 
-#include "sluice/detail/lane_holder.hpp"
+#include "sluice/detail/queue/lane_holder.hpp"
 #include "sluice/sluice.hpp"
 #include "typed_test_names.hpp"
 

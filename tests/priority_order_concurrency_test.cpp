@@ -259,7 +259,7 @@ TYPED_TEST(PriorityOrderConcurrencyTest, ExactlyOnceInOrderPerProducerAndPriorit
 // published. What the contract guarantees, and what the consumer asserts:
 //
 //  A producer's publish stores its slot's sequence with release (SYNC POINT
-//  WRITE (A), detail/ring.hpp), and only then, after Publish returned true,
+//  WRITE (A), detail/queue/ring.hpp), and only then, after Publish returned true,
 //  stores its count with release. At the end of each callback the consumer
 //  loads the count with acquire; a count it sees pairs with that store, so
 //  the slot's publication happens before everything the consumer does
@@ -553,7 +553,7 @@ TEST(PriorityConcurrencyTest, PublishedHighAndMediumComeWithinTheCheckInterval) 
 }
 
 // The same bounds when every producer has a lane of its own: the consumer's
-// merge looks across all lanes (detail/producer_lanes.hpp).
+// merge looks across all lanes (detail/queue/producer_lanes.hpp).
 TEST(PriorityConcurrencyTest, AcrossLanesPublishedHighAndMediumComeBeforeTheNextLow) {
   RunHigherPrioritiesFirst<1, true>();
 }

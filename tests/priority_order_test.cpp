@@ -21,7 +21,7 @@
 #include <variant>
 #include <vector>
 
-#include "sluice/detail/latency_recorder.hpp"
+#include "sluice/detail/observe/latency_recorder.hpp"
 #include "sluice/extras/condition_variable_parker.hpp"
 #include "sluice/sluice.hpp"
 #include "test_support.hpp"

@@ -1,4 +1,4 @@
-// The priority-ordered queue on its own (detail/message_queue.hpp,
+// The priority-ordered queue on its own (detail/queue/message_queue.hpp,
 // PriorityQueue): one fill cursor over three rings, driven from one thread
 // as producers and the consumer drive it (claim, construct at Storage,
 // Publish; TryFront, PopFront). What is asserted is the exact order of
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "sluice/detail/message_queue.hpp"
+#include "sluice/detail/queue/message_queue.hpp"
 
 namespace sluice_test {
 namespace {

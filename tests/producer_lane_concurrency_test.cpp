@@ -1,7 +1,7 @@
 // Producer lanes with threads (run under ThreadSanitizer in CI): exactly once
 // and per-producer order with lane and shared producers together while lanes
 // are registered and handed back; Close while lane producers publish (the
-// asymmetric handshake, detail/producer_lanes.hpp SYNC POINT (L)) with and
+// asymmetric handshake, detail/queue/producer_lanes.hpp SYNC POINT (L)) with and
 // without a heavy fence; registration races. HIGH-first across lanes is in
 // priority_order_concurrency_test.cpp.
 #include <gtest/gtest.h>
@@ -295,7 +295,7 @@ TYPED_TEST(ProducerLaneConcurrencyTest, ALaneIsNeverHeldByTwoProducers) {
 }
 
 // A reader of ForEachProducer never sees one holder's name with another's
-// counts (SYNC POINT (N), detail/lane_holder.hpp): holders named "low"
+// counts (SYNC POINT (N), detail/queue/lane_holder.hpp): holders named "low"
 // publish only LOW and holders named "high" only HIGH, on lanes that change
 // hands every round, so a name shown with the other priority's counts, or
 // with more than one holder's worth, is a mixed read.

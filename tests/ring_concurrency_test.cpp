@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "sluice/detail/ring.hpp"
+#include "sluice/detail/queue/ring.hpp"
 #include "test_support.hpp"
 
 namespace sluice_test {

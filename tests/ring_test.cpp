@@ -1,7 +1,7 @@
 // The ring on its own, driven as the bus drives it: TryClaim, construct at
 // Storage, Publish on the producer side; TryFront, PopFront on the consumer
 // side.
-#include "sluice/detail/ring.hpp"
+#include "sluice/detail/queue/ring.hpp"
 
 #include <gtest/gtest.h>
 

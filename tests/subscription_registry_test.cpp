@@ -1,6 +1,6 @@
 // The dispatch table on its own, driven as the bus drives it: a batch is
 // DispatchEpoch::Enter, Dispatch per envelope, ReclaimDeferred, Exit.
-#include "sluice/detail/subscription_registry.hpp"
+#include "sluice/detail/consume/subscription_registry.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <variant>
 #include <vector>
 
-#include "sluice/detail/dispatch_epoch.hpp"
+#include "sluice/detail/consume/dispatch_epoch.hpp"
 #include "sluice/detail/test_access.hpp"
 
 namespace sluice_test {

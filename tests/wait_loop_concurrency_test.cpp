@@ -1,4 +1,4 @@
-// The wait loop (detail/waiting.hpp, WaitUntil) with a real wake signal and
+// The wait loop (detail/wait/waiting.hpp, WaitUntil) with a real wake signal and
 // parker, across threads: a waiter parked for ever is woken by a notify
 // after the store it waits for (kReady), or by a stop (kStopped). The
 // notifier acts only once the waiter has reached its park (the counting
@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "counting_parker.hpp"
-#include "sluice/detail/waiting.hpp"
-#include "sluice/detail/wake_signal.hpp"
+#include "sluice/detail/wait/waiting.hpp"
+#include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/extras/condition_variable_parker.hpp"
 #include "typed_test_names.hpp"
 

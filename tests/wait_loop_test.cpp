@@ -1,4 +1,4 @@
-// The wait loop on its own (detail/waiting.hpp, WaitUntil): which end it
+// The wait loop on its own (detail/wait/waiting.hpp, WaitUntil): which end it
 // reports (ready, stopped, timed out) and what it does with the signal on
 // the way: no announcement while polling finds the condition; every
 // announcement (PrepareWait) ended by exactly one CancelWait or Wait; the
@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <functional>
 
-#include "sluice/detail/waiting.hpp"
-#include "sluice/detail/wake_signal.hpp"
+#include "sluice/detail/wait/waiting.hpp"
+#include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/extras/condition_variable_parker.hpp"
 
 namespace sluice_test {

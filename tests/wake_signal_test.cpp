@@ -1,10 +1,10 @@
-// The sleeping consumer's wake-up protocol (detail/wake_signal.hpp) under
+// The sleeping consumer's wake-up protocol (detail/wait/wake_signal.hpp) under
 // stress: producers hand over one message at a time, so the consumer finds
 // the queue empty and parks before nearly every message. A lost wake-up
 // leaves it parked (its wait has no useful timeout) with a message queued:
 // the watchdog sees no progress, records it, and wakes it so the test ends
 // and fails. The watchdog only detects a hang; it asserts no time.
-#include "sluice/detail/wake_signal.hpp"
+#include "sluice/detail/wait/wake_signal.hpp"
 
 #include <gtest/gtest.h>
 

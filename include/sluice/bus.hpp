@@ -15,10 +15,10 @@
 #include "sluice/bus_traits.hpp"
 #include "sluice/config.hpp"
 #include "sluice/detail/bus_core.hpp"
-#include "sluice/detail/lane_producer.hpp"
-#include "sluice/detail/publish_api.hpp"
-#include "sluice/detail/variant_index.hpp"
-#include "sluice/detail/waiting.hpp"
+#include "sluice/detail/consume/variant_index.hpp"
+#include "sluice/detail/publish/lane_producer.hpp"
+#include "sluice/detail/publish/publish_api.hpp"
+#include "sluice/detail/wait/waiting.hpp"
 #include "sluice/error.hpp"
 #include "sluice/latency_histogram.hpp"
 #include "sluice/loan_pool.hpp"
@@ -48,7 +48,7 @@ inline constexpr std::size_t kDefaultCapacity = 131072;
 //
 // The publish calls (Publish, PublishWithPriority, PublishFast, Emplace,
 // PublishLoan, PublishBatch, PublishBlocking) are documented where they are
-// written once for the bus and its Producers: detail/publish_api.hpp.
+// written once for the bus and its Producers: detail/publish/publish_api.hpp.
 template <typename Payload, std::size_t kCapacity = kDefaultCapacity,
           ProducerModel kProducers = ProducerModel::kMulti, typename Traits = DefaultBusTraits>
 class AsyncBus
@@ -58,7 +58,7 @@ class AsyncBus
  public:
   using Envelope = MessageEnvelope<Payload>;
   // A registered producer's handle (RegisterProducer): the bus's publish
-  // calls into a lane of its own (detail/lane_producer.hpp).
+  // calls into a lane of its own (detail/publish/lane_producer.hpp).
   using Producer = detail::LaneProducer<Core, Payload, Traits>;
   // Memory of one slot (sequence number + envelope) and of all slots: one
   // ring of kCapacity, or three with DeliveryOrder::kPriority.

@@ -55,7 +55,7 @@
 
 #include "sluice/bus_traits.hpp"
 #include "sluice/config.hpp"
-#include "sluice/detail/slot_storage.hpp"
+#include "sluice/detail/queue/slot_storage.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {

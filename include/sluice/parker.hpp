@@ -25,7 +25,7 @@
 // where HeavyFence makes every running thread of the process execute a full
 // memory barrier before it returns (Linux membarrier). If EnableHeavyFence
 // returns true, notifiers (producers, and the consumer after a batch) skip
-// their own fence (detail/wake_signal.hpp).
+// their own fence (detail/wait/wake_signal.hpp).
 // On one core without an operating system (SLUICE_FREESTANDING, where there
 // is no PublishBlocking, so the consumer is the only waiter), Wait may loop
 // on a wait-for-interrupt instruction until `word` changes or time is up,

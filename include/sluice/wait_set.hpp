@@ -35,8 +35,8 @@
 #include <type_traits>
 
 #include "sluice/config.hpp"
-#include "sluice/detail/waiting.hpp"
-#include "sluice/detail/wake_signal.hpp"
+#include "sluice/detail/wait/waiting.hpp"
+#include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/parker.hpp"
 #include "sluice/producer_model.hpp"
 

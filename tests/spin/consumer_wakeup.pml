@@ -1,7 +1,7 @@
 /*
  * The sleeping consumer's wake-up protocol: no lost wake-up.
  *
- * Models include/sluice/detail/wake_signal.hpp (WakeSignal::PrepareWait,
+ * Models include/sluice/detail/wait/wake_signal.hpp (WakeSignal::PrepareWait,
  * CancelWait, Wait, Notify) as the bus uses it: a producer publishes a
  * message, then notifies; the consumer, finding the queue empty, announces
  * that it sleeps, re-checks the queue, and parks on the wake sequence with

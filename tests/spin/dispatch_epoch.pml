@@ -1,9 +1,9 @@
 /*
  * The dispatch epoch's grace period for Unsubscribe (hosted).
  *
- * Models include/sluice/detail/dispatch_epoch.hpp (DispatchEpoch::Enter,
+ * Models include/sluice/detail/consume/dispatch_epoch.hpp (DispatchEpoch::Enter,
  * Exit, WaitForReaders) with its use in
- * include/sluice/detail/subscription_registry.hpp
+ * include/sluice/detail/consume/subscription_registry.hpp
  * (SubscriptionRegistry::Unsubscribe, Dispatch, ReclaimDeferred) and the
  * batch in include/sluice/bus.hpp (Bus::ProcessBatch: Enter, Dispatch per
  * message, ReclaimDeferred, Exit).

@@ -1,9 +1,9 @@
 /*
  * Replacing the error callback while the consumer reports (hosted).
  *
- * Models include/sluice/detail/error_reporter.hpp (ErrorReporter::Set and
+ * Models include/sluice/detail/consume/error_reporter.hpp (ErrorReporter::Set and
  * ErrorReporter::Report) with the grace period of
- * include/sluice/detail/dispatch_epoch.hpp (DispatchEpoch::Enter, Exit,
+ * include/sluice/detail/consume/dispatch_epoch.hpp (DispatchEpoch::Enter, Exit,
  * WaitForReaders), as Bus::SetErrorCallback and Bus::ProcessBatch use them
  * (include/sluice/bus.hpp). Set takes the writer lock, fills the pair slot
  * the version does not select (callback and context: two stores), bumps the

@@ -2,7 +2,7 @@
  * Replacing the error callback from an interrupt while the main context
  * reports (bare metal, one core).
  *
- * Models include/sluice/detail/error_reporter.hpp (ErrorReporter::Set and
+ * Models include/sluice/detail/consume/error_reporter.hpp (ErrorReporter::Set and
  * ErrorReporter::Report) under SLUICE_FREESTANDING, as Bus::SetErrorCallback
  * and the consumer's error reports (include/sluice/bus.hpp) use them. Report
  * sets `reporting`, copies the pair the version selects (retrying until the

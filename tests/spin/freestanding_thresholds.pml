@@ -2,7 +2,7 @@
  * SetAdmissionThresholds from an interrupt that preempts the same call in the
  * main context (bare metal, one core).
  *
- * Models include/sluice/detail/admission_policy.hpp
+ * Models include/sluice/detail/publish/admission_policy.hpp
  * (AdmissionPolicy::SetThresholds, its limit cache, and LimitFor, which
  * publishers read) as called by Bus::SetAdmissionThresholds
  * (include/sluice/bus.hpp) under SLUICE_FREESTANDING. The percents are packed

@@ -2,7 +2,7 @@
  * Unsubscribe from an interrupt while the main context dispatches (bare
  * metal, one core).
  *
- * Models include/sluice/detail/subscription_registry.hpp
+ * Models include/sluice/detail/consume/subscription_registry.hpp
  * (SubscriptionRegistry::Dispatch, Unsubscribe and ReclaimDeferred) and the
  * batch of Bus::ProcessBatch (include/sluice/bus.hpp) under
  * SLUICE_FREESTANDING. Before calling subscriber i the consumer records

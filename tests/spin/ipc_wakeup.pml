@@ -3,7 +3,7 @@
  * that a death leaves without an end.
  *
  * Models include/sluice/ipc/shm_bus.hpp: the consumer in ProcessBatchWait
- * (detail/wake_signal.hpp's protocol on `consumer_wake`, in slices of the
+ * (detail/wait/wake_signal.hpp's protocol on `consumer_wake`, in slices of the
  * peer check interval) and producers in PublishBlocking (the same protocol
  * on their lane's `room`, in slices after which they look whether the
  * consumer still runs). Each process may be killed between any two of its

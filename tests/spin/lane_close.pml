@@ -1,7 +1,7 @@
 /*
  * Producer lanes and Close: SYNC POINT (L), an asymmetric Dekker pair.
  *
- * Models include/sluice/detail/producer_lanes.hpp (LanedQueue::
+ * Models include/sluice/detail/queue/producer_lanes.hpp (LanedQueue::
  * BeginLanePublish, EndLanePublish, Close, LanesDrained) as
  * include/sluice/bus.hpp uses it (Bus::LaneAdmit, Close, IsDrained), over
  * one lane's single-producer queue (its claim cursor `tail`, its slots'

@@ -2,11 +2,11 @@
  * The priority-ordered queue: one ring per priority, one claim cursor for
  * the fill of the whole queue.
  *
- * Models include/sluice/detail/message_queue.hpp (PriorityQueue::TryClaim,
+ * Models include/sluice/detail/queue/message_queue.hpp (PriorityQueue::TryClaim,
  * ClaimRingSlots, Publish, TryFront, Look, Select, PopFront) over
- * include/sluice/detail/claim_cursor.hpp (ClaimCursor::TryClaimShared,
+ * include/sluice/detail/queue/claim_cursor.hpp (ClaimCursor::TryClaimShared,
  * ClaimedTail and Release, for the fill cursor and for each ring's) and
- * include/sluice/detail/ring.hpp (Ring::Publish, TryFront,
+ * include/sluice/detail/queue/ring.hpp (Ring::Publish, TryFront,
  * HasUnpublishedClaim, PopFront). K is PriorityDelivery's starvation limit, N
  * its check interval.
  *

@@ -1,7 +1,7 @@
 /*
  * The MPSC ring's claim / publish / release protocol.
  *
- * Models include/sluice/detail/ring.hpp:
+ * Models include/sluice/detail/queue/ring.hpp:
  *   Ring::TryClaimShared()  (the producers' claim, with the caller's limit)
  *   Ring::Publish()         (the slot's sequence store)
  *   Ring::TryFront(), PopFront(), Release()  (the consumer; `released` is

@@ -3,8 +3,8 @@
  *
  * Models include/sluice/bus.hpp (Bus::PublishBlocking, the consumer's room
  * check after each batch, Bus::Close) with one wake signal per priority
- * (include/sluice/detail/wake_signal.hpp: a count of waiters and a wake
- * sequence), over the ring of include/sluice/detail/ring.hpp.
+ * (include/sluice/detail/wait/wake_signal.hpp: a count of waiters and a wake
+ * sequence), over the ring of include/sluice/detail/queue/ring.hpp.
  *
  * The ring: `tail` counts claims, `released` the slots the consumer handed
  * back; depth = tail - released. A claim of priority p succeeds iff

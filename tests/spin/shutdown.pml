@@ -2,7 +2,7 @@
  * Shutdown: Close and Drain (MPSC).
  *
  * Models include/sluice/bus.hpp (AsyncBus::Close, IsClosed, IsDrained) and
- * include/sluice/detail/ring.hpp (Ring::Close, TryClaimShared, Publish,
+ * include/sluice/detail/queue/ring.hpp (Ring::Close, TryClaimShared, Publish,
  * PopFront). Close moves the tail by JUMP with one RMW; a claim that reads a
  * tail at or past JUMP computes a fill beyond any limit and is refused. Two
  * producers try NMSG publishes each; a third process closes and then drains

@@ -3,7 +3,7 @@
 // consumer core every batch goes through. The hot path of a bus, publish and
 // dispatch, reads top to bottom in this file:
 //
-//   publish:  PublishApi (detail/publish_api.hpp): bad input, copy
+//   publish:  PublishApi (detail/publish/publish_api.hpp): bad input, copy
 //             -> Admit: mode, clock, claim under the limit, count,
 //                envelope, publish, wake
 //   dispatch: RunBatch: guard, epoch -> DispatchRun: per message latency,
@@ -29,24 +29,24 @@
 #include "sluice/admission.hpp"
 #include "sluice/bus_traits.hpp"
 #include "sluice/config.hpp"
-#include "sluice/detail/admission_policy.hpp"
-#include "sluice/detail/backpressure_gauges.hpp"
-#include "sluice/detail/bus_sources.hpp"
 #include "sluice/detail/close_state.hpp"
-#include "sluice/detail/consume_core.hpp"
-#include "sluice/detail/dispatch_epoch.hpp"
-#include "sluice/detail/error_reporter.hpp"
-#include "sluice/detail/latency_recorder.hpp"
-#include "sluice/detail/message_queue.hpp"
-#include "sluice/detail/producer_lanes.hpp"
-#include "sluice/detail/publish_core.hpp"
-#include "sluice/detail/room_signals.hpp"
-#include "sluice/detail/statistics_counters.hpp"
-#include "sluice/detail/subscription_registry.hpp"
-#include "sluice/detail/variant_index.hpp"
-#include "sluice/detail/visit_envelope.hpp"
-#include "sluice/detail/waiting.hpp"
-#include "sluice/detail/wake_signal.hpp"
+#include "sluice/detail/consume/consume_core.hpp"
+#include "sluice/detail/consume/dispatch_epoch.hpp"
+#include "sluice/detail/consume/error_reporter.hpp"
+#include "sluice/detail/consume/subscription_registry.hpp"
+#include "sluice/detail/consume/variant_index.hpp"
+#include "sluice/detail/consume/visit_envelope.hpp"
+#include "sluice/detail/observe/backpressure_gauges.hpp"
+#include "sluice/detail/observe/latency_recorder.hpp"
+#include "sluice/detail/observe/statistics_counters.hpp"
+#include "sluice/detail/publish/admission_policy.hpp"
+#include "sluice/detail/publish/bus_sources.hpp"
+#include "sluice/detail/publish/publish_core.hpp"
+#include "sluice/detail/queue/message_queue.hpp"
+#include "sluice/detail/queue/producer_lanes.hpp"
+#include "sluice/detail/wait/room_signals.hpp"
+#include "sluice/detail/wait/waiting.hpp"
+#include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/error.hpp"
 #include "sluice/message.hpp"
 #include "sluice/observer.hpp"
@@ -162,11 +162,11 @@ class BusCore : public PublishCore<Payload> {
 
   explicit BusCore(Position first_position) noexcept : queue_(first_position) {}
 
-  // The publish core (detail/publish_core.hpp), shared with every bus.
+  // The publish core (detail/publish/publish_core.hpp), shared with every bus.
   using Publisher = PublishCore<Payload>;
 
   // ---- Sources: where a publish goes ----------------------------------------
-  // The publish core takes one of two (detail/bus_sources.hpp): the shared
+  // The publish core takes one of two (detail/publish/bus_sources.hpp): the shared
   // queue, or a producer's lane.
   using Clock = typename Traits::Clock;
   static constexpr Position kSlots = kCapacity;
@@ -195,7 +195,7 @@ class BusCore : public PublishCore<Payload> {
   }
 
   // ---- The consumer core ---------------------------------------------------------
-  // Every batch runs in the one consumer core (detail/consume_core.hpp),
+  // Every batch runs in the one consumer core (detail/consume/consume_core.hpp),
   // with this bus as its front: it takes each message in place, from the
   // queue's front, and frees its slot after dispatch. (The bus itself, not
   // a front object holding a pointer to it: the core's loop would reload
@@ -232,7 +232,7 @@ class BusCore : public PublishCore<Payload> {
                         [this](MessagePriority priority) { return RoomFor(priority) != 0; });
   }
   // Processed messages, counted per priority (see
-  // detail/statistics_counters.hpp): in a run's tally, added to the shared
+  // detail/observe/statistics_counters.hpp): in a run's tally, added to the shared
   // statistics at its end; with lanes, by the lane each came through.
   struct Tally {
     Counter counted[kPriorityCount] = {};
@@ -372,7 +372,7 @@ class BusCore : public PublishCore<Payload> {
     }
   }
 
-  // The gauges (detail/backpressure_gauges.hpp) cover what admission
+  // The gauges (detail/observe/backpressure_gauges.hpp) cover what admission
   // judges: the shared queue and, with producer lanes, each lane on its own
   // capacity. Any thread.
   using Gauges = BackpressureGauges<kCapacity, Lanes::kCapacity, Lanes::kMaxProducers,

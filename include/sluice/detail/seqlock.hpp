@@ -8,7 +8,7 @@
 //
 // Protocol. The version is even while the record is consistent, odd while
 // a write is under way (or, for a user that leaves it so on purpose, while
-// there is no record: a producer lane without a holder, detail/lane_holder.hpp).
+// there is no record: a producer lane without a holder, detail/queue/lane_holder.hpp).
 //   writer: BeginWrite()      version odd (relaxed store)
 //           Store(field, v)   each field, release
 //           EndWrite()        version even (release store)
@@ -53,7 +53,7 @@
 #include <cstdint>
 
 #include "sluice/config.hpp"
-#include "sluice/detail/cpu_relax.hpp"
+#include "sluice/detail/wait/cpu_relax.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {

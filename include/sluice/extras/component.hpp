@@ -35,7 +35,7 @@
 #include <utility>
 
 #include "sluice/config.hpp"
-#include "sluice/detail/cpu_relax.hpp"
+#include "sluice/detail/wait/cpu_relax.hpp"
 #include "sluice/message.hpp"
 #include "sluice/subscription_handle.hpp"
 

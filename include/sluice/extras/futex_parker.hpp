@@ -74,7 +74,7 @@ class FutexParker {
   }
 };
 
-// FutexParker plus the heavy fence (see detail/wake_signal.hpp): producers on
+// FutexParker plus the heavy fence (see detail/wait/wake_signal.hpp): producers on
 // the bus need no fence of their own.
 class MembarrierFutexParker : public FutexParker {
  public:

@@ -22,7 +22,7 @@
 
 #include "sluice/admission.hpp"
 #include "sluice/config.hpp"
-#include "sluice/detail/utf8.hpp"
+#include "sluice/detail/observe/utf8.hpp"
 #include "sluice/latency_histogram.hpp"
 #include "sluice/message.hpp"
 #include "sluice/performance_mode.hpp"
@@ -124,7 +124,7 @@ void EmitSeconds(Sink& sink, std::uint64_t nanos) {
 
 // A label value, as valid UTF-8 (the text format's readers refuse the whole
 // scrape otherwise): each byte that does not start a valid sequence is
-// written as '?', as producer names are stored (detail/lane_holder.hpp);
+// written as '?', as producer names are stored (detail/queue/lane_holder.hpp);
 // backslash, double quote and line feed escaped.
 template <typename Sink>
 void EmitLabelValue(Sink& sink, std::string_view value) {

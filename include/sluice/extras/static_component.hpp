@@ -18,7 +18,7 @@
 #include <variant>
 
 #include "sluice/config.hpp"
-#include "sluice/detail/variant_index.hpp"
+#include "sluice/detail/consume/variant_index.hpp"
 #include "sluice/message.hpp"
 
 namespace sluice {

@@ -27,7 +27,7 @@
 //      comes before its writes into the block.
 //  The producer's writes into the block reach the consumer through the
 //  message that names it: the slot's publish is release, the consumer's
-//  look at it acquire ((A) of detail/ring.hpp).
+//  look at it acquire ((A) of detail/queue/ring.hpp).
 #pragma once
 
 #include <atomic>

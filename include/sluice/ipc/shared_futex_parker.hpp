@@ -4,7 +4,7 @@
 // address one process sees), with a heavy fence across processes (Linux
 // membarrier's global expedited command). Used by detail::WakeSignal in the
 // segment; see sluice/parker.hpp for what a parker is, and
-// detail/wake_signal.hpp for the protocol. Linux.
+// detail/wait/wake_signal.hpp for the protocol. Linux.
 //
 // The heavy fence: every process that publishes registers with
 // MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED when it attaches

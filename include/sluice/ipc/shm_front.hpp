@@ -1,5 +1,5 @@
 // The shared-memory bus's front for the consumer core
-// (detail/consume_core.hpp): what ShmBus (sluice/ipc/shm_bus.hpp) hands the
+// (detail/consume/consume_core.hpp): what ShmBus (sluice/ipc/shm_bus.hpp) hands the
 // core as the source of each batch. Take copies each message out of the
 // segment, checks it and binds its loan; Release returns loan blocks a
 // lane at a time. The front owns the consumer's parts a batch reaches
@@ -17,8 +17,8 @@
 
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
-#include "sluice/detail/consume_core.hpp"
-#include "sluice/detail/wake_signal.hpp"
+#include "sluice/detail/consume/consume_core.hpp"
+#include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/shm_lanes.hpp"
 #include "sluice/ipc/shm_layout.hpp"
@@ -84,7 +84,7 @@ class ShmFront {
     }
   }
 
-  // ---- The consumer core's front (detail/consume_core.hpp) ----------------
+  // ---- The consumer core's front (detail/consume/consume_core.hpp) ----------------
 
   ConsumeCore& Consumer() noexcept { return consume_; }
   const ConsumeCore& Consumer() const noexcept { return consume_; }

@@ -1,6 +1,6 @@
 // The shared-memory bus's segment: its layout and its protocol. The bus
 // across processes on one host: the queue of the in-process bus
-// (detail/message_queue.hpp: one ring per priority, HIGH first, one fill
+// (detail/queue/message_queue.hpp: one ring per priority, HIGH first, one fill
 // cursor for admission) placed in a named shared-memory segment, once per
 // producer process (its lane). One consumer process creates the segment
 // and dispatches (ShmBus); producer processes attach, each taking a lane,
@@ -25,7 +25,7 @@
 //      constructs the rings, then stores `magic` with release; Attach loads
 //      it with acquire before reading anything else.
 //  (A), (B), (H) of the rings and the fill cursor, as in process
-//      (detail/ring.hpp, detail/claim_cursor.hpp): a lock-free atomic is
+//      (detail/queue/ring.hpp, detail/queue/claim_cursor.hpp): a lock-free atomic is
 //      address-free, so they hold between processes as between threads.
 //  (U) a lane changing hands. Taking, producer -> consumer: under the
 //      segment's lock (flock, which the kernel drops with a dead holder),
@@ -39,7 +39,7 @@
 //      Handing back, consumer -> next producer: the consumer clears the bit,
 //      constructs the lane's rings and counters anew, then stores
 //      kLaneFree with release, which the next Attach's acquire pairs with.
-//  (W) sleeping, the in-process Dekker pair of detail/wake_signal.hpp
+//  (W) sleeping, the in-process Dekker pair of detail/wait/wake_signal.hpp
 //      with its signals in the segment and a futex any process can wait on
 //      (ipc/shared_futex_parker.hpp): the consumer in ProcessBatchWait on
 //      `consumer_wake`, woken by each publish; a producer in PublishBlocking
@@ -83,10 +83,10 @@
 #include <variant>
 
 #include "sluice/config.hpp"
-#include "sluice/detail/message_queue.hpp"
+#include "sluice/detail/consume/variant_index.hpp"
+#include "sluice/detail/queue/message_queue.hpp"
 #include "sluice/detail/seqlock.hpp"
-#include "sluice/detail/variant_index.hpp"
-#include "sluice/detail/wake_signal.hpp"
+#include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/ipc/fingerprint.hpp"
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"

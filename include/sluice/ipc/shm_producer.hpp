@@ -1,6 +1,6 @@
 // A producer process's handle on a shared-memory bus (sluice/ipc/shm_bus.hpp):
 // it attaches to the segment, takes a lane of its own and publishes into
-// it through the publish core every bus shares (detail/publish_core.hpp).
+// it through the publish core every bus shares (detail/publish/publish_core.hpp).
 // The segment's layout and protocol: sluice/ipc/shm_layout.hpp.
 #pragma once
 
@@ -20,10 +20,10 @@
 
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
-#include "sluice/detail/publish_api.hpp"
-#include "sluice/detail/publish_core.hpp"
-#include "sluice/detail/waiting.hpp"
-#include "sluice/detail/wake_signal.hpp"
+#include "sluice/detail/publish/publish_api.hpp"
+#include "sluice/detail/publish/publish_core.hpp"
+#include "sluice/detail/wait/waiting.hpp"
+#include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"
 #include "sluice/ipc/segment.hpp"
@@ -179,7 +179,7 @@ class ShmProducer
   std::uint16_t Lane() const noexcept { return lane_; }
 
   // ---- Publishing ------------------------------------------------------------
-  // The calls of the in-process bus's Producer (detail/publish_api.hpp):
+  // The calls of the in-process bus's Producer (detail/publish/publish_api.hpp):
   // Publish, PublishWithPriority, PublishAttempt, PublishFast, Emplace,
   // PublishBatch, each returning a PublishResult, through the one publish
   // core; and PublishBlocking and PublishLoan below. Admitted while this
@@ -334,7 +334,7 @@ class ShmProducer
   };
 
   // This producer's lane as a source of the publish core
-  // (detail/publish_core.hpp).
+  // (detail/publish/publish_core.hpp).
   struct Source {
     using Target = Queue;
     using Clock = SteadyClock;

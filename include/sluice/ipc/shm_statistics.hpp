@@ -12,7 +12,7 @@
 
 #include "sluice/admission.hpp"
 #include "sluice/config.hpp"
-#include "sluice/detail/peak_fill.hpp"
+#include "sluice/detail/observe/peak_fill.hpp"
 #include "sluice/ipc/shm_lanes.hpp"
 #include "sluice/ipc/shm_layout.hpp"
 #include "sluice/ipc/shm_options.hpp"

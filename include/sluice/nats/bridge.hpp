@@ -38,8 +38,8 @@
 #include <vector>
 
 #include "sluice/bus.hpp"
-#include "sluice/detail/variant_index.hpp"
-#include "sluice/detail/waiting.hpp"
+#include "sluice/detail/consume/variant_index.hpp"
+#include "sluice/detail/wait/waiting.hpp"
 #include "sluice/message.hpp"
 #include "sluice/nats/codec.hpp"
 #include "sluice/nats/connection.hpp"

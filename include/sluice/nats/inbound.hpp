@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "sluice/config.hpp"
-#include "sluice/detail/waiting.hpp"
+#include "sluice/detail/wait/waiting.hpp"
 #include "sluice/message.hpp"
 #include "sluice/nats/connection.hpp"
 #include "sluice/nats/counters.hpp"

@@ -26,8 +26,8 @@
 #include <cstdint>
 
 #include "sluice/config.hpp"
-#include "sluice/detail/cpu_relax.hpp"
-#include "sluice/detail/dispatch_epoch.hpp"
+#include "sluice/detail/consume/dispatch_epoch.hpp"
+#include "sluice/detail/wait/cpu_relax.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice {

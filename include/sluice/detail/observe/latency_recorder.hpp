@@ -13,7 +13,7 @@
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
 #include "sluice/detail/bits.hpp"
-#include "sluice/detail/counter.hpp"
+#include "sluice/detail/observe/counter.hpp"
 #include "sluice/latency_histogram.hpp"
 #include "sluice/message.hpp"
 

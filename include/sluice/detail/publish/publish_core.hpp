@@ -1,6 +1,6 @@
 // The one publish core: every publish of every bus (the in-process bus, a
 // registered Producer, a shared-memory producer) is admitted, counted,
-// written and published here, through the calls of detail/publish_api.hpp.
+// written and published here, through the calls of detail/publish/publish_api.hpp.
 // What differs between buses is the source a publish goes to, which the
 // core takes as a template argument:
 //

@@ -31,9 +31,9 @@
 #include <type_traits>
 
 #include "sluice/config.hpp"
-#include "sluice/detail/counter.hpp"
+#include "sluice/detail/observe/counter.hpp"
+#include "sluice/detail/observe/utf8.hpp"
 #include "sluice/detail/seqlock.hpp"
-#include "sluice/detail/utf8.hpp"
 #include "sluice/statistics.hpp"
 
 namespace sluice {

@@ -1,6 +1,6 @@
 // AsyncBus::Producer: a registered producer's handle to its lane
-// (detail/producer_lanes.hpp). Its publish calls are the bus's, written once
-// (detail/publish_api.hpp); admission applies the bus's thresholds to the
+// (detail/queue/producer_lanes.hpp). Its publish calls are the bus's, written once
+// (detail/publish/publish_api.hpp); admission applies the bus's thresholds to the
 // lane's fill.
 #pragma once
 
@@ -10,7 +10,7 @@
 
 #include "sluice/admission.hpp"
 #include "sluice/config.hpp"
-#include "sluice/detail/publish_api.hpp"
+#include "sluice/detail/publish/publish_api.hpp"
 #include "sluice/producer_model.hpp"
 #include "sluice/statistics.hpp"
 

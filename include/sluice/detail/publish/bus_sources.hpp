@@ -1,9 +1,9 @@
 // The in-process bus's two sources for the publish core
-// (detail/publish_core.hpp): the shared queue, which every unregistered
+// (detail/publish/publish_core.hpp): the shared queue, which every unregistered
 // producer publishes into, and a registered producer's lane. Each names its
 // queue, its counters, its limit, what a fill refusal is called, and how a
 // publish enters and leaves it (a lane's close handshake, SYNC POINT (L) in
-// detail/producer_lanes.hpp; nothing for the shared queue, which Close
+// detail/queue/producer_lanes.hpp; nothing for the shared queue, which Close
 // closes by moving its tail). The run-time mode is read here, once a
 // publish (Mode), and nowhere else on the path. They reach the bus's parts
 // as its friends (detail/bus_core.hpp).

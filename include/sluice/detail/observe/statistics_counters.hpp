@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "sluice/config.hpp"
-#include "sluice/detail/counter.hpp"
+#include "sluice/detail/observe/counter.hpp"
 #include "sluice/message.hpp"
 #include "sluice/statistics.hpp"
 
@@ -65,7 +65,7 @@ class StatisticsCounters {
   // A producer lane's counters (every count single-writer) are stored with
   // release, so that ForEachProducer, reading them with acquire, retries
   // when it read a count of the lane's next holder (SYNC POINT (N),
-  // detail/lane_holder.hpp). A plain store on x86; elsewhere, a release
+  // detail/queue/lane_holder.hpp). A plain store on x86; elsewhere, a release
   // store on a line only that producer writes.
   static constexpr std::memory_order kCountOrder =
       kSingleWriterRefusals ? std::memory_order_release : std::memory_order_relaxed;

@@ -42,9 +42,9 @@
 
 #include "sluice/bus_traits.hpp"
 #include "sluice/config.hpp"
-#include "sluice/detail/cpu_relax.hpp"
-#include "sluice/detail/lane_holder.hpp"
-#include "sluice/detail/wake_signal.hpp"
+#include "sluice/detail/queue/lane_holder.hpp"
+#include "sluice/detail/wait/cpu_relax.hpp"
+#include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/message.hpp"
 
 namespace sluice {

@@ -1,8 +1,8 @@
 // Claiming positions under a limit: a counter producers claim from (the
 // tail) and the consumer's released position. The fill of a queue is
 // tail - released; a claim is admitted only while the fill is below the
-// caller's limit. The ring (detail/ring.hpp) pairs one cursor with its
-// slots; the priority-ordered queue (detail/message_queue.hpp) uses one for
+// caller's limit. The ring (detail/queue/ring.hpp) pairs one cursor with its
+// slots; the priority-ordered queue (detail/queue/message_queue.hpp) uses one for
 // the fill of the whole bus and one per priority ring.
 //
 // Positions only grow, modulo 2^bits (Position: 64 bits, or 32 with

@@ -13,9 +13,9 @@
 
 #include "sluice/bus_traits.hpp"
 #include "sluice/config.hpp"
-#include "sluice/detail/claim_cursor.hpp"
-#include "sluice/detail/cpu_relax.hpp"
-#include "sluice/detail/ring.hpp"
+#include "sluice/detail/queue/claim_cursor.hpp"
+#include "sluice/detail/queue/ring.hpp"
+#include "sluice/detail/wait/cpu_relax.hpp"
 #include "sluice/message.hpp"
 #include "sluice/producer_model.hpp"
 
@@ -111,9 +111,9 @@ struct RingsAt {};
 // whose front message has been passed over by kStarvationLimit messages of
 // higher priorities gets the next run (lowest such priority first).
 //
-// Synchronisation: each ring keeps its own (A) and (B) (detail/ring.hpp);
+// Synchronisation: each ring keeps its own (A) and (B) (detail/queue/ring.hpp);
 // the queue's cursor keeps (B) and (H) for the whole fill
-// (detail/claim_cursor.hpp). PopFront releases the ring's position (release
+// (detail/queue/claim_cursor.hpp). PopFront releases the ring's position (release
 // store) before the queue's (release store), so a producer whose admission
 // acquired the queue's released position also finds the ring's.
 template <typename Envelope, std::size_t kCapacity, ProducerModel kModel, SlotStorage kStorage,
@@ -241,7 +241,7 @@ class PriorityQueue {
   // Whether Close has run: see ClaimCursor::IsClosed.
   bool IsClosed() const noexcept { return fill_.IsClosed(); }
 
-  // Consumer, for a merge of several queues (detail/producer_lanes.hpp): the
+  // Consumer, for a merge of several queues (detail/queue/producer_lanes.hpp): the
   // highest priority with a published front, or -1; *held is the highest
   // priority above it whose ring is held by a claim not yet published, or
   // -1. SYNC POINT READ (A) of each ring looked at, as in TryFront.

@@ -2,7 +2,7 @@
 // shared-memory producer (CRTP, as atomic_queue's AtomicQueueCommon): every
 // call checks its input, makes a copy that may throw before anything is
 // claimed, and hands the message to the one publish core
-// (detail/publish_core.hpp: Admit, AdmitBatch; the bus's AdmitWaiting) with
+// (detail/publish/publish_core.hpp: Admit, AdmitBatch; the bus's AdmitWaiting) with
 // the caller's source: the shared queue, its lane, or a segment's lane.
 //
 // Derived provides:
@@ -19,10 +19,10 @@
 #include <utility>
 
 #include "sluice/config.hpp"
-#include "sluice/detail/publish_core.hpp"
-#include "sluice/detail/variant_index.hpp"
-#include "sluice/detail/waiting.hpp"
-#include "sluice/detail/wake_signal.hpp"
+#include "sluice/detail/consume/variant_index.hpp"
+#include "sluice/detail/publish/publish_core.hpp"
+#include "sluice/detail/wait/waiting.hpp"
+#include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/loan_pool.hpp"
 #include "sluice/message.hpp"
 #include "sluice/publish_result.hpp"

@@ -10,7 +10,7 @@
 
 #include "sluice/admission.hpp"
 #include "sluice/config.hpp"
-#include "sluice/detail/peak_fill.hpp"
+#include "sluice/detail/observe/peak_fill.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {

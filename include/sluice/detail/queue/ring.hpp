@@ -1,5 +1,5 @@
 // The bounded ring: slots that hold envelopes inline, and a claim cursor
-// (detail/claim_cursor.hpp) whose positions producers claim under a limit
+// (detail/queue/claim_cursor.hpp) whose positions producers claim under a limit
 // and the consumer releases.
 //
 // Every message gets a position; slot = position & (capacity - 1). A slot's
@@ -16,7 +16,7 @@
 //  (B) slot reuse, consumer -> producer: PopFront() destroys the envelope,
 //      then releases its position (the cursor's release store); TryClaim()
 //      acquires it before its caller constructs into a slot of the next lap.
-//  (H) depth, for observers: see detail/claim_cursor.hpp.
+//  (H) depth, for observers: see detail/queue/claim_cursor.hpp.
 //
 // A producer stalled between TryClaim() and Publish() holds the consumer at
 // its position: later messages stay queued (not lost, not reordered) until it
@@ -31,8 +31,8 @@
 #include "sluice/bus_traits.hpp"
 #include "sluice/config.hpp"
 #include "sluice/detail/bits.hpp"
-#include "sluice/detail/claim_cursor.hpp"
-#include "sluice/detail/slot_storage.hpp"
+#include "sluice/detail/queue/claim_cursor.hpp"
+#include "sluice/detail/queue/slot_storage.hpp"
 #include "sluice/producer_model.hpp"
 
 namespace sluice {

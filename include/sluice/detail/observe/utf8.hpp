@@ -1,5 +1,5 @@
 // UTF-8 validity, for text the library writes out for other programs to
-// parse: producer names (detail/lane_holder.hpp) and the Prometheus labels
+// parse: producer names (detail/queue/lane_holder.hpp) and the Prometheus labels
 // (sluice/extras/prometheus.hpp), whose readers refuse invalid UTF-8.
 #pragma once
 

@@ -25,7 +25,7 @@
 #include <cstdint>
 
 #include "sluice/config.hpp"
-#include "sluice/detail/cpu_relax.hpp"
+#include "sluice/detail/wait/cpu_relax.hpp"
 
 #if !SLUICE_FREESTANDING
 #include <thread>

@@ -50,8 +50,8 @@
 
 #include "sluice/config.hpp"
 #include "sluice/detail/bits.hpp"
-#include "sluice/detail/dispatch_epoch.hpp"
-#include "sluice/detail/variant_index.hpp"
+#include "sluice/detail/consume/dispatch_epoch.hpp"
+#include "sluice/detail/consume/variant_index.hpp"
 #include "sluice/message.hpp"
 #include "sluice/subscription_handle.hpp"
 

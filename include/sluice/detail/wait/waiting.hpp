@@ -2,7 +2,7 @@
 // a message), a producer in PublishBlocking (for room) and Drain (for the
 // last dispatch).
 //
-// It polls, then, with a wake signal (detail/wake_signal.hpp), announces a
+// It polls, then, with a wake signal (detail/wait/wake_signal.hpp), announces a
 // sleep, re-checks and parks until a notify, the deadline or a spurious
 // wake-up, and re-checks again; without one it yields between looks, then
 // sleeps short slices. The
@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "sluice/config.hpp"
-#include "sluice/detail/cpu_relax.hpp"
+#include "sluice/detail/wait/cpu_relax.hpp"
 
 #if !SLUICE_FREESTANDING
 #include <thread>

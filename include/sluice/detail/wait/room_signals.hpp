@@ -5,7 +5,7 @@
 // on bare metal, where nothing may sleep but the consumer) has the empty
 // specialisation: no member, and every call compiles to nothing.
 //
-// SYNC POINT (R), a Dekker pair per priority (detail/wake_signal.hpp): the
+// SYNC POINT (R), a Dekker pair per priority (detail/wait/wake_signal.hpp): the
 // waiter announces itself on its priority's signal, fences and re-checks
 // admission (the ring's acquire load of the consumer's released position, in
 // the claim); the consumer, after a batch released slots (or Close, after
@@ -19,8 +19,8 @@
 #include <cstdint>
 
 #include "sluice/config.hpp"
-#include "sluice/detail/waiting.hpp"
-#include "sluice/detail/wake_signal.hpp"
+#include "sluice/detail/wait/waiting.hpp"
+#include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/message.hpp"
 
 #if !SLUICE_FREESTANDING
@@ -61,7 +61,7 @@ class RoomSignals<Parker, true> {
     return consumer_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id();
   }
 
-  // A producer: waits on `priority`'s signal as detail/waiting.hpp does.
+  // A producer: waits on `priority`'s signal as detail/wait/waiting.hpp does.
   template <typename Ready, typename Stop>
   WaitEnd WaitForRoom(MessagePriority priority, std::uint32_t polls,
                       std::chrono::nanoseconds timeout, Ready& ready, Stop&& stop) {
