@@ -11,7 +11,8 @@
 // processed equal to what was dispatched. Close from inside a batch:
 // nothing dispatched twice, publishes refused as closed. Loans: a loaned
 // message dispatched once with the bytes written into it, an empty loan
-// (the pool exhausted) refused as kPoolEmpty, blocks back after dispatch.
+// (the pool exhausted) refused as kPoolEmpty (kClosed once closed),
+// blocks back after dispatch.
 // Where the shared bus promises otherwise (docs/ipc.md, `Close`: what is
 // queued at a Close is not dispatched, and a Close from a callback ends the
 // batch after that message), the test asserts that promise. The shared bus
@@ -652,6 +653,22 @@ TYPED_TEST(ConformanceTest, ALoanIsDispatchedOnceWithItsBytesAndAnEmptyPoolIsRef
   const Totals totals = this->bus_.Counts();
   EXPECT_EQ(totals.published, kLoanBlocks + 1);
   EXPECT_EQ(totals.processed, kLoanBlocks + 1);
+}
+
+// Once the bus is closed, a PublishLoan is refused as closed on every bus,
+// whether its loan holds a block or the pool had none left (an empty loan):
+// the closed bus is the reason it cannot be published either way.
+TYPED_TEST(ConformanceTest, AfterCloseAnEmptyLoanIsRefusedAsClosed) {
+  for (std::uint64_t seq = 0; seq < kLoanBlocks; ++seq) {
+    ASSERT_TRUE(this->bus_.PublishLoan(seq, MessagePriority::HIGH)) << seq;
+  }
+  EXPECT_EQ(this->bus_.PublishLoan(kLoanBlocks, MessagePriority::HIGH).Outcome(),
+            PublishOutcome::kPoolEmpty);
+  this->bus_.Close();
+  for (MessagePriority priority : kPriorities) {
+    EXPECT_EQ(this->bus_.PublishLoan(kLoanBlocks + 1, priority).Outcome(), PublishOutcome::kClosed)
+        << sluice::ToString(priority);
+  }
 }
 
 }  // namespace

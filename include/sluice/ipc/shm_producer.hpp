@@ -278,12 +278,21 @@ class ShmProducer
   // message: the consumer reads it in place. Admitted: the loan is empty
   // afterwards (the block is the message's until dispatched). Refused: the
   // caller keeps it. kPoolEmpty for an empty loan (Loan found no free
-  // block), kRejected for one of another producer or attachment.
+  // block; kClosed once the bus is closed, as for any publish), kRejected
+  // for one of another producer or attachment.
   template <typename T>
   PublishResult PublishLoan(ShmLoan<T>&& loan, std::uint32_t sender_id, MessagePriority priority) {
     Source source = PublishSource();
     if (!IsValidPriority(priority)) return Publisher::Reject(source, priority);
-    if (!loan) return PublishResult(PublishOutcome::kPoolEmpty, priority);
+    if (!loan) {
+      // As in process: a closed bus is the reason, whatever the pool held.
+      // Not counted (the lane's `dropped` are its refusals for room, which
+      // the backpressure peak reads).
+      if (!source.Enter() || source.ClosedAfterRefusal()) {
+        return Publisher::Refuse(source, PublishOutcome::kClosed, source.Mode(), priority, 1);
+      }
+      return PublishResult(PublishOutcome::kPoolEmpty, priority);
+    }
     if (control_ == nullptr || loan.home_ != loan_home_) {
       return Publisher::Reject(source, priority);
     }
