@@ -1,6 +1,7 @@
 // Measures what a minimal bus adds to a Cortex-M4 image: built with
 // SLUICE_SIZE_PROBE_WITH_BUS 0 (no bus), 1 (a bus without latency
-// histograms) and 2 (with them), and the sizes compared. The bus has one
+// histograms), 2 (with them) and 3 (as 1, its mode fixed at BARE_METAL: every
+// optional part off), and the sizes compared. The bus has one
 // payload type, one subscriber and 16 slots, and is used from main(): one
 // Publish, one ProcessBatch.
 #include <cstdint>
@@ -31,6 +32,9 @@ struct ProbeTraits : sluice::DefaultBusTraits {
   using Latency = std::conditional_t<SLUICE_SIZE_PROBE_WITH_BUS == 2, sluice::LatencyHistograms<>,
                                      sluice::NoLatencyHistograms>;
   using Clock = TickClock;
+  using Mode = std::conditional_t<SLUICE_SIZE_PROBE_WITH_BUS == 3,
+                                  sluice::FixedMode<sluice::PerformanceMode::BARE_METAL>,
+                                  sluice::RunTimeMode>;
 };
 sluice::MpscBus<std::variant<Sample>, 16, ProbeTraits> g_bus;
 }  // namespace

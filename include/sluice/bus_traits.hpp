@@ -30,6 +30,7 @@
 #include "sluice/heavy_fence.hpp"
 #include "sluice/observer.hpp"
 #include "sluice/parker.hpp"
+#include "sluice/performance_mode.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
@@ -192,6 +193,10 @@ struct DefaultBusTraits {
 #else
   using Clock = CounterClock;
 #endif
+  // RunTimeMode (SetPerformanceMode switches it while the bus runs) or
+  // FixedMode<PerformanceMode::...> (one mode, no run-time test of it);
+  // sluice/performance_mode.hpp.
+  using Mode = RunTimeMode;
   // FifoDelivery or PriorityDelivery<kCheckInterval, kStarvationLimit>.
   using Delivery = FifoDelivery;
   // NoWaiting, WaitWith<Parker, kPollsBeforePark> or WaitInSet<Parker,
@@ -253,6 +258,14 @@ struct HasOldHeavyFence : std::false_type {};
 template <typename T>
 struct HasOldHeavyFence<T, std::void_t<typename T::HeavyFence>> : std::true_type {};
 
+// Whether a traits' Mode is RunTimeMode or a FixedMode.
+template <typename Mode>
+struct IsModeChoice : std::false_type {};
+template <>
+struct IsModeChoice<RunTimeMode> : std::true_type {};
+template <PerformanceMode kMode>
+struct IsModeChoice<FixedMode<kMode>> : std::true_type {};
+
 // Whether a Waiting policy makes a bus of a WaitSet (WaitInSet).
 template <typename Waiting, typename = void>
 struct JoinsWaitSet : std::false_type {};
@@ -292,6 +305,9 @@ constexpr bool CheckTraits() {
   static_assert(Traits::Delivery::kOrder == DeliveryOrder::kFifo ||
                     Traits::Delivery::kOrder == DeliveryOrder::kPriority,
                 "Sluice: Delivery must be sluice::FifoDelivery or sluice::PriorityDelivery<...>");
+  static_assert(
+      IsModeChoice<typename Traits::Mode>::value,
+      "Sluice: Mode must be sluice::RunTimeMode or sluice::FixedMode<PerformanceMode::...>");
   return true;
 }
 

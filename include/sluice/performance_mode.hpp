@@ -18,6 +18,28 @@ enum class PerformanceMode : std::uint8_t {
   NO_STATS = 2,
 };
 
+// The bus traits' choice of mode (`using Mode = ...;`, sluice/bus_traits.hpp).
+//
+// RunTimeMode, the default: the bus starts FULL_FEATURED and
+// SetPerformanceMode switches it while it runs; each publish and each batch
+// reads it once.
+struct RunTimeMode {
+  static constexpr bool kFixed = false;
+};
+
+// One mode for the bus's life, fixed at compile time: no publish or batch
+// reads a mode, and the code of the other modes is not compiled in (for a
+// bus that never switches, a small microcontroller's above all).
+// GetPerformanceMode returns it; SetPerformanceMode does not compile.
+template <PerformanceMode kMode>
+struct FixedMode {
+  static_assert(kMode == PerformanceMode::FULL_FEATURED || kMode == PerformanceMode::BARE_METAL ||
+                    kMode == PerformanceMode::NO_STATS,
+                "Sluice: FixedMode takes FULL_FEATURED, BARE_METAL or NO_STATS");
+  static constexpr bool kFixed = true;
+  static constexpr PerformanceMode kValue = kMode;
+};
+
 constexpr const char* ToString(PerformanceMode mode) noexcept {
   switch (mode) {
     case PerformanceMode::FULL_FEATURED:

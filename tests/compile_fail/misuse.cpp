@@ -295,6 +295,18 @@ int main() {
   sluice::MpscBus<Payload, 8> bus;
   bool ok = bus.Publish(A{1});
   (void)ok;
+#elif CASE == 61  // switching the mode of a bus whose traits fix it
+  struct Traits : sluice::DefaultBusTraits {
+    using Mode = sluice::FixedMode<sluice::PerformanceMode::BARE_METAL>;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  bus.SetPerformanceMode(sluice::PerformanceMode::FULL_FEATURED);
+#elif CASE == 62  // a Mode that is neither RunTimeMode nor a FixedMode
+  struct Traits : sluice::DefaultBusTraits {
+    using Mode = sluice::PerformanceMode;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
 #elif CASE == 40  // a 0.2 knob: the starvation limit
   struct Traits : sluice::PriorityOrderTraits {
     static constexpr std::uint32_t kStarvationLimit = 4;

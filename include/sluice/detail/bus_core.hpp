@@ -44,6 +44,7 @@
 #include "sluice/detail/publish/publish_core.hpp"
 #include "sluice/detail/queue/message_queue.hpp"
 #include "sluice/detail/queue/producer_lanes.hpp"
+#include "sluice/detail/wait/consumer_wake.hpp"
 #include "sluice/detail/wait/room_signals.hpp"
 #include "sluice/detail/wait/waiting.hpp"
 #include "sluice/detail/wait/wake_signal.hpp"
@@ -61,42 +62,6 @@
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace detail {
-
-// A wake signal for a bus without a parker: nobody sleeps, nothing to wake.
-struct NoWakeSignal {
-  void Notify() noexcept {}
-};
-
-// The signal that wakes the bus's consumer: the bus's own, or the one of the
-// WaitSet the bus joined (sluice/wait_set.hpp), which every bus of the set
-// notifies. Set once, in the bus's constructor, before any other thread can
-// reach the bus; read-only after that. `wake_->` reaches the signal in use.
-template <typename Signal>
-class ConsumerWake {
- public:
-  ConsumerWake() noexcept = default;
-  ConsumerWake(const ConsumerWake&) = delete;
-  ConsumerWake& operator=(const ConsumerWake&) = delete;
-
-  void Join(Signal* shared) noexcept { signal_ = shared; }
-  bool Uses(const Signal* signal) const noexcept { return signal_ == signal; }
-  Signal* operator->() const noexcept { return signal_; }
-  Signal& operator*() const noexcept { return *signal_; }
-
- private:
-  Signal own_;
-  Signal* signal_ = &own_;
-};
-
-// Without a parker: the empty signal alone, no pointer to load.
-template <>
-class ConsumerWake<NoWakeSignal> {
- public:
-  NoWakeSignal* operator->() noexcept { return &none_; }
-
- private:
-  NoWakeSignal none_;
-};
 
 template <typename Payload, std::size_t kCapacity, ProducerModel kProducers, typename Traits>
 class BusCore : public PublishCore<Payload> {
@@ -186,7 +151,7 @@ class BusCore : public PublishCore<Payload> {
   // refusal counters are atomic: any producer may write them).
   template <typename Source>
   PublishResult RefuseEmptyLoan(Source& source, MessagePriority priority) noexcept {
-    const PerformanceMode mode = policy_.Mode();
+    const PerformanceMode mode = Mode();
     if (!close_.IsOpen()) {
       return Publisher::Refuse(source, PublishOutcome::kClosed, mode, priority, 1);
     }
@@ -214,13 +179,21 @@ class BusCore : public PublishCore<Payload> {
   SLUICE_ALWAYS_INLINE Envelope* First() noexcept { return queue_.TryFront(); }
   SLUICE_ALWAYS_INLINE Envelope* Next() noexcept { return queue_.TryFront(); }
   SLUICE_ALWAYS_INLINE void Release() noexcept { queue_.PopFront(); }
-  PerformanceMode Mode() const noexcept { return policy_.Mode(); }
+  // The mode in force: the one place it is read, by every publish (through
+  // its source), every batch, RoomFor and GetPerformanceMode. A FixedMode
+  // is a constant here, so no test of it is compiled anywhere.
+  SLUICE_ALWAYS_INLINE PerformanceMode Mode() const noexcept {
+    if constexpr (Traits::Mode::kFixed) {
+      return Traits::Mode::kValue;
+    } else {
+      return policy_.Mode();
+    }
+  }
   Observer& Watcher() noexcept { return observer_; }
   void CountError() noexcept { statistics_.CountError(); }
   // The fill this batch starts from, for the peak between scrapes.
   SLUICE_ALWAYS_INLINE void BeginBatch() noexcept {
-    if (policy_.Mode() == PerformanceMode::FULL_FEATURED)
-      gauges_.NoteShared(policy_, SharedDepth());
+    if (Mode() == PerformanceMode::FULL_FEATURED) gauges_.NoteShared(policy_, SharedDepth());
     if constexpr (kObserves) observer_.OnBatchBegin(SharedDepth());
     room_.EnterBatch();
   }
@@ -308,13 +281,12 @@ class BusCore : public PublishCore<Payload> {
   // producers publish.
   Position RoomFor(MessagePriority priority) const noexcept {
     if (!IsValidPriority(priority) || IsClosed()) return 0;
-    return RoomBelow(policy_.LimitFor(policy_.Mode(), priority), SharedDepth());
+    return RoomBelow(policy_.LimitFor(Mode(), priority), SharedDepth());
   }
   // As RoomFor, for producer lane `index`, on the lane's own limit and fill.
   Position LaneRoomFor(std::uint32_t index, MessagePriority priority) const noexcept {
     if (!IsValidPriority(priority) || IsClosed()) return 0;
-    return RoomBelow(policy_.LaneLimitFor(policy_.Mode(), priority),
-                     queue_.LaneAt(index).queue.Depth());
+    return RoomBelow(policy_.LaneLimitFor(Mode(), priority), queue_.LaneAt(index).queue.Depth());
   }
   static constexpr Position RoomBelow(Position limit, Position fill) noexcept {
     return fill < limit ? limit - fill : 0;
@@ -447,7 +419,12 @@ class BusCore : public PublishCore<Payload> {
   }
 
   // The mode (Mode(), above, reads it) and the thresholds.
-  void SetMode(PerformanceMode mode) noexcept { policy_.SetMode(mode); }
+  void SetMode(PerformanceMode mode) noexcept {
+    static_assert(!Traits::Mode::kFixed,
+                  "Sluice: this bus's mode is fixed (`using Mode = sluice::FixedMode<...>;` in its "
+                  "traits); SetPerformanceMode needs `using Mode = sluice::RunTimeMode;`");
+    policy_.SetMode(mode);
+  }
   bool SetThresholds(const AdmissionThresholds& thresholds) noexcept {
     return policy_.SetThresholds(thresholds);
   }

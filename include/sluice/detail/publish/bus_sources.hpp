@@ -4,8 +4,8 @@
 // queue, its counters, its limit, what a fill refusal is called, and how a
 // publish enters and leaves it (a lane's close handshake, SYNC POINT (L) in
 // detail/queue/producer_lanes.hpp; nothing for the shared queue, which Close
-// closes by moving its tail). The run-time mode is read here, once a
-// publish (Mode), and nowhere else on the path. They reach the bus's parts
+// closes by moving its tail). The mode is read here, once a publish
+// (Mode, from BusCore::Mode), and nowhere else on the path. They reach the bus's parts
 // as its friends (detail/bus_core.hpp).
 #pragma once
 
@@ -28,7 +28,7 @@ struct BusSourceBase {
   using Observer = typename Core::Observer;
   static constexpr bool kObserves = Core::kObserves;
   Core& core;
-  SLUICE_ALWAYS_INLINE PerformanceMode Mode() const noexcept { return core.policy_.Mode(); }
+  SLUICE_ALWAYS_INLINE PerformanceMode Mode() const noexcept { return core.Mode(); }
   // SYNC POINT WRITE (W): after the slot's release store, the fence and
   // the waiter load of the consumer's signal, the bus's own or its
   // WaitSet's (sluice/wait_set.hpp): whichever its consumer sleeps on.
