@@ -105,8 +105,11 @@ struct BusInfo<AsyncBus<Payload, kCapacity, kProducers, Traits>> {
 // - resend (StreamPublisher::resend_mutex_): client threads (a publish
 //   error, OnReconnected), the resender (not while it publishes), and user
 //   threads (Start, Stop, CountUnacknowledged).
+// - stop (InboundSubscription::stop_mutex, one per pull subscription): its
+//   fetcher (PauseUnlessStopped) and user threads (RequestStop: StopAll,
+//   StopReceiving).
 //
-// Order: routes, then any one of the other four. Those four are leaves:
+// Order: routes, then any one of the other five. Those five are leaves:
 // none is held while another bridge mutex is taken, nor while user code
 // runs (a codec, on_reject, the bus's admission wait). The client's, the
 // resender's and the fetchers' threads never take routes, so the user

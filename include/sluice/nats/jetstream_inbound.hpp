@@ -90,8 +90,7 @@ class StreamFetcher {
   // subscriptions, which outlive them).
   void StopAll() {
     const std::vector<Subscription*> pulls = subscriptions_.Pulls();
-    // Release: pairs with FetchLoop's acquire load.
-    for (Subscription* inbound : pulls) inbound->stop.store(true, std::memory_order_release);
+    for (Subscription* inbound : pulls) RequestStop(*inbound);
     for (Subscription* inbound : pulls) {
       if (inbound->fetcher.joinable()) inbound->fetcher.join();
       // Destroyed now, not drained with the connection: the client deletes
@@ -111,17 +110,10 @@ class StreamFetcher {
     // there, whatever jetstream_fetch_batch says.
     const int most =
         nats_GetVersionNumber() >= 0x030800 ? std::max(1, options_.jetstream_fetch_batch) : 1;
-    // In slices, so that StopAll (Shutdown) does not wait out a long
-    // reconnect_wait after an error. Acquire: pairs with StopAll's release
-    // store.
-    const auto pause = [&inbound](std::chrono::microseconds wait) {
-      const sluice::detail::Deadline until(sluice::detail::SaturatingNanos(wait));
-      while (!inbound.stop.load(std::memory_order_acquire)) {
-        const std::chrono::nanoseconds left = until.Left();
-        if (left.count() == 0) return;
-        std::this_thread::sleep_for(
-            std::min<std::chrono::nanoseconds>(left, std::chrono::milliseconds(5)));
-      }
+    // Woken by a stop, so that StopAll (Shutdown) does not wait out a long
+    // reconnect_wait after an error.
+    const auto pause = [&inbound](std::chrono::milliseconds wait) {
+      (void)PauseUnlessStopped(inbound, sluice::detail::SaturatingNanos(wait));
     };
     // Acquire: pairs with the release store in StopAll (or StopFetcher).
     while (!inbound.stop.load(std::memory_order_acquire)) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/wait/waiting.hpp"
 #include "sluice/message.hpp"
 #include "sluice/nats/metrics.hpp"
 #include "sluice/nats/routes.hpp"
@@ -46,22 +48,55 @@ struct InboundSubscription {
   natsSubscription* subscription = nullptr;
   bool completed = false;  // its last handler call has returned; guarded by the set's mutex
   // JetStream: a pull subscription read by a thread of the bridge's own
-  // (no client callback), stopped with `stop` (release; the thread's
-  // acquire loads see it) and joined before the subscription is freed.
+  // (no client callback), stopped with `stop` (RequestStop: release; the
+  // thread's acquire loads see it) and joined before the subscription is
+  // freed. The thread pauses on `stop_changed` (PauseUnlessStopped), which
+  // RequestStop notifies; `stop_mutex` orders the store with the pause's
+  // look at it, so that the notification is never missed.
   bool pull = false;
   std::atomic<bool> stop{false};
+  std::mutex stop_mutex;
+  std::condition_variable stop_changed;
   std::thread fetcher;
   // The highest slow-consumer count the client reported for it; guarded
   // by the set's mutex.
   std::uint64_t dropped_seen = 0;
 };
 
-// Stops a pull subscription's fetcher and joins it. Release: pairs with
-// the fetch loop's acquire loads.
+// Asks a pull subscription's fetcher to stop, and wakes it if it pauses.
+// Release: pairs with the fetch loop's acquire loads.
+template <typename Receiver>
+void RequestStop(InboundSubscription<Receiver>& inbound) {
+  {
+    const std::lock_guard<std::mutex> lock(inbound.stop_mutex);
+    inbound.stop.store(true, std::memory_order_release);
+  }
+  inbound.stop_changed.notify_all();
+}
+
+// Stops a pull subscription's fetcher and joins it.
 template <typename Receiver>
 void StopFetcher(InboundSubscription<Receiver>& inbound) {
-  inbound.stop.store(true, std::memory_order_release);
+  RequestStop(inbound);
   if (inbound.fetcher.joinable()) inbound.fetcher.join();
+}
+
+// The fetcher's pause (its bus closed, or after an error): parked until
+// `wait` has passed or RequestStop, so a stop is never kept waiting for
+// it. True once stopped. Parks an hour at most at a time, so a huge wait
+// never adds to the clock.
+template <typename Receiver>
+bool PauseUnlessStopped(InboundSubscription<Receiver>& inbound, std::chrono::nanoseconds wait) {
+  constexpr std::chrono::nanoseconds kLongestPark = std::chrono::hours(1);
+  const sluice::detail::Deadline until(wait);
+  std::unique_lock<std::mutex> lock(inbound.stop_mutex);
+  // Acquire: pairs with RequestStop's release store.
+  while (!inbound.stop.load(std::memory_order_acquire)) {
+    const std::chrono::nanoseconds left = until.Left();
+    if (left.count() == 0) return false;
+    (void)inbound.stop_changed.wait_for(lock, left < kLongestPark ? left : kLongestPark);
+  }
+  return true;
 }
 
 template <typename Receiver>
