@@ -27,31 +27,30 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "sluice/bus.hpp"
 #include "sluice/detail/consume/variant_index.hpp"
-#include "sluice/detail/wait/waiting.hpp"
 #include "sluice/message.hpp"
 #include "sluice/nats/codec.hpp"
 #include "sluice/nats/connection.hpp"
 #include "sluice/nats/counters.hpp"
 #include "sluice/nats/inbound.hpp"
+#include "sluice/nats/inbound_routes.hpp"
 #include "sluice/nats/jetstream_inbound.hpp"
 #include "sluice/nats/jetstream_outbound.hpp"
+#include "sluice/nats/local_bus.hpp"
 #include "sluice/nats/metrics.hpp"
 #include "sluice/nats/options.hpp"
 #include "sluice/nats/outbound.hpp"
 #include "sluice/nats/remote.hpp"
 #include "sluice/nats/routes.hpp"
+#include "sluice/nats/statistics.hpp"
 #include "sluice/nats/subjects.hpp"
 #include "sluice/nats/subscriptions.hpp"
 #include "sluice/subscription_handle.hpp"
@@ -59,18 +58,6 @@
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace nats {
-
-namespace detail {
-
-template <typename Bus>
-struct BusInfo;
-template <typename Payload, std::size_t kCapacity, ProducerModel kProducers, typename Traits>
-struct BusInfo<AsyncBus<Payload, kCapacity, kProducers, Traits>> {
-  using PayloadType = Payload;
-  static constexpr bool kMultiProducer = kProducers == ProducerModel::kMulti;
-};
-
-}  // namespace detail
 
 // Threads and locks of the whole bridge.
 //
@@ -95,8 +82,8 @@ struct BusInfo<AsyncBus<Payload, kCapacity, kProducers, Traits>> {
 //   bus callback that calls Forward or Receive takes it on the consumer
 //   thread.
 // - streams (Receiver::streams_mutex_, the StreamTracker): client and
-//   fetcher threads (CheckSequence), user threads (GetStatistics,
-//   StopReceiving).
+//   fetcher threads (CheckSequence), user threads (ReadStatistics,
+//   InboundRoutes::Remove).
 // - subscriptions (SubscriptionSet::mutex_: the inbound subscriptions,
 //   their completion and slow-consumer drops): user threads, and client
 //   threads (a completion; OnDisconnected keeping the drops).
@@ -106,8 +93,7 @@ struct BusInfo<AsyncBus<Payload, kCapacity, kProducers, Traits>> {
 //   error, OnReconnected), the resender (not while it publishes), and user
 //   threads (Start, Stop, CountUnacknowledged).
 // - stop (InboundSubscription::stop_mutex, one per pull subscription): its
-//   fetcher (PauseUnlessStopped) and user threads (RequestStop: StopAll,
-//   StopReceiving).
+//   fetcher (PauseUnlessStopped) and user threads (RequestStop).
 //
 // Order: routes, then any one of the other five. Those five are leaves:
 // none is held while another bridge mutex is taken, nor while user code
@@ -129,6 +115,7 @@ class Bridge {
   using Sender = detail::Sender<Bus>;
   using Receiver = detail::Receiver<Bus>;
   using Routes = detail::RouteTable<Sender, Receiver>;
+  using Inbound = detail::InboundRoutes<Bus, Routes>;
 
  public:
   // `bus` must outlive the bridge.
@@ -142,7 +129,8 @@ class Bridge {
         publisher_(options_, counters_, connection_),
         sender_(bus_, options_, origin_id_, counters_, connection_, publisher_),
         receiver_(bus_, options_, origin_id_, counters_, connection_, subscriptions_),
-        fetcher_(bus_, options_, origin_id_, counters_, connection_, subscriptions_, receiver_) {}
+        fetcher_(bus_, options_, origin_id_, counters_, connection_, subscriptions_, receiver_),
+        inbound_(options_, routes_, connection_, subscriptions_, receiver_, fetcher_) {}
 
   Bridge(const Bridge&) = delete;
   Bridge& operator=(const Bridge&) = delete;
@@ -208,9 +196,9 @@ class Bridge {
       return false;  // not reached: the check above fails to compile
     } else {
       const std::unique_lock<std::mutex> routes = routes_.Lock();
-      return AddInbound(std::move(subject), type_id, std::move(route),
-                        sluice::detail::VariantIndex<T, Payload>::kValue,
-                        &Receiver::template Deliver<T, Codec>);
+      return inbound_.Add(std::move(subject), type_id, std::move(route),
+                          sluice::detail::VariantIndex<T, Payload>::kValue,
+                          &Receiver::template Deliver<T, Codec>);
     }
   }
 
@@ -221,12 +209,7 @@ class Bridge {
   // client callback (on_reject, a codec).
   bool StopReceiving(const std::string& subject) {
     const std::unique_lock<std::mutex> routes = routes_.Lock();
-    if (!routes_.RemoveInbound(subject)) return false;
-    if (connection_.is_open()) subscriptions_.Remove(subject);
-    // Received again later, its streams start anew (no gaps for what was
-    // sent meanwhile).
-    receiver_.ForgetStreams(subject);
-    return true;
+    return inbound_.Remove(subject);
   }
 
   // Stops forwarding T: no message of T is sent once this returns (from a
@@ -257,16 +240,11 @@ class Bridge {
     if (routes_.started()) return NATS_ILLEGAL_STATE;
     natsStatus status = connection_.Connect();
     if (status != NATS_OK) return status;
-    jsOptions js_options = publisher_.ContextOptions();
-    status = connection_.OpenJetStream(&js_options);
+    status = connection_.OpenJetStream(publisher_.ContextOptions());
     if (status == NATS_OK) publisher_.Start();
-    if (status == NATS_OK) {
-      status =
-          SubscribeInbound(routes_.inbound_subjects().begin(), routes_.inbound_subjects().end());
-    }
-    // A new stream on every subject: a fresh instance id, numbers from 1.
-    // Written before the bus subscriptions below, whose dispatch reads them
-    // (Subscribe's release pairs with the consumer's acquire of the table).
+    if (status == NATS_OK) status = inbound_.SubscribeAll();
+    // A new stream on every subject (a fresh instance id, numbers from 1),
+    // before the bus subscriptions below, whose dispatch reads them.
     sender_.NewInstance();
     routes_.RestartSequences();
     // The bus's subscription table for a forwarded type is full.
@@ -304,16 +282,7 @@ class Bridge {
       const std::unique_lock<std::mutex> routes = routes_.Lock();
       routes_.set_stopping();
     }
-    bus_.Close();
-    if (drain == ShutdownDrain::kDispatchHere) {
-      const sluice::detail::Deadline deadline(sluice::detail::SaturatingNanos(timeout));
-      while (!bus_.IsDrained() && deadline.Left().count() != 0) {
-        if (bus_.ProcessBatch() == 0) std::this_thread::yield();
-      }
-      result.bus_drained = bus_.IsDrained();
-    } else {
-      result.bus_drained = bus_.Drain(timeout);
-    }
+    result.bus_drained = detail::CloseAndDrain(bus_, timeout, drain);
     // A forwarding callback waiting for room in the JetStream window (the
     // server gone) gives up now, counting the frame as send_dropped, so the
     // unsubscriptions below do not wait for it for ever.
@@ -323,9 +292,7 @@ class Bridge {
       const std::unique_lock<std::mutex> routes = routes_.Lock();
       handles = routes_.TakeOutboundHandles();
     }
-    for (const SubscriptionHandle& handle : handles) {
-      if (handle.IsValid()) (void)bus_.Unsubscribe(handle);
-    }
+    detail::Unsubscribe(bus_, handles);
     const std::unique_lock<std::mutex> routes = routes_.Lock();
     if (!connection_.is_open()) {
       result.closed = true;  // none open: never started, or closed already
@@ -333,21 +300,7 @@ class Bridge {
     }
     fetcher_.StopAll();
     result.stream_acks = publisher_.WaitForAcknowledgements(timeout);
-    if (timeout.count() == 0) {
-      // The client refuses a zero timeout for the flush; closing without
-      // either is what "no wait" means.
-      result.flush = NATS_TIMEOUT;
-      result.drain = NATS_TIMEOUT;
-      subscriptions_.KeepSlowConsumerDrops();
-      connection_.BeginOwnClose();
-      connection_.Close();
-    } else {
-      result.flush = connection_.Flush(timeout);
-      subscriptions_.KeepSlowConsumerDrops();
-      connection_.BeginOwnClose();
-      result.drain = connection_.Drain(timeout);
-      if (result.drain != NATS_OK) connection_.Close();
-    }
+    connection_.CloseOrderly(timeout, result);
     result.closed = connection_.WaitClosed(timeout + std::chrono::seconds(1));
     Release();
     return result;
@@ -356,12 +309,7 @@ class Bridge {
   // ---- Observation (any thread) -------------------------------------------------
 
   BridgeStatisticsSnapshot GetStatistics() const {
-    BridgeStatisticsSnapshot s;
-    counters_.CopyTo(s);
-    s.streams = receiver_.StreamCountsNow();
-    s.connected = connection_.connected();
-    s.slow_consumer_dropped = subscriptions_.SlowConsumerDropped();
-    return s;
+    return detail::ReadStatistics(counters_, receiver_, connection_, subscriptions_);
   }
 
   std::uint64_t OriginId() const noexcept { return origin_id_; }
@@ -380,74 +328,17 @@ class Bridge {
   }
 
  private:
-  // Receive, holding the routes' mutex.
-  bool AddInbound(std::string subject, std::uint16_t type_id, ReceiveOptions route,
-                  std::size_t variant_index, typename Routes::DeliverFunction deliver) {
-    switch (
-        routes_.AddInbound(std::move(subject), type_id, std::move(route), variant_index, deliver)) {
-      case Routes::Added::kRefused:
-        return false;
-      case Routes::Added::kKnown:
-        return true;
-      case Routes::Added::kNewSubject:
-        break;
-    }
-    if (!routes_.started()) return true;
-    // Running: subscribe now, and return once the server has the
-    // subscriptions.
-    const auto added = std::prev(routes_.inbound_subjects().end());
-    const natsStatus status = SubscribeInbound(added, routes_.inbound_subjects().end());
-    if (status != NATS_OK) {
-      const std::string failed = added->subject;
-      subscriptions_.Remove(failed);
-      (void)routes_.RemoveInbound(failed);
-      return false;
-    }
-    return true;
-  }
-
-  // The subscriptions of inbound subjects [first, last), one per priority:
-  // core NATS, or a JetStream pull consumer; stops at the first failure.
-  // The server has them once it answers the flush's PING, and has refused
-  // by then any it does not permit.
-  template <typename Iterator>
-  natsStatus SubscribeInbound(Iterator first, Iterator last) {
-    natsStatus status = NATS_OK;
-    for (Iterator subject = first; subject != last; ++subject) {
-      for (std::size_t p = 0; p < kPriorityCount && status == NATS_OK; ++p) {
-        auto inbound = receiver_.MakeSubscription(*subject, routes_.TypesOf(*subject),
-                                                  static_cast<MessagePriority>(p));
-        status = subject->stream.empty()
-                     ? receiver_.Subscribe(std::move(inbound), subject->queue_group)
-                     : fetcher_.Subscribe(*subject, std::move(inbound));
-      }
-    }
-    if (status == NATS_OK && first != last) status = connection_.Flush(options_.connect_timeout);
-    for (Iterator subject = first; subject != last; ++subject) {
-      if (status == NATS_OK && connection_.SubscriptionRefused(subject->subject)) {
-        status = NATS_NOT_PERMITTED;
-      }
-    }
-    return status;
-  }
-
   // Stops forwarding, closes the connection (at once, or nothing when a
   // drain has closed it already), and frees the client's objects once none
-  // of its callbacks can run: after the connection has closed (its last
+  // of its callbacks can run: the connection has closed (its last
   // callback) and every subscription's handler has returned for the last
-  // time. Neither wait has a bound: a user callback on a client thread (a
-  // codec's Decode, on_reject, an admission_wait) is waited for, however
-  // long it takes, since the bridge it uses is freed after this. Holding
-  // the routes' mutex, or from the destructor.
+  // time. Both waits are unbounded, as the destructor says. Holding the
+  // routes' mutex, or from the destructor.
   void Release() {
     if (!connection_.is_open()) return;
     publisher_.GiveUpStreamWaits();
-    for (const SubscriptionHandle& handle : routes_.TakeOutboundHandles()) {
-      // Waits for a batch in flight: no Send runs after this.
-      if (handle.IsValid()) (void)bus_.Unsubscribe(handle);
-    }
+    detail::Unsubscribe(bus_, routes_.TakeOutboundHandles());  // no Send runs after this
     fetcher_.StopAll();
-    subscriptions_.KeepSlowConsumerDrops();
     connection_.BeginOwnClose();
     publisher_.Stop();
     connection_.Close();
@@ -468,6 +359,7 @@ class Bridge {
   detail::SubscriptionSet<Receiver> subscriptions_;
   Receiver receiver_;
   detail::StreamFetcher<Bus> fetcher_;
+  Inbound inbound_;
 };
 
 }  // namespace nats

@@ -33,7 +33,8 @@ namespace detail {
 // What the other parts do when the client reports the connection lost or
 // back; each runs on a client thread.
 struct ConnectionEvents {
-  // First thing when the connection is lost, or closed.
+  // First thing when the connection is lost, or closed, and before the
+  // bridge closes it itself (BeginOwnClose).
   std::function<void()> lost;
   // When it is back, once the reconnection is counted.
   std::function<void()> back;
@@ -92,8 +93,8 @@ class Connection {
 
   // The JetStream context for the routes that use a stream; making it asks
   // nothing of the server.
-  natsStatus OpenJetStream(jsOptions* js_options) {
-    return natsConnection_JetStream(&js_, connection_, js_options);
+  natsStatus OpenJetStream(jsOptions js_options) {
+    return natsConnection_JetStream(&js_, connection_, &js_options);
   }
 
   bool is_open() const noexcept { return connection_ != nullptr; }
@@ -137,9 +138,14 @@ class Connection {
     return false;
   }
 
-  // Before the bridge closes or drains the connection itself: the
-  // disconnection the client then reports is not counted.
-  void BeginOwnClose() noexcept { closing_.store(true, std::memory_order_release); }
+  // Before the bridge closes or drains the connection itself: the other
+  // parts read what they keep of it while it is open (events.lost: the
+  // subscriptions' slow-consumer drops), and the disconnection the client
+  // then reports is not counted.
+  void BeginOwnClose() {
+    if (events_.lost) events_.lost();
+    closing_.store(true, std::memory_order_release);
+  }
 
   // Acquire: pairs with BeginOwnClose's release.
   bool closing() const noexcept { return closing_.load(std::memory_order_acquire); }
@@ -149,6 +155,26 @@ class Connection {
   }
 
   void Close() { natsConnection_Close(connection_); }
+
+  // Shutdown's close of an open connection: flushes, then drains it (the
+  // inbound messages the client holds are handed to their subscriptions),
+  // each bounded by `timeout`, and closes it at once if the drain fails.
+  // A timeout of 0 waits for neither (both NATS_TIMEOUT; the client
+  // refuses a zero timeout for the flush): closed at once, what the
+  // client still buffers is lost.
+  void CloseOrderly(std::chrono::milliseconds timeout, ShutdownResult& result) {
+    if (timeout.count() == 0) {
+      result.flush = NATS_TIMEOUT;
+      result.drain = NATS_TIMEOUT;
+      BeginOwnClose();
+      Close();
+      return;
+    }
+    result.flush = Flush(timeout);
+    BeginOwnClose();
+    result.drain = Drain(timeout);
+    if (result.drain != NATS_OK) Close();
+  }
 
   bool WaitClosed(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mutex_);
