@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <new>
@@ -392,6 +393,32 @@ TEST(NatsStreams, ALateFrameCancelsOnlyItsOwnStreamsGap) {
   EXPECT_EQ(tracker.Peek(1, 1, "a", 100), StreamVerdict::kDuplicate);
   EXPECT_EQ(tracker.Peek(1, 1, "a", 102), StreamVerdict::kAfterGap);
   EXPECT_EQ(tracker.Peek(1, 1, "c", 1), StreamVerdict::kFirst);
+}
+
+// Peek is the verdict Note would give (the receiver judges a JetStream
+// message with it before admission), and it notes and counts nothing.
+TEST(NatsStreams, PeekGivesNotesVerdictAndChangesNothing) {
+  StreamTracker tracker;
+  const auto counts_equal = [](const sluice::nats::StreamCounts& a,
+                               const sluice::nats::StreamCounts& b) {
+    return a.gaps == b.gaps && a.reordered == b.reordered && a.duplicates == b.duplicates &&
+           a.stale == b.stale && a.streams_opened == b.streams_opened &&
+           a.streams_evicted == b.streams_evicted && a.streams_tracked == b.streams_tracked;
+  };
+  // Each number, peeked twice (the same answer: nothing noted), then noted.
+  const std::uint64_t stale = 10'000 - StreamTracker::kWindow;
+  const std::uint64_t numbers[] = {10'000, 10'001, 10'004, 10'003, 10'004, stale, 0};
+  const StreamVerdict verdicts[] = {StreamVerdict::kFirst,      StreamVerdict::kInOrder,
+                                    StreamVerdict::kAfterGap,   StreamVerdict::kLate,
+                                    StreamVerdict::kDuplicate,  StreamVerdict::kStale,
+                                    StreamVerdict::kUnsequenced};
+  for (std::size_t i = 0; i < sizeof numbers / sizeof numbers[0]; ++i) {
+    const sluice::nats::StreamCounts before = tracker.Counts();
+    EXPECT_EQ(tracker.Peek(4, 2, "p.medium", numbers[i]), verdicts[i]) << numbers[i];
+    EXPECT_EQ(tracker.Peek(4, 2, "p.medium", numbers[i]), verdicts[i]) << numbers[i];
+    EXPECT_TRUE(counts_equal(tracker.Counts(), before)) << numbers[i];
+    EXPECT_EQ(tracker.Note(4, 2, "p.medium", numbers[i]), verdicts[i]) << numbers[i];
+  }
 }
 
 TEST(NatsStreams, ANumberBehindTheWindowIsStaleAndAJumpLeavesNoOldMarks) {
