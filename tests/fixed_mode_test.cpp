@@ -126,6 +126,7 @@ TYPED_TEST(FixedModeTest, BehavesAsTheRunTimeModeSetToTheSameValue) {
   EXPECT_EQ(got.stamped, expected.stamped);
   EXPECT_EQ(got.counted, expected.counted);
   EXPECT_EQ(got.mode, kMode);
+  static_assert(decltype(fixed)::kModeIsFixed && !decltype(switched)::kModeIsFixed);
 }
 
 // Each mode's own rule, on the fixed bus: what makes the comparison above

@@ -283,6 +283,9 @@ class AsyncBus
 
   // ---- Configuration and observation (any thread) --------------------------
 
+  // Whether the traits fix the mode (FixedMode): then SetPerformanceMode
+  // does not compile and GetPerformanceMode is that mode.
+  static constexpr bool kModeIsFixed = Traits::Mode::kFixed;
   // Producers waiting in PublishBlocking see a new mode at the consumer's
   // next batch (waking them here would take the parker's lock, which a
   // signal handler must not).
