@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "sluice/detail/test_access.hpp"
 #include "sluice/sluice.hpp"
 #include "typed_test_names.hpp"
 
@@ -127,6 +128,25 @@ TYPED_TEST(FixedModeTest, BehavesAsTheRunTimeModeSetToTheSameValue) {
   EXPECT_EQ(got.counted, expected.counted);
   EXPECT_EQ(got.mode, kMode);
   static_assert(decltype(fixed)::kModeIsFixed && !decltype(switched)::kModeIsFixed);
+}
+
+// A fixed mode is not read at run time: with another mode stored in the
+// word a run-time bus reads (as SetPerformanceMode would store it), the
+// fixed bus still behaves as its own mode.
+TYPED_TEST(FixedModeTest, IgnoresTheRunTimeModeWord) {
+  constexpr PerformanceMode kMode = TypeParam::kValue;
+  constexpr PerformanceMode kOther = kMode == PerformanceMode::BARE_METAL
+                                         ? PerformanceMode::FULL_FEATURED
+                                         : PerformanceMode::BARE_METAL;
+  sluice::MpscBus<Payload, kCapacity, RunTimeTraits> switched;
+  switched.SetPerformanceMode(kMode);
+  sluice::MpscBus<Payload, kCapacity, FixedTraits<kMode>> fixed;
+  sluice::detail::TestAccess::StoreRunTimeMode(fixed, kOther);
+  const Seen expected = RunScript(switched);
+  const Seen got = RunScript(fixed);
+  EXPECT_TRUE(got == expected);
+  EXPECT_EQ(got.outcomes, expected.outcomes);
+  EXPECT_EQ(got.mode, kMode);
 }
 
 // Each mode's own rule, on the fixed bus: what makes the comparison above

@@ -83,6 +83,13 @@ struct TestAccess {
     bus.core_.queue_.LaneAt(lane).publishing.store(publishing ? 1 : 0, std::memory_order_relaxed);
   }
 
+  // Stores `mode` in the word a run-time mode is read from (what
+  // SetPerformanceMode stores), bypassing a FixedMode bus's compile error.
+  template <typename Bus>
+  static void StoreRunTimeMode(Bus& bus, PerformanceMode mode) {
+    bus.core_.policy_.SetMode(mode);
+  }
+
   // How many consumers have announced that they sleep (0 or 1).
   template <typename Bus>
   static std::uint32_t ConsumerWaiters(const Bus& bus) {
