@@ -26,6 +26,13 @@
 // memory barrier before it returns (Linux membarrier). If EnableHeavyFence
 // returns true, notifiers (producers, and the consumer after a batch) skip
 // their own fence (detail/wait/wake_signal.hpp).
+// And, for a WaitSet that also waits on signals other processes wake (a
+// ShmBus's), a parker may offer
+//   static void WaitAny(const ParkWord* words, std::size_t count,
+//                       std::chrono::nanoseconds timeout) noexcept;
+//     Returns once any `words[i].word` != `words[i].expected`, or at the
+//     timeout, or spuriously, comparing and sleeping atomically for all of
+//     them (FutexParker: Linux futex_waitv).
 // On one core without an operating system (SLUICE_FREESTANDING, where there
 // is no PublishBlocking, so the consumer is the only waiter), Wait may loop
 // on a wait-for-interrupt instruction until `word` changes or time is up,
@@ -38,6 +45,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 #include "sluice/config.hpp"
@@ -48,6 +56,15 @@ inline namespace SLUICE_ABI_NAMESPACE {
 // No sleeping consumer: ProcessBatchWait does not compile, and publishing
 // costs nothing extra.
 struct NoParker {};
+
+// One word of a wait on several (a parker's WaitAny): the word, the value
+// the wait sleeps while it holds, and whether other processes map it (a
+// futex then keys it by its page, not by this process's address).
+struct ParkWord {
+  const std::atomic<std::uint32_t>* word = nullptr;
+  std::uint32_t expected = 0;
+  bool process_shared = false;
+};
 
 }  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

@@ -24,17 +24,24 @@
 // ProcessBatchWait waits on the set's signal too); every wake-up wakes them
 // all, and each re-checks its own buses.
 //
+// A shared-memory bus (sluice::ipc::ShmBus) may be listed too, with no
+// joining: its producers, in other processes, wake the segment's signal,
+// so the set sleeps on that signal beside its own (detail/wait/signal_group.hpp;
+// the set's Parker must offer WaitAny: FutexParker).
+//
 // No lost wake-up, SYNC POINT (W) across buses: see Wait below and
 // docs/design.md, "One thread, several buses"; model:
 // tests/spin/wait_set_wakeup.pml.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/wait/signal_group.hpp"
 #include "sluice/detail/wait/waiting.hpp"
 #include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/parker.hpp"
@@ -89,16 +96,23 @@ class WaitSet {
   template <typename Rep, typename Period, typename... Buses>
   WaitSetResult Wait(std::chrono::duration<Rep, Period> timeout, Buses&... buses) {
     static_assert(sizeof...(Buses) > 0, "Sluice: WaitSet::Wait needs at least one bus");
-    constexpr bool kSameParker = (std::is_same_v<typename Buses::Core::Parker, Parker> && ...);
+    constexpr bool kSameParker = (SameParker<Buses>() && ...);
     static_assert(kSameParker,
                   "Sluice: every bus a WaitSet waits on must name the set's Parker in its traits");
-    constexpr bool kJoined = (Buses::Core::kJoinsWaitSet && ...);
+    constexpr bool kJoined = (Joined<Buses>() && ...);
     static_assert(!kSameParker || kJoined,
                   "Sluice: a WaitSet waits only on buses of a set: `using Waiting = "
                   "sluice::WaitInSet<Parker>;` in their traits, each constructed with the set "
                   "(`Bus bus(set);`); a bus outside every set would never wake it");
+    constexpr bool kCanWaitOnAll =
+        (kOwnSignals<Buses...> == 0) || detail::HasWaitAny<Parker>::value;
+    static_assert(
+        kCanWaitOnAll,
+        "Sluice: a WaitSet that lists a sluice::ipc::ShmBus sleeps on the segment's futex "
+        "beside its own, so its Parker must offer WaitAny: sluice::FutexParker or "
+        "sluice::MembarrierFutexParker");
     WaitSetResult result;
-    if constexpr (kSameParker && kJoined) {
+    if constexpr (kSameParker && kJoined && kCanWaitOnAll) {
       result = WaitOn(detail::SaturatingNanos(timeout), buses...);
     }
     return result;
@@ -133,6 +147,65 @@ class WaitSet {
   template <typename, std::size_t, ProducerModel, typename>
   friend class AsyncBus;
 
+  // How many of `Buses` wake a signal of their own, not the set's (a
+  // ShmBus: `kWakesItsOwnSignal`); the set then sleeps on theirs too.
+  template <typename... Buses>
+  static constexpr std::size_t kOwnSignals = (std::size_t{detail::WakesItsOwnSignal<Buses>::value} +
+                                              ...);
+
+  template <typename Bus>
+  static constexpr bool SameParker() noexcept {
+    if constexpr (detail::WakesItsOwnSignal<Bus>::value) {
+      return true;
+    } else {
+      return std::is_same_v<typename Bus::Core::Parker, Parker>;
+    }
+  }
+  template <typename Bus>
+  static constexpr bool Joined() noexcept {
+    if constexpr (detail::WakesItsOwnSignal<Bus>::value) {
+      return true;
+    } else {
+      return Bus::Core::kJoinsWaitSet;
+    }
+  }
+
+  // One listed bus, as the wait sees it: an in-process bus of the set
+  // through its core; a bus that wakes its own signal through its
+  // WaitSetView (sluice/ipc/shm_bus.hpp).
+  template <typename Bus>
+  static bool Ready(Bus& bus) noexcept {
+    if constexpr (detail::WakesItsOwnSignal<Bus>::value) {
+      return bus.WaitSetView().Ready();
+    } else {
+      return bus.core_.HasReadyMessage();
+    }
+  }
+  template <typename Bus>
+  static bool Drained(Bus& bus) noexcept {
+    if constexpr (detail::WakesItsOwnSignal<Bus>::value) {
+      return bus.WaitSetView().Drained();
+    } else {
+      return bus.core_.IsDrained();
+    }
+  }
+  template <typename Bus>
+  static bool InsideCallback(Bus& bus) noexcept {
+    if constexpr (detail::WakesItsOwnSignal<Bus>::value) {
+      return bus.WaitSetView().InsideCallback();
+    } else {
+      return bus.core_.IsDispatching();
+    }
+  }
+  template <typename Bus>
+  bool Foreign(const Bus& bus) const noexcept {
+    if constexpr (detail::WakesItsOwnSignal<Bus>::value) {
+      return false;  // its own signal is waited on: nothing to join
+    } else {
+      return !bus.core_.UsesSignal(&signal_);
+    }
+  }
+
   // Wait, for buses of the set's parker.
   template <typename... Buses>
   WaitSetResult WaitOn(std::chrono::nanoseconds timeout, Buses&... buses) {
@@ -142,7 +215,7 @@ class WaitSet {
       result.index = foreign;
       return result;
     }
-    if ((buses.core_.IsDispatching() || ...)) {
+    if ((InsideCallback(buses) || ...)) {
       result.outcome = WaitSetOutcome::kInsideCallback;
       return result;
     }
@@ -163,10 +236,21 @@ class WaitSet {
     // break the pair (planted bugs of the model). The heavy-fence mode holds
     // too: every notifier reads the set's Asymmetric(), and the set's
     // parker runs the heavy fence in PrepareWait.
+    // A bus that wakes its own signal (a ShmBus) adds that signal to the
+    // announcement and the park (detail/wait/signal_group.hpp): the same
+    // pair, once per signal; tests/spin/wait_set_two_signals.pml.
     std::uint32_t ready_index = 0;
     const auto ready = [&] { return FirstReady(&ready_index, buses...); };
-    const auto stop = [&] { return (buses.core_.IsDrained() && ...); };
-    switch (detail::WaitUntil(signal_, FirstPolls<Buses...>(), timeout, ready, stop)) {
+    const auto stop = [&] { return (Drained(buses) && ...); };
+    detail::WaitEnd end = detail::WaitEnd::kTimedOut;
+    if constexpr (kOwnSignals<Buses...> == 0) {
+      end = detail::WaitUntil(signal_, FirstPolls<Buses...>(), timeout, ready, stop);
+    } else {
+#if !SLUICE_FREESTANDING
+      end = WaitOnSeveralSignals(timeout, ready, stop, buses...);
+#endif
+    }
+    switch (end) {
       case detail::WaitEnd::kReady:
         result.outcome = WaitSetOutcome::kReady;
         result.index = ready_index;
@@ -180,9 +264,41 @@ class WaitSet {
     return result;
   }
 
+#if !SLUICE_FREESTANDING
+  // The wait on the set's signal and on the signal of each open listed bus
+  // that wakes its own, in slices of the shortest of their slices (a
+  // producer process killed between its publish and its wake-up call
+  // wakes no one: the next slice's re-check finds its message).
+  template <typename Ready, typename Stop, typename... Buses>
+  detail::WaitEnd WaitOnSeveralSignals(std::chrono::nanoseconds timeout, Ready& ready, Stop& stop,
+                                       Buses&... buses) {
+    constexpr std::size_t kMost = 1 + kOwnSignals<Buses...>;
+    std::array<detail::SignalRef, kMost> signals{};
+    std::size_t count = 0;
+    signals[count++] = detail::SignalRef(signal_);
+    std::chrono::nanoseconds slice = std::chrono::nanoseconds::max();
+    const auto add = [&](auto& bus) {
+      using Bus = std::remove_reference_t<decltype(bus)>;
+      if constexpr (detail::WakesItsOwnSignal<Bus>::value) {
+        auto view = bus.WaitSetView();
+        if (view.Drained()) return;  // closed: nothing will wake it
+        signals[count++] = view.Signal();
+        if (view.Slice() < slice) slice = view.Slice();
+      }
+    };
+    (add(buses), ...);
+    detail::SignalGroup<Parker, kMost> group(signals, count);
+    return detail::WaitUntilInSlices(group, FirstPolls<Buses...>(), timeout, slice, ready, stop);
+  }
+#endif
+
   template <typename First, typename...>
   static constexpr std::uint32_t FirstPolls() noexcept {
-    return First::Core::kPollsBeforePark;
+    if constexpr (detail::WakesItsOwnSignal<First>::value) {
+      return First::kPollsBeforePark;
+    } else {
+      return First::Core::kPollsBeforePark;
+    }
   }
 
   // Whether a listed bus has a message ready; the first one's index (in
@@ -190,7 +306,7 @@ class WaitSet {
   template <typename... Buses>
   static bool FirstReady(std::uint32_t* index, Buses&... buses) noexcept {
     std::uint32_t i = 0;
-    const bool found = ((buses.core_.HasReadyMessage() || (++i, false)) || ...);
+    const bool found = ((Ready(buses) || (++i, false)) || ...);
     *index = i;
     return found;
   }
@@ -200,7 +316,7 @@ class WaitSet {
   template <typename... Buses>
   bool FirstForeign(std::uint32_t* index, Buses&... buses) const noexcept {
     std::uint32_t i = 0;
-    const bool found = ((!buses.core_.UsesSignal(&signal_) || (++i, false)) || ...);
+    const bool found = ((Foreign(buses) || (++i, false)) || ...);
     *index = i;
     return found;
   }

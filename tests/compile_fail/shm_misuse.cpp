@@ -1,8 +1,11 @@
-// Misuse of a shared-memory producer that must not compile, one case per
+// Misuse of a shared-memory producer (or bus) that must not compile, one case per
 // CASE value (tests/ipc/CMakeLists.txt names each case's diagnostic); CASE 0
 // is the control, which compiles.
+#include <chrono>
 #include <cstdint>
+#include <sluice/extras/condition_variable_parker.hpp>
 #include <sluice/ipc/shm_bus.hpp>
+#include <sluice/wait_set.hpp>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -29,6 +32,10 @@ int main() {
 #elif CASE == 4  // ... nor waiting for room
   (void)producer.PublishBlocking(sluice::ipc::Loaned<Frame>(), 7, sluice::MessagePriority::HIGH,
                                  std::chrono::milliseconds(1));
+#elif CASE == 5  // a WaitSet lists a ShmBus only with a parker that waits on several futexes
+  sluice::WaitSet<sluice::ConditionVariableParker> set;
+  sluice::ipc::ShmBus<Payload, 8> bus;
+  (void)set.Wait(std::chrono::milliseconds(1), bus);
 #endif
   return 0;
 }

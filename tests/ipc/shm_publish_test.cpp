@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <sluice/admission.hpp>
 #include <sluice/clock.hpp>
 #include <sluice/extras/prometheus.hpp>
@@ -34,6 +35,7 @@ using sluice_ipc_test::Pose;
 using sluice_ipc_test::Stop;
 using sluice_ipc_test::UniqueName;
 using Bus = sluice::ipc::ShmBus<Payload, kCapacity>;
+using Layout = sluice::ipc::detail::Layout<Payload, kCapacity, sluice::ipc::ShmBusTraits>;
 using Producer = sluice::ipc::ShmProducer<Payload, kCapacity>;
 
 constexpr std::size_t kLow = static_cast<std::size_t>(MessagePriority::LOW);
@@ -318,6 +320,88 @@ TEST_F(ShmPublishTest, TheStatisticsAreTheInProcessSnapshotAndThePrometheusExpor
   EXPECT_TRUE(contains("sluice_producer_messages_published_total{bus=\"fusion\"," + producer +
                        ",priority=\"low\"} 2"))
       << text;
+}
+
+// The name of each lane taken, as the consumer reads it.
+std::map<std::uint16_t, std::string> ProducerNames(const Bus& bus) {
+  std::map<std::uint16_t, std::string> names;
+  bus.ForEachProducer([&](const sluice::ProducerStatisticsSnapshot& producer) {
+    names[producer.lane] = producer.name;
+  });
+  return names;
+}
+
+// Whether `text` is valid UTF-8 (the reader the exporter's consumers use
+// refuses anything else).
+bool IsValidUtf8(const std::string& text) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t length = sluice::detail::Utf8SequenceLength(bytes + i, text.size() - i);
+    if (length == 0) return false;
+    i += length;
+  }
+  return true;
+}
+
+// A producer names its lane at Attach, as RegisterProducer does in
+// process: the name is in the per-producer statistics and the export; one
+// that gave none is its process id; a name too long is cut at a character
+// boundary, and an invalid byte is '?'.
+TEST_F(ShmPublishTest, AProducerNamesItsLaneAtAttach) {
+  Producer lidar;
+  ASSERT_EQ(lidar.Attach(name_, "lidar-front"), AttachError::kNone);
+  Producer long_name;
+  std::string umlauts;
+  for (int i = 0; i < 20; ++i) umlauts += "\xC3\xA4";  // U+00E4, two bytes each
+  ASSERT_EQ(long_name.Attach(name_, umlauts.c_str()), AttachError::kNone);
+  Producer invalid;
+  ASSERT_EQ(invalid.Attach(name_,
+                           "cam\xFF"
+                           "era"),
+            AttachError::kNone);
+  ASSERT_TRUE(lidar.PublishWithPriority(Stop{0, 1}, 7, MessagePriority::LOW));
+
+  const std::map<std::uint16_t, std::string> names = ProducerNames(bus_);
+  EXPECT_EQ(names.at(producer_.Lane()), "pid " + std::to_string(::getpid()));
+  EXPECT_EQ(names.at(lidar.Lane()), "lidar-front");
+  EXPECT_EQ(names.at(long_name.Lane()), umlauts.substr(0, 30));  // 15 whole characters
+  EXPECT_EQ(names.at(invalid.Lane()), "cam?era");
+
+  std::string text;
+  sluice::WritePrometheus(text, "fusion", bus_);
+  EXPECT_NE(
+      text.find("sluice_producer_messages_published_total{bus=\"fusion\",lane=\"" +
+                std::to_string(lidar.Lane()) + "\",producer=\"lidar-front\",priority=\"low\"} 1"),
+      std::string::npos)
+      << text;
+
+  // A lane handed back and taken again carries its new producer's name.
+  lidar.Detach();
+  bus_.CheckProducers();
+  Producer next;
+  ASSERT_EQ(next.Attach(name_, "radar"), AttachError::kNone);
+  EXPECT_EQ(ProducerNames(bus_).at(next.Lane()), "radar");
+}
+
+// Any producer can write any lane's name bytes (the segment is writable
+// by every process that may attach): whatever it writes, the consumer reads a name
+// that is valid UTF-8 and ends within the field, so the export stays
+// parseable.
+TEST_F(ShmPublishTest, WhateverIsWrittenIntoALaneNameTheConsumerReadsValidText) {
+  sluice::ipc::Segment view;
+  ASSERT_EQ(sluice::ipc::Segment::Open(name_, Bus::kSegmentSize, &view), AttachError::kNone);
+  auto& control = Layout::HeaderOf(view.Base())->lanes[producer_.Lane() - 1u];
+  const std::uint32_t patterns[] = {0xFFFFFFFFu, 0xC3C3C3C3u, 0x80808080u, 0x41414141u,
+                                    0x00C3C341u};
+  for (const std::uint32_t pattern : patterns) {
+    for (auto& word : control.name) word.store(pattern, std::memory_order_relaxed);
+    const std::string read = ProducerNames(bus_).at(producer_.Lane());
+    EXPECT_LT(read.size(), sluice::kProducerNameCapacity) << std::hex << pattern;
+    EXPECT_TRUE(IsValidUtf8(read)) << std::hex << pattern;
+    std::string text;
+    sluice::WritePrometheus(text, "fusion", bus_);
+    EXPECT_TRUE(IsValidUtf8(text)) << std::hex << pattern;
+  }
 }
 
 // The refusals of a lane handed back (CheckProducers, after its producer

@@ -29,6 +29,7 @@
 #include "child_process.hpp"
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
+#include "sleep_watch.hpp"
 
 namespace {
 
@@ -36,74 +37,23 @@ using namespace std::chrono_literals;
 using sluice::MessagePriority;
 using sluice::PublishOutcome;
 using sluice::ipc::AttachError;
+using sluice_ipc_test::CheckingEvery;
 using sluice_ipc_test::Field;
 using sluice_ipc_test::kCapacity;
+using sluice_ipc_test::kForever;
 using sluice_ipc_test::kGuard;
+using sluice_ipc_test::kHangGuard;
+using sluice_ipc_test::LastStop;
+using sluice_ipc_test::NeededRescue;
 using sluice_ipc_test::Payload;
 using sluice_ipc_test::StartPeer;
 using sluice_ipc_test::Stop;
 using sluice_ipc_test::UniqueName;
+using sluice_ipc_test::WaitForSleeper;
 using sluice_test::ChildProcess;
 using Bus = sluice::ipc::ShmBus<Payload, kCapacity>;
 using Producer = sluice::ipc::ShmProducer<Payload, kCapacity>;
 using Layout = sluice::ipc::detail::Layout<Payload, kCapacity, sluice::ipc::ShmBusTraits>;
-
-// A wait that only a wake-up ends in time.
-constexpr auto kForever = std::chrono::hours(1);
-constexpr auto kHangGuard = 20s;
-
-sluice::ipc::ShmBusOptions CheckingEvery(std::chrono::nanoseconds interval) {
-  sluice::ipc::ShmBusOptions options;
-  options.peer_check_interval = interval;
-  return options;
-}
-
-// A visitor that keeps the number of the last Stop it saw.
-struct LastStop {
-  std::uint64_t* seq;
-  template <typename T>
-  void operator()(const T& message) const {
-    if constexpr (std::is_same_v<T, Stop>) *seq = message.seq;
-  }
-};
-
-// Waits until some process has announced a sleep on `signal`, then 50 ms
-// (see the file comment); false if the guard passes first.
-template <typename Signal>
-bool WaitForSleeper(const Signal& signal) {
-  const auto deadline = std::chrono::steady_clock::now() + kGuard;
-  while (signal.Waiters() == 0) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(100us);
-  }
-  std::this_thread::sleep_for(50ms);
-  return true;
-}
-
-// Runs `wait`, which a wake-up should end. If it has not returned after
-// kHangGuard, records the hang and wakes `signal` by hand (every 10 ms)
-// until it returns. Whether it had to.
-template <typename Signal, typename Wait>
-bool NeededRescue(Signal& signal, Wait&& wait) {
-  std::atomic<bool> done{false};
-  std::atomic<bool> rescued{false};
-  std::thread watchdog([&] {
-    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
-    while (!done.load()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        rescued = true;
-        signal.Wake();
-        std::this_thread::sleep_for(10ms);
-      } else {
-        std::this_thread::sleep_for(1ms);
-      }
-    }
-  });
-  wait();
-  done = true;
-  watchdog.join();
-  return rescued.load();
-}
 
 // A consumer on a segment of its own, and a view of that segment to watch
 // its wake signals from the test.

@@ -43,6 +43,7 @@ models=(
   "freestanding_error_reporter|1:!(retired[c]),2:(c==x)|||14"
   "consumer_wakeup|1:invalid end state,2:invalid end state,3:invalid end state|||14"
   "wait_set_wakeup|1:invalid end state,2:invalid end state,3:invalid end state,4:invalid end state|||18"
+  "wait_set_two_signals|1:invalid end state,2:invalid end state,3:invalid end state,4:invalid end state|||18"
   "shutdown|1:!(drained),2:!(started_after_close)|||16"
   "room_wakeup|1:!(sleeper_with_room),2:invalid end state,3:!(sleeper_with_room),4:!(sleeper_after_close),5:!(sleeper_after_close),6:!(sleeper_after_close)|||22"
   "ipc_wakeup|1:(consumed==published),2:(consumed==published),3:(consumed==published),4:(consumed==published),5:!(consumer_dead),6:!(consumer_dead)|||22"

@@ -42,6 +42,8 @@ namespace ipc {
 // per batch).
 class SharedFutexParkerFenced {
  public:
+  // Its word lives in the segment, which other processes map.
+  static constexpr bool kProcessShared = true;
   void Wait(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
             std::chrono::nanoseconds timeout) noexcept {
     sluice::detail::FutexWait(word, expected, timeout, FUTEX_WAIT);

@@ -45,6 +45,7 @@
 #include "sluice/ipc/shm_options.hpp"
 #include "sluice/ipc/shm_producer.hpp"
 #include "sluice/ipc/shm_session.hpp"
+#include "sluice/ipc/shm_set_view.hpp"
 #include "sluice/ipc/shm_statistics.hpp"
 #include "sluice/latency_histogram.hpp"
 #include "sluice/message.hpp"
@@ -53,6 +54,7 @@
 #include "sluice/publish_result.hpp"
 #include "sluice/statistics.hpp"
 #include "sluice/subscription_handle.hpp"
+#include "sluice/wait_set.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
@@ -334,8 +336,8 @@ class ShmBus {
 
   // What the in-process bus's exporters (extras/prometheus.hpp) read of
   // it: every message counted and stamped (no performance mode); each
-  // producer's lane as a registered producer, named by its process
-  // ("pid 1234", the pid the producer wrote at Attach).
+  // producer's lane as a registered producer, named as it asked at Attach
+  // (else "pid 1234", the pid it wrote there).
   static constexpr bool kKeepsLatencyHistograms = Traits::Latency::kEnabled;
   static constexpr bool kHasProducerLanes = true;
   static constexpr std::size_t Capacity() noexcept { return kCapacity; }
@@ -357,7 +359,20 @@ class ShmBus {
     return detail::ReadStatistics(front_.Lanes(), front_.Counts());
   }
 
+  // ---- In a WaitSet (sluice/wait_set.hpp) -------------------------------------------
+  // A WaitSet<FutexParker> may list this bus, with no joining: it sleeps on
+  // the segment's futex beside its own (docs/api.md, "WaitSet").
+  static constexpr bool kWakesItsOwnSignal = true;
+  static constexpr std::uint32_t kPollsBeforePark = Traits::kPollsBeforePark;
+
  private:
+  template <typename>
+  friend class sluice::WaitSet;
+  template <typename>
+  friend class detail::ShmSetView;
+  // What a WaitSet reads of this bus (sluice/ipc/shm_set_view.hpp).
+  detail::ShmSetView<ShmBus> WaitSetView() noexcept { return detail::ShmSetView<ShmBus>(this); }
+
   // Drops the segment Create made and did not name (nothing else saw it).
   void Discard() noexcept {
     segment_ = Segment();

@@ -202,10 +202,18 @@ struct Layout {
   // never depend on their process being allowed membarrier.
   using RoomSignal = sluice::detail::WakeSignal<SharedFutexParkerFenced>;
 
+  // A producer's name, as 32-bit words (lock-free everywhere).
+  static constexpr std::size_t kNameWords = kProducerNameCapacity / 4;
+  static_assert(kProducerNameCapacity % 4 == 0, "Sluice: the name is stored in whole words");
+
   struct alignas(kCacheLineSize) LaneControl {
     std::atomic<std::uint32_t> state;  // LaneState: (U)
     ProcessIdentity owner;             // written before kLaneOwned
-    RoomSignal room;                   // the owner's PublishBlocking waits here: (W)
+    // The name the owner gave at Attach (UTF-8, NUL-filled), written before
+    // kLaneOwned. A label, as `owner` is: any producer can write it, so
+    // the consumer cleans what it reads (ForEachProducerLane).
+    std::atomic<std::uint32_t> name[kNameWords];
+    RoomSignal room;  // the owner's PublishBlocking waits here: (W)
     // Bit b: loan block b is free. The owner takes, the consumer gives back: (P).
     alignas(kCacheLineSize) std::atomic<std::uint64_t> loans_free;
     // The owner's threads count refusals here (relaxed: tallies). Their own

@@ -20,6 +20,7 @@
 
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
+#include "sluice/detail/observe/utf8.hpp"
 #include "sluice/detail/publish/publish_api.hpp"
 #include "sluice/detail/publish/publish_core.hpp"
 #include "sluice/detail/wait/waiting.hpp"
@@ -33,6 +34,7 @@
 #include "sluice/observer.hpp"
 #include "sluice/performance_mode.hpp"
 #include "sluice/publish_result.hpp"
+#include "sluice/statistics.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
@@ -88,7 +90,11 @@ class ShmProducer
   // Maps the segment, checks that it is a ready Sluice bus of this
   // payload, capacity and layout whose consumer runs, and takes a free
   // lane; on any refusal nothing stays mapped and the error says why.
-  [[nodiscard]] AttachError Attach(const std::string& name) {
+  // `producer_name` (NUL-terminated, or null for none) names the lane in
+  // the consumer's per-producer statistics and exports, as
+  // RegisterProducer's name does in process: cut to fit
+  // kProducerNameCapacity at a UTF-8 boundary, invalid bytes made '?'.
+  [[nodiscard]] AttachError Attach(const std::string& name, const char* producer_name = nullptr) {
     Detach();
     Segment segment;
     const AttachError opened = Segment::Open(name, sizeof(Header), &segment);
@@ -122,7 +128,15 @@ class ShmProducer
     }
     LaneControl& control = header->lanes[lane];
     control.owner = ProcessIdentity::Self();
-    // SYNC POINT WRITE (U): the owner, before the consumer judges it; then
+    char bytes[kProducerNameCapacity];
+    sluice::detail::CopyName(producer_name, bytes, kProducerNameCapacity);
+    for (std::size_t w = 0; w < LayoutType::kNameWords; ++w) {
+      std::uint32_t word;
+      std::memcpy(&word, bytes + w * 4, 4);
+      control.name[w].store(word, std::memory_order_relaxed);
+    }
+    // SYNC POINT WRITE (U): the owner and name, before the consumer reads
+    // them; then
     // the lane's bit, before any publish into it.
     control.state.store(detail::kLaneOwned, std::memory_order_release);
     header->lanes_active.fetch_or(std::uint64_t{1} << lane, std::memory_order_release);

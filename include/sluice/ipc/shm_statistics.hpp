@@ -8,11 +8,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "sluice/admission.hpp"
 #include "sluice/config.hpp"
 #include "sluice/detail/observe/peak_fill.hpp"
+#include "sluice/detail/observe/utf8.hpp"
 #include "sluice/ipc/shm_lanes.hpp"
 #include "sluice/ipc/shm_layout.hpp"
 #include "sluice/ipc/shm_options.hpp"
@@ -193,8 +195,19 @@ void ForEachProducerLane(const Lanes& lanes, Visit& visit) {
     if (control.state.load(std::memory_order_relaxed) == kLaneFree) continue;
     ProducerStatisticsSnapshot producer;
     producer.lane = static_cast<std::uint16_t>(lane + 1);
-    const std::string name = "pid " + std::to_string(control.owner.pid);
-    name.copy(producer.name, sizeof(producer.name) - 1);
+    // The name its producer gave, cleaned again here: any producer can
+    // write any lane's bytes, and a label must stay valid text that ends
+    // within the field. None: its process id.
+    char written[kProducerNameCapacity];
+    for (std::size_t w = 0; w < kProducerNameCapacity / 4; ++w) {
+      const std::uint32_t word = control.name[w].load(std::memory_order_relaxed);
+      std::memcpy(written + w * 4, &word, 4);
+    }
+    written[kProducerNameCapacity - 1] = '\0';
+    if (sluice::detail::CopyName(written, producer.name, kProducerNameCapacity) == 0) {
+      const std::string pid = "pid " + std::to_string(control.owner.pid);
+      pid.copy(producer.name, sizeof(producer.name) - 1);
+    }
     std::uint64_t published[kPriorityCount];
     std::uint64_t dropped[kPriorityCount];
     for (std::size_t p = 0; p < kPriorityCount; ++p) {

@@ -1,9 +1,11 @@
 // UTF-8 validity, for text the library writes out for other programs to
-// parse: producer names (detail/queue/lane_holder.hpp) and the Prometheus labels
+// parse: producer names (detail/queue/lane_holder.hpp, a shared-memory
+// producer's in sluice/ipc) and the Prometheus labels
 // (sluice/extras/prometheus.hpp), whose readers refuse invalid UTF-8.
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 
 #include "sluice/config.hpp"
 
@@ -39,6 +41,34 @@ inline std::size_t Utf8SequenceLength(const unsigned char* text, std::size_t ava
   for (std::size_t i = 2; i < length; ++i) {
     if ((text[i] & 0xC0u) != 0x80u) return 0;
   }
+  return length;
+}
+
+// Copies `name` (NUL-terminated, or null for none) into `out` as valid
+// UTF-8, so an exported label is valid text: each byte that does not start
+// a valid sequence becomes '?', and the copy stops before the first
+// character that does not fit whole in `capacity` - 1 bytes. `out` is
+// NUL-filled after the copy; returns the copy's length.
+inline std::size_t CopyName(const char* name, char* out, std::size_t capacity) noexcept {
+  std::size_t length = 0;
+  if (name != nullptr) {
+    const auto* in = reinterpret_cast<const unsigned char*>(name);
+    while (*in != 0) {
+      // NUL-terminated: a NUL ends a sequence cut short, so any bound serves.
+      std::size_t sequence = Utf8SequenceLength(in, 4);
+      const bool valid = sequence != 0;
+      if (!valid) sequence = 1;
+      if (length + sequence > capacity - 1) break;
+      if (valid) {
+        std::memcpy(out + length, in, sequence);
+      } else {
+        out[length] = '?';
+      }
+      length += sequence;
+      in += sequence;
+    }
+  }
+  std::memset(out + length, 0, capacity - length);
   return length;
 }
 

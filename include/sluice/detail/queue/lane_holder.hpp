@@ -40,34 +40,6 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace detail {
 
-// Copies `name` (NUL-terminated, or null for none) into `out` as valid
-// UTF-8, so an exported label is valid text: each byte that does not start
-// a valid sequence becomes '?', and the copy stops before the first
-// character that does not fit whole in `capacity` - 1 bytes. `out` is
-// NUL-filled after the copy; returns the copy's length.
-inline std::size_t CopyName(const char* name, char* out, std::size_t capacity) noexcept {
-  std::size_t length = 0;
-  if (name != nullptr) {
-    const auto* in = reinterpret_cast<const unsigned char*>(name);
-    while (*in != 0) {
-      // NUL-terminated: a NUL ends a sequence cut short, so any bound serves.
-      std::size_t sequence = Utf8SequenceLength(in, 4);
-      const bool valid = sequence != 0;
-      if (!valid) sequence = 1;
-      if (length + sequence > capacity - 1) break;
-      if (valid) {
-        std::memcpy(out + length, in, sequence);
-      } else {
-        out[length] = '?';
-      }
-      length += sequence;
-      in += sequence;
-    }
-  }
-  std::memset(out + length, 0, capacity - length);
-  return length;
-}
-
 // `Counts` is StatisticsCounters::ProducerCounts: the baseline's type.
 template <typename Counts>
 class LaneHolder {

@@ -78,9 +78,20 @@ struct HasHeavyFence<Parker, std::void_t<decltype(std::declval<Parker&>().Enable
                                          decltype(std::declval<Parker&>().HeavyFence())>>
     : std::true_type {};
 
+// Whether a parker's word is shared between processes
+// (`static constexpr bool kProcessShared = true;`: sluice/ipc's futex
+// parkers), so that a wait on several words at once keys it by its page.
+template <typename Parker, typename = void>
+struct ParkerIsProcessShared : std::false_type {};
+template <typename Parker>
+struct ParkerIsProcessShared<Parker, std::void_t<decltype(Parker::kProcessShared)>>
+    : std::bool_constant<Parker::kProcessShared> {};
+
 template <typename Parker>
 class WakeSignal {
  public:
+  static constexpr bool kProcessShared = ParkerIsProcessShared<Parker>::value;
+
   WakeSignal() noexcept {
     if constexpr (HasHeavyFence<Parker>::value) asymmetric_ = parker_.EnableHeavyFence();
   }
@@ -141,8 +152,14 @@ class WakeSignal {
   // spurious wake-up (the caller re-checks in every case).
   void Wait(std::uint32_t ticket, std::chrono::nanoseconds timeout) noexcept {
     parker_.Wait(sequence_, ticket, timeout);
-    waiters_.fetch_sub(1, std::memory_order_relaxed);
+    EndWait();
   }
+
+  // For a waiter that parks on several signals at once
+  // (detail/wait/signal_group.hpp): the word Wait would park on, compared
+  // with the ticket; and the end of a wait parked there instead of in Wait.
+  const std::atomic<std::uint32_t>& Word() const noexcept { return sequence_; }
+  void EndWait() noexcept { waiters_.fetch_sub(1, std::memory_order_relaxed); }
 
   // For a signal whose only waiter is known to be gone (a process killed
   // asleep, sluice/ipc): no one is counted as waiting any more, so that

@@ -1,0 +1,53 @@
+// What a WaitSet (sluice/wait_set.hpp) reads of a ShmBus it lists: whether
+// the bus has something for ProcessBatch, whether it is drained, whether
+// its batch is running, the segment's consumer signal and the slice a
+// sleep on it is cut into. On the bus's consumer thread, which is the
+// set's.
+#pragma once
+
+#include <chrono>
+
+#include "sluice/config.hpp"
+#include "sluice/detail/wait/signal_group.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace ipc {
+namespace detail {
+
+template <typename Bus>
+class ShmSetView {
+ public:
+  explicit ShmSetView(Bus* bus) noexcept : bus_(bus) {}
+
+  // Something for ProcessBatch: a message, a lane its producer left, or a
+  // producer check due (a lane is found gone only by a check).
+  bool Ready() const noexcept {
+    if (bus_->header_ == nullptr) return false;
+    return bus_->front_.Lanes().HasWork() ||
+           std::chrono::steady_clock::now() - bus_->last_check_ >= bus_->check_interval_;
+  }
+  // Closed: nothing will come (Close drops what was queued).
+  bool Drained() const noexcept { return bus_->header_ == nullptr; }
+  bool InsideCallback() const noexcept { return bus_->front_.Consumer().Dispatching(); }
+  // The segment's consumer signal, open buses only. The set's thread is
+  // its only waiter, and not counted now: a count left by a killed
+  // consumer (or written by anyone) is wrong, and is cleared here, before
+  // the set announces (as ShmBus::RunWaiting does before each sleep).
+  sluice::detail::SignalRef Signal() const noexcept {
+    auto& wake = bus_->header_->consumer_wake;
+    if (wake.Waiters() != 0) wake.ForgetWaiters();
+    return sluice::detail::SignalRef(wake);
+  }
+  // A producer killed between its publish and its wake-up call wakes no
+  // one: the sleep is cut into slices of the peer check interval.
+  std::chrono::nanoseconds Slice() const noexcept { return bus_->sleep_slice_; }
+
+ private:
+  Bus* bus_;
+};
+
+}  // namespace detail
+}  // namespace ipc
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
