@@ -248,27 +248,20 @@ class BusCore : public PublishCore<Payload> {
   template <typename Source, typename MakePayloadFn>
   PublishResult AdmitWaiting(Source& source, std::uint32_t sender_id, MessagePriority priority,
                              std::chrono::nanoseconds timeout, MakePayloadFn& make_payload) {
-    PublishResult result;
-    const auto try_admit = [&] {
-      result = Publisher::template Admit<true, false>(source, sender_id, priority, 0, make_payload);
-      return static_cast<bool>(result);
-    };
-    const auto end = [&](PublishOutcome outcome) {
-      return Publisher::Refuse(source, outcome, source.Mode(), priority, 1);
-    };
-    if (try_admit()) return result;
-    if (IsClosed()) return end(PublishOutcome::kClosed);
-    if (room_.InsideBatchOnThisThread()) return end(PublishOutcome::kWouldDeadlock);
-    switch (room_.WaitForRoom(priority, kPollsBeforePark, timeout, try_admit,
-                              [this] { return IsClosed(); })) {
-      case WaitEnd::kReady:
-        return result;
-      case WaitEnd::kStopped:
-        return end(PublishOutcome::kClosed);
-      case WaitEnd::kTimedOut:
-        break;
-    }
-    return end(PublishOutcome::kTimedOut);
+    return Publisher::AdmitWaiting(source, sender_id, priority, make_payload, [&](auto& try_admit) {
+      if (IsClosed()) return PublishOutcome::kClosed;
+      if (room_.InsideBatchOnThisThread()) return PublishOutcome::kWouldDeadlock;
+      switch (room_.WaitForRoom(priority, kPollsBeforePark, timeout, try_admit,
+                                [this] { return IsClosed(); })) {
+        case WaitEnd::kReady:
+          return PublishOutcome::kAdmitted;
+        case WaitEnd::kStopped:
+          return PublishOutcome::kClosed;
+        case WaitEnd::kTimedOut:
+          break;
+      }
+      return PublishOutcome::kTimedOut;
+    });
   }
 #endif
 

@@ -174,7 +174,7 @@ struct Fingerprint {
   std::uint64_t loan_block_bytes = 0;
 
   // The first part that differs, or kNone.
-  AttachError Compare(const Fingerprint& theirs) const noexcept {
+  [[nodiscard]] AttachError Compare(const Fingerprint& theirs) const noexcept {
     if (std::memcmp(abi_tag, theirs.abi_tag, kTagBytes) != 0) return AttachError::kAbiTag;
     if (payload_types != theirs.payload_types || alternative_count != theirs.alternative_count) {
       return AttachError::kPayloadTypes;

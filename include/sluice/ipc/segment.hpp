@@ -76,8 +76,9 @@ class Segment {
   // half-made segment under a name, and a maker killed before Link leaves
   // nothing behind (the kernel frees an unnamed file with its last
   // descriptor). Mode and owner as `permissions` ask, whatever the umask.
-  static AttachError CreateUnnamed(std::size_t size, const SegmentPermissions& permissions,
-                                   Segment* out) {
+  [[nodiscard]] static AttachError CreateUnnamed(std::size_t size,
+                                                 const SegmentPermissions& permissions,
+                                                 Segment* out) {
     const int fd = ::open(kSharedMemoryDirectory, O_TMPFILE | O_RDWR | O_CLOEXEC, permissions.mode);
     if (fd < 0) return errno == EACCES ? AttachError::kPermissionDenied : AttachError::kSystemError;
     // The owner first: fchown clears the set-user-ID and set-group-ID bits.
@@ -102,7 +103,7 @@ class Segment {
   // unnamed. The name is then checked to reach this very object through
   // shm_open (a C library whose shared-memory directory is not
   // kSharedMemoryDirectory would make a name it cannot open: kSystemError).
-  AttachError Link(const std::string& name) {
+  [[nodiscard]] AttachError Link(const std::string& name) {
     if (!IsSegmentName(name)) return AttachError::kBadName;
     if (fd_ < 0) return AttachError::kSystemError;
     const std::string path = std::string(kSharedMemoryDirectory) + name;
@@ -132,7 +133,8 @@ class Segment {
   // kUntrustedSegment unless `trusted` admits its owner, group and mode
   // (as Open). /dev/shm is sticky, so a file found here as this user's
   // cannot be replaced by another user before it is opened.
-  static AttachError Inspect(const std::string& name, const SegmentPermissions& trusted) {
+  [[nodiscard]] static AttachError Inspect(const std::string& name,
+                                           const SegmentPermissions& trusted) {
     if (!IsSegmentName(name)) return AttachError::kBadName;
     const std::string path = std::string(kSharedMemoryDirectory) + name;
     struct stat status {};
@@ -149,8 +151,8 @@ class Segment {
   // `trusted` names (its owner, or this process's effective user), of
   // another group when it names one, or whose mode admits anyone `trusted`
   // does not, is refused kUntrustedSegment before it is mapped.
-  static AttachError Open(const std::string& name, std::size_t minimum, Segment* out,
-                          const SegmentPermissions* trusted = nullptr) {
+  [[nodiscard]] static AttachError Open(const std::string& name, std::size_t minimum, Segment* out,
+                                        const SegmentPermissions* trusted = nullptr) {
     if (!IsSegmentName(name)) return AttachError::kBadName;
     const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) {
@@ -189,10 +191,10 @@ class Segment {
   // An exclusive advisory lock on the object (not the name), held until
   // Unlock or destruction: the processes that judge whether to remove a
   // name take it in turn.
-  bool Lock() noexcept { return fd_ >= 0 && ::flock(fd_, LOCK_EX) == 0; }
+  [[nodiscard]] bool Lock() noexcept { return fd_ >= 0 && ::flock(fd_, LOCK_EX) == 0; }
   // Lock, giving up after about `tries` milliseconds: anyone who can open
   // the segment, even for reading, can hold its lock.
-  bool TryLockFor(int tries) noexcept {
+  [[nodiscard]] bool TryLockFor(int tries) noexcept {
     for (int tried = 0; fd_ >= 0; ++tried) {
       if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return true;
       if (errno != EWOULDBLOCK || tried >= tries) return false;

@@ -59,17 +59,17 @@ class SharedFutexParker : public SharedFutexParkerFenced {
   // Registers this process for the heavy fence: true when its notifiers may
   // skip their own fence. Idempotent; called by every attaching process
   // (a registration is not assumed to survive a fork).
-  static bool RegisterProcess() noexcept {
+  [[nodiscard]] static bool RegisterProcess() noexcept {
     const long commands = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
     if (commands < 0 || (commands & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) return false;
     return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
   }
   // The consumer, when it makes the signals: whether waiters use the heavy
   // fence (its own process registered).
-  bool EnableHeavyFence() noexcept { return RegisterProcess(); }
+  [[nodiscard]] bool EnableHeavyFence() noexcept { return RegisterProcess(); }
   // Every running thread of every registered process executes a full
   // memory barrier before this returns.
-  bool HeavyFence() noexcept {
+  [[nodiscard]] bool HeavyFence() noexcept {
     return syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0;
   }
 };

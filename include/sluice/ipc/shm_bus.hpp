@@ -173,7 +173,7 @@ class ShmBus {
       // it sees first.
       header_->state.store(detail::kClosed, std::memory_order_relaxed);
       front_.Lanes().CloseQueues();
-      // SYNC POINT WRITE (W): the state, then every producer waiting for
+      // SYNC POINT WRITE (R): the state, then every producer waiting for
       // room wakes to read it.
       sluice::detail::FullFence();
       for (LaneControl& control : header_->lanes) control.room.WakeIfWaiting();
@@ -383,7 +383,8 @@ class ShmBus {
   // Takes over the segment `old` (locked) of a consumer that was killed:
   // every lane, queued message and producer as it left them. Its
   // thresholds and permissions stay; `options` gives the check interval.
-  AttachError TakeOver(const std::string& name, Segment old, const ShmBusOptions& options) {
+  [[nodiscard]] AttachError TakeOver(const std::string& name, Segment old,
+                                     const ShmBusOptions& options) {
     segment_ = std::move(old);
     header_ = LayoutType::HeaderOf(segment_.Base());
     header_->consumer.Store(ProcessIdentity::Self());

@@ -75,7 +75,7 @@ class ShmFront {
   void EndRun() noexcept {
     if constexpr (LayoutType::Loans::kAny) ReturnLoans(batch_.returning_lane, &batch_.returning);
     if (std::uint64_t touched = batch_.touched; touched != 0) {
-      // SYNC POINT WRITE/READ (W), notifying side: the releases above, a
+      // SYNC POINT WRITE/READ (R), notifying side: the releases above, a
       // full fence, then the waiter counts of the lanes that got room.
       sluice::detail::FullFence();
       for (; touched != 0; touched &= touched - 1) {

@@ -39,13 +39,14 @@
 //      Handing back, consumer -> next producer: the consumer clears the bit,
 //      constructs the lane's rings and counters anew, then stores
 //      kLaneFree with release, which the next Attach's acquire pairs with.
-//  (W) sleeping, the in-process Dekker pair of detail/wait/wake_signal.hpp
-//      with its signals in the segment and a futex any process can wait on
-//      (ipc/shared_futex_parker.hpp): the consumer in ProcessBatchWait on
-//      `consumer_wake`, woken by each publish; a producer in PublishBlocking
-//      on its lane's `room`, woken after each batch that took from its lane
-//      and by Close. On `consumer_wake` the heavy fence is membarrier's
-//      global expedited command, run by the consumer on its way to sleep,
+//  (W) and (R) sleeping, the in-process Dekker pairs of
+//      detail/wait/wake_signal.hpp with their signals in the segment and a
+//      futex any process can wait on (ipc/shared_futex_parker.hpp): (W) the
+//      consumer in ProcessBatchWait on `consumer_wake`, woken by each
+//      publish; (R) a producer in PublishBlocking on its lane's `room`,
+//      woken after each batch that took from its lane and by Close. On
+//      `consumer_wake` the heavy fence is membarrier's global expedited
+//      command, run by the consumer on its way to sleep,
 //      which reaches every process that registered at Attach (or at
 //      Create); a producer whose registration failed fences itself. The
 //      `room` signals use no heavy fence (a producer in a sandbox may not
@@ -213,7 +214,7 @@ struct Layout {
     // kLaneOwned. A label, as `owner` is: any producer can write it, so
     // the consumer cleans what it reads (ForEachProducerLane).
     std::atomic<std::uint32_t> name[kNameWords];
-    RoomSignal room;  // the owner's PublishBlocking waits here: (W)
+    RoomSignal room;  // the owner's PublishBlocking waits here: (R)
     // Bit b: loan block b is free. The owner takes, the consumer gives back: (P).
     alignas(kCacheLineSize) std::atomic<std::uint64_t> loans_free;
     // The owner's threads count refusals here (relaxed: tallies). Their own

@@ -218,7 +218,7 @@ class ShmProducer
   // priority's threshold it waits up to `timeout` for the consumer to make
   // room: it polls kPollsBeforePark times, then sleeps on a futex in the
   // segment until a batch that took from this lane wakes it (no lost
-  // wake-up: (W)), in slices after which it looks whether the consumer
+  // wake-up: (R)), in slices after which it looks whether the consumer
   // still runs. kTimedOut when the time passed (counted in `dropped` once),
   // kClosed when the consumer closed the bus or is gone. Not lock-free: it
   // waits for the consumer by design. Never from the consumer's own thread
@@ -242,26 +242,24 @@ class ShmProducer
     Source trying{*this, /*look_for_consumer=*/false};
     const Value& copy = message;
     auto make_payload = [&copy] { return Publisher::MakePayload(copy); };
-    PublishResult result;
-    const auto try_admit = [&] {
-      result = Publisher::template Admit<true, false>(trying, sender_id, priority, 0, make_payload);
-      return result.Outcome() != PublishOutcome::kRefusedFull;
-    };
-    if (try_admit()) return result;
-    // SYNC POINT READ (X)/(W): the state, after the announcement's fence;
-    // a dead consumer wakes no one, so it is looked for once a slice.
-    const auto consumer_left = [this] { return !IsOpenForPublishing(); };
-    switch (sluice::detail::WaitUntilInSlices(control_->room, Traits::kPollsBeforePark,
-                                              sluice::detail::SaturatingNanos(timeout),
-                                              sleep_slice_, try_admit, consumer_left)) {
-      case sluice::detail::WaitEnd::kReady:
-        return result;
-      case sluice::detail::WaitEnd::kStopped:
-        return PublishResult(PublishOutcome::kClosed, priority);
-      case sluice::detail::WaitEnd::kTimedOut:
-        break;
-    }
-    return Publisher::Refuse(counting, PublishOutcome::kTimedOut, Source::Mode(), priority, 1);
+    return Publisher::AdmitWaiting(trying, sender_id, priority, make_payload, [&](auto& try_admit) {
+      if (control_ == nullptr) return PublishOutcome::kClosed;  // not attached
+      // SYNC POINT READ (X)/(R): the state, after the announcement's
+      // fence; a dead consumer wakes no one, so it is looked for once a
+      // slice.
+      const auto consumer_left = [this] { return !IsOpenForPublishing(); };
+      switch (sluice::detail::WaitUntilInSlices(control_->room, Traits::kPollsBeforePark,
+                                                sluice::detail::SaturatingNanos(timeout),
+                                                sleep_slice_, try_admit, consumer_left)) {
+        case sluice::detail::WaitEnd::kReady:
+          return PublishOutcome::kAdmitted;
+        case sluice::detail::WaitEnd::kStopped:
+          return PublishOutcome::kClosed;
+        case sluice::detail::WaitEnd::kTimedOut:
+          break;
+      }
+      return PublishOutcome::kTimedOut;
+    });
   }
 
   // A free block of this producer's lane for a T, to write in place and
@@ -269,7 +267,7 @@ class ShmProducer
   // message not yet dispatched) or when not attached. Lock-free; any thread
   // of this process.
   template <typename T>
-  ShmLoan<T> Loan() noexcept {
+  [[nodiscard]] ShmLoan<T> Loan() noexcept {
     static_assert(sluice::detail::kIsAlternative<Loaned<T>, Payload>,
                   "Sluice: Loan<T> needs sluice::ipc::Loaned<T> among the payload alternatives");
     if (control_ == nullptr) return ShmLoan<T>();

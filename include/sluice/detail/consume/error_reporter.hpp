@@ -1,7 +1,11 @@
 // Holds the user's error callback and context, replaceable from any thread
 // while the consumer may be reporting through the old pair.
 //
-// Two pair slots and a version, read under a sequence lock. A writer takes
+// SYNC POINT (Y): two pair slots and a version, a double buffer. Not the
+// library's sequence lock (detail/seqlock.hpp): a reader there may give up
+// after a bounded number of attempts, and a report must always find the
+// pair; here the writer fills the slot no reader selects, so a reader
+// retries only when a second writer refills the slot it is copying. A writer takes
 // the writer lock (writers only: serialises the slot they fill), fills the
 // slot the version does not select, bumps the version, and drops the lock
 // BEFORE it waits for the dispatch epoch: a callback in the batch it waits
@@ -47,7 +51,7 @@ class ErrorReporter {
     while (writer_lock_.test_and_set(std::memory_order_acquire)) CpuRelax();
     const std::uint32_t version = version_.load(std::memory_order_relaxed);
     Target& next = targets_[(version + 1) & 1];
-    // SYNC POINT WRITE (sequence lock): see the file comment.
+    // SYNC POINT WRITE (Y): see the file comment.
     next.callback.store(callback, std::memory_order_release);
     next.context.store(context, std::memory_order_release);
     // Publishes the pair above (seq_cst includes release).
@@ -71,7 +75,7 @@ class ErrorReporter {
       // Acquire (seq_cst): the pair published with this version.
       const std::uint32_t version = version_.load(std::memory_order_seq_cst);
       const Target& target = targets_[version & 1];
-      // SYNC POINT READ (sequence lock): see the file comment.
+      // SYNC POINT READ (Y): see the file comment.
       callback = target.callback.load(std::memory_order_acquire);
       context = target.context.load(std::memory_order_acquire);
       if (version_.load(std::memory_order_relaxed) == version) break;

@@ -218,6 +218,26 @@ class PublishCore {
     return PublishResult::MakeAdmitted(priority);
   }
 
+  // PublishBlocking's rule, for every bus: one try as Admit (stamped when
+  // admitted, a refusal not counted), then `wait_for_room(try_admit)`, the
+  // bus's wait for room, which calls `try_admit` as room comes and returns
+  // kAdmitted once a try admitted, else why it ended (kClosed, kTimedOut,
+  // kWouldDeadlock); that refusal is counted once, where the source counts.
+  template <typename Source, typename MakePayloadFn, typename WaitForRoom>
+  static PublishResult AdmitWaiting(Source& source, std::uint32_t sender_id,
+                                    MessagePriority priority, MakePayloadFn& make_payload,
+                                    WaitForRoom&& wait_for_room) {
+    PublishResult result;
+    const auto try_admit = [&] {
+      result = Admit<true, false>(source, sender_id, priority, 0, make_payload);
+      return static_cast<bool>(result);
+    };
+    if (try_admit()) return result;
+    const PublishOutcome outcome = wait_for_room(try_admit);
+    if (outcome == PublishOutcome::kAdmitted) return result;
+    return Refuse(source, outcome, source.Mode(), priority, 1);
+  }
+
   // PublishBatch's core: the messages of [first, last) in order, each claim
   // a run of consecutive slots (one CAS with several producers), as many as
   // fit below the priority's threshold, from the front; stops at the first
