@@ -359,9 +359,8 @@ class ShmBus {
     return detail::ReadStatistics(front_.Lanes(), front_.Counts());
   }
 
-  // ---- In a WaitSet (sluice/wait_set.hpp) -------------------------------------------
-  // A WaitSet<FutexParker> may list this bus, with no joining: it sleeps on
-  // the segment's futex beside its own (docs/api.md, "WaitSet").
+  // ---- In a WaitSet<FutexParker>, with no joining: it sleeps on the segment's futex beside
+  // its own (sluice/wait_set.hpp; docs/api.md, "WaitSet").
   static constexpr bool kWakesItsOwnSignal = true;
   static constexpr std::uint32_t kPollsBeforePark = Traits::kPollsBeforePark;
 
