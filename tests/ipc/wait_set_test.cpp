@@ -236,4 +236,28 @@ TEST_F(ShmWaitSetTest, ASetWaitingOnASharedBusLetsItsProducerChecksRun) {
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
 }
 
+// A check interval of 0 (a check on every batch that takes nothing) is
+// due at most once a slice (1 ms) for the set, as between the bus's own
+// sleeps: the set still goes to sleep between checks (it announces itself
+// on its signal), rather than finding the bus ready on every look and
+// spinning.
+TEST_F(ShmWaitSetTest, AZeroCheckIntervalStillLetsTheSetSleep) {
+  Open(0ms);
+  std::atomic<bool> slept{false};
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    while (!done.load() && !slept.load()) {
+      if (set_.Waiters() != 0) slept = true;
+      std::this_thread::sleep_for(20us);
+    }
+  });
+  const auto deadline = std::chrono::steady_clock::now() + kGuard;
+  while (!slept.load() && std::chrono::steady_clock::now() < deadline) {
+    (void)set_.ProcessBatchWait(100ms, 8, local_, shm_);
+  }
+  done = true;
+  watcher.join();
+  EXPECT_TRUE(slept.load()) << "the set never went to sleep: the bus was ready on every look";
+}
+
 }  // namespace

@@ -21,11 +21,16 @@ class ShmSetView {
   explicit ShmSetView(Bus* bus) noexcept : bus_(bus) {}
 
   // Something for ProcessBatch: a message, a lane its producer left, or a
-  // producer check due (a lane is found gone only by a check).
+  // producer check due (a lane is found gone only by a check). Due once a
+  // slice at most, as between the bus's own sleeps: an interval shorter
+  // than a slice (0: on every batch that takes nothing) would make the set
+  // ready on every look, and it would never sleep.
   bool Ready() const noexcept {
     if (bus_->header_ == nullptr) return false;
+    const std::chrono::nanoseconds due =
+        bus_->check_interval_ > bus_->sleep_slice_ ? bus_->check_interval_ : bus_->sleep_slice_;
     return bus_->front_.Lanes().HasWork() ||
-           std::chrono::steady_clock::now() - bus_->last_check_ >= bus_->check_interval_;
+           std::chrono::steady_clock::now() - bus_->last_check_ >= due;
   }
   // Closed: nothing will come (Close drops what was queued).
   bool Drained() const noexcept { return bus_->header_ == nullptr; }
