@@ -30,6 +30,7 @@ using sluice::MessagePriority;
 using sluice::PublishOutcome;
 using sluice::ipc::AttachError;
 using sluice_ipc_test::kCapacity;
+using sluice_ipc_test::kGuard;
 using sluice_ipc_test::Payload;
 using sluice_ipc_test::Pose;
 using sluice_ipc_test::Stop;
@@ -188,11 +189,16 @@ TEST_F(ShmPublishTest, EveryCallSaysClosedOnceTheConsumerClosedOrWhenNotAttached
   const auto result = producer_.PublishBatch(batch.begin(), batch.end(), 7, MessagePriority::HIGH);
   EXPECT_EQ(result.Outcome(), PublishOutcome::kClosed);
   EXPECT_EQ(result.AdmittedCount(), 0u);
+  // At once, not at the timeout (which bounds a wait that missed the close).
+  EXPECT_EQ(producer_.PublishBlocking(Stop{0, 1}, 7, MessagePriority::HIGH, kGuard).Outcome(),
+            PublishOutcome::kClosed);
   Producer detached;
   EXPECT_EQ(detached.Publish(Stop{0, 1}, 7).Outcome(), PublishOutcome::kClosed);
   EXPECT_EQ(detached.PublishBatch(batch.begin(), batch.end(), 7, MessagePriority::HIGH).Outcome(),
             PublishOutcome::kClosed);
   EXPECT_EQ(detached.Emplace<Stop>(7, MessagePriority::HIGH, 0u, std::uint64_t{1}).Outcome(),
+            PublishOutcome::kClosed);
+  EXPECT_EQ(detached.PublishBlocking(Stop{0, 1}, 7, MessagePriority::HIGH, kGuard).Outcome(),
             PublishOutcome::kClosed);
 }
 
