@@ -386,7 +386,7 @@ TEST_F(NatsJetStreamTest, AMessageHandedBackIsAdmittedHoweverFarTheStreamMoved) 
   bus.refuse_up_to.store(0);  // the redeliveries are admitted from now on
   ASSERT_TRUE(Eventually([&] { return log.Size() >= kEarly + 1; }))
       << "dispatched " << log.Size() << " of " << kEarly + 1;
-  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
   consumer.Stop();
   server_.Stop();
   const auto stats = receiver.GetStatistics();
@@ -441,7 +441,7 @@ TEST_F(NatsJetStreamTest, PublishesRefusedForWantOfAStreamAreSentAgainUntilItExi
       << "dispatched " << log.Size() << " of " << kReadings;
   const auto sent = sender.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
   EXPECT_EQ(sent.stream_acks, NATS_OK);
-  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
   consumer.Stop();
   server_.Stop();
   const auto stats = sender.GetStatistics();
@@ -555,8 +555,8 @@ TEST_F(NatsJetStreamTest, BridgesSharingADurableCountNoGaps) {
   ASSERT_TRUE(Eventually([&] { return log_a.Size() + log_b.Size() >= kReadings; }))
       << "dispatched " << log_a.Size() + log_b.Size() << " of " << kReadings;
   (void)sender.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
-  (void)receiver_a.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
-  (void)receiver_b.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  (void)receiver_a.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
+  (void)receiver_b.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
   consumer_a.Stop();
   consumer_b.Stop();
   server_.Stop();
@@ -609,7 +609,7 @@ TEST_F(NatsJetStreamTest, AMessageAdmittedAfterItsHandBackIsRefusedWhenItComesAg
     std::lock_guard<std::mutex> lock(log.mutex);
     return std::find(log.order.begin(), log.order.end(), 3u) != log.order.end();
   })) << "reading 3 was not dispatched";
-  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
   consumer.Stop();
   const auto stats = receiver.GetStatistics();
   std::lock_guard<std::mutex> lock(log.mutex);
@@ -664,7 +664,7 @@ TEST_F(NatsJetStreamTest, AMessageNeverAdmittedIsAdmittedByTheNextBridgeHoweverF
   bus.refuse_up_to.store(0);
   ASSERT_TRUE(Eventually([&] { return log.Size() >= 3; }))
       << "dispatched " << log.Size() << " of 3";
-  (void)second.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  (void)second.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
   consumer.Stop();
   server_.Stop();
   const auto stats = second.GetStatistics();
