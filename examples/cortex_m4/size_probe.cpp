@@ -1,7 +1,8 @@
 // Measures what a minimal bus adds to a Cortex-M4 image: built with
 // SLUICE_SIZE_PROBE_WITH_BUS 0 (no bus), 1 (a bus without latency
-// histograms), 2 (with them) and 3 (as 1, its mode fixed at BARE_METAL: every
-// optional part off), and the sizes compared. The bus has one
+// histograms), 2 (with them), 3 (as 1, its mode fixed at BARE_METAL) and 4
+// (as 3, keeping no statistics: NoObservation; every optional part off),
+// and the sizes compared. The bus has one
 // payload type, one subscriber and 16 slots, and is used from main(): one
 // Publish, one ProcessBatch.
 #include <cstdint>
@@ -32,9 +33,11 @@ struct ProbeTraits : sluice::DefaultBusTraits {
   using Latency = std::conditional_t<SLUICE_SIZE_PROBE_WITH_BUS == 2, sluice::LatencyHistograms<>,
                                      sluice::NoLatencyHistograms>;
   using Clock = TickClock;
-  using Mode = std::conditional_t<SLUICE_SIZE_PROBE_WITH_BUS == 3,
+  using Mode = std::conditional_t<SLUICE_SIZE_PROBE_WITH_BUS >= 3,
                                   sluice::FixedMode<sluice::PerformanceMode::BARE_METAL>,
                                   sluice::RunTimeMode>;
+  using Observation = std::conditional_t<SLUICE_SIZE_PROBE_WITH_BUS == 4, sluice::NoObservation,
+                                         sluice::FullObservation>;
 };
 sluice::MpscBus<std::variant<Sample>, 16, ProbeTraits> g_bus;
 }  // namespace

@@ -206,7 +206,11 @@ struct DefaultBusTraits {
   using Lanes = NoLanes;
   // LatencyHistograms<kClockInterval> or NoLatencyHistograms.
   using Latency = LatencyHistograms<>;
-  // What sees each admission, refusal, batch, message taken and error
+  // What the bus keeps of its own events (sluice/observer.hpp):
+  // FullObservation (statistics, histograms, peak, producer counts) or
+  // NoObservation (none of them, and none of their code).
+  using Observation = FullObservation;
+  // What else sees each admission, refusal, batch, message taken and error
   // (sluice/observer.hpp): NoObserver, or a type of your own.
   using Observer = NoObserver;
   // Where GetBackpressureLevel()'s levels start: kFollowAdmission (WARNING
@@ -308,6 +312,10 @@ constexpr bool CheckTraits() {
   static_assert(
       IsModeChoice<typename Traits::Mode>::value,
       "Sluice: Mode must be sluice::RunTimeMode or sluice::FixedMode<PerformanceMode::...>");
+  static_assert(std::is_same_v<typename Traits::Observation, FullObservation> ||
+                    std::is_same_v<typename Traits::Observation, NoObservation>,
+                "Sluice: Observation must be sluice::FullObservation or sluice::NoObservation "
+                "(a back end of your own goes in `using Observer = ...;`)");
   return true;
 }
 

@@ -26,8 +26,19 @@
 //                             the error callback runs.
 // Each is noexcept and must not publish to or dispatch the bus it observes
 // (its own counts are its concern; the bus holds no lock while it runs).
-// The statistics, latency histograms, backpressure peak and producer
-// tallies are the bus's own observation, kept beside this one.
+//
+// Every event goes to two observers, in one place
+// (detail/observe/observation.hpp): the traits' Observer, and before it
+// the bus's own observation (`using Observation = ...;`), which keeps what
+// GetStatistics, GetLatencyHistograms, TakeBackpressurePeak and
+// ForEachProducer read. FullObservation, the default, keeps them all
+// (what the performance mode allows: sluice/performance_mode.hpp).
+// NoObservation keeps none, for a bus that never reads them (a
+// microcontroller's smallest bus): none of its calls is compiled, its
+// statistics and every producer's counts read 0, its histograms are empty
+// and its peak is the gauges' level at the time it is read. The gauges
+// (GetBackpressureLevel, GetQueueDepth), the error callback and this
+// Observer work as with FullObservation.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +50,16 @@
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
+
+// The bus keeps its statistics, latency histograms, backpressure peak,
+// producer counts and error count (the default).
+struct FullObservation {
+  static constexpr bool kKeeps = true;
+};
+// The bus keeps none of them; see above.
+struct NoObservation {
+  static constexpr bool kKeeps = false;
+};
 
 // Observes nothing; every call compiles to nothing.
 struct NoObserver {

@@ -307,6 +307,12 @@ int main() {
   };
   sluice::MpscBus<Payload, 8, Traits> bus;
   (void)bus.QueueDepth();
+#elif CASE == 63  // an Observation that is neither FullObservation nor NoObservation
+  struct Traits : sluice::DefaultBusTraits {
+    using Observation = sluice::NoObserver;
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.QueueDepth();
 #elif CASE == 40  // a 0.2 knob: the starvation limit
   struct Traits : sluice::PriorityOrderTraits {
     static constexpr std::uint32_t kStarvationLimit = 4;

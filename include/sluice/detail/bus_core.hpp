@@ -85,10 +85,10 @@ class BusCore : public PublishCore<Payload> {
   using Lanes = typename Traits::Lanes;
   using Latency = typename Traits::Latency;
   using Observer = typename Traits::Observer;
-  // Whether the traits name an observer. Every call of it is behind this
-  // test, so that with NoObserver not even an empty call reaches the
-  // inliner, whose per-function budget it would spend (the instruction
-  // budget's BARE_METAL rows rose by 4 a message when they were plain calls).
+  // The bus's two observers (detail/observe/observation.hpp): its own
+  // (kKeeps: FullObservation keeps statistics, histograms, peak and
+  // counts) and the traits' Observer (kObserves: not NoObserver).
+  static constexpr bool kKeeps = Traits::Observation::kKeeps;
   static constexpr bool kObserves = !std::is_same_v<Observer, NoObserver>;
   Observer& observer() noexcept { return observer_; }
   const Observer& observer() const noexcept { return observer_; }
@@ -115,7 +115,9 @@ class BusCore : public PublishCore<Payload> {
                                        Delivery::kCheckInterval, Delivery::kStarvationLimit>,
                          FifoQueue<Envelope, kSlots, kModel, Traits::kSlotStorage>>;
   using SharedQueue = SourceQueue<kCapacity, kProducers>;
-  using SharedStatistics = StatisticsCounters<kProducers == ProducerModel::kSingle>;
+  using SharedStatistics =
+      std::conditional_t<kKeeps, StatisticsCounters<kProducers == ProducerModel::kSingle>,
+                         NoStatisticsCounters>;
   using LaneStatistics = StatisticsCounters<true, true>;
   using Queue = std::conditional_t<
       kHasLanes,
@@ -189,21 +191,23 @@ class BusCore : public PublishCore<Payload> {
       return policy_.Mode();
     }
   }
-  Observer& Watcher() noexcept { return observer_; }
-  void CountError() noexcept { statistics_.CountError(); }
-  // The fill this batch starts from, for the peak between scrapes.
-  SLUICE_ALWAYS_INLINE void BeginBatch() noexcept {
-    if (Mode() == PerformanceMode::FULL_FEATURED) gauges_.NoteShared(policy_, SharedDepth());
-    if constexpr (kObserves) observer_.OnBatchBegin(SharedDepth());
-    room_.EnterBatch();
-  }
+  // A batch runs on the consumer's thread (a PublishBlocking there would
+  // wait for itself).
+  SLUICE_ALWAYS_INLINE void BeginBatch() noexcept { room_.EnterBatch(); }
   // The batch released slots: wake producers waiting for that room.
-  SLUICE_ALWAYS_INLINE void EndBatch(std::uint32_t count) noexcept {
+  SLUICE_ALWAYS_INLINE void EndBatch(std::uint32_t) noexcept {
     room_.LeaveBatch();
-    if constexpr (kObserves) observer_.OnBatchEnd(count);
     room_.NotifyWaiters(/*only_with_room=*/true,
                         [this](MessagePriority priority) { return RoomFor(priority) != 0; });
   }
+
+  // What the observation keeps of a batch and who else sees it
+  // (detail/observe/observation.hpp): the fill it starts from, for the
+  // peak between scrapes; the error count; the processed tally, below.
+  Observer& Watcher() noexcept { return observer_; }
+  Position BatchFill() const noexcept { return SharedDepth(); }
+  SLUICE_ALWAYS_INLINE void NoteBatchFill() noexcept { gauges_.NoteShared(policy_, SharedDepth()); }
+  void CountError() noexcept { statistics_.CountError(); }
   // Processed messages, counted per priority (see
   // detail/observe/statistics_counters.hpp): in a run's tally, added to the shared
   // statistics at its end; with lanes, by the lane each came through.

@@ -41,6 +41,7 @@ class ShmFront {
   struct ConsumerTraits {
     using Clock = SteadyClock;
     using Latency = typename Traits::Latency;
+    using Observation = FullObservation;
     static constexpr std::size_t kMaxSubscribersPerType = Traits::kMaxSubscribersPerType;
     static constexpr std::size_t kCallbackStorageBytes = Traits::kCallbackStorageBytes;
   };
@@ -107,9 +108,14 @@ class ShmFront {
   }
   // The shared bus has no performance mode: latency is always recorded.
   static constexpr PerformanceMode Mode() noexcept { return PerformanceMode::FULL_FEATURED; }
-  // (The fills a batch starts from are noted by ShmBus, before it takes any.)
   static constexpr void BeginBatch() noexcept {}
   static constexpr void EndBatch(std::uint32_t) noexcept {}
+
+  // What the observation keeps (detail/observe/observation.hpp): always,
+  // in the consumer's counts. (The fills a batch starts from are noted by
+  // ShmBus, before it takes any: they are the segment's lanes'.)
+  static constexpr bool kKeeps = true;
+  static constexpr void NoteBatchFill() noexcept {}
   void CountError() noexcept { ++counts_.callback_errors; }
   // Processed messages by priority (Take checked it is in range).
   struct Tally {

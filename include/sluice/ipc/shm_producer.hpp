@@ -360,6 +360,7 @@ class ShmProducer
     using Target = Queue;
     using Clock = SteadyClock;
     using Observer = NoObserver;
+    static constexpr bool kKeeps = true;
     static constexpr bool kObserves = false;
     static constexpr PublishOutcome kFull = PublishOutcome::kRefusedFull;
     static constexpr Position kSlots = kCapacity;

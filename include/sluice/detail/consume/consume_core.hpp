@@ -8,15 +8,12 @@
 //   Envelope* First()            the first message, or nullptr: no batch
 //   Envelope* Next()             after Release: the next, or nullptr
 //   void Release()               the message was handed on: free its slot
-//   Tally                        a type: a run's processed counts, kept
-//                                by Count(tally, header) per message and
-//                                Flush(tally) once the run is over
-//   PerformanceMode Mode()       latency is recorded in FULL_FEATURED only
-//   void BeginBatch()            before the first message (peak, observer)
-//   void EndBatch(count)         after the last (observer, room wake-ups)
-//   void CountError()            a callback or visitor threw
-//   kObserves, Watcher()         the observer, called only when kObserves
+//   PerformanceMode Mode()       the mode in force
+//   void BeginBatch()            before the first message (room, after it is seen)
+//   void EndBatch(count)         after the last (room wake-ups)
 //   ConsumeCore& Consumer()      this core, a part of the front
+//   what the observation needs   detail/observe/observation.hpp, where every
+//                                event of a batch goes
 //
 // The in-process bus's front takes each message in place and frees its
 // slot after dispatch (detail/bus_core.hpp); the shared-memory bus's copies
@@ -30,8 +27,8 @@
 //    visitor batch reads no published state: it stays outside, so that
 //    Unsubscribe and SetErrorCallback on other threads never wait for a
 //    visitor, and enters the epoch only around an error report.
-//  - Statistics, latency and slot hand-back: DispatchRun, for both.
-//  - Errors: ReportError, for both; counted, then reported inside the epoch.
+//  - Observation (ObserveConsume) and slot hand-back: DispatchRun, for both.
+//  - Errors: ReportError, for both; seen, then reported inside the epoch.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +42,7 @@
 #include "sluice/detail/consume/subscription_registry.hpp"
 #include "sluice/detail/consume/visit_envelope.hpp"
 #include "sluice/detail/observe/latency_recorder.hpp"
+#include "sluice/detail/observe/observation.hpp"
 #include "sluice/error.hpp"
 #include "sluice/message.hpp"
 #include "sluice/performance_mode.hpp"
@@ -53,8 +51,9 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace detail {
 
-// Traits: Latency (kEnabled, kClockInterval), Clock (the stamps' clock)
-// and the subscription table's sizes. Its batch functions are static and
+// Traits: Latency (kEnabled, kClockInterval), Clock (the stamps' clock),
+// Observation (whether the histograms are kept) and the subscription
+// table's sizes. Its batch functions are static and
 // reach the core through the front (Front::Consumer()), so that a batch
 // that is not inlined holds one pointer, the front's, not two.
 template <typename Payload, typename Traits>
@@ -110,8 +109,9 @@ class ConsumeCore {
   const Registry& Subscriptions() const noexcept { return registry_; }
   DispatchEpoch& Epoch() noexcept { return epoch_; }
   ErrorReporter& Errors() noexcept { return error_reporter_; }
-  LatencyRecorder<Latency::kEnabled>& Latencies() noexcept { return latency_; }
-  const LatencyRecorder<Latency::kEnabled>& Latencies() const noexcept { return latency_; }
+  using Recorder = LatencyRecorder<Latency::kEnabled && Traits::Observation::kKeeps>;
+  Recorder& Latencies() noexcept { return latency_; }
+  const Recorder& Latencies() const noexcept { return latency_; }
 
  private:
   enum class BatchKind { kSubscriptions, kVisitor };
@@ -123,12 +123,14 @@ class ConsumeCore {
     if (self.dispatching_ || max_messages == 0) return 0;
     Envelope* envelope = front.First();
     if (envelope == nullptr) return 0;
+    ObserveConsume::BatchBegins(front);
     front.BeginBatch();
     self.dispatching_ = true;
     if constexpr (kKind == BatchKind::kSubscriptions) self.epoch_.Enter();
     const std::uint32_t count = DispatchRun(front, envelope, max_messages, dispatch_one);
     if constexpr (kKind == BatchKind::kSubscriptions) self.LeaveEpoch();
     self.dispatching_ = false;
+    ObserveConsume::BatchEnds(front, count);
     front.EndBatch(count);
     return count;
   }
@@ -141,72 +143,40 @@ class ConsumeCore {
   }
 
   // Hands each ready envelope from `envelope` on (at most `max_messages`)
-  // to `dispatch_one` and releases it, then counts the run's processed
-  // messages. The loop is instantiated with and without latency recording,
-  // so a run that records nothing tests nothing per message.
+  // to `dispatch_one` and releases it; each is seen first, where the bus's
+  // observation counts it and records its latency
+  // (detail/observe/observation.hpp).
   template <typename Front, typename DispatchOne>
   SLUICE_ALWAYS_INLINE static std::uint32_t DispatchRun(Front& front, Envelope* envelope,
                                                         std::uint32_t max_messages,
                                                         DispatchOne& dispatch_one) {
-    [[maybe_unused]] typename Front::Tally tally;
-    const auto run = [&](auto& latency) SLUICE_LAMBDA_ALWAYS_INLINE {
-      std::uint32_t count = 0;
-      do {
-        latency.Add(envelope->header);
-        front.Count(tally, envelope->header);
-        if constexpr (Front::kObserves) front.Watcher().OnTaken(envelope->header);
-        dispatch_one(*envelope);
-        front.Release();
-        ++count;
-      } while (count < max_messages && (envelope = front.Next()) != nullptr);
-      latency.Finish();
-      return count;
-    };
-    std::uint32_t count;
-    if (const std::uint64_t now = LatencyClockForBatch(front); now != 0) {
-      // Re-reads the clock every Latency::kClockInterval messages (see
-      // detail::LatencyRecorder::Batch for the bound this gives).
-      auto latency =
-          front.Consumer()
-              .latency_.template BeginBatch<typename Traits::Clock, Latency::kClockInterval>(now);
-      count = run(latency);
-    } else {
-      NoLatencyBatch none;
-      count = run(none);
-    }
-    front.Flush(tally);
-    return count;
+    return ObserveConsume::Messages<typename Traits::Clock, Latency::kClockInterval>(
+        front, [&](auto&& taken) SLUICE_LAMBDA_ALWAYS_INLINE {
+          std::uint32_t count = 0;
+          do {
+            taken(envelope->header);
+            dispatch_one(*envelope);
+            front.Release();
+            ++count;
+          } while (count < max_messages && (envelope = front.Next()) != nullptr);
+          return count;
+        });
   }
 
-  // The batch's first clock reading for the latency histograms, or 0 when
-  // they are off (traits, mode, or a clock that reads 0): then the batch
-  // reads no clock at all.
-  template <typename Front>
-  static std::uint64_t LatencyClockForBatch(const Front& front) noexcept {
-    if constexpr (!LatencyRecorder<Latency::kEnabled>::kRecords) {
-      (void)front;
-      return 0;
-    } else {
-      if (front.Mode() != PerformanceMode::FULL_FEATURED) return 0;
-      return ClockNanos<typename Traits::Clock>();
-    }
-  }
-
-  // Counts an error and reports it to the error callback, which the reporter
-  // reads inside the epoch: a subscription batch is already in it, a visitor
-  // batch enters it for the report alone.
+  // Counts an error (ObserveConsume::Failed) and reports it to the error
+  // callback, which the reporter reads inside the epoch: a subscription
+  // batch is already in it, a visitor batch enters it for the report alone.
   template <BatchKind kKind, typename Front>
   static void ReportError(Front& front, BusErrorCode code, const Envelope& envelope,
                           const char* what) noexcept {
     ConsumeCore& self = front.Consumer();
-    front.CountError();
     BusError error;
     error.code = code;
     error.msg_id = envelope.header.msg_id;
     error.sender_id = envelope.header.sender_id;
     error.type_index = envelope.payload.index();
     error.what = what;
-    if constexpr (Front::kObserves) front.Watcher().OnError(error);
+    ObserveConsume::Failed(front, error);
     if constexpr (kKind == BatchKind::kVisitor) self.epoch_.Enter();
     self.error_reporter_.Report(error);
     if constexpr (kKind == BatchKind::kVisitor) self.LeaveEpoch();
@@ -215,7 +185,7 @@ class ConsumeCore {
   alignas(kCacheLineSize) DispatchEpoch epoch_;
   ErrorReporter error_reporter_;
   bool dispatching_ = false;  // consumer-private re-entrancy guard
-  LatencyRecorder<Latency::kEnabled> latency_;
+  Recorder latency_;
   Registry registry_;
 };
 

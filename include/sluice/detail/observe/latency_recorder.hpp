@@ -145,7 +145,7 @@ class LatencyRecorder {
     Batch(LatencyRecorder* recorder, std::uint64_t now_nanos) noexcept
         : recorder_(recorder), now_(now_nanos) {}
 
-    void Add(const MessageHeader& header) noexcept {
+    SLUICE_ALWAYS_INLINE void Add(const MessageHeader& header) noexcept {
       if constexpr (kClockInterval != 0) {
         // Counts every message, stamped or not: the bound is in dispatches.
         if (--until_read_ == 0) {

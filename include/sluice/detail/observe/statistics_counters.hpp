@@ -270,6 +270,13 @@ class StatisticsCounters {
   alignas(kCacheLineSize) std::atomic<Counter> baseline_[kFieldCount] = {};
 };
 
+// The counters of a bus that keeps none (NoObservation): its snapshot
+// reads 0. Nothing counts into it (detail/observe/observation.hpp).
+struct NoStatisticsCounters {
+  static BusStatisticsSnapshot Snapshot() noexcept { return {}; }
+  static void Reset() noexcept {}
+};
+
 }  // namespace detail
 }  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice

@@ -26,6 +26,7 @@ template <typename Core>
 struct BusSourceBase {
   using Clock = typename Core::Clock;
   using Observer = typename Core::Observer;
+  static constexpr bool kKeeps = Core::kKeeps;
   static constexpr bool kObserves = Core::kObserves;
   Core& core;
   SLUICE_ALWAYS_INLINE PerformanceMode Mode() const noexcept { return core.Mode(); }

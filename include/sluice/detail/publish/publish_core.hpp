@@ -4,21 +4,21 @@
 // What differs between buses is the source a publish goes to, which the
 // core takes as a template argument:
 //
-//   using Target, Clock, Observer;   the queue, the stamp's clock, the observer
-//   kObserves, kFull, kSlots         whether Observer is called; the outcome of
-//                                    a fill refusal; the most one claim takes
+//   using Target, Clock              the queue, the stamp's clock
+//   kFull, kSlots                    the outcome of a fill refusal; the most one
+//                                    claim takes
 //   Target& Slots()                  TryClaim, TryClaimRun, Storage, Publish
-//   Counters()                       CountPublished, CountDropped, CountClosed,
-//                                    CountRejected
 //   PerformanceMode Mode()           the mode in force (read once a publish)
 //   Position Limit(mode, priority)   the fill a claim must stay below
 //   bool Enter(), void Leave()       a publish enters and leaves the source
 //   bool ClosedAfterRefusal()        whether a refused claim met a closed queue
-//   void NoteRefusedFill(limit)      a refusal for fill, for the peak
 //   void LeftUnadmitted()            a publish that admitted nothing left
 //   void Notify()                    wakes the consumer after a publish
 //   std::uint16_t Lane()             MessageHeader::lane of its messages
-//   Observer& Watcher()              the observer (only when kObserves)
+//   kKeeps, Counters(), NoteRefusedFill(limit), Watcher()
+//                                    what observation keeps and who else
+//                                    sees it (detail/observe/observation.hpp,
+//                                    where every event of a publish goes)
 //
 // Every function is static: the core keeps no state of its own, so a bus
 // and a producer in another process share it without sharing memory.
@@ -34,6 +34,7 @@
 
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
+#include "sluice/detail/observe/observation.hpp"
 #include "sluice/message.hpp"
 #include "sluice/performance_mode.hpp"
 #include "sluice/publish_result.hpp"
@@ -111,9 +112,7 @@ class PublishCore {
   // Bad input, counted where its source counts and observed.
   template <typename Source>
   static void CountRejected(Source& source, MessagePriority priority) noexcept {
-    source.Counters().CountRejected();
-    if constexpr (Source::kObserves)
-      source.Watcher().OnRefused(PublishOutcome::kRejected, priority, 1);
+    ObservePublish::Rejected(source, priority);
   }
 
   // The refusal rule, for every publish: `count` messages refused with
@@ -123,22 +122,14 @@ class PublishCore {
   static PublishResult Refuse(Source& source, PublishOutcome outcome, PerformanceMode mode,
                               MessagePriority priority, Position count,
                               std::uint32_t admitted = 0) noexcept {
-    if (outcome == PublishOutcome::kClosed) {
-      source.Counters().CountClosed(count);
-    } else if (mode == PerformanceMode::FULL_FEATURED) {
-      source.Counters().CountDropped(priority, count);
-    }
-    if constexpr (Source::kObserves) source.Watcher().OnRefused(outcome, priority, count);
+    ObservePublish::Refused(source, outcome, mode, priority, count);
     return PublishResult(outcome, priority, admitted);
   }
 
   // The one envelope write: the header, filled in place (FillHeader), and
   // the payload `make_payload()` returns (a prvalue: constructed in the
   // slot, no copy or move). MakeHeader gives the observer the same header
-  // after the publish, only when there is one: a header returned from here,
-  // or made by MakeHeader here, cost 4 instructions a publish even with
-  // NoObserver (the instruction budget, GCC 12 -O3); filled in place it
-  // costs nothing.
+  // after the publish, only when there is one (ObservePublish::Admitted).
   static void FillHeader(MessageHeader& header, Position id, std::uint64_t timestamp_ns,
                          std::uint32_t sender_id, MessagePriority priority, bool counted,
                          std::uint16_t lane) noexcept {
@@ -192,17 +183,13 @@ class PublishCore {
       source.LeftUnadmitted();
       const PublishOutcome outcome =
           source.ClosedAfterRefusal() ? PublishOutcome::kClosed : Source::kFull;
-      if (outcome == Source::kFull) source.NoteRefusedFill(limit);
+      if (outcome == Source::kFull) ObservePublish::RefusedForFill(source, limit);
       return kCountRefusal ? Refuse(source, outcome, mode, priority, 1)
                            : PublishResult(outcome, priority);
     }
-    // Counted before the message becomes visible, so processed never runs
-    // ahead of published (SYNC POINT (F)); and before the envelope is
-    // written, because with several producers the count is a locked
-    // instruction, which would otherwise wait for the envelope's stores to
-    // reach a cache line the consumer may be polling.
-    const bool counted = mode == PerformanceMode::FULL_FEATURED;
-    if (counted) source.Counters().CountPublished(priority);
+    // Counted before the message becomes visible (ObservePublish::Claimed).
+    const bool counted = ObservePublish::Counts<Source>(mode);
+    if (counted) ObservePublish::Claimed(source, priority, 1);
     WriteEnvelope(source.Slots().Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
                   sender_id, priority, counted, source.Lane(), make_payload);
     source.Slots().Publish(claim);
@@ -211,10 +198,10 @@ class PublishCore {
     // the waiter load of the consumer's signal, the bus's own or its
     // WaitSet's (sluice/wait_set.hpp): whichever its consumer sleeps on.
     source.Notify();
-    if constexpr (Source::kObserves) {
-      source.Watcher().OnAdmitted(MakeHeader(Source::Target::MessageId(claim), timestamp_ns,
-                                             sender_id, priority, counted, source.Lane()));
-    }
+    ObservePublish::Admitted(source, [&] {
+      return MakeHeader(Source::Target::MessageId(claim), timestamp_ns, sender_id, priority,
+                        counted, source.Lane());
+    });
     return PublishResult::MakeAdmitted(priority);
   }
 
@@ -257,7 +244,7 @@ class PublishCore {
     const PerformanceMode mode = source.Mode();
     const std::uint64_t timestamp_ns =
         mode == PerformanceMode::BARE_METAL ? 0 : ClockNanos<typename Source::Clock>();
-    const bool counted = mode == PerformanceMode::FULL_FEATURED;
+    const bool counted = ObservePublish::Counts<Source>(mode);
     std::uint32_t admitted = 0;
     while (first != last) {
       // The next run to claim: at most a ring's worth, ending before a
@@ -282,17 +269,17 @@ class PublishCore {
         const Position limit = source.Limit(mode, priority);
         const Position claimed = source.Slots().TryClaimRun(limit, priority, wanted, &run);
         // Counted before the messages become visible (see Admit).
-        if (counted && claimed != 0) source.Counters().CountPublished(priority, claimed);
+        if (counted && claimed != 0) ObservePublish::Claimed(source, priority, claimed);
         for (Position i = 0; i < claimed; ++i, ++first) {
           const typename Source::Target::Claim claim = Source::Target::InRun(run, i);
           auto make_payload = [&] { return MakePayload(*first); };
           WriteEnvelope(source.Slots().Storage(claim), Source::Target::MessageId(claim),
                         timestamp_ns, sender_id, priority, counted, source.Lane(), make_payload);
           source.Slots().Publish(claim);
-          if constexpr (Source::kObserves) {
-            source.Watcher().OnAdmitted(MakeHeader(Source::Target::MessageId(claim), timestamp_ns,
-                                                   sender_id, priority, counted, source.Lane()));
-          }
+          ObservePublish::Admitted(source, [&] {
+            return MakeHeader(Source::Target::MessageId(claim), timestamp_ns, sender_id, priority,
+                              counted, source.Lane());
+          });
         }
         source.Leave();
         if (claimed != 0) {
@@ -306,7 +293,7 @@ class PublishCore {
           // not fit: refused, like single publishes.
           const PublishOutcome outcome =
               source.ClosedAfterRefusal() ? PublishOutcome::kClosed : Source::kFull;
-          if (outcome == Source::kFull) source.NoteRefusedFill(limit);
+          if (outcome == Source::kFull) ObservePublish::RefusedForFill(source, limit);
           return RefuseRest(source, outcome, mode, priority, first, last, admitted);
         }
       }

@@ -196,7 +196,7 @@ class LanedQueue {
 
   // Consumer: counts a dispatched message's processed statistics against the
   // source it came from (flushed by FlushProcessed at the end of a batch).
-  void TallyProcessed(const MessageHeader& header) noexcept {
+  SLUICE_ALWAYS_INLINE void TallyProcessed(const MessageHeader& header) noexcept {
     tally_[header.lane][static_cast<std::size_t>(header.priority)] += header.counted ? 1 : 0;
   }
   template <typename SharedStatistics>

@@ -1,0 +1,215 @@
+// The bus's one observation point. The publish core (detail/publish/publish_core.hpp)
+// and the consumer core (detail/consume/consume_core.hpp) tell each event
+// here and nowhere else; each event goes to the two observers a bus has:
+//
+//  - its own, the traits' Observation (sluice/observer.hpp):
+//    FullObservation keeps the statistics, the latency histograms, the
+//    backpressure peak, the per-producer counts and the error count;
+//    NoObservation keeps none, and none of its calls is compiled;
+//  - the traits' Observer, a type of the user's (NoObserver: none).
+//
+// What is kept lives where it is read (a source's counters, a lane's
+// counts, the bus's gauges, the consumer's histograms); a source or a
+// front names it (below) and only this file writes it:
+//
+//   source (publish)          kKeeps, kObserves, Watcher(), Counters(),
+//                             NoteRefusedFill(limit)
+//   front (consume)           kKeeps, kObserves, Watcher(), Mode(),
+//                             NoteBatchFill(), BatchFill(), Tally,
+//                             Count(tally, header), Flush(tally),
+//                             CountError(), Consumer().Latencies()
+//
+// The run-time mode decides what is kept: a publish is counted in
+// FULL_FEATURED only (its header's `counted`), refusals for closed and bad
+// input in every mode, latency and the batch's fill in FULL_FEATURED only.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "sluice/clock.hpp"
+#include "sluice/config.hpp"
+#include "sluice/detail/observe/latency_recorder.hpp"
+#include "sluice/error.hpp"
+#include "sluice/message.hpp"
+#include "sluice/performance_mode.hpp"
+#include "sluice/publish_result.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace detail {
+
+// The events of one publish into `source`. Every call is behind a
+// compile-time test of the observer it reaches, so that with NoObserver not
+// even an empty call reaches the inliner (whose per-function budget it
+// would spend: the instruction budget's BARE_METAL rows rose by 4 a message
+// when they were plain calls).
+struct ObservePublish {
+  // Whether a publish in `mode` is counted: then Claimed is told before
+  // its messages become visible, and its header says so (`counted`).
+  template <typename Source>
+  SLUICE_ALWAYS_INLINE static bool Counts(PerformanceMode mode) noexcept {
+    return Source::kKeeps && mode == PerformanceMode::FULL_FEATURED;
+  }
+
+  // `count` messages claimed, before they become visible (processed never
+  // runs ahead of published, SYNC POINT (F)), and before their envelopes
+  // are written: with several producers the count is a locked instruction,
+  // which would otherwise wait for the envelope's stores to reach a cache
+  // line the consumer may be polling. Only when Counts().
+  template <typename Source>
+  SLUICE_ALWAYS_INLINE static void Claimed(const Source& source, MessagePriority priority,
+                                           Position count) noexcept {
+    if constexpr (Source::kKeeps) source.Counters().CountPublished(priority, count);
+  }
+
+  // A message published: its header as written into the slot, made by
+  // `make_header()` only when there is an observer to see it (a header made
+  // here, or returned from the publish core, cost 4 instructions a publish
+  // even with NoObserver: GCC 12 -O3).
+  template <typename Source, typename MakeHeader>
+  SLUICE_ALWAYS_INLINE static void Admitted(const Source& source,
+                                            const MakeHeader& make_header) noexcept {
+    if constexpr (Source::kObserves) {
+      source.Watcher().OnAdmitted(make_header());
+    } else {
+      (void)source;
+      (void)make_header;
+    }
+  }
+
+  // `count` messages refused with `outcome`: closed in every mode, a drop
+  // (kRefusedFull, kLaneFull, kPoolEmpty, kTimedOut, kWouldDeadlock) only
+  // in FULL_FEATURED.
+  template <typename Source>
+  SLUICE_ALWAYS_INLINE static void Refused(const Source& source, PublishOutcome outcome,
+                                           PerformanceMode mode, MessagePriority priority,
+                                           Position count) noexcept {
+    if constexpr (Source::kKeeps) {
+      if (outcome == PublishOutcome::kClosed) {
+        source.Counters().CountClosed(count);
+      } else if (mode == PerformanceMode::FULL_FEATURED) {
+        source.Counters().CountDropped(priority, count);
+      }
+    }
+    if constexpr (Source::kObserves) source.Watcher().OnRefused(outcome, priority, count);
+  }
+
+  // A claim refused for fill, judged against `limit`: for the peak, whether
+  // or not the refusal is counted (PublishBlocking counts one a call).
+  template <typename Source>
+  SLUICE_ALWAYS_INLINE static void RefusedForFill(const Source& source, Position limit) noexcept {
+    if constexpr (Source::kKeeps) source.NoteRefusedFill(limit);
+  }
+
+  // Bad input (a valueless variant, an unknown priority), in every mode.
+  template <typename Source>
+  SLUICE_ALWAYS_INLINE static void Rejected(const Source& source,
+                                            MessagePriority priority) noexcept {
+    if constexpr (Source::kKeeps) source.Counters().CountRejected();
+    if constexpr (Source::kObserves) {
+      source.Watcher().OnRefused(PublishOutcome::kRejected, priority, 1);
+    }
+  }
+};
+
+// The events of one dispatch batch of `front`.
+struct ObserveConsume {
+  // Before the batch's first message: the fill it starts from, for the
+  // peak (FULL_FEATURED).
+  template <typename Front>
+  SLUICE_ALWAYS_INLINE static void BatchBegins(Front& front) noexcept {
+    if constexpr (Front::kKeeps) {
+      if (front.Mode() == PerformanceMode::FULL_FEATURED) front.NoteBatchFill();
+    }
+    if constexpr (Front::kObserves) front.Watcher().OnBatchBegin(front.BatchFill());
+  }
+
+  // After the batch's last message.
+  template <typename Front>
+  SLUICE_ALWAYS_INLINE static void BatchEnds(Front& front, std::uint32_t count) noexcept {
+    if constexpr (Front::kObserves) {
+      front.Watcher().OnBatchEnd(count);
+    } else {
+      (void)front;
+      (void)count;
+    }
+  }
+
+  // A callback or the visitor threw: counted, then seen, before the error
+  // callback runs.
+  template <typename Front>
+  SLUICE_ALWAYS_INLINE static void Failed(Front& front, const BusError& error) noexcept {
+    if constexpr (Front::kKeeps) front.CountError();
+    if constexpr (Front::kObserves) {
+      front.Watcher().OnError(error);
+    } else {
+      (void)error;
+    }
+  }
+
+  // Runs a batch's messages: `run(taken)`, which calls `taken(header)` for
+  // each message before its dispatch and returns how many it took. Around
+  // it: the processed tally, counted per message and added at the end, and
+  // the latency histograms, whose batch reads the clock (FULL_FEATURED,
+  // histograms on). `run` is instantiated with and without latency
+  // recording, so a run that records nothing tests nothing per message.
+  template <typename Clock, std::uint32_t kClockInterval, typename Front, typename Run>
+  SLUICE_ALWAYS_INLINE static std::uint32_t Messages(Front& front, Run&& run) {
+    if constexpr (!Front::kKeeps) {
+      return run([&front](const MessageHeader& header) SLUICE_LAMBDA_ALWAYS_INLINE {
+        if constexpr (Front::kObserves) {
+          front.Watcher().OnTaken(header);
+        } else {
+          (void)front;
+          (void)header;
+        }
+      });
+    } else {
+      typename Front::Tally tally;
+      const auto with = [&](auto& latency) SLUICE_LAMBDA_ALWAYS_INLINE {
+        const std::uint32_t count =
+            run([&front, &tally, &latency](const MessageHeader& header) SLUICE_LAMBDA_ALWAYS_INLINE {
+              latency.Add(header);
+              front.Count(tally, header);
+              if constexpr (Front::kObserves) front.Watcher().OnTaken(header);
+            });
+        latency.Finish();
+        return count;
+      };
+      std::uint32_t count;
+      if (const std::uint64_t now = LatencyClock<Clock>(front); now != 0) {
+        // Re-reads the clock every kClockInterval messages (see
+        // detail::LatencyRecorder::Batch for the bound this gives).
+        auto latency =
+            front.Consumer().Latencies().template BeginBatch<Clock, kClockInterval>(now);
+        count = with(latency);
+      } else {
+        NoLatencyBatch none;
+        count = with(none);
+      }
+      front.Flush(tally);
+      return count;
+    }
+  }
+
+ private:
+  // The batch's first clock reading for the latency histograms, or 0 when
+  // they are off (traits, mode, or a clock that reads 0): then the batch
+  // reads no clock at all.
+  template <typename Clock, typename Front>
+  SLUICE_ALWAYS_INLINE static std::uint64_t LatencyClock(Front& front) noexcept {
+    using Recorder = std::decay_t<decltype(front.Consumer().Latencies())>;
+    if constexpr (!Recorder::kRecords) {
+      (void)front;
+      return 0;
+    } else {
+      if (front.Mode() != PerformanceMode::FULL_FEATURED) return 0;
+      return ClockNanos<Clock>();
+    }
+  }
+};
+
+}  // namespace detail
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
