@@ -113,11 +113,8 @@ struct ConsumerSide {
   // Where the shared bus promises otherwise (docs/ipc.md, `Close`): its
   // Close discards what is queued (the in-process bus keeps it for the
   // consumer to drain), and a Close from a callback ends that batch after
-  // the message. For PublishLoan of an empty loan ipc.md names the outcome,
-  // kPoolEmpty, and no count, and the shared producer counts none; the
-  // in-process bus counts it as dropped (docs/api.md).
+  // the message.
   static constexpr bool kDrainsAfterClose = !kIsShared<Bus>;
-  static constexpr bool kCountsEmptyLoan = !kIsShared<Bus>;
 
   template <typename Visitor>
   std::uint32_t Dispatch(Visitor&& visitor,
@@ -632,9 +629,9 @@ TYPED_TEST(ConformanceTest, ACloseFromInsideABatchDispatchesNothingTwice) {
 
 // A loaned message is dispatched once, holding the bytes written into its
 // block. With every block out (in messages not yet dispatched) the next
-// loan is empty and its PublishLoan refused, kPoolEmpty, never admitted
-// (counted as dropped in process; the shared bus documents the outcome
-// only). Dispatch hands the blocks back: the next loan is admitted.
+// loan is empty and its PublishLoan refused, kPoolEmpty, never admitted,
+// counted once as dropped. Dispatch hands the blocks back: the next loan is
+// admitted.
 TYPED_TEST(ConformanceTest, ALoanIsDispatchedOnceWithItsBytesAndAnEmptyPoolIsRefused) {
   std::vector<Dispatched> published;
   for (std::uint64_t seq = 0; seq < kLoanBlocks; ++seq) {
@@ -646,9 +643,7 @@ TYPED_TEST(ConformanceTest, ALoanIsDispatchedOnceWithItsBytesAndAnEmptyPoolIsRef
   EXPECT_EQ(refused.Outcome(), PublishOutcome::kPoolEmpty);
   EXPECT_FALSE(refused.IsAdmitted());
   EXPECT_EQ(this->bus_.Counts().published, kLoanBlocks);
-  if constexpr (TypeParam::kCountsEmptyLoan) {
-    EXPECT_EQ(this->bus_.Counts().dropped, 1u);
-  }
+  EXPECT_EQ(this->bus_.Counts().dropped, 1u);
 
   std::vector<Dispatched> seen;
   std::size_t loans = 0;

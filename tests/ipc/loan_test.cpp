@@ -161,6 +161,45 @@ TEST(ShmLoanTest, PublishLoanRefusalsKeepTheLoan) {
   EXPECT_TRUE(producer.PublishLoan(std::move(loan), 1, MessagePriority::HIGH));
 }
 
+// An empty loan's refusal is counted as in process: a drop in the bus's
+// statistics, under its priority, and not in its producer's own drops
+// (which are refusals for room) nor in the backpressure peak (no fill was
+// refused); still counted after its lane is handed back.
+TEST(ShmLoanTest, AnEmptyLoanIsADropOfTheBusNotOfTheLaneOrThePeak) {
+  const std::string name = UniqueName();
+  Bus bus;
+  sluice::ipc::ShmBusOptions options;
+  options.peer_check_interval = 0ns;  // a batch that takes nothing hands lanes back
+  ASSERT_EQ(bus.Create(name, options), AttachError::kNone);
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  (void)bus.TakeBackpressurePeak();
+  for (int i = 0; i < 2; ++i) {
+    sluice::ipc::ShmLoan<Frame4K> empty;
+    EXPECT_EQ(producer.PublishLoan(std::move(empty), 1, MessagePriority::HIGH).Outcome(),
+              PublishOutcome::kPoolEmpty);
+  }
+  sluice::ipc::ShmBusStatistics stats = bus.GetStatistics();
+  EXPECT_EQ(stats.messages_dropped, 2u);
+  EXPECT_EQ(stats.high_priority_dropped, 2u);
+  EXPECT_EQ(stats.dropped[2], 2u);
+  std::uint64_t lane_drops = 99;
+  int lanes = 0;
+  bus.ForEachProducer([&](const sluice::ProducerStatisticsSnapshot& lane) {
+    ++lanes;
+    lane_drops =
+        lane.high_priority_dropped + lane.medium_priority_dropped + lane.low_priority_dropped;
+  });
+  EXPECT_EQ(lanes, 1);
+  EXPECT_EQ(lane_drops, 0u);
+  EXPECT_EQ(bus.TakeBackpressurePeak().fill, 0u);
+  producer.Detach();
+  EXPECT_EQ(bus.ProcessBatch(), 0u);
+  stats = bus.GetStatistics();
+  EXPECT_EQ(stats.producers_detached, 1u);
+  EXPECT_EQ(stats.messages_dropped, 2u);  // in the totals once handed back
+}
+
 // A producer process publishes two frames, takes every block left and is
 // killed: its frames are dispatched intact, and the next producer on its
 // lane finds every block free.

@@ -169,7 +169,8 @@ class ConsumerLanes {
         const Position claims = consumer.queue->RingClaims(p);
         const Position skipped = consumer.skipped[p] < claims ? consumer.skipped[p] : claims;
         totals.published[p] += claims - skipped;
-        totals.dropped[p] += control.dropped[p].load(std::memory_order_relaxed);
+        totals.dropped[p] += control.dropped[p].load(std::memory_order_relaxed) +
+                             control.pool_empty[p].load(std::memory_order_relaxed);
         exit.lost += skipped;
       }
       totals.lost += exit.lost;
@@ -292,6 +293,7 @@ class ConsumerLanes {
     control.loans_free.store(AllBlocks(LayoutType::kLoanBlocks), std::memory_order_relaxed);
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
       control.dropped[p].store(0, std::memory_order_relaxed);
+      control.pool_empty[p].store(0, std::memory_order_relaxed);
     }
     lanes_[lane].Clear();
     lanes_[lane].queue.emplace(LayoutType::RingsOf(base_, lane));

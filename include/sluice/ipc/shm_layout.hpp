@@ -217,10 +217,13 @@ struct Layout {
     RoomSignal room;  // the owner's PublishBlocking waits here: (R)
     // Bit b: loan block b is free. The owner takes, the consumer gives back: (P).
     alignas(kCacheLineSize) std::atomic<std::uint64_t> loans_free;
-    // The owner's threads count refusals here (relaxed: tallies). Their own
-    // line. Publishes are not counted: each claimed one slot of its ring,
-    // and the consumer reads the rings' claims (GetStatistics).
+    // The owner's threads count refusals here (relaxed: tallies), on a line
+    // of their own: for room (`dropped`, what the backpressure peak reads)
+    // and empty loans (`pool_empty`; both are the statistics' drops, as in
+    // process). Publishes are not counted: each claimed one slot of its
+    // ring, and the consumer reads the rings' claims (GetStatistics).
     alignas(kCacheLineSize) std::atomic<std::uint64_t> dropped[kPriorityCount];
+    std::atomic<std::uint64_t> pool_empty[kPriorityCount];
   };
 
   struct alignas(kCacheLineSize) Header {

@@ -69,7 +69,7 @@ struct ShmBusOptions {
 // processes has.
 struct ShmBusStatistics : BusStatisticsSnapshot {
   std::uint64_t published[kPriorityCount] = {};  // admitted, by every producer
-  std::uint64_t dropped[kPriorityCount] = {};    // refused for room
+  std::uint64_t dropped[kPriorityCount] = {};    // refused: for room, or an empty loan
   std::uint64_t processed = 0;                   // dispatched by this consumer
   std::uint64_t corrupt = 0;             // skipped: a priority or alternative index out of range
   std::uint64_t callback_errors = 0;     // a subscriber, visitor or exit handler threw (counted)

@@ -290,20 +290,20 @@ class ShmProducer
   // message: the consumer reads it in place. Admitted: the loan is empty
   // afterwards (the block is the message's until dispatched). Refused: the
   // caller keeps it. kPoolEmpty for an empty loan (Loan found no free
-  // block; kClosed once the bus is closed, as for any publish), kRejected
-  // for one of another producer or attachment.
+  // block), counted in its lane's `pool_empty` (kClosed once the bus is
+  // closed, as for any publish), kRejected for one of another producer or
+  // attachment.
   template <typename T>
   PublishResult PublishLoan(ShmLoan<T>&& loan, std::uint32_t sender_id, MessagePriority priority) {
     Source source = PublishSource();
     if (!IsValidPriority(priority)) return Publisher::Reject(source, priority);
     if (!loan) {
       // As in process: a closed bus is the reason, whatever the pool held.
-      // Not counted (the lane's `dropped` are its refusals for room, which
-      // the backpressure peak reads).
       if (!source.Enter() || source.ClosedAfterRefusal()) {
         return Publisher::Refuse(source, PublishOutcome::kClosed, source.Mode(), priority, 1);
       }
-      return PublishResult(PublishOutcome::kPoolEmpty, priority);
+      EmptyLoanSource empty_loan{source};
+      return Publisher::Refuse(empty_loan, PublishOutcome::kPoolEmpty, source.Mode(), priority, 1);
     }
     if (control_ == nullptr || loan.home_ != loan_home_) {
       return Publisher::Reject(source, priority);
@@ -352,6 +352,16 @@ class ShmProducer
     }
     static constexpr void CountClosed(Position) noexcept {}
     static constexpr void CountRejected() noexcept {}
+  };
+  // Where an empty loan's refusal is counted: the lane's `pool_empty`, a
+  // drop in the statistics that the backpressure peak does not read (as
+  // in process, where it is the bus's drop and not the lane's).
+  struct EmptyLoanCounters : LaneCounters {
+    void CountDropped(MessagePriority priority, Position count) const noexcept {
+      if (this->control == nullptr) return;
+      this->control->pool_empty[static_cast<std::size_t>(priority)].fetch_add(
+          count, std::memory_order_relaxed);
+    }
   };
 
   // This producer's lane as a source of the publish core
@@ -402,6 +412,10 @@ class ShmProducer
       producer.header_->consumer_wake.WakeIfWaiting();
     }
     NoObserver& Watcher() const noexcept;  // never called: kObserves is false
+  };
+  // The source an empty loan is refused through: its counters differ.
+  struct EmptyLoanSource : Source {
+    EmptyLoanCounters Counters() const noexcept { return {{this->producer.control_}}; }
   };
 
   // The publish API's hooks: every call is made (a producer not attached

@@ -179,7 +179,8 @@ ShmBusStatistics ReadStatistics(const Lanes& lanes, const ConsumerCounts& counts
       // skipped after their owner left are lost, not published (as when
       // the lane is handed back, TendGoneLanes).
       s.published[p] += lanes.Published(lane, p);
-      s.dropped[p] += control.dropped[p].load(std::memory_order_relaxed);
+      s.dropped[p] += control.dropped[p].load(std::memory_order_relaxed) +
+                      control.pool_empty[p].load(std::memory_order_relaxed);
     }
   }
   return WithSnapshot(s, counts);

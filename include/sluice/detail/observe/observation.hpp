@@ -168,12 +168,13 @@ struct ObserveConsume {
     } else {
       typename Front::Tally tally;
       const auto with = [&](auto& latency) SLUICE_LAMBDA_ALWAYS_INLINE {
-        const std::uint32_t count =
-            run([&front, &tally, &latency](const MessageHeader& header) SLUICE_LAMBDA_ALWAYS_INLINE {
-              latency.Add(header);
-              front.Count(tally, header);
-              if constexpr (Front::kObserves) front.Watcher().OnTaken(header);
-            });
+        const std::uint32_t count = run([&front, &tally, &latency](const MessageHeader& header)
+                                            SLUICE_LAMBDA_ALWAYS_INLINE {
+                                              latency.Add(header);
+                                              front.Count(tally, header);
+                                              if constexpr (Front::kObserves)
+                                                front.Watcher().OnTaken(header);
+                                            });
         latency.Finish();
         return count;
       };
@@ -181,8 +182,7 @@ struct ObserveConsume {
       if (const std::uint64_t now = LatencyClock<Clock>(front); now != 0) {
         // Re-reads the clock every kClockInterval messages (see
         // detail::LatencyRecorder::Batch for the bound this gives).
-        auto latency =
-            front.Consumer().Latencies().template BeginBatch<Clock, kClockInterval>(now);
+        auto latency = front.Consumer().Latencies().template BeginBatch<Clock, kClockInterval>(now);
         count = with(latency);
       } else {
         NoLatencyBatch none;
