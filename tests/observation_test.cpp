@@ -9,10 +9,12 @@
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <variant>
 
 #include "counting_observer.hpp"
+#include "sluice/extras/prometheus.hpp"
 #include "sluice/sluice.hpp"
 #include "typed_test_names.hpp"
 
@@ -62,6 +64,7 @@ struct Kept {
   std::size_t peak_fill = 0;
   std::size_t fill_after = 0;
   std::uint32_t dispatched = 0;
+  std::uint32_t counted_headers = 0;  // MessageHeader::counted, as the callback saw it
   std::uint32_t errors_reported = 0;
   std::uint64_t observer_admitted = 0;
   std::uint64_t observer_refused = 0;
@@ -78,14 +81,16 @@ template <typename Bus>
 Kept RunEvents() {
   Bus bus;
   Kept kept;
-  auto handle = bus.template Subscribe<Item>([&kept](const Item& item) {
-    ++kept.dispatched;
+  auto handle =
+      bus.template Subscribe<Item>([&kept](const Item& item, const sluice::MessageHeader& header) {
+        ++kept.dispatched;
+        kept.counted_headers += header.counted ? 1 : 0;
 #if SLUICE_HAS_EXCEPTIONS
-    if (item.seq == 7) throw std::runtime_error("seven");
+        if (item.seq == 7) throw std::runtime_error("seven");
 #else
-    (void)item;
+        (void)item;
 #endif
-  });
+      });
   EXPECT_TRUE(handle.IsValid());
   static std::uint32_t* errors = nullptr;
   errors = &kept.errors_reported;
@@ -139,7 +144,9 @@ TEST(ObservationTest, FullObservationKeepsEveryCount) {
   EXPECT_EQ(kept.producer_published, 8u);
   EXPECT_EQ(kept.producer_dropped, 1u);
   EXPECT_EQ(kept.fill_after, 0u);
-  EXPECT_EQ(kept.peak_fill, 16u);  // the refused claim's fill, or the batch's start
+  EXPECT_EQ(kept.peak_fill, 16u);
+  EXPECT_EQ(kept.counted_headers,
+            kept.dispatched);  // the refused claim's fill, or the batch's start
 #if SLUICE_HAS_EXCEPTIONS
   EXPECT_EQ(kept.statistics.processing_errors, 1u);
   EXPECT_EQ(kept.errors_reported, 1u);
@@ -162,11 +169,46 @@ TEST(ObservationTest, NoObservationKeepsNothingAndTheBusStillWorks) {
   EXPECT_EQ(kept.statistics.messages_refused_closed, 0u);
   EXPECT_EQ(kept.statistics.processing_errors, 0u);
   EXPECT_EQ(kept.histogram_count, 0u);
+  EXPECT_EQ(kept.counted_headers, 0u);  // no publish was counted, and its header says so
   EXPECT_EQ(kept.producer_published, 0u);
   EXPECT_EQ(kept.producer_dropped, 0u);
   // The peak is the gauges now: the queue was full, and is empty.
   EXPECT_EQ(kept.peak_fill, kept.fill_after);
   EXPECT_EQ(kept.peak_fill, 0u);
+}
+
+// The Prometheus export writes a bus that keeps nothing by its gauges only:
+// no counter, producer or latency sample, whose 0 would read as an idle
+// bus; a bus that keeps everything beside it is written in full.
+TEST(ObservationTest, TheExportLeavesOutWhatABusDoesNotKeep) {
+  static_assert(FullBus::kKeepsStatistics && FullBus::kKeepsLatencyHistograms);
+  static_assert(!EmptyBus::kKeepsStatistics && !EmptyBus::kKeepsLatencyHistograms);
+  FullBus full;
+  EmptyBus empty;
+  auto full_producer = full.RegisterProducer("f");
+  auto empty_producer = empty.RegisterProducer("e");
+  ASSERT_TRUE(full_producer && empty_producer);
+  ASSERT_TRUE(full_producer.Publish(Item{1}));
+  ASSERT_TRUE(empty_producer.Publish(Item{1}));
+  ASSERT_TRUE(full.Publish(Item{2}));
+  ASSERT_TRUE(empty.Publish(Item{2}));
+  EXPECT_EQ(full.ProcessBatch(), 2u);
+  EXPECT_EQ(empty.ProcessBatch(), 2u);
+  ASSERT_TRUE(empty.Publish(Item{3}));  // one left queued
+  const sluice::BusMetrics metrics[] = {sluice::CaptureMetrics("full", full),
+                                        sluice::CaptureMetrics("empty", empty)};
+  std::string text;
+  sluice::WritePrometheus(text, metrics, 2);
+  const auto has = [&text](const char* needle) { return text.find(needle) != std::string::npos; };
+  EXPECT_TRUE(has("sluice_messages_published_total{bus=\"full\""));
+  EXPECT_TRUE(has("sluice_messages_rejected_total{bus=\"full\"}"));
+  EXPECT_TRUE(has("sluice_producer_messages_published_total{bus=\"full\""));
+  EXPECT_TRUE(has("sluice_dispatch_latency_seconds_bucket{bus=\"full\""));
+  EXPECT_TRUE(has("sluice_queue_depth{bus=\"empty\"} 1"));
+  EXPECT_TRUE(has("sluice_backpressure_level{bus=\"empty\"}"));
+  EXPECT_FALSE(has("{bus=\"empty\",priority"));
+  EXPECT_FALSE(has("_total{bus=\"empty\""));
+  EXPECT_FALSE(has("sluice_dispatch_latency_seconds_bucket{bus=\"empty\""));
 }
 
 // The traits' Observer sees the same events whichever observation the bus

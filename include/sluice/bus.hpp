@@ -66,7 +66,10 @@ class AsyncBus
   static constexpr std::size_t kRingBytes = kBytesPerSlot * kCapacity * Core::Queue::kRingCount;
   static constexpr DeliveryOrder kDeliveryOrder = Traits::Delivery::kOrder;
   static constexpr ProducerModel kProducerModel = kProducers;
-  static constexpr bool kKeepsLatencyHistograms = Traits::Latency::kEnabled;
+  // What the bus keeps (Traits::Observation, Traits::Latency), for the
+  // exporters (extras/prometheus.hpp).
+  static constexpr bool kKeepsStatistics = Core::kKeeps;
+  static constexpr bool kKeepsLatencyHistograms = Traits::Latency::kEnabled && kKeepsStatistics;
   static constexpr bool kHasProducerLanes = Core::kHasLanes;
 
   AsyncBus() : core_(0) {

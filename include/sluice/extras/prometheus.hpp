@@ -36,7 +36,8 @@ struct BusMetrics {
   std::string_view name;  // the `bus` label; written as valid UTF-8, escaped
   BusStatisticsSnapshot statistics;
   LatencySnapshot latency;
-  bool has_latency = false;  // false: the bus keeps no histograms
+  bool has_latency = false;    // false: the bus keeps no histograms
+  bool has_statistics = true;  // false: it keeps no counts (NoObservation)
   std::uint64_t queue_depth = 0;
   std::uint64_t capacity = 0;
   BackpressureLevel backpressure = BackpressureLevel::NORMAL;
@@ -64,6 +65,7 @@ BusMetrics CaptureMetrics(std::string_view name, Bus& bus) noexcept {
   metrics.statistics = bus.GetStatistics();
   metrics.latency = bus.GetLatencyHistograms();
   metrics.has_latency = Bus::kKeepsLatencyHistograms;
+  metrics.has_statistics = Bus::kKeepsStatistics;
   metrics.queue_depth = bus.QueueDepth();
   metrics.capacity = Bus::Capacity();
   metrics.backpressure = bus.GetBackpressureLevel();
@@ -79,7 +81,7 @@ BusMetrics CaptureMetrics(std::string_view name, Bus& bus) noexcept {
     if (metrics.peak.fill < metrics.queue_depth) metrics.peak.fill = metrics.queue_depth;
   }
   metrics.mode = bus.GetPerformanceMode();
-  if constexpr (Bus::kHasProducerLanes) {
+  if constexpr (Bus::kHasProducerLanes && Bus::kKeepsStatistics) {
     metrics.bus = &bus;
     metrics.for_each_producer = [](const void* any, void* context,
                                    BusMetrics::ProducerVisit visit) {
@@ -213,17 +215,21 @@ void WritePrometheus(Sink&& sink, const BusMetrics* buses, std::size_t count) {
   using detail::kPriorityLabels;
   const BusMetrics* const end = buses + count;
 
-  // A family with one sample per bus, or one per bus and priority.
+  // A family with one sample per bus, or one per bus and priority. A bus
+  // that keeps no counts has no counter samples (a 0 would read as an idle
+  // bus), nor producer or latency ones; its gauges are written.
   const auto per_bus = [&](std::string_view name, std::string_view type, std::string_view help,
                            auto value_of) {
     EmitFamily(sink, name, type, help);
     for (const BusMetrics* bus = buses; bus != end; ++bus) {
+      if (type == "counter" && !bus->has_statistics) continue;
       EmitSample(sink, name, bus->name, value_of(*bus));
     }
   };
   const auto per_priority = [&](std::string_view name, std::string_view help, auto values_of) {
     EmitFamily(sink, name, "counter", help);
     for (const BusMetrics* bus = buses; bus != end; ++bus) {
+      if (!bus->has_statistics) continue;
       const auto values = values_of(bus->statistics);
       for (std::size_t p = 0; p < kPriorityCount; ++p) {
         EmitSample(sink, name, bus->name, values[p], "priority", kPriorityLabels[p]);

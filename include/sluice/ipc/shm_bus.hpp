@@ -233,8 +233,7 @@ class ShmBus {
 
   // As the in-process bus's ProcessBatchWith: the visitor takes (const T&)
   // or (const T&, const MessageHeader&) for every alternative, or the
-  // envelope. A visitor that throws is counted and reported; the batch
-  // goes on.
+  // envelope. A visitor that throws is counted and reported; the batch goes on.
   template <typename Visitor>
   std::uint32_t ProcessBatchWith(Visitor&& visitor, std::uint32_t max_messages = kCapacity) {
     return Run(max_messages, [this, &visitor](std::uint32_t max) {
@@ -242,9 +241,8 @@ class ShmBus {
     });
   }
 
-  // As the in-process bus's SetErrorCallback (sluice/bus.hpp): called on
-  // the consumer thread for each callback or visitor that threw, with
-  // `context`; nullptr removes it.
+  // As the in-process bus's SetErrorCallback (sluice/bus.hpp): called on the
+  // consumer thread for each callback or visitor that threw; nullptr removes it.
   [[nodiscard]] bool SetErrorCallback(ErrorCallback callback, void* context = nullptr) noexcept {
     return front_.Consumer().Errors().Set(callback, context, front_.Consumer().Epoch());
   }
@@ -260,6 +258,8 @@ class ShmBus {
   LatencySnapshot GetLatencyHistograms() const noexcept {
     return front_.Consumer().Latencies().Snapshot();
   }
+  // The traits' observer (ShmBusTraits::Observer): the consumer's events.
+  typename Traits::Observer& GetObserver() noexcept { return front_.Watcher(); }
 
   // As ProcessBatch, but when nothing is queued it waits up to `timeout`
   // for a message: it polls kPollsBeforePark times, then sleeps on a futex
@@ -338,6 +338,7 @@ class ShmBus {
   // it: every message counted and stamped (no performance mode); each
   // producer's lane as a registered producer, named as it asked at Attach
   // (else "pid 1234", the pid it wrote there).
+  static constexpr bool kKeepsStatistics = true;
   static constexpr bool kKeepsLatencyHistograms = Traits::Latency::kEnabled;
   static constexpr bool kHasProducerLanes = true;
   static constexpr std::size_t Capacity() noexcept { return kCapacity; }

@@ -64,7 +64,10 @@ class ShmFront {
   // ---- One batch, as ShmBus runs it ----------------------------------------
 
   // Before the core's batch: at most `max_messages` to take.
-  void BeginRun(std::uint32_t max_messages) noexcept { batch_.Begin(max_messages); }
+  void BeginRun(std::uint32_t max_messages) noexcept {
+    batch_.Begin(max_messages);
+    if constexpr (kObserves) start_fill_ = FullestFill();
+  }
   // Taken from the rings this batch, corrupt ones included.
   std::uint32_t Taken() const noexcept { return batch_.taken; }
   // A callback closed the bus: the batch takes nothing more.
@@ -130,9 +133,23 @@ class ShmFront {
       counts_.processed += tally.processed[p];
     }
   }
-  using Observer = NoObserver;
-  static constexpr bool kObserves = false;
-  NoObserver& Watcher() noexcept;  // never called: kObserves is false
+  // The traits' observer (ShmBusTraits::Observer).
+  using Observer = typename Traits::Observer;
+  static constexpr bool kObserves = !std::is_same_v<Observer, NoObserver>;
+  Observer& Watcher() noexcept { return observer_; }
+  const Observer& Watcher() const noexcept { return observer_; }
+  // The fill a batch starts from, for OnBatchBegin: the fullest lane's,
+  // read before the batch took its first message (Take frees its slot).
+  Position BatchFill() const noexcept { return start_fill_; }
+  Position FullestFill() const noexcept {
+    Position fullest = 0;
+    if (!lanes_.IsOpen()) return fullest;
+    for (std::size_t lane = 0; lane < LanesType::kLanes; ++lane) {
+      const Position fill = lanes_.Fill(lane);
+      if (fill > fullest) fullest = fill;
+    }
+    return fullest;
+  }
 
  private:
   // The next message to dispatch: the front of the lane to take from,
@@ -238,6 +255,8 @@ class ShmFront {
   LanesType lanes_;
   Batch batch_;
   ConsumerCounts counts_;
+  Observer observer_;
+  Position start_fill_ = 0;  // BatchFill, when observed
 };
 
 }  // namespace detail

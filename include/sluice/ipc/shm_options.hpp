@@ -11,6 +11,7 @@
 #include "sluice/config.hpp"
 #include "sluice/ipc/segment.hpp"
 #include "sluice/message.hpp"
+#include "sluice/observer.hpp"
 #include "sluice/statistics.hpp"
 
 namespace sluice {
@@ -43,6 +44,13 @@ struct ShmBusTraits {
   // Looks at the queue (or for room) this many times, with a pause before
   // each, before a wait parks on its futex.
   static constexpr std::uint32_t kPollsBeforePark = 256;
+  // What else sees each event (sluice/observer.hpp), in the process where
+  // it happens: each ShmProducer's own observer its admissions and
+  // refusals (OnAdmitted, OnRefused), the ShmBus's its batches, the
+  // messages it takes and errors (OnBatchBegin with the fullest lane's
+  // fill, OnTaken, OnBatchEnd, OnError). NoObserver, or a type of your own;
+  // not part of the segment, so the two sides may name different ones.
+  using Observer = NoObserver;
 };
 
 struct ShmBusOptions {

@@ -330,6 +330,10 @@ class ShmProducer
   // exit (one in another PID namespace cannot be seen: alive).
   bool ConsumerAlive() const noexcept { return header_ != nullptr && !header_->consumer.IsGone(); }
 
+  // The traits' observer (ShmBusTraits::Observer): this producer's events.
+  typename Traits::Observer& GetObserver() noexcept { return observer_; }
+  const typename Traits::Observer& GetObserver() const noexcept { return observer_; }
+
  private:
   friend Api;
   using Publisher = sluice::detail::PublishCore<Payload>;
@@ -369,9 +373,9 @@ class ShmProducer
   struct Source {
     using Target = Queue;
     using Clock = SteadyClock;
-    using Observer = NoObserver;
+    using Observer = typename Traits::Observer;
     static constexpr bool kKeeps = true;
-    static constexpr bool kObserves = false;
+    static constexpr bool kObserves = !std::is_same_v<Observer, NoObserver>;
     static constexpr PublishOutcome kFull = PublishOutcome::kRefusedFull;
     static constexpr Position kSlots = kCapacity;
     ShmProducer& producer;
@@ -411,7 +415,7 @@ class ShmProducer
       }
       producer.header_->consumer_wake.WakeIfWaiting();
     }
-    NoObserver& Watcher() const noexcept;  // never called: kObserves is false
+    Observer& Watcher() const noexcept { return producer.observer_; }
   };
   // The source an empty loan is refused through: its counters differ.
   struct EmptyLoanSource : Source {
@@ -442,6 +446,10 @@ class ShmProducer
   // consumer still runs (a dead one wakes no one): the consumer's setting.
   std::chrono::nanoseconds sleep_slice_{1000000};
   Position limits_[kPriorityCount] = {};
+  // The traits' observer: this producer's admissions and refusals. An
+  // observer with counters that threads write should keep them on lines of
+  // their own.
+  typename Traits::Observer observer_;
 };
 
 }  // namespace ipc
