@@ -64,8 +64,10 @@ struct TestAccess;
 // Ids of registries (and so of buses); 0 is never issued.
 inline Position NextRegistryId() noexcept {
   static std::atomic<Position> next{1};
-  Position id = next.fetch_add(1, std::memory_order_relaxed);
-  if (id == 0) id = next.fetch_add(1, std::memory_order_relaxed);
+  Position id;
+  do {
+    id = next.fetch_add(1, std::memory_order_relaxed);
+  } while (id == 0);  // the counter wrapped
   return id;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -20,7 +21,9 @@ namespace detail {
 template <Position kCapacity, Position kLaneCapacity = 0>
 class alignas(kCacheLineSize) AdmissionPolicy {
  public:
-  AdmissionPolicy() noexcept { StoreLimits(AdmissionThresholds{}); }
+  // The default thresholds' limits, computed at compile time: no division
+  // or fence runs at construction (a microcontroller's image is smaller).
+  AdmissionPolicy() noexcept = default;
 
   // A publish reads the mode once and acts on that value: a switch is a hint
   // with no ordering, so relaxed suffices on both sides.
@@ -119,11 +122,27 @@ class alignas(kCacheLineSize) AdmissionPolicy {
   static constexpr std::size_t kMedium = static_cast<std::size_t>(MessagePriority::MEDIUM);
 
   std::atomic<PerformanceMode> mode_{PerformanceMode::FULL_FEATURED};
-  std::atomic<Position> limits_[kPriorityCount] = {};  // indexed by MessagePriority
+  // Of `capacity` under the default thresholds, indexed by MessagePriority.
+  static constexpr Position DefaultLimit(std::size_t priority, Position capacity) noexcept {
+    constexpr AdmissionThresholds kDefaults{};
+    const std::uint8_t percents[kPriorityCount] = {kDefaults.low_percent, kDefaults.medium_percent,
+                                                   kDefaults.high_percent};
+    return FillLimit(percents[priority], capacity);
+  }
+
+  // indexed by MessagePriority
+  std::atomic<Position> limits_[kPriorityCount] = {
+      DefaultLimit(0, kCapacity), DefaultLimit(1, kCapacity), DefaultLimit(2, kCapacity)};
   std::atomic<std::uint32_t> packed_{Pack(AdmissionThresholds{})};
   struct NoLaneLimits {};
-  std::conditional_t<kLaneCapacity != 0, std::atomic<Position>[kPriorityCount], NoLaneLimits>
-      lane_limits_ = {};
+  struct LaneLimits {
+    std::atomic<Position> limits[kPriorityCount] = {DefaultLimit(0, kLaneCapacity),
+                                                    DefaultLimit(1, kLaneCapacity),
+                                                    DefaultLimit(2, kLaneCapacity)};
+    std::atomic<Position>& operator[](std::size_t i) noexcept { return limits[i]; }
+    const std::atomic<Position>& operator[](std::size_t i) const noexcept { return limits[i]; }
+  };
+  std::conditional_t<kLaneCapacity != 0, LaneLimits, NoLaneLimits> lane_limits_;
 };
 
 }  // namespace detail

@@ -179,13 +179,13 @@ class LanedQueue {
   // ---- Consumer ---------------------------------------------------------------
   // The message to dispatch next, or nullptr when no source has one to take
   // now. Wait-free: one look at each source at most.
-  Envelope* TryFront() noexcept {
+  SLUICE_ALWAYS_INLINE Envelope* TryFront() noexcept {
     if (run_left_ != 0) {
       if (Envelope* envelope = FrontOf(current_)) return envelope;
     }
     return Select();
   }
-  void PopFront() noexcept {
+  SLUICE_ALWAYS_INLINE void PopFront() noexcept {
     if (current_ == 0) {
       shared_.PopFront();
     } else {
@@ -257,7 +257,7 @@ class LanedQueue {
     if constexpr (IsHeavyFence<HeavyFence>::value) asymmetric_ = fence_.Enable();
   }
 
-  Envelope* FrontOf(std::uint32_t source) noexcept {
+  SLUICE_ALWAYS_INLINE Envelope* FrontOf(std::uint32_t source) noexcept {
     return source == 0 ? shared_.TryFront() : lanes_[source - 1].queue.TryFront();
   }
 

@@ -77,10 +77,13 @@ class Ring {
     }
   }
 
-  // Destroys every envelope still queued. No thread may use the ring now.
+  // Destroys every envelope still queued (none to destroy when the
+  // envelope's destructor does nothing). No thread may use the ring now.
   ~Ring() {
-    for (Envelope* envelope = TryFront(); envelope != nullptr; envelope = TryFront()) {
-      PopFront();
+    if constexpr (!std::is_trivially_destructible_v<Envelope>) {
+      for (Envelope* envelope = TryFront(); envelope != nullptr; envelope = TryFront()) {
+        PopFront();
+      }
     }
   }
 
