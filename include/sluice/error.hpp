@@ -12,6 +12,10 @@ inline namespace SLUICE_ABI_NAMESPACE {
 enum class BusErrorCode : std::uint8_t {
   kCallbackThrew = 1,  // a subscription callback threw; the next one still runs
   kVisitorThrew = 2,   // a ProcessBatchWith visitor threw
+  // A shared-memory bus's OnProducerExit handler threw (no message failed:
+  // msg_id, sender_id and type_index are 0): counted and observed, not
+  // passed to the error callback.
+  kExitHandlerThrew = 3,
 };
 
 struct BusError {

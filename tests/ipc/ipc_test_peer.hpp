@@ -22,9 +22,15 @@ using namespace std::chrono_literals;
 inline constexpr auto kGuard = 30s;
 
 // A segment name of this test process alone (tests run in parallel).
+// A segment name no other test process uses: the pid alone is reused, and a
+// test that leaves a segment behind (a killed consumer's, by design) would
+// then hand the next process with that pid a name already taken. The
+// process's start on the steady clock tells two such processes apart.
 inline std::string UniqueName() {
   static std::atomic<int> next{0};
-  return "/sluice-test-" + std::to_string(::getpid()) + "-" + std::to_string(next.fetch_add(1));
+  static const auto started = std::chrono::steady_clock::now().time_since_epoch().count();
+  return "/sluice-test-" + std::to_string(::getpid()) + "-" + std::to_string(started) + "-" +
+         std::to_string(next.fetch_add(1));
 }
 
 inline bool StartPeer(sluice_test::ChildProcess& peer, const std::vector<std::string>& args) {

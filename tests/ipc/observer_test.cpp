@@ -7,11 +7,16 @@
 // same file the in-process bus's test uses.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <sluice/ipc/shm_bus.hpp>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <variant>
 
 #include "../counting_observer.hpp"
 #include "ipc_test_messages.hpp"
@@ -89,6 +94,101 @@ TEST(ShmObserverTest, EachSideSeesTheEventsOfItsOwnProcess) {
   EXPECT_EQ(producer.PublishWithPriority(Stop{0, 0}, 7, MessagePriority::HIGH).Outcome(),
             PublishOutcome::kClosed);
   EXPECT_EQ(produced.Refused(PublishOutcome::kClosed), 1u);
+}
+
+#if SLUICE_HAS_EXCEPTIONS
+// An exit handler's error is counted and seen, and does not reach the error
+// callback (no message failed).
+TEST(ShmObserverTest, AThrowingExitHandlerIsSeenAndCounted) {
+  const std::string name = UniqueName();
+  Bus bus;
+  sluice::ipc::ShmBusOptions options;
+  options.peer_check_interval = std::chrono::nanoseconds(0);
+  ASSERT_EQ(bus.Create(name, options), AttachError::kNone);
+  static int reported = 0;
+  reported = 0;
+  ASSERT_TRUE(bus.SetErrorCallback([](const sluice::BusError&, void*) { ++reported; }));
+  bus.OnProducerExit([](const sluice::ipc::ProducerExit&) { throw std::runtime_error("exit"); });
+  {
+    Producer producer;
+    ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  }  // detached
+  bus.CheckProducers();
+  const sluice::ipc::ShmBusStatistics stats = bus.GetStatistics();
+  EXPECT_EQ(stats.producers_detached, 1u);
+  EXPECT_EQ(stats.processing_errors, 1u);
+  EXPECT_EQ(bus.GetObserver().Errors(), stats.processing_errors);
+  EXPECT_EQ(reported, 0);
+}
+#endif
+
+// A message whose bytes were written wrong (its priority out of range) is
+// counted corrupt and taken, and the observer does not see it: the batch's
+// end counts the messages dispatched.
+TEST(ShmObserverTest, ACorruptMessageIsNotSeen) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  constexpr std::uint64_t kMarker = 0x0BAD'0000'0000'0000ULL;
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(producer.PublishWithPriority(Stop{0, kMarker + i}, 7, MessagePriority::HIGH));
+  }
+  // Where a Stop's seq and the header's priority lie in an envelope.
+  sluice::MessageEnvelope<Payload> probe{{}, Stop{0, 0}};
+  const auto* base = reinterpret_cast<const unsigned char*>(&probe);
+  const auto seq_at = static_cast<std::size_t>(
+      reinterpret_cast<const unsigned char*>(&std::get<Stop>(probe.payload).seq) - base);
+  const auto priority_at = static_cast<std::size_t>(
+      reinterpret_cast<const unsigned char*>(&probe.header.priority) - base);
+  sluice::ipc::Segment writer;
+  ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &writer), AttachError::kNone);
+  auto* bytes = static_cast<unsigned char*>(writer.Base());
+  int overwritten = 0;
+  for (std::size_t at = seq_at; at + sizeof(std::uint64_t) <= writer.Size(); at += 8) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, bytes + at, sizeof(word));
+    if (word != kMarker + 1) continue;
+    bytes[at - seq_at + priority_at] = 0xFF;
+    ++overwritten;
+  }
+  ASSERT_EQ(overwritten, 1);
+  EXPECT_EQ(bus.ProcessBatch(), 3u);  // corrupt ones included
+  const sluice::ipc::ShmBusStatistics stats = bus.GetStatistics();
+  EXPECT_EQ(stats.corrupt, 1u);
+  const CountingObserver& seen = bus.GetObserver();
+  EXPECT_EQ(seen.Taken(), 2u);
+  EXPECT_EQ(seen.Taken(), stats.messages_processed);
+  EXPECT_EQ(seen.LastBatchCount(), 2u);
+}
+
+// An observer that can move goes with its producer; one that cannot (this
+// file's CountingObserver, of atomics) stays with each object.
+struct MovableCount {
+  std::uint64_t admitted = 0;
+  void OnAdmitted(const sluice::MessageHeader&) noexcept { ++admitted; }
+  void OnRefused(PublishOutcome, MessagePriority, std::uint64_t) noexcept {}
+  void OnBatchBegin(std::uint64_t) noexcept {}
+  void OnTaken(const sluice::MessageHeader&) noexcept {}
+  void OnBatchEnd(std::uint32_t) noexcept {}
+  void OnError(const sluice::BusError&) noexcept {}
+};
+struct MovableTraits : sluice::ipc::ShmBusTraits {
+  using Observer = MovableCount;
+};
+
+TEST(ShmObserverTest, AMovableObserverMovesWithItsProducer) {
+  const std::string name = UniqueName();
+  sluice::ipc::ShmBus<Payload, kCapacity, MovableTraits> bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  sluice::ipc::ShmProducer<Payload, kCapacity, MovableTraits> first;
+  ASSERT_EQ(first.Attach(name), AttachError::kNone);
+  for (std::uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(first.Publish(Stop{0, i}, 7));
+  sluice::ipc::ShmProducer<Payload, kCapacity, MovableTraits> second = std::move(first);
+  ASSERT_TRUE(second.Publish(Stop{0, 3}, 7));
+  EXPECT_EQ(second.GetObserver().admitted, 4u);
+  EXPECT_EQ(second.GetObserver().admitted, bus.GetStatistics().messages_published);
 }
 
 }  // namespace

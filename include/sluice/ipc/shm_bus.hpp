@@ -251,15 +251,15 @@ class ShmBus {
   // as the in-process bus keeps it (sluice/bus.hpp, GetLatencyHistograms):
   // from each message's timestamp_ns (steady_clock in the producer's
   // process, CLOCK_MONOTONIC: one clock for the host) to the consumer's
-  // latest reading of the same clock before it took the message up: never
-  // above the true latency. A stamp ahead of the consumer's clock (one a
-  // producer wrote wrong) is measured to a fresh reading and, still ahead,
-  // counted as 0; messages stamped 0 are not counted.
+  // latest reading of it before it took the message up: never above the
+  // true latency. A stamp ahead of the consumer's clock (written wrong) is
+  // measured to a fresh reading, then 0; messages stamped 0 are not counted.
   LatencySnapshot GetLatencyHistograms() const noexcept {
     return front_.Consumer().Latencies().Snapshot();
   }
   // The traits' observer (ShmBusTraits::Observer): the consumer's events.
   typename Traits::Observer& GetObserver() noexcept { return front_.Watcher(); }
+  const typename Traits::Observer& GetObserver() const noexcept { return front_.Watcher(); }
 
   // As ProcessBatch, but when nothing is queued it waits up to `timeout`
   // for a message: it polls kPollsBeforePark times, then sleeps on a futex
@@ -291,7 +291,7 @@ class ShmBus {
   void CheckProducers() {
     // A lane handed back loses its refusal counts: the peak notes them first.
     gauges_.NoteRefusals(front_.Lanes());
-    front_.Lanes().CheckProducers(front_.Counts(), front_.Consumer().Dispatching());
+    front_.Lanes().CheckProducers(front_, front_.Consumer().Dispatching());
   }
 
   // ---- Observation ---------------------------------------------------------------
@@ -334,10 +334,9 @@ class ShmBus {
     return gauges_.PeekPeak(front_.Lanes());
   }
 
-  // What the in-process bus's exporters (extras/prometheus.hpp) read of
-  // it: every message counted and stamped (no performance mode); each
-  // producer's lane as a registered producer, named as it asked at Attach
-  // (else "pid 1234", the pid it wrote there).
+  // What the in-process bus's exporters (extras/prometheus.hpp) read: every
+  // message counted and stamped (no performance mode); each producer's lane
+  // as a registered producer, named at Attach (else "pid 1234").
   static constexpr bool kKeepsStatistics = true;
   static constexpr bool kKeepsLatencyHistograms = Traits::Latency::kEnabled;
   static constexpr bool kHasProducerLanes = true;
@@ -449,7 +448,7 @@ class ShmBus {
       // A lane handed back loses its refusal counts: the peak notes them
       // first. (The exit handler may close the bus.)
       gauges_.NoteRefusals(front_.Lanes());
-      front_.Lanes().TendGoneLanes(front_.Counts(), /*dispatching=*/false);
+      front_.Lanes().TendGoneLanes(front_, /*dispatching=*/false);
     }
     if (header_ == nullptr) return 0;
     front_.BeginRun(max_messages);

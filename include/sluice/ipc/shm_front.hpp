@@ -18,7 +18,9 @@
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
 #include "sluice/detail/consume/consume_core.hpp"
+#include "sluice/detail/observe/observation.hpp"
 #include "sluice/detail/wait/wake_signal.hpp"
+#include "sluice/error.hpp"
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/shm_lanes.hpp"
 #include "sluice/ipc/shm_layout.hpp"
@@ -120,6 +122,14 @@ class ShmFront {
   static constexpr bool kKeeps = true;
   static constexpr void NoteBatchFill() noexcept {}
   void CountError() noexcept { ++counts_.callback_errors; }
+  // An OnProducerExit handler threw: counted and observed as a callback's
+  // error is (not reported to the error callback: no message failed).
+  void ExitHandlerThrew(const char* what) noexcept {
+    BusError error;
+    error.code = BusErrorCode::kExitHandlerThrew;
+    error.what = what;
+    sluice::detail::ObserveConsume::Failed(*this, error);
+  }
   // Processed messages by priority (Take checked it is in range).
   struct Tally {
     std::uint64_t processed[kPriorityCount] = {};

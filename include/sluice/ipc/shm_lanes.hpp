@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <new>
 #include <optional>
@@ -104,7 +105,10 @@ class ConsumerLanes {
   // Looks now for producers that left: a lane whose process exited without
   // detaching (killed), or that detached, is marked gone; then the gone
   // lanes are tended (TendGoneLanes).
-  void CheckProducers(ConsumerCounts& counts, bool dispatching) {
+  // `front`: the consumer's counts (Counts()) and its observation of a
+  // throwing exit handler (ExitHandlerThrew).
+  template <typename Front>
+  void CheckProducers(Front& front, bool dispatching) {
     if (header_ == nullptr) return;
     for (std::size_t lane = 0; lane < kLanes; ++lane) {
       const std::uint64_t bit = std::uint64_t{1} << lane;
@@ -130,18 +134,20 @@ class ConsumerLanes {
       lanes_[lane].pid = control.owner.pid;
       gone_ |= bit;
     }
-    if (gone_ != 0) TendGoneLanes(counts, dispatching);
+    if (gone_ != 0) TendGoneLanes(front, dispatching);
   }
 
   // Lanes whose owner left: moves past the claims it never published at
   // each ring's front (what it published is dispatched as usual), and
-  // hands each lane with nothing left back, counting it in `counts`.
+  // hands each lane with nothing left back, counting it in `front`'s counts.
   // Re-entered from the exit handler (which may call CheckProducers or
   // Close), it does nothing: the outer call reads `gone_` afresh for each
   // lane. Nor from a callback during a batch (`dispatching`): the batch may
   // hold blocks of a lane still to give back (the next batch, or the end of
   // this one, hands the lane on).
-  void TendGoneLanes(ConsumerCounts& counts, bool dispatching) {
+  template <typename Front>
+  void TendGoneLanes(Front& front, bool dispatching) {
+    ConsumerCounts& counts = front.Counts();
     if (tending_ || dispatching) return;
     tending_ = true;
     struct Done {
@@ -187,8 +193,10 @@ class ConsumerLanes {
 #if SLUICE_HAS_EXCEPTIONS
         try {
           on_exit_(exit);
+        } catch (const std::exception& error) {
+          front.ExitHandlerThrew(error.what());
         } catch (...) {
-          ++counts.callback_errors;
+          front.ExitHandlerThrew("non-standard exception");
         }
 #else
         on_exit_(exit);

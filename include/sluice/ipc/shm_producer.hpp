@@ -82,6 +82,11 @@ class ShmProducer
       if (other.queue_) queue_.emplace(LayoutType::RingsOf(segment_.Base(), lane_ - 1u));
       other.queue_.reset();
       for (std::size_t p = 0; p < kPriorityCount; ++p) limits_[p] = other.limits_[p];
+      // The observer goes with the lane where it can move (one of atomic
+      // counters cannot: each object then keeps its own).
+      if constexpr (std::is_nothrow_move_assignable_v<typename Traits::Observer>) {
+        observer_ = std::move(other.observer_);
+      }
     }
     return *this;
   }
