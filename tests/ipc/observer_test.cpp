@@ -124,7 +124,9 @@ TEST(ShmObserverTest, AThrowingExitHandlerIsSeenAndCounted) {
 
 // A message whose bytes were written wrong (its priority out of range) is
 // counted corrupt and taken, and the observer does not see it: the batch's
-// end counts the messages dispatched.
+// end counts the messages dispatched, and a batch that took only corrupt
+// ones is not seen at all. The observer is the caller's: a Create after
+// Close starts the statistics again, not it.
 TEST(ShmObserverTest, ACorruptMessageIsNotSeen) {
   const std::string name = UniqueName();
   Bus bus;
@@ -132,9 +134,6 @@ TEST(ShmObserverTest, ACorruptMessageIsNotSeen) {
   Producer producer;
   ASSERT_EQ(producer.Attach(name), AttachError::kNone);
   constexpr std::uint64_t kMarker = 0x0BAD'0000'0000'0000ULL;
-  for (std::uint64_t i = 0; i < 3; ++i) {
-    ASSERT_TRUE(producer.PublishWithPriority(Stop{0, kMarker + i}, 7, MessagePriority::HIGH));
-  }
   // Where a Stop's seq and the header's priority lie in an envelope.
   sluice::MessageEnvelope<Payload> probe{{}, Stop{0, 0}};
   const auto* base = reinterpret_cast<const unsigned char*>(&probe);
@@ -145,22 +144,44 @@ TEST(ShmObserverTest, ACorruptMessageIsNotSeen) {
   sluice::ipc::Segment writer;
   ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &writer), AttachError::kNone);
   auto* bytes = static_cast<unsigned char*>(writer.Base());
-  int overwritten = 0;
-  for (std::size_t at = seq_at; at + sizeof(std::uint64_t) <= writer.Size(); at += 8) {
-    std::uint64_t word = 0;
-    std::memcpy(&word, bytes + at, sizeof(word));
-    if (word != kMarker + 1) continue;
-    bytes[at - seq_at + priority_at] = 0xFF;
-    ++overwritten;
+  // Writes the priority of the queued message whose seq is `seq` out of
+  // range; how many it found.
+  const auto corrupt = [&](std::uint64_t seq) {
+    int overwritten = 0;
+    for (std::size_t at = seq_at; at + sizeof(std::uint64_t) <= writer.Size(); at += 8) {
+      std::uint64_t word = 0;
+      std::memcpy(&word, bytes + at, sizeof(word));
+      if (word != seq) continue;
+      bytes[at - seq_at + priority_at] = 0xFF;
+      ++overwritten;
+    }
+    return overwritten;
+  };
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(producer.PublishWithPriority(Stop{0, kMarker + i}, 7, MessagePriority::HIGH));
   }
-  ASSERT_EQ(overwritten, 1);
+  ASSERT_EQ(corrupt(kMarker + 1), 1);
   EXPECT_EQ(bus.ProcessBatch(), 3u);  // corrupt ones included
-  const sluice::ipc::ShmBusStatistics stats = bus.GetStatistics();
+  sluice::ipc::ShmBusStatistics stats = bus.GetStatistics();
   EXPECT_EQ(stats.corrupt, 1u);
   const CountingObserver& seen = bus.GetObserver();
   EXPECT_EQ(seen.Taken(), 2u);
   EXPECT_EQ(seen.Taken(), stats.messages_processed);
   EXPECT_EQ(seen.LastBatchCount(), 2u);
+  EXPECT_EQ(seen.Batches(), 1u);
+
+  ASSERT_TRUE(producer.PublishWithPriority(Stop{0, kMarker + 3}, 7, MessagePriority::HIGH));
+  ASSERT_EQ(corrupt(kMarker + 3), 1);
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  EXPECT_EQ(bus.GetStatistics().corrupt, 2u);
+  EXPECT_EQ(seen.Batches(), 1u);  // a batch of corrupt ones only: not seen
+  EXPECT_EQ(seen.Taken(), 2u);
+
+  bus.Close();
+  ASSERT_EQ(bus.Create(UniqueName()), AttachError::kNone);
+  stats = bus.GetStatistics();
+  EXPECT_EQ(stats.messages_processed, 0u);
+  EXPECT_EQ(seen.Taken(), 2u);  // the observer's counts are its own
 }
 
 // An observer that can move goes with its producer; one that cannot (this
