@@ -7,6 +7,9 @@
  *   Ring::TryFront(), PopFront(), Release()  (the consumer; `released` is
  *                            published after every message, after its
  *                            envelope is destroyed)
+ *   Ring::TryFrontAhead(), PopFronts()  (the consumer's runs: it may take the
+ *                            next position too when it is published, then
+ *                            destroy both and publish `released` once)
  * Two producers publish NMSG messages each into a ring of CAP = 2 slots. Each
  * publish picks its limit L nondeterministically, 1 (< CAP) or 2 (= CAP), so
  * every mix of priorities is covered. Positions grow without wrapping (the
@@ -27,7 +30,9 @@
  * Planted bugs (spin -DPLANTED_BUG=n), each must be caught:
  *  1: refuse without re-reading the tail;
  *  2: publish `released` before destroying the envelope;
- *  3: claim with a load and a store instead of a CAS.
+ *  3: claim with a load and a store instead of a CAS;
+ *  4: a run that looks ahead without checking the slot's sequence;
+ *  5: a run released after destroying only its first envelope.
  */
 
 #define CAP 2
@@ -132,29 +137,53 @@ next:
   done++
 }
 
+/* Delivers the message at position q. No producer touches its slot until it
+   is released, so reading the envelope is one step (a producer that did
+   would fail its `occupied` assertion). */
+inline deliver(q) {
+  d_step {
+    m = data[(q) % CAP];
+    assert(occupied[(q) % CAP]);
+    assert(claimed_by[q] == m + 1);
+    assert(!delivered[m]);
+    delivered[m] = 1;
+    assert(m % NMSG > last_delivered[m / NMSG]);
+    last_delivered[m / NMSG] = m % NMSG
+  }
+}
+
 proctype Consumer() {
   short pos = 0;
   byte m;
+  byte k;
   do
   :: seq[pos % CAP] == pos + 1 ->
-     /* TryFront, then deliver. No producer touches the slot until it is
-        released, so reading the envelope is one step (a producer that did
-        would fail its `occupied` assertion). */
-     d_step {
-       m = data[pos % CAP];
-       assert(occupied[pos % CAP]);
-       assert(claimed_by[pos] == m + 1);
-       assert(!delivered[m]);
-       delivered[m] = 1;
-       assert(m % NMSG > last_delivered[m / NMSG]);
-       last_delivered[m / NMSG] = m % NMSG
-     };
-     /* PopFront: destroy, advance; Release(). */
-#if PLANTED_BUG == 2
-     released = pos + 1;
-     d_step { occupied[pos % CAP] = 0; pos++ }
+     /* TryFront, then deliver. */
+     deliver(pos);
+     k = 1;
+     /* A run (the consumer core's DispatchRuns): TryFrontAhead(1) looks at
+        the next position; if it is published the run may take it too, or
+        end there (another type, a clock reading, the batch's limit). */
+     if
+#if PLANTED_BUG == 4
+     :: true -> deliver(pos + 1); k = 2   /* looks ahead without the sequence */
 #else
-     d_step { occupied[pos % CAP] = 0; pos++ };
+     :: seq[(pos + 1) % CAP] == pos + 2 -> deliver(pos + 1); k = 2
+#endif
+     :: true -> skip
+     fi;
+     /* PopFront (k = 1), or PopFronts(k): destroy each, advance; one
+        Release() for the run. */
+#if PLANTED_BUG == 2
+     released = pos + k;
+     d_step { occupied[pos % CAP] = 0; occupied[(pos + k - 1) % CAP] = 0; pos = pos + k }
+#elif PLANTED_BUG == 5
+     /* The run released after destroying its first envelope only. */
+     d_step { occupied[pos % CAP] = 0 };
+     released = pos + k;
+     d_step { occupied[(pos + k - 1) % CAP] = 0; pos = pos + k }
+#else
+     d_step { occupied[pos % CAP] = 0; occupied[(pos + k - 1) % CAP] = 0; pos = pos + k };
      released = pos
 #endif
   :: (done == NPROD && pos == tail) -> break

@@ -142,6 +142,9 @@ class SubscriptionRegistry {
       new (slot.storage) Stored(std::forward<Callback>(callback));
 #endif
       slot.invoke = &Invoke<Stored, T, kType>;
+#if !SLUICE_FREESTANDING
+      slot.invoke_run = &InvokeRun<Stored, T, kType>;
+#endif
       slot.destroy = &Destroy<Stored>;
       // SYNC POINT WRITE (C): the callable and its function pointers.
       table.active.fetch_or(BitOf(index), std::memory_order_seq_cst);
@@ -196,45 +199,70 @@ class SubscriptionRegistry {
     const std::size_t type = envelope.payload.index();
     // A valueless payload is refused by Publish; never index past the table.
     if (type >= kTypeCount) return;
+    // SYNC POINT READ (C)/(D): see Subscribe() and Unsubscribe().
+    TypeTable& table = tables_[type];
+    DispatchFrom(envelope, type, table, table.active.load(std::memory_order_seq_cst), on_error);
+  }
+
+#if !SLUICE_FREESTANDING
+  // Consumer, inside the dispatch epoch: Dispatch for each of `count`
+  // envelopes (at least one) of one alternative, in order, with the same
+  // outcome. When the type has one subscriber, the run goes to it in one
+  // call (InvokeRun: the table is read once, the callable is called in a
+  // loop); the loop ends early when the type's mask changes (a callback, or
+  // another thread, subscribed or unsubscribed), and the rest of the run,
+  // from the subscribers after this one for the message it stopped after,
+  // goes the way Dispatch goes. Several subscribers: Dispatch, message by
+  // message, so each message reaches them all before the next is seen.
+  // `on_error(envelope, what)`.
+  template <typename OnError>
+  void DispatchRun(const Envelope* const* envelopes, std::uint32_t count, OnError&& on_error) {
+    const std::size_t type = envelopes[0]->payload.index();
+    if (type >= kTypeCount) return;  // valueless: refused by Publish
     TypeTable& table = tables_[type];
     // SYNC POINT READ (C)/(D): see Subscribe() and Unsubscribe().
-    Mask pending = table.active.load(std::memory_order_seq_cst);
-    while (pending != 0) {
-      const unsigned index = LowestSetBit(pending);
+    const Mask mask = table.active.load(std::memory_order_seq_cst);
+    std::uint32_t next = 0;
+    if (mask != 0 && (mask & static_cast<Mask>(mask - 1)) == 0) {
+      const unsigned index = LowestSetBit(mask);
       Slot& slot = table.slots[index];
       Announce(KeyOf(type, index));
-#if SLUICE_FREESTANDING
-      // See the file comment: re-check after announcing the call.
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-      if ((table.active.load(std::memory_order_seq_cst) & BitOf(index)) == 0) {
-        pending = table.active.load(std::memory_order_seq_cst) &
-                  static_cast<Mask>(~Mask{0} << index << 1);
-        continue;
-      }
-#endif
+      std::uint32_t calling = 0;  // the message being handed over (a throw's)
 #if SLUICE_HAS_EXCEPTIONS
       try {
-        slot.invoke(slot.storage, envelope);
+        next = slot.invoke_run(slot.storage, envelopes, count, table.active, mask, calling);
       } catch (const std::exception& error) {
         Announce(kNothingRunning);  // it has returned
-        on_error(error.what());
+        on_error(*envelopes[calling], error.what());
+        next = calling + 1;
       } catch (...) {
         Announce(kNothingRunning);
-        on_error("non-standard exception");
+        on_error(*envelopes[calling], "non-standard exception");
+        next = calling + 1;
       }
 #else
-      (void)on_error;
-      slot.invoke(slot.storage, envelope);
+      next = slot.invoke_run(slot.storage, envelopes, count, table.active, mask, calling);
 #endif
-      // Re-read: a callback may have unsubscribed a later subscriber (which
-      // must not run) or subscribed one (which may).
-      const Mask later = static_cast<Mask>(~Mask{0} << index << 1);
-      pending = table.active.load(std::memory_order_seq_cst) & later;
+      // The message the loop stopped after: the subscribers after this one
+      // (which Dispatch's re-read would have found).
+      if (next < count || mask != table.active.load(std::memory_order_seq_cst)) {
+        const Envelope& last = *envelopes[next - 1];
+        DispatchFrom(last, type, table,
+                     table.active.load(std::memory_order_seq_cst) &
+                         static_cast<Mask>(~Mask{0} << index << 1),
+                     [&](const char* what) { on_error(last, what); });
+      }
+    } else if (mask == 0) {
+      // No subscriber, and no callback runs that could add one; another
+      // thread's Subscribe may be seen or not, as it may for any message.
+      return;
     }
-#if SLUICE_FREESTANDING
-    Announce(kNothingRunning);
-#endif
+    for (; next < count; ++next) {
+      const Envelope& envelope = *envelopes[next];
+      Dispatch(envelope, [&](const char* what) { on_error(envelope, what); });
+    }
   }
+#endif
 
   // Consumer, at the end of a batch: nothing runs any more, and callables
   // unsubscribed from inside callbacks are destroyed. Cheap when there are
@@ -308,6 +336,11 @@ class SubscriptionRegistry {
   struct Slot {
     std::atomic<Position> state{0};
     void (*invoke)(void* storage, const Envelope& envelope) = nullptr;
+#if !SLUICE_FREESTANDING
+    std::uint32_t (*invoke_run)(void* storage, const Envelope* const* envelopes,
+                                std::uint32_t count, const std::atomic<Mask>& active, Mask mask,
+                                std::uint32_t& calling) = nullptr;
+#endif
     void (*destroy)(void* storage) noexcept = nullptr;
     alignas(std::max_align_t) unsigned char storage[kCallableBytes];
   };
@@ -317,9 +350,51 @@ class SubscriptionRegistry {
     Slot slots[kSlotsPerType];
   };
 
+  // Consumer, inside the dispatch epoch: calls the subscribers of `type`
+  // (its `table`) in `pending` (a read of its mask) and those after them that the mask
+  // shows after each call, in slot order.
+  template <typename OnError>
+  SLUICE_ALWAYS_INLINE void DispatchFrom(const Envelope& envelope, std::size_t type,
+                                         TypeTable& table, Mask pending, OnError&& on_error) {
+    while (pending != 0) {
+      const unsigned index = LowestSetBit(pending);
+      Slot& slot = table.slots[index];
+      Announce(KeyOf(type, index));
+#if SLUICE_FREESTANDING
+      // See the file comment: re-check after announcing the call.
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      if ((table.active.load(std::memory_order_seq_cst) & BitOf(index)) == 0) {
+        pending = table.active.load(std::memory_order_seq_cst) &
+                  static_cast<Mask>(~Mask{0} << index << 1);
+        continue;
+      }
+#endif
+#if SLUICE_HAS_EXCEPTIONS
+      try {
+        slot.invoke(slot.storage, envelope);
+      } catch (const std::exception& error) {
+        Announce(kNothingRunning);  // it has returned
+        on_error(error.what());
+      } catch (...) {
+        Announce(kNothingRunning);
+        on_error("non-standard exception");
+      }
+#else
+      (void)on_error;
+      slot.invoke(slot.storage, envelope);
+#endif
+      // Re-read: a callback may have unsubscribed a later subscriber (which
+      // must not run) or subscribed one (which may).
+      const Mask later = static_cast<Mask>(~Mask{0} << index << 1);
+      pending = table.active.load(std::memory_order_seq_cst) & later;
+    }
+#if SLUICE_FREESTANDING
+    Announce(kNothingRunning);
+#endif
+  }
+
   template <typename Stored, typename T, std::size_t kType>
-  static void Invoke(void* storage, const Envelope& envelope) {
-    Stored& callback = *std::launder(reinterpret_cast<Stored*>(storage));
+  SLUICE_ALWAYS_INLINE static void Call(Stored& callback, const Envelope& envelope) {
     const T& message = *std::get_if<kType>(&envelope.payload);
     if constexpr (std::is_invocable_v<Stored&, const T&, const MessageHeader&>) {
       callback(message, envelope.header);
@@ -329,6 +404,32 @@ class SubscriptionRegistry {
       callback(envelope);
     }
   }
+
+  template <typename Stored, typename T, std::size_t kType>
+  static void Invoke(void* storage, const Envelope& envelope) {
+    Call<Stored, T, kType>(*std::launder(reinterpret_cast<Stored*>(storage)), envelope);
+  }
+
+#if !SLUICE_FREESTANDING
+  // The callable on `envelopes[0..count)`, all of alternative kType, while
+  // the type's mask still reads `mask` (this one its only subscriber): how
+  // many it was called for. `calling` names the message being handed over,
+  // for a throw's report. SYNC POINT READ (C)/(D) after each call, as
+  // Dispatch's re-read.
+  template <typename Stored, typename T, std::size_t kType>
+  static std::uint32_t InvokeRun(void* storage, const Envelope* const* envelopes,
+                                 std::uint32_t count, const std::atomic<Mask>& active, Mask mask,
+                                 std::uint32_t& calling) {
+    Stored& callback = *std::launder(reinterpret_cast<Stored*>(storage));
+    std::uint32_t i = 0;
+    do {
+      calling = i;
+      Call<Stored, T, kType>(callback, *envelopes[i]);
+      ++i;
+    } while (i < count && active.load(std::memory_order_seq_cst) == mask);
+    return i;
+  }
+#endif
 
   template <typename Stored>
   static void Destroy(void* storage) noexcept {

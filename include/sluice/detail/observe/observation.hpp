@@ -148,8 +148,11 @@ struct ObserveConsume {
     }
   }
 
-  // Runs a batch's messages: `run(taken)`, which calls `taken(header)` for
-  // each message before its dispatch and returns how many it took. Around
+  // Runs a batch's messages: `run(taken, reads_clock)`, which calls
+  // `taken(header)` for each message before its dispatch and returns how
+  // many it took; `reads_clock(header)` says whether `taken` would read the
+  // clock for that message next (see LatencyRecorder::Batch::ReadsClock),
+  // for a run that takes several messages up before their dispatch. Around
   // it: the processed tally, counted per message and added at the end, and
   // the latency histograms, whose batch reads the clock (FULL_FEATURED,
   // histograms on). `run` is instantiated with and without latency
@@ -157,24 +160,27 @@ struct ObserveConsume {
   template <typename Clock, std::uint32_t kClockInterval, typename Front, typename Run>
   SLUICE_ALWAYS_INLINE static std::uint32_t Messages(Front& front, Run&& run) {
     if constexpr (!Front::kKeeps) {
-      return run([&front](const MessageHeader& header) SLUICE_LAMBDA_ALWAYS_INLINE {
-        if constexpr (Front::kObserves) {
-          front.Watcher().OnTaken(header);
-        } else {
-          (void)front;
-          (void)header;
-        }
-      });
+      return run(
+          [&front](const MessageHeader& header) SLUICE_LAMBDA_ALWAYS_INLINE {
+            if constexpr (Front::kObserves) {
+              front.Watcher().OnTaken(header);
+            } else {
+              (void)front;
+              (void)header;
+            }
+          },
+          &NoLatencyBatch::ReadsClock);
     } else {
       typename Front::Tally tally;
       const auto with = [&](auto& latency) SLUICE_LAMBDA_ALWAYS_INLINE {
-        const std::uint32_t count = run([&front, &tally, &latency](const MessageHeader& header)
-                                            SLUICE_LAMBDA_ALWAYS_INLINE {
-                                              latency.Add(header);
-                                              front.Count(tally, header);
-                                              if constexpr (Front::kObserves)
-                                                front.Watcher().OnTaken(header);
-                                            });
+        const std::uint32_t count = run(
+            [&front, &tally, &latency](const MessageHeader& header) SLUICE_LAMBDA_ALWAYS_INLINE {
+              latency.Add(header);
+              front.Count(tally, header);
+              if constexpr (Front::kObserves) front.Watcher().OnTaken(header);
+            },
+            [&latency](const MessageHeader& header)
+                SLUICE_LAMBDA_ALWAYS_INLINE { return latency.ReadsClock(header); });
         latency.Finish();
         return count;
       };

@@ -55,6 +55,12 @@ class FifoQueue {
 
   SLUICE_ALWAYS_INLINE Envelope* TryFront() noexcept { return ring_.TryFront(); }
   SLUICE_ALWAYS_INLINE void PopFront() noexcept { ring_.PopFront(); }
+  // One ring, in position order: the consumer may look past the front and
+  // pop a run at once (the consumer core's runs, detail/consume/consume_core.hpp).
+  SLUICE_ALWAYS_INLINE Envelope* TryFrontAhead(Position ahead) noexcept {
+    return ring_.TryFrontAhead(ahead);
+  }
+  SLUICE_ALWAYS_INLINE void PopFronts(Position count) noexcept { ring_.PopFronts(count); }
 
   Position Close() noexcept { return ring_.Close(); }
   Position Released() const noexcept { return ring_.Released(); }

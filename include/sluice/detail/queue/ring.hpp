@@ -133,6 +133,19 @@ class Ring {
     return std::launder(reinterpret_cast<Envelope*>(slot.storage));
   }
 
+  // Consumer. The envelope `ahead` places after the front (0 < ahead <
+  // kCapacity), or nullptr when it is not yet published: what TryFront would
+  // return once the `ahead` before it are popped. A slot that far on holds
+  // that position's message or one already released (a lap behind), never a
+  // later lap's. Wait-free.
+  SLUICE_ALWAYS_INLINE Envelope* TryFrontAhead(Position ahead) noexcept {
+    const Position position = cursor_.ConsumerPosition() + ahead;
+    Slot& slot = slots_[position & kIndexMask];
+    // SYNC POINT READ (A): see Publish().
+    if (slot.sequence.load(std::memory_order_acquire) != position + 1) return nullptr;
+    return std::launder(reinterpret_cast<Envelope*>(slot.storage));
+  }
+
   // Consumer: whether a producer has claimed the position at the front and
   // not yet published it (TryFront() returned nullptr with a claim taken).
   // The claim carries no data: relaxed.
@@ -146,6 +159,19 @@ class Ring {
     Slot& slot = slots_[cursor_.ConsumerPosition() & kIndexMask];
     std::launder(reinterpret_cast<Envelope*>(slot.storage))->~Envelope();
     cursor_.Release();
+  }
+
+  // Consumer: PopFront for the `count` envelopes from the front (each one
+  // TryFront or TryFrontAhead returned), with one release for them all.
+  SLUICE_ALWAYS_INLINE void PopFronts(Position count) noexcept {
+    if constexpr (!std::is_trivially_destructible_v<Envelope>) {
+      const Position first = cursor_.ConsumerPosition();
+      for (Position i = 0; i < count; ++i) {
+        Slot& slot = slots_[(first + i) & kIndexMask];
+        std::launder(reinterpret_cast<Envelope*>(slot.storage))->~Envelope();
+      }
+    }
+    cursor_.ReleaseRun(count);
   }
 
   // Consumer, for a ring no producer can write any more (shared memory,

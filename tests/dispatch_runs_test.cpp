@@ -1,0 +1,194 @@
+// A subscription batch on a bus of one ring (MPSC or SPSC, without lanes or
+// priority order) hands the messages of one type to a sole subscriber in
+// runs (detail/consume/consume_core.hpp, DispatchRuns). These tests hold the
+// runs to what one message at a time gives: a callback that unsubscribes
+// itself, one that subscribes another, one that throws, types that
+// alternate, a batch limit inside a run.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace sluice_test {
+namespace {
+
+// More messages than one run holds (32), so that runs follow runs.
+constexpr std::int32_t kMessages = 80;
+
+template <typename Bus>
+void PublishMotorCommands(Bus& bus, std::int32_t count) {
+  for (std::int32_t i = 0; i < count; ++i) ASSERT_TRUE(bus.Publish(MotorCmd{i}, 1));
+}
+
+template <typename Bus>
+class DispatchRunsTest : public ::testing::Test {};
+
+using Buses =
+    ::testing::Types<sluice::MpscBus<BasicPayload, 128>, sluice::SpscBus<BasicPayload, 128>>;
+TYPED_TEST_SUITE(DispatchRunsTest, Buses);
+
+TYPED_TEST(DispatchRunsTest, ASubscriberThatUnsubscribesItselfInARunIsNotCalledAgain) {
+  for (const std::int32_t last : {0, 4, 31, 32, 33, kMessages - 1}) {
+    SCOPED_TRACE("unsubscribes at message " + std::to_string(last));
+    TypeParam bus;
+    std::vector<std::int32_t> seen;
+    sluice::SubscriptionHandle handle;
+    sluice::UnsubscribeStatus status = sluice::UnsubscribeStatus::kNotSubscribed;
+    handle = bus.template Subscribe<MotorCmd>([&](const MotorCmd& command) {
+      seen.push_back(command.speed);
+      if (command.speed == last) status = bus.Unsubscribe(handle).Status();
+    });
+    ASSERT_TRUE(handle.IsValid());
+    PublishMotorCommands(bus, kMessages);
+    EXPECT_EQ(bus.ProcessBatch(), static_cast<std::uint32_t>(kMessages));
+    EXPECT_EQ(status, sluice::UnsubscribeStatus::kRemovedWhileRunning);
+    ASSERT_EQ(seen.size(), static_cast<std::size_t>(last) + 1);
+    for (std::int32_t i = 0; i <= last; ++i) EXPECT_EQ(seen[i], i);
+    EXPECT_EQ(bus.GetStatistics().messages_processed, static_cast<std::uint64_t>(kMessages));
+  }
+}
+
+TYPED_TEST(DispatchRunsTest, ASubscriberAddedInARunGetsThatMessageAndEveryLaterOneInOrder) {
+  TypeParam bus;
+  std::vector<std::pair<int, std::int32_t>> calls;  // (subscriber, message)
+  constexpr std::int32_t kAddedAt = 5;
+  ASSERT_TRUE(bus.template Subscribe<MotorCmd>([&](const MotorCmd& command) {
+                   calls.emplace_back(1, command.speed);
+                   if (command.speed == kAddedAt) {
+                     ASSERT_TRUE(bus.template Subscribe<MotorCmd>([&](const MotorCmd& later) {
+                                      calls.emplace_back(2, later.speed);
+                                    })
+                                     .IsValid());
+                   }
+                 })
+                  .IsValid());
+  PublishMotorCommands(bus, kMessages);
+  EXPECT_EQ(bus.ProcessBatch(), static_cast<std::uint32_t>(kMessages));
+  // As one message at a time: the new subscriber, in a later slot, is
+  // found by the re-read after the call that added it.
+  std::vector<std::pair<int, std::int32_t>> expected;
+  for (std::int32_t i = 0; i < kMessages; ++i) {
+    expected.emplace_back(1, i);
+    if (i >= kAddedAt) expected.emplace_back(2, i);
+  }
+  EXPECT_EQ(calls, expected);
+}
+
+TYPED_TEST(DispatchRunsTest, TypesThatAlternateAreDispatchedInPublishOrder) {
+  TypeParam bus;
+  std::vector<std::string> calls;
+  ASSERT_TRUE(bus.template Subscribe<MotorCmd>([&](const MotorCmd& command) {
+                   calls.push_back("motor " + std::to_string(command.speed));
+                 })
+                  .IsValid());
+  ASSERT_TRUE(bus.template Subscribe<Sequenced>([&](const Sequenced& message) {
+                   calls.push_back("sequenced " + std::to_string(message.sequence));
+                 })
+                  .IsValid());
+  std::vector<std::string> expected;
+  for (std::int32_t i = 0; i < kMessages; ++i) {
+    // Runs of 1, 2, 3, ... of one type, then of the other.
+    if ((i / 7) % 2 == 0 || i % 3 == 0) {
+      ASSERT_TRUE(bus.Publish(MotorCmd{i}, 1));
+      expected.push_back("motor " + std::to_string(i));
+    } else {
+      ASSERT_TRUE(bus.Publish(Sequenced{1, static_cast<std::uint64_t>(i)}, 1));
+      expected.push_back("sequenced " + std::to_string(i));
+    }
+  }
+  // A message of a type nobody subscribed to ends a run and is taken too.
+  ASSERT_TRUE(bus.Publish(SensorData{1.0F}, 1));
+  ASSERT_TRUE(bus.Publish(MotorCmd{kMessages}, 1));
+  expected.push_back("motor " + std::to_string(kMessages));
+  EXPECT_EQ(bus.ProcessBatch(), static_cast<std::uint32_t>(kMessages) + 2);
+  EXPECT_EQ(calls, expected);
+}
+
+TYPED_TEST(DispatchRunsTest, ABatchLimitInsideARunLeavesTheRestQueuedInOrder) {
+  TypeParam bus;
+  std::vector<std::int32_t> seen;
+  ASSERT_TRUE(bus.template Subscribe<MotorCmd>(
+                     [&](const MotorCmd& command) { seen.push_back(command.speed); })
+                  .IsValid());
+  PublishMotorCommands(bus, kMessages);
+  EXPECT_EQ(bus.ProcessBatch(7), 7u);
+  EXPECT_EQ(seen.size(), 7u);
+  // The slots of the batch are free again: the queue holds the rest only.
+  EXPECT_EQ(bus.QueueDepth(), static_cast<std::size_t>(kMessages) - 7);
+  EXPECT_EQ(bus.ProcessBatch(), static_cast<std::uint32_t>(kMessages) - 7);
+  ASSERT_EQ(seen.size(), static_cast<std::size_t>(kMessages));
+  for (std::int32_t i = 0; i < kMessages; ++i) EXPECT_EQ(seen[i], i);
+  EXPECT_EQ(bus.QueueDepth(), 0u);
+}
+
+#if SLUICE_HAS_EXCEPTIONS
+struct ErrorLog {
+  std::vector<sluice::BusError> errors;
+  static void Record(const sluice::BusError& error, void* context) {
+    static_cast<ErrorLog*>(context)->errors.push_back(error);
+  }
+};
+
+TYPED_TEST(DispatchRunsTest, AThrowInARunIsReportedForItsMessageAndTheRunGoesOn) {
+  TypeParam bus;
+  ErrorLog log;
+  ASSERT_TRUE(bus.SetErrorCallback(&ErrorLog::Record, &log));
+  std::vector<std::int32_t> seen;
+  std::vector<std::uint64_t> thrown_ids;
+  ASSERT_TRUE(bus.template Subscribe<MotorCmd>(
+                     [&](const MotorCmd& command, const sluice::MessageHeader& header) {
+                       seen.push_back(command.speed);
+                       if (command.speed % 10 == 3) {
+                         thrown_ids.push_back(header.msg_id);
+                         throw std::runtime_error("refused");
+                       }
+                     })
+                  .IsValid());
+  PublishMotorCommands(bus, kMessages);
+  EXPECT_EQ(bus.ProcessBatch(), static_cast<std::uint32_t>(kMessages));
+  ASSERT_EQ(seen.size(), static_cast<std::size_t>(kMessages));
+  for (std::int32_t i = 0; i < kMessages; ++i) EXPECT_EQ(seen[i], i);
+  ASSERT_EQ(log.errors.size(), thrown_ids.size());
+  for (std::size_t i = 0; i < thrown_ids.size(); ++i) {
+    EXPECT_EQ(log.errors[i].code, sluice::BusErrorCode::kCallbackThrew);
+    EXPECT_EQ(log.errors[i].msg_id, thrown_ids[i]) << "error " << i;
+    EXPECT_STREQ(log.errors[i].what, "refused");
+  }
+  EXPECT_EQ(bus.GetStatistics().processing_errors, thrown_ids.size());
+  EXPECT_EQ(bus.GetStatistics().messages_processed, static_cast<std::uint64_t>(kMessages));
+}
+
+TYPED_TEST(DispatchRunsTest, AThrowThatSubscribesAnotherStillReachesItForThatMessage) {
+  TypeParam bus;
+  ErrorLog log;
+  ASSERT_TRUE(bus.SetErrorCallback(&ErrorLog::Record, &log));
+  std::vector<std::pair<int, std::int32_t>> calls;
+  constexpr std::int32_t kAt = 9;
+  ASSERT_TRUE(bus.template Subscribe<MotorCmd>([&](const MotorCmd& command) {
+                   calls.emplace_back(1, command.speed);
+                   if (command.speed == kAt) {
+                     (void)bus.template Subscribe<MotorCmd>(
+                         [&](const MotorCmd& later) { calls.emplace_back(2, later.speed); });
+                     throw std::runtime_error("after subscribing");
+                   }
+                 })
+                  .IsValid());
+  PublishMotorCommands(bus, 20);
+  EXPECT_EQ(bus.ProcessBatch(), 20u);
+  std::vector<std::pair<int, std::int32_t>> expected;
+  for (std::int32_t i = 0; i < 20; ++i) {
+    expected.emplace_back(1, i);
+    if (i >= kAt) expected.emplace_back(2, i);
+  }
+  EXPECT_EQ(calls, expected);
+  EXPECT_EQ(log.errors.size(), 1u);
+}
+#endif
+
+}  // namespace
+}  // namespace sluice_test
