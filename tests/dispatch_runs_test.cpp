@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -126,11 +127,75 @@ TYPED_TEST(DispatchRunsTest, ABatchLimitInsideARunLeavesTheRestQueuedInOrder) {
   EXPECT_EQ(bus.QueueDepth(), 0u);
 }
 
+// Several subscribers of a type: each message's slot is freed after its
+// dispatch, so the last subscriber of message k sees the queue hold the
+// messages from k on only, and its publish into a full bus finds room.
+TYPED_TEST(DispatchRunsTest, SeveralSubscribersFreeEachMessagesSlotAfterItsDispatch) {
+  using Small =
+      std::conditional_t<std::is_same_v<TypeParam, sluice::SpscBus<BasicPayload, 128>>,
+                         sluice::SpscBus<BasicPayload, 4>, sluice::MpscBus<BasicPayload, 4>>;
+  Small bus;
+  std::vector<std::size_t> depths;
+  std::vector<bool> admitted;
+  ASSERT_TRUE(bus.template Subscribe<MotorCmd>([](const MotorCmd&) {}).IsValid());
+  ASSERT_TRUE(bus.template Subscribe<MotorCmd>([&](const MotorCmd& command) {
+                   if (command.speed >= 100) return;  // published from here
+                   depths.push_back(bus.QueueDepth());
+                   admitted.push_back(bus.Publish(MotorCmd{100 + command.speed}, 1).IsAdmitted());
+                 })
+                  .IsValid());
+  PublishMotorCommands(bus, 4);
+  EXPECT_EQ(bus.ProcessBatch(4), 4u);
+  // Message k's slot and the later ones', plus what the callbacks before
+  // it published: the queue is full at the first message only.
+  EXPECT_EQ(depths, (std::vector<std::size_t>{4, 3, 3, 3}));
+  EXPECT_EQ(admitted, (std::vector<bool>{false, true, true, true}));
+}
+
+// A traits Observer sees each message taken just before its callbacks, as
+// one message at a time: a trace pairs every taken with its dispatch.
+std::string* trace = nullptr;
+struct Tracer : sluice::NoObserver {
+  void OnTaken(const sluice::MessageHeader& header) noexcept {
+    *trace += "T" + std::to_string(header.msg_id) + " ";
+  }
+  void OnError(const sluice::BusError& error) noexcept {
+    *trace += "E" + std::to_string(error.msg_id) + " ";
+  }
+};
+struct TracedTraits : sluice::DefaultBusTraits {
+  using Observer = Tracer;
+};
+
+TEST(DispatchRunsObserverTest, AnObserverSeesEachMessageTakenJustBeforeItsCallbacks) {
+  std::string log;
+  trace = &log;
+  sluice::MpscBus<BasicPayload, 64, TracedTraits> bus;
+  const auto callback = [&](const MotorCmd& command) {
+    log += "C" + std::to_string(command.speed) + " ";
+#if SLUICE_HAS_EXCEPTIONS
+    if (command.speed == 0) throw std::runtime_error("first");
+#endif
+  };
+  ASSERT_TRUE(bus.Subscribe<MotorCmd>(callback).IsValid());
+  PublishMotorCommands(bus, 3);
+  EXPECT_EQ(bus.ProcessBatch(), 3u);
+#if SLUICE_HAS_EXCEPTIONS
+  EXPECT_EQ(log, "T0 C0 E0 T1 C1 T2 C2 ");
+#else
+  EXPECT_EQ(log, "T0 C0 T1 C1 T2 C2 ");
+#endif
+  trace = nullptr;
+}
+
 #if SLUICE_HAS_EXCEPTIONS
 struct ErrorLog {
   std::vector<sluice::BusError> errors;
+  std::vector<std::string> texts;  // `what` lives as long as the report only
   static void Record(const sluice::BusError& error, void* context) {
-    static_cast<ErrorLog*>(context)->errors.push_back(error);
+    auto* self = static_cast<ErrorLog*>(context);
+    self->errors.push_back(error);
+    self->texts.emplace_back(error.what);
   }
 };
 
@@ -157,7 +222,7 @@ TYPED_TEST(DispatchRunsTest, AThrowInARunIsReportedForItsMessageAndTheRunGoesOn)
   for (std::size_t i = 0; i < thrown_ids.size(); ++i) {
     EXPECT_EQ(log.errors[i].code, sluice::BusErrorCode::kCallbackThrew);
     EXPECT_EQ(log.errors[i].msg_id, thrown_ids[i]) << "error " << i;
-    EXPECT_STREQ(log.errors[i].what, "refused");
+    EXPECT_EQ(log.texts[i], "refused");
   }
   EXPECT_EQ(bus.GetStatistics().processing_errors, thrown_ids.size());
   EXPECT_EQ(bus.GetStatistics().messages_processed, static_cast<std::uint64_t>(kMessages));

@@ -59,11 +59,18 @@
 #define SLUICE_LAMBDA_ALWAYS_INLINE __attribute__((always_inline))
 #define SLUICE_NOINLINE __attribute__((noinline))
 #define SLUICE_UNLIKELY(condition) __builtin_expect(!!(condition), 0)
+// An invariant the code around it has established (never a check of
+// input): lets the compiler drop a test it cannot prove redundant.
+#define SLUICE_ASSUME(condition)               \
+  do {                                         \
+    if (!(condition)) __builtin_unreachable(); \
+  } while (0)
 #else
 #define SLUICE_ALWAYS_INLINE inline
 #define SLUICE_LAMBDA_ALWAYS_INLINE
 #define SLUICE_NOINLINE
 #define SLUICE_UNLIKELY(condition) (condition)
+#define SLUICE_ASSUME(condition) ((void)0)
 #endif
 
 // Every Sluice name lives in an inline namespace named after the settings

@@ -23,7 +23,10 @@ struct BusError {
   std::uint64_t msg_id = 0;
   std::uint32_t sender_id = 0;
   std::size_t type_index = 0;  // payload.index() of the failed message
-  const char* what = "";       // std::exception::what(), or a fixed text
+  // std::exception::what(), or a fixed text: valid while the error callback
+  // (or the observer's OnError) runs only, as the exception is destroyed
+  // after it; copy the text to keep it.
+  const char* what = "";
 };
 
 // Called on the consumer thread, after the error is counted. It must not

@@ -7,7 +7,7 @@
  *   Ring::TryFront(), PopFront(), Release()  (the consumer; `released` is
  *                            published after every message, after its
  *                            envelope is destroyed)
- *   Ring::TryFrontAhead(), PopFronts()  (the consumer's runs: it may take the
+ *   Ring::TryAt(), PopFronts()  (the consumer's runs: it may take the
  *                            next position too when it is published, then
  *                            destroy both and publish `released` once)
  * Two producers publish NMSG messages each into a ring of CAP = 2 slots. Each
@@ -161,7 +161,7 @@ proctype Consumer() {
      /* TryFront, then deliver. */
      deliver(pos);
      k = 1;
-     /* A run (the consumer core's DispatchRuns): TryFrontAhead(1) looks at
+     /* A run (the consumer core's DispatchRuns): TryAt(position + 1) looks at
         the next position; if it is published the run may take it too, or
         end there (another type, a clock reading, the batch's limit). */
      if

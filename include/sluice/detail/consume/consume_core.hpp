@@ -120,8 +120,11 @@ class ConsumeCore {
   enum class BatchKind { kSubscriptions, kVisitor };
 
   // How many messages a subscription batch hands over in one run: a front
-  // that can look `kLookAhead` messages past its front (Envelope*
-  // Ahead(k), void ReleaseRun(n)) takes runs of up to this many; any other
+  // that can look `kLookAhead` messages past its front (Position
+  // FrontPosition(), Envelope* At(position), void ReleaseRun(n)) and has no
+  // traits Observer (whose OnTaken must come just before each message's
+  // dispatch, so that a trace pairs them) takes runs of up to this many;
+  // any other
   // front, and bare metal (where an interrupt may unsubscribe between any
   // two calls: freestanding_unsubscribe.pml), one message at a time.
   template <typename Front, typename = void>
@@ -135,10 +138,11 @@ class ConsumeCore {
   static constexpr std::uint32_t kMaxRun = 32;
   template <typename Front>
   static constexpr std::uint32_t kRunLength =
-      SLUICE_FREESTANDING ? 1
-                          : static_cast<std::uint32_t>(LookAheadOf<Front>::kValue + 1 < kMaxRun
-                                                           ? LookAheadOf<Front>::kValue + 1
-                                                           : kMaxRun);
+      SLUICE_FREESTANDING || Front::kObserves
+          ? 1
+          : static_cast<std::uint32_t>(LookAheadOf<Front>::kValue + 1 < kMaxRun
+                                           ? LookAheadOf<Front>::kValue + 1
+                                           : kMaxRun);
 
   template <BatchKind kKind, typename Front, typename DispatchOne>
   static std::uint32_t RunBatch(Front& front, std::uint32_t max_messages,
@@ -199,9 +203,10 @@ class ConsumeCore {
 #if !SLUICE_FREESTANDING
   // DispatchRun for subscriptions, in runs: from `envelope`, the messages
   // of one alternative that are ready, up to kRunLength (and the batch's
-  // `max_messages`), are each seen, then handed to the type's subscribers
-  // together (SubscriptionRegistry::DispatchRun: one call into a sole
-  // subscriber for the run), then released together (one release store).
+  // `max_messages`; one while the type has several subscribers), are each
+  // seen, then handed to the type's subscriber together
+  // (SubscriptionRegistry::DispatchRun: one call into it for the run), then
+  // released together (one release store).
   // Every message is seen before its dispatch and released after it, as
   // message by message, and the latency histograms record what they would
   // one at a time (a run ends before a message whose reading they take);
@@ -216,15 +221,22 @@ class ConsumeCore {
           const Envelope* run[kLength];
           std::uint32_t count = 0;
           do {
+            // Read once: the run's stores could alias it for the compiler.
+            const Position front_position = front.FrontPosition();
             const std::size_t type = envelope->payload.index();
             const std::uint32_t left = max_messages - count;
-            const std::uint32_t most = left < kLength ? left : kLength;
+            // Several subscribers of the type: one message, so that each
+            // message's slot is freed after its dispatch, as the messages
+            // of a run are not (what the slot holds goes with it).
+            const std::uint32_t most = !front.Consumer().registry_.HasAtMostOneSubscriber(type) ? 1
+                                       : left < kLength ? left
+                                                        : kLength;
             std::uint32_t length = 0;
             for (;;) {
               taken(envelope->header);
               run[length++] = envelope;
               if (length == most) break;
-              Envelope* const next = front.Ahead(length);
+              Envelope* const next = front.At(front_position + length);
               // The run ends before a message of another type, and before
               // one for which the latency histograms read the clock: that
               // reading is taken when its dispatch comes next.

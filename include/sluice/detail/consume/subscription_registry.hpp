@@ -279,6 +279,15 @@ class SubscriptionRegistry {
     }
   }
 
+  // Consumer: whether alternative `type` (< kTypeCount) has one subscriber
+  // or none now (a run of it is taken only then). Relaxed: a hint for the
+  // run's length; DispatchRun reads the mask it dispatches by (C).
+  bool HasAtMostOneSubscriber(std::size_t type) const noexcept {
+    if (type >= kTypeCount) return true;
+    const Mask mask = tables_[type].active.load(std::memory_order_relaxed);
+    return (mask & static_cast<Mask>(mask - 1)) == 0;
+  }
+
   // Active subscriptions of alternative `type_index`. Any thread.
   std::size_t SubscriberCount(std::size_t type_index) const noexcept {
     if (type_index >= kTypeCount) return 0;
@@ -395,6 +404,9 @@ class SubscriptionRegistry {
 
   template <typename Stored, typename T, std::size_t kType>
   SLUICE_ALWAYS_INLINE static void Call(Stored& callback, const Envelope& envelope) {
+    // Called through the table of the envelope's own alternative (Dispatch
+    // indexes it by the payload's index; a run holds one alternative only).
+    SLUICE_ASSUME(envelope.payload.index() == kType);
     const T& message = *std::get_if<kType>(&envelope.payload);
     if constexpr (std::is_invocable_v<Stored&, const T&, const MessageHeader&>) {
       callback(message, envelope.header);

@@ -57,9 +57,8 @@ class FifoQueue {
   SLUICE_ALWAYS_INLINE void PopFront() noexcept { ring_.PopFront(); }
   // One ring, in position order: the consumer may look past the front and
   // pop a run at once (the consumer core's runs, detail/consume/consume_core.hpp).
-  SLUICE_ALWAYS_INLINE Envelope* TryFrontAhead(Position ahead) noexcept {
-    return ring_.TryFrontAhead(ahead);
-  }
+  Position ConsumerPosition() const noexcept { return ring_.ConsumerPosition(); }
+  SLUICE_ALWAYS_INLINE Envelope* TryAt(Position position) noexcept { return ring_.TryAt(position); }
   SLUICE_ALWAYS_INLINE void PopFronts(Position count) noexcept { ring_.PopFronts(count); }
 
   Position Close() noexcept { return ring_.Close(); }

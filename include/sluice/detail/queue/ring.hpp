@@ -133,13 +133,12 @@ class Ring {
     return std::launder(reinterpret_cast<Envelope*>(slot.storage));
   }
 
-  // Consumer. The envelope `ahead` places after the front (0 < ahead <
-  // kCapacity), or nullptr when it is not yet published: what TryFront would
-  // return once the `ahead` before it are popped. A slot that far on holds
-  // that position's message or one already released (a lap behind), never a
-  // later lap's. Wait-free.
-  SLUICE_ALWAYS_INLINE Envelope* TryFrontAhead(Position ahead) noexcept {
-    const Position position = cursor_.ConsumerPosition() + ahead;
+  // Consumer. The envelope at `position`, from ConsumerPosition() to less
+  // than kCapacity past it, or nullptr when it is not yet published: what
+  // TryFront would return once those before it are popped. A slot that far
+  // on holds that position's message or one already released (a lap
+  // behind), never a later lap's. Wait-free.
+  SLUICE_ALWAYS_INLINE Envelope* TryAt(Position position) noexcept {
     Slot& slot = slots_[position & kIndexMask];
     // SYNC POINT READ (A): see Publish().
     if (slot.sequence.load(std::memory_order_acquire) != position + 1) return nullptr;
@@ -162,7 +161,7 @@ class Ring {
   }
 
   // Consumer: PopFront for the `count` envelopes from the front (each one
-  // TryFront or TryFrontAhead returned), with one release for them all.
+  // TryFront or TryAt returned), with one release for them all.
   SLUICE_ALWAYS_INLINE void PopFronts(Position count) noexcept {
     if constexpr (!std::is_trivially_destructible_v<Envelope>) {
       const Position first = cursor_.ConsumerPosition();
