@@ -216,7 +216,7 @@ class ConsumeCore {
   SLUICE_ALWAYS_INLINE static std::uint32_t DispatchRuns(Front& front, Envelope* envelope,
                                                          std::uint32_t max_messages) {
     return ObserveConsume::Messages<typename Traits::Clock, Latency::kClockInterval>(
-        front, [&](auto&& taken, auto&& reads_clock) SLUICE_LAMBDA_ALWAYS_INLINE {
+        front, [&](auto&& taken, const auto& clock) SLUICE_LAMBDA_ALWAYS_INLINE {
           constexpr std::uint32_t kLength = kRunLength<Front>;
           const Envelope* run[kLength];
           std::uint32_t count = 0;
@@ -231,19 +231,23 @@ class ConsumeCore {
             const std::uint32_t most = !front.Consumer().registry_.HasAtMostOneSubscriber(type) ? 1
                                        : left < kLength ? left
                                                         : kLength;
-            std::uint32_t length = 0;
-            for (;;) {
-              taken(envelope->header);
-              run[length++] = envelope;
-              if (length == most) break;
+            taken(envelope->header);
+            run[0] = envelope;
+            // The run ends before a message for which the latency
+            // histograms read the clock (a scheduled reading here, a fresh
+            // one below): that reading is taken when its dispatch comes next.
+            const std::uint32_t before_reading = clock.TakenBeforeReading();
+            const std::uint32_t until = before_reading < most - 1 ? before_reading + 1 : most;
+            std::uint32_t length = 1;
+            while (length < until) {
               Envelope* const next = front.At(front_position + length);
-              // The run ends before a message of another type, and before
-              // one for which the latency histograms read the clock: that
-              // reading is taken when its dispatch comes next.
-              if (next == nullptr || next->payload.index() != type || reads_clock(next->header)) {
+              // ... and before a message not yet published or of another type.
+              if (next == nullptr || next->payload.index() != type ||
+                  clock.ReadsFreshClock(next->header)) {
                 break;
               }
-              envelope = next;
+              taken(next->header);
+              run[length++] = next;
             }
             front.Consumer().registry_.DispatchRun(
                 run, length, [&front](const Envelope& current, const char* what) {

@@ -98,7 +98,8 @@ using LatencySum = std::conditional_t<sizeof(Counter) == 8, NativeSum, SplitSum>
 // A batch that records no latency (histograms off, or not FULL_FEATURED).
 struct NoLatencyBatch {
   void Add(const MessageHeader&) noexcept {}
-  static bool ReadsClock(const MessageHeader&) noexcept { return false; }
+  static constexpr std::uint32_t TakenBeforeReading() noexcept { return ~std::uint32_t{0}; }
+  static constexpr bool ReadsFreshClock(const MessageHeader&) noexcept { return false; }
   void Finish() noexcept {}
 };
 
@@ -175,16 +176,22 @@ class LatencyRecorder {
       run_sum_ += latency;
     }
 
-    // Whether Add(header), called next, reads the clock: a scheduled
-    // reading, or a stamp at or after the reading. A consumer that takes
-    // several messages up before it dispatches them (the consumer core's
-    // runs) ends a run before such a message, so that every reading is
-    // taken when the dispatch of the message it is for comes next, as one
-    // message at a time, and the bound above holds unchanged.
-    SLUICE_ALWAYS_INLINE bool ReadsClock(const MessageHeader& header) const noexcept {
+    // When Add reads the clock next: after TakenBeforeReading() more
+    // messages (a scheduled reading), or for a message for which
+    // ReadsFreshClock(header) (a stamp at or after the reading). A
+    // consumer that takes several messages up before it dispatches them
+    // (the consumer core's runs) ends a run before such a message, so that
+    // every reading is taken when the dispatch of the message it is for
+    // comes next, as one message at a time, and the bound above holds
+    // unchanged.
+    SLUICE_ALWAYS_INLINE std::uint32_t TakenBeforeReading() const noexcept {
       if constexpr (kClockInterval != 0) {
-        if (until_read_ == 1) return true;
+        return until_read_ - 1;
+      } else {
+        return ~std::uint32_t{0};
       }
+    }
+    SLUICE_ALWAYS_INLINE bool ReadsFreshClock(const MessageHeader& header) const noexcept {
       if constexpr (!std::is_void_v<Clock>) {
         const std::uint64_t stamp = header.timestamp_ns;
         return stamp != 0 && stamp >= now_;

@@ -148,11 +148,11 @@ struct ObserveConsume {
     }
   }
 
-  // Runs a batch's messages: `run(taken, reads_clock)`, which calls
+  // Runs a batch's messages: `run(taken, clock)`, which calls
   // `taken(header)` for each message before its dispatch and returns how
-  // many it took; `reads_clock(header)` says whether `taken` would read the
-  // clock for that message next (see LatencyRecorder::Batch::ReadsClock),
-  // for a run that takes several messages up before their dispatch. Around
+  // many it took; `clock` says when `taken` reads the clock next
+  // (TakenBeforeReading, ReadsFreshClock: see LatencyRecorder::Batch), for
+  // a run that takes several messages up before their dispatch. Around
   // it: the processed tally, counted per message and added at the end, and
   // the latency histograms, whose batch reads the clock (FULL_FEATURED,
   // histograms on). `run` is instantiated with and without latency
@@ -169,7 +169,7 @@ struct ObserveConsume {
               (void)header;
             }
           },
-          &NoLatencyBatch::ReadsClock);
+          NoLatencyBatch{});
     } else {
       typename Front::Tally tally;
       const auto with = [&](auto& latency) SLUICE_LAMBDA_ALWAYS_INLINE {
@@ -179,8 +179,7 @@ struct ObserveConsume {
               front.Count(tally, header);
               if constexpr (Front::kObserves) front.Watcher().OnTaken(header);
             },
-            [&latency](const MessageHeader& header)
-                SLUICE_LAMBDA_ALWAYS_INLINE { return latency.ReadsClock(header); });
+            static_cast<const std::decay_t<decltype(latency)>&>(latency));
         latency.Finish();
         return count;
       };
