@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "test_support.hpp"
+#include "typed_test_names.hpp"
 
 namespace sluice_test {
 namespace {
@@ -31,7 +32,7 @@ class DispatchRunsTest : public ::testing::Test {};
 
 using Buses =
     ::testing::Types<sluice::MpscBus<BasicPayload, 128>, sluice::SpscBus<BasicPayload, 128>>;
-TYPED_TEST_SUITE(DispatchRunsTest, Buses);
+TYPED_TEST_SUITE(DispatchRunsTest, Buses, IndexNames);
 
 TYPED_TEST(DispatchRunsTest, ASubscriberThatUnsubscribesItselfInARunIsNotCalledAgain) {
   for (const std::int32_t last : {0, 4, 31, 32, 33, kMessages - 1}) {
