@@ -6,6 +6,7 @@
 // alternate, a batch limit inside a run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -126,6 +127,31 @@ TYPED_TEST(DispatchRunsTest, ABatchLimitInsideARunLeavesTheRestQueuedInOrder) {
   ASSERT_EQ(seen.size(), static_cast<std::size_t>(kMessages));
   for (std::int32_t i = 0; i < kMessages; ++i) EXPECT_EQ(seen[i], i);
   EXPECT_EQ(bus.QueueDepth(), 0u);
+}
+
+// The one difference runs make, at its documented bound: a callback finds
+// at most 31 more slots held than one message at a time would leave (the
+// messages of its run before it), never fewer than that would.
+TYPED_TEST(DispatchRunsTest, ACallbackFindsAtMost31MoreSlotsHeldThanOneAtATime) {
+  TypeParam bus;
+  // No histograms recording, so runs are 32 long (16 while they record).
+  bus.SetPerformanceMode(sluice::PerformanceMode::BARE_METAL);
+  std::vector<std::size_t> depths;
+  ASSERT_TRUE(
+      bus.template Subscribe<MotorCmd>([&](const MotorCmd&) { depths.push_back(bus.QueueDepth()); })
+          .IsValid());
+  PublishMotorCommands(bus, kMessages);
+  EXPECT_EQ(bus.ProcessBatch(), static_cast<std::uint32_t>(kMessages));
+  ASSERT_EQ(depths.size(), static_cast<std::size_t>(kMessages));
+  std::size_t most_held = 0;
+  for (std::size_t k = 0; k < depths.size(); ++k) {
+    const std::size_t one_at_a_time = static_cast<std::size_t>(kMessages) - k;
+    ASSERT_GE(depths[k], one_at_a_time) << "message " << k;
+    EXPECT_LE(depths[k] - one_at_a_time, 31u) << "message " << k;
+    most_held = std::max(most_held, depths[k] - one_at_a_time);
+  }
+  // The bound is reached: the last message of a run of 32.
+  EXPECT_EQ(most_held, 31u);
 }
 
 // Several subscribers of a type: each message's slot is freed after its
