@@ -307,5 +307,72 @@ TEST(ClockTest, CalibrationDoesNotWrapForEarlyReadings) {
             500'000u + 500 * (std::uint64_t{1} << 40));
 }
 
+// Publish stamps (Stamp/StampNanos): nanoseconds before the first
+// calibration, a tagged counter reading after it; the conversion gives what
+// NowNanos() reads at that instant, and a later calibration, which moves
+// the time line a little, does not change what a stamp converts to.
+TEST(ClockStampTest, AStampConvertsToItsInstantWhateverCalibrationFollows) {
+  using State = SimulatedClockState;
+  SimulatedSource::Reset(~std::uint64_t{0} >> 1, 0, 0);  // no stalls
+  const std::uint64_t start = SimulatedSource::nanos;
+  State state;
+  const std::uint64_t early = state.Stamp();
+  EXPECT_EQ(early & State::kStampTagged, 0u) << "before the first calibration: nanoseconds";
+  EXPECT_EQ(state.StampNanos(early), early);
+
+  SimulatedSource::nanos += 20'000'000;  // past the 10 ms calibration
+  (void)state.NowNanos();
+  ASSERT_TRUE(state.Calibrated());
+  const std::uint64_t before = state.NowNanos();
+  const std::uint64_t stamp = state.Stamp();
+  const std::uint64_t after = state.NowNanos();
+  ASSERT_NE(stamp & State::kStampTagged, 0u);
+  EXPECT_EQ((stamp >> State::kStampIndexShift) & 3, 0u);
+  const std::uint64_t instant = state.StampNanos(stamp);
+  EXPECT_LE(before, instant);
+  EXPECT_LE(instant, after);
+
+  // The 0.25 s, 5 s and 60 s calibrations: each new stamp names its own,
+  // and the first stamp still converts to the same instant.
+  const std::uint64_t milestones[] = {300'000'000, 6'000'000'000, 61'000'000'000};
+  bool some_calibration_moved_it = false;
+  for (std::uint64_t index = 1; index <= 3; ++index) {
+    SimulatedSource::nanos = start + milestones[index - 1];
+    (void)state.NowNanos();
+    const std::uint64_t later = state.Stamp();
+    EXPECT_EQ((later >> State::kStampIndexShift) & 3, index);
+    EXPECT_EQ(state.StampNanos(stamp), instant);
+    // The same counter value under the new calibration: the test would
+    // notice a conversion that used the latest calibration instead.
+    const std::uint64_t renamed = (stamp & ~(std::uint64_t{3} << State::kStampIndexShift)) |
+                                  (index << State::kStampIndexShift);
+    if (state.StampNanos(renamed) != instant) some_calibration_moved_it = true;
+  }
+  EXPECT_TRUE(some_calibration_moved_it);
+}
+
+// A counter already past 2^60 ticks at calibration could reach the tag's
+// bits: stamps stay nanoseconds.
+struct LateCounterSource : SimulatedSource {
+  static std::uint64_t Counter() noexcept {
+    nanos += 7;
+    return (std::uint64_t{1} << 60) + nanos * kTicksPerMicro / 1000;
+  }
+};
+TEST(ClockStampTest, ACounterPastTwoToTheSixtyStampsNanoseconds) {
+  using State = sluice::detail::BasicCounterClockState<LateCounterSource>;
+  SimulatedSource::Reset(~std::uint64_t{0} >> 1, 0, 0);
+  State state;
+  SimulatedSource::nanos += 20'000'000;
+  (void)state.NowNanos();
+  ASSERT_TRUE(state.Calibrated());
+  EXPECT_EQ(state.StampTag(), 0u);
+  const std::uint64_t before = state.NowNanos();
+  const std::uint64_t stamp = state.Stamp();
+  EXPECT_EQ(stamp & State::kStampTagged, 0u);
+  EXPECT_GE(stamp, before);
+  EXPECT_EQ(state.StampNanos(stamp), stamp);
+}
+
 }  // namespace
 }  // namespace sluice_test

@@ -2,7 +2,11 @@
 // BusTraits::Clock: any type with `static std::uint64_t NowNanos() noexcept`
 // (nanoseconds). A clock with only `static std::uint64_t NowMicros()
 // noexcept` still works: the bus reads NowMicros() * 1000, so its timestamps
-// and latencies then have microsecond granularity.
+// and latencies then have microsecond granularity. A clock may also defer
+// its conversion off the publishing thread (CounterClock does): Publish then
+// stores `static std::uint64_t Stamp() noexcept`, and the bus's consumer
+// converts a stored value with the top bit set with `static std::uint64_t
+// StampNanos(std::uint64_t) noexcept` before anyone reads the message.
 #pragma once
 
 #include <atomic>
@@ -193,18 +197,54 @@ class BasicCounterClockState {
   static constexpr std::uint64_t kFirstRetryMicros = 1'000;
   static constexpr std::uint64_t kMaxRetryMicros = 1'000'000;
 
-  static BasicCounterClockState& Instance() noexcept {
-    static BasicCounterClockState state;
-    return state;
-  }
+  // The process's state: constant-initialised (no guard to test on a
+  // read), anchored by the first reading (Refine: nothing is due yet).
+  static BasicCounterClockState& Instance() noexcept;
 
-  // No other thread can see the object yet: no need for `busy_`.
+  // Anchors now. No other thread can see the object yet: no need for `busy_`.
   BasicCounterClockState() noexcept { Calibrate(); }
+  // Anchors at the first reading.
+  struct AnchorAtFirstRead {};
+  constexpr explicit BasicCounterClockState(AnchorAtFirstRead) noexcept {}
   BasicCounterClockState(const BasicCounterClockState&) = delete;
   BasicCounterClockState& operator=(const BasicCounterClockState&) = delete;
 
   std::uint64_t NowMicros() noexcept { return Now<false>(); }
   std::uint64_t NowNanos() noexcept { return Now<true>(); }
+
+  // A publish stamp: once a calibration is published, the counter as read,
+  // tagged with that calibration (kStampTagged, its index at
+  // kStampIndexShift); before, NowNanos(). StampNanos() turns it into the
+  // nanoseconds NowNanos() would have returned at the read, less the
+  // per-thread floor of CounterClock: the conversion moves off the
+  // publishing thread, and a stamp means one instant whenever it is
+  // converted (a later calibration does not change it).
+  //
+  // Memory ordering: a tag is stored (release) after its calibration slot
+  // was written and `current_` published; Stamp() loads it with acquire. A
+  // stamp reaches its converter through the bus (a slot's release store,
+  // the consumer's acquire load), so StampNanos() reads a slot whose
+  // writes happen before it.
+  std::uint64_t Stamp() noexcept {
+    const std::uint64_t tag = StampTag();
+    if (tag != 0) return tag | Source::Counter();
+    return NowNanos();
+  }
+  // 0 until a calibration is published.
+  std::uint64_t StampTag() const noexcept { return stamp_tag_.load(std::memory_order_acquire); }
+  // A stamp without kStampTagged is nanoseconds already: returned as it is.
+  std::uint64_t StampNanos(std::uint64_t stamp) const noexcept {
+    if ((stamp & kStampTagged) == 0) return stamp;
+    const int index = static_cast<int>((stamp >> kStampIndexShift) & (kSteps - 1));
+    return steps_[index].NanosAt(stamp & kStampTicksMask);
+  }
+  static constexpr std::uint64_t kStampTagged = std::uint64_t{1} << 63;
+  static constexpr int kStampIndexShift = 61;  // two bits: kSteps calibrations
+  static constexpr std::uint64_t kStampTicksMask = (std::uint64_t{1} << kStampIndexShift) - 1;
+  // Stamps are tagged only while the counter is below this (2^60 ticks:
+  // 7.3 years at 5 GHz): it then has 2^60 more before it would reach the
+  // tag's bits.
+  static constexpr std::uint64_t kMaxTaggedTicks = std::uint64_t{1} << 60;
 
   bool Calibrated() const noexcept { return current_.load(std::memory_order_acquire) >= 0; }
 
@@ -305,6 +345,12 @@ class BasicCounterClockState {
     }
     // Publishes the slot written above (see the class comment).
     current_.store(next, std::memory_order_release);
+    // ... and its stamp tag (see Stamp()).
+    static_assert(kSteps <= 4, "a stamp has two bits for the calibration");
+    stamp_tag_.store(pairing.ticks < kMaxTaggedTicks
+                         ? kStampTagged | (static_cast<std::uint64_t>(next) << kStampIndexShift)
+                         : 0,
+                     std::memory_order_release);
   }
 
   // Read and written by `busy_` holders only.
@@ -316,7 +362,17 @@ class BasicCounterClockState {
   std::atomic<int> current_{-1};
   std::atomic<bool> busy_{false};
   std::atomic<std::uint64_t> due_micros_{0};
+  std::atomic<std::uint64_t> stamp_tag_{0};  // 0: Stamp() reads NowNanos()
 };
+
+template <typename Source>
+inline BasicCounterClockState<Source> counter_clock_state{
+    typename BasicCounterClockState<Source>::AnchorAtFirstRead{}};
+
+template <typename Source>
+BasicCounterClockState<Source>& BasicCounterClockState<Source>::Instance() noexcept {
+  return counter_clock_state<Source>;
+}
 
 using CounterClockState = BasicCounterClockState<HardwareCounterSource>;
 
@@ -353,6 +409,32 @@ using CounterClockState = BasicCounterClockState<HardwareCounterSource>;
 struct CounterClock {
   static std::uint64_t NowNanos() noexcept { return Read<true>(); }
   static std::uint64_t NowMicros() noexcept { return Read<false>(); }
+
+  // What Publish stores (BusTraits::Clock's optional Stamp/StampNanos pair):
+  // once calibrated, the counter as read, tagged with the calibration that
+  // converts it (top bit set); before, NowNanos(). The bus's consumer
+  // converts a tagged stamp with StampNanos() before anyone sees the
+  // message, to what NowNanos() would have read at that instant (without
+  // its per-thread floor: two stamps of one thread may so differ from
+  // their order by the counters' disagreement between two cores or a
+  // calibration step, as two threads' NowNanos() readings may). A counter
+  // read costs a few instructions; the conversion, about 15, is the
+  // consumer's. A value without the top bit is nanoseconds already, and
+  // StampNanos() returns it as it is.
+  static std::uint64_t Stamp() noexcept {
+#if defined(SLUICE_COUNTER_X86)
+    const std::uint64_t tag = detail::CounterClockState::Instance().StampTag();
+    if (tag != 0) return tag | detail::ReadCounter();
+#endif
+    return NowNanos();
+  }
+  static std::uint64_t StampNanos(std::uint64_t stamp) noexcept {
+#if defined(SLUICE_COUNTER_X86)
+    return detail::CounterClockState::Instance().StampNanos(stamp);
+#else
+    return stamp;
+#endif
+  }
 
   // True once readings come from the counter rather than steady_clock.
   static bool UsesCounter() noexcept {
@@ -435,6 +517,32 @@ struct HasNowMicros : std::false_type {};
 template <typename Clock>
 struct HasNowMicros<Clock, std::void_t<decltype(Clock::NowMicros())>> : std::true_type {};
 
+// Whether `Clock` stamps publishes with `static std::uint64_t Stamp()
+// noexcept`, a value its `static std::uint64_t StampNanos(std::uint64_t)
+// noexcept` converts to nanoseconds on the consumer's side (CounterClock);
+// a stamp with the top bit clear must be nanoseconds already.
+template <typename Clock, typename = void>
+struct DefersStampConversion : std::false_type {};
+template <typename Clock>
+struct DefersStampConversion<
+    Clock, std::void_t<decltype(Clock::Stamp()), decltype(Clock::StampNanos(std::uint64_t{}))>>
+    : std::true_type {};
+
+inline constexpr std::uint64_t kDeferredStamp = std::uint64_t{1} << 63;
+
+// What Publish stores in timestamp_ns: Clock::Stamp() or ClockNanos().
+template <typename Clock>
+SLUICE_ALWAYS_INLINE std::uint64_t ClockStamp() noexcept;
+
+// A stored timestamp in nanoseconds: a deferred stamp converted.
+template <typename Clock>
+SLUICE_ALWAYS_INLINE std::uint64_t StampNanos(std::uint64_t stamp) noexcept {
+  if constexpr (DefersStampConversion<Clock>::value) {
+    if ((stamp & kDeferredStamp) != 0) return Clock::StampNanos(stamp);
+  }
+  return stamp;
+}
+
 // A bus clock's reading in nanoseconds: NowNanos(), or for a clock written
 // before 0.4 that only has NowMicros(), NowMicros() * 1000 (microsecond
 // granularity then). 0 still means "no clock".
@@ -448,6 +556,15 @@ SLUICE_ALWAYS_INLINE std::uint64_t ClockNanos() noexcept {
                   "`static std::uint64_t NowNanos() noexcept` (or, at microsecond "
                   "granularity, `static std::uint64_t NowMicros() noexcept`)");
     return Clock::NowMicros() * 1000;
+  }
+}
+
+template <typename Clock>
+SLUICE_ALWAYS_INLINE std::uint64_t ClockStamp() noexcept {
+  if constexpr (DefersStampConversion<Clock>::value) {
+    return Clock::Stamp();
+  } else {
+    return ClockNanos<Clock>();
   }
 }
 

@@ -38,7 +38,9 @@ struct MessageHeader {
   std::uint64_t msg_id = 0;
   // Nanoseconds from the bus clock (Publish) or from the caller (PublishFast);
   // 0: no timestamp (not counted in the latency histograms). Was
-  // timestamp_us (microseconds) before 0.4.
+  // timestamp_us (microseconds) before 0.4. A clock that defers its
+  // conversion (CounterClock) stores a raw stamp with the top bit set; the
+  // consumer converts it before anyone reads the header.
   std::uint64_t timestamp_ns = 0;
   std::uint32_t sender_id = 0;
   MessagePriority priority = MessagePriority::MEDIUM;

@@ -25,6 +25,8 @@ enum class PerformanceMode : std::uint8_t {
 // reads it once.
 struct RunTimeMode {
   static constexpr bool kFixed = false;
+  // Whether Publish may stamp the bus clock (not in BARE_METAL).
+  static constexpr bool kMayStamp = true;
 };
 
 // One mode for the bus's life, fixed at compile time: no publish or batch
@@ -38,6 +40,7 @@ struct FixedMode {
                 "Sluice: FixedMode takes FULL_FEATURED, BARE_METAL or NO_STATS");
   static constexpr bool kFixed = true;
   static constexpr PerformanceMode kValue = kMode;
+  static constexpr bool kMayStamp = kMode != PerformanceMode::BARE_METAL;
 };
 
 constexpr const char* ToString(PerformanceMode mode) noexcept {

@@ -69,7 +69,8 @@ class PublishApi {
 
   // The caller supplies the timestamp: no clock read on the publish path.
   // Nanoseconds on the bus clock's time line (Traits::Clock::NowNanos(), or
-  // NowMicros() * 1000 for a clock with only that), or 0 for none. A
+  // NowMicros() * 1000 for a clock with only that), or 0 for none; a
+  // negative one is stored as 0. A
   // std::chrono::nanoseconds, so an integer (a count of microseconds, as
   // before 0.4) does not compile: write std::chrono::nanoseconds(ns), or
   // pass a std::chrono::microseconds, which converts exactly.
@@ -78,7 +79,7 @@ class PublishApi {
                             std::chrono::nanoseconds timestamp,
                             MessagePriority priority = MessagePriority::MEDIUM) {
     return PublishOne<false>(std::forward<Message>(message), sender_id, priority,
-                             static_cast<std::uint64_t>(timestamp.count()));
+                             StoredTimestamp(timestamp));
   }
 
   // Constructs a T from `args` in its slot (no copy or move of the message)
@@ -239,6 +240,13 @@ class PublishApi {
 
  private:
   Derived& Self() noexcept { return static_cast<Derived&>(*this); }
+
+  // A caller's timestamp as stored: a negative one as 0 (none). The top bit
+  // of a stored timestamp is the bus clock's own (detail::ClockStamp).
+  static std::uint64_t StoredTimestamp(std::chrono::nanoseconds timestamp) noexcept {
+    const std::int64_t count = timestamp.count();
+    return count < 0 ? 0 : static_cast<std::uint64_t>(count);
+  }
 
   // An invalid Producer: refused, counted nowhere (it has no lane).
   static PublishResult Invalid(MessagePriority priority) noexcept {

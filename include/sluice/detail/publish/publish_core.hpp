@@ -129,7 +129,8 @@ class PublishCore {
   // The one envelope write: the header, filled in place (FillHeader), and
   // the payload `make_payload()` returns (a prvalue: constructed in the
   // slot, no copy or move). MakeHeader gives the observer the same header
-  // after the publish, only when there is one (ObservePublish::Admitted).
+  // after the publish, only when there is one (ObservePublish::Admitted),
+  // with the stamp in nanoseconds (a deferred one converted: StampNanos).
   static void FillHeader(MessageHeader& header, Position id, std::uint64_t timestamp_ns,
                          std::uint32_t sender_id, MessagePriority priority, bool counted,
                          std::uint16_t lane) noexcept {
@@ -169,7 +170,7 @@ class PublishCore {
                              std::uint64_t timestamp_ns, MakePayloadFn& make_payload) noexcept {
     const PerformanceMode mode = source.Mode();
     if constexpr (kReadClock) {
-      timestamp_ns = mode == PerformanceMode::BARE_METAL ? 0 : ClockNanos<typename Source::Clock>();
+      timestamp_ns = mode == PerformanceMode::BARE_METAL ? 0 : ClockStamp<typename Source::Clock>();
     }
     if (!source.Enter()) {
       source.LeftUnadmitted();
@@ -199,7 +200,8 @@ class PublishCore {
     // WaitSet's (sluice/wait_set.hpp): whichever its consumer sleeps on.
     source.Notify();
     ObservePublish::Admitted(source, [&] {
-      return MakeHeader(Source::Target::MessageId(claim), timestamp_ns, sender_id, priority,
+      return MakeHeader(Source::Target::MessageId(claim),
+                        StampNanos<typename Source::Clock>(timestamp_ns), sender_id, priority,
                         counted, source.Lane());
     });
     return PublishResult::MakeAdmitted(priority);
@@ -243,7 +245,7 @@ class PublishCore {
     }
     const PerformanceMode mode = source.Mode();
     const std::uint64_t timestamp_ns =
-        mode == PerformanceMode::BARE_METAL ? 0 : ClockNanos<typename Source::Clock>();
+        mode == PerformanceMode::BARE_METAL ? 0 : ClockStamp<typename Source::Clock>();
     const bool counted = ObservePublish::Counts<Source>(mode);
     std::uint32_t admitted = 0;
     while (first != last) {
@@ -277,7 +279,8 @@ class PublishCore {
                         timestamp_ns, sender_id, priority, counted, source.Lane(), make_payload);
           source.Slots().Publish(claim);
           ObservePublish::Admitted(source, [&] {
-            return MakeHeader(Source::Target::MessageId(claim), timestamp_ns, sender_id, priority,
+            return MakeHeader(Source::Target::MessageId(claim),
+                              StampNanos<typename Source::Clock>(timestamp_ns), sender_id, priority,
                               counted, source.Lane());
           });
         }
@@ -317,7 +320,7 @@ class PublishCore {
     using Value = std::decay_t<Reference>;
     const PerformanceMode mode = source.Mode();
     const std::uint64_t timestamp_ns =
-        mode == PerformanceMode::BARE_METAL ? 0 : ClockNanos<typename Source::Clock>();
+        mode == PerformanceMode::BARE_METAL ? 0 : ClockStamp<typename Source::Clock>();
     std::uint32_t admitted = 0;
     for (; first != last; ++first) {
       Reference element = *first;
