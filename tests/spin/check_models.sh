@@ -35,6 +35,7 @@ trap 'rm -rf "$work"' EXIT
 # hash table size (pan -wN)
 models=(
   "ring|1:(fill_at_read>=L),2:assertion violated,3:assertion violated,4:assertion violated,5:assertion violated|-DNMSG=2|-O2 -DCOLLAPSE|24"
+  "spsc_ring|1:assertion violated,2:assertion violated,3:assertion violated,4:assertion violated,5:assertion violated||-O2|20"
   "priority_queue|1:((rtail[r]-rreleased[r])<cap),2:((tail-released)<L),3:(pend>>(cur+1))==0,4:(chosen==1),5:(chosen==0),6:((tail-released)>=L),7:(pend>>(cur+1))==0,8:(pend>>(cur+1))==0|-DNMSG_LOW=0|-DCOLLAPSE|22"
   "dispatch_epoch|1:assertion violated,2:assertion violated|||18"
   "error_reporter|1:invalid end state,2:(c==x)|||18"

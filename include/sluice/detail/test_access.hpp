@@ -97,8 +97,9 @@ struct TestAccess {
   }
 
   // A publish into producer lane `lane` (index from 0) of a priority-ordered
-  // bus, stopped before its last store (the slot's sequence): the claims are
-  // taken and committed and the envelope is built, as for a producer
+  // bus, stopped before its last store (the ring's tail: a lane has one
+  // producer): the claims are taken, the queue's committed and the
+  // envelope built, as for a producer
   // interrupted at that instruction. Returns false when refused.
   // FinishLanePublish makes the store.
   template <typename Bus, typename Message>
@@ -114,7 +115,6 @@ struct TestAccess {
     header.lane = static_cast<std::uint16_t>(lane + 1);
     new (queue.Storage(claim)) typename Bus::Envelope{header, message};
     queue.fill_.Commit(claim.id);
-    queue.rings_[claim.ring].cursor_.Commit(claim.slot);
     return true;
   }
   template <typename Bus>

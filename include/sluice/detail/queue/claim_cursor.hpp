@@ -19,7 +19,11 @@
 //      its own. The producers' shared cache of it (MPSC) is stored with
 //      release and loaded with acquire, so a producer that uses another
 //      producer's cached value still inherits (B) through that producer.
-//  The claim itself (`tail`) carries no data and is relaxed.
+//  The claim itself (`tail`) carries no data and is relaxed, but for one
+//  producer: there the tail is stored only when a message is published
+//  (Publish), and the consumer reads it as its index of what it may read
+//  (SYNC POINT (A) of detail/queue/ring.hpp, SPSC: a release store, an
+//  acquire load).
 //  (H) depth, for observers: every position below `released` was claimed
 //      (the claim is sequenced before the caller's publication, which the
 //      consumer acquired before releasing), so Depth() loads `released` with
@@ -57,6 +61,7 @@ class ClaimCursor {
     producer_.consumer_position_cache.store(first_position, std::memory_order_relaxed);
     consumer_.position = first_position;
     consumer_.released.store(first_position, std::memory_order_relaxed);
+    consumer_.published = first_position;
   }
 
   ClaimCursor(const ClaimCursor&) = delete;
@@ -138,6 +143,45 @@ class ClaimCursor {
     }
   }
 
+  // Producer, SPSC ring (detail/queue/ring.hpp): publishes the message at
+  // `position`, and so every one before it: the tail is the consumer's
+  // index of what it may read (the SPSC index protocol).
+  SLUICE_ALWAYS_INLINE void Publish(Position position) noexcept {
+    static_assert(!kMultiProducer, "several producers publish through their slots");
+    // SYNC POINT WRITE (A), SPSC: the envelopes below position + 1 were
+    // constructed before this store (each by the one producer, in order).
+    producer_.tail.store(position + 1, std::memory_order_release);
+  }
+
+  // Consumer, SPSC ring: whether the message at the front is published.
+  // The consumer's copy of the tail answers; only when it says no is the
+  // tail read again, so a consumer behind the producer reads the
+  // producer's line once per catch-up, not a sequence word per message.
+  SLUICE_ALWAYS_INLINE bool IsFrontPublished() noexcept {
+    const Position front = consumer_.position;
+    if (consumer_.published != front) return true;
+    // SYNC POINT READ (A), SPSC: see Publish().
+    const Position tail = producer_.tail.load(std::memory_order_acquire);
+    if (tail == front) return false;
+    if (SLUICE_UNLIKELY(tail - front > kCapacity)) return ReadBackTail(front, tail);
+    consumer_.published = tail;
+    return true;
+  }
+
+  // Consumer, SPSC ring: whether the message at `position`, from the front
+  // to less than kCapacity past it, is published; as IsFrontPublished. The
+  // copy is never more than a ring past the front, so it covers `position`
+  // exactly when it is 1 to kCapacity past it.
+  SLUICE_ALWAYS_INLINE bool IsPublished(Position position) noexcept {
+    if (consumer_.published - position - 1 < kCapacity) return true;
+    const Position front = consumer_.position;
+    // SYNC POINT READ (A), SPSC: see Publish().
+    const Position tail = producer_.tail.load(std::memory_order_acquire);
+    if (SLUICE_UNLIKELY(tail - front > kCapacity)) return ReadBackTail(position, tail);
+    consumer_.published = tail;
+    return position - front < tail - front;
+  }
+
   // Producer: takes the claim of `position` (SPSC; MPSC claims are taken by
   // the CAS). Call before the claimed position's message becomes visible, so
   // that observers (H) never see the tail behind `released`.
@@ -179,6 +223,7 @@ class ClaimCursor {
   // finishes a Release the killed one was inside.
   void TakeOverConsumer(Position position) noexcept {
     consumer_.position = position;
+    consumer_.published = position;  // read the tail again
     consumer_.released.store(position, std::memory_order_release);
   }
 
@@ -204,9 +249,12 @@ class ClaimCursor {
       }
     } else {
       const Position released = consumer_.released.load(std::memory_order_acquire);
-      const Position tail = producer_.tail.load(std::memory_order_relaxed);
+      // Acquire and release: a consumer that reads the closed tail (the
+      // SPSC index protocol) inherits the publications it carries, also
+      // when another thread closes while the producer is idle.
+      const Position tail = producer_.tail.load(std::memory_order_acquire);
       if (IsClosedTail(tail, released)) return tail - kClosedJump;
-      producer_.tail.store(tail + kClosedJump, std::memory_order_relaxed);
+      producer_.tail.store(tail + kClosedJump, std::memory_order_release);
       return tail;
     }
   }
@@ -244,6 +292,18 @@ class ClaimCursor {
   }
 
  private:
+  // IsPublished, for a tail read further than a ring ahead of the
+  // consumer: a closed tail, kClosedJump ahead of the last publish, reads
+  // back to it; anything else (a tail written by something that breaks the
+  // protocol, in shared memory) publishes nothing.
+  SLUICE_NOINLINE bool ReadBackTail(Position position, Position tail) noexcept {
+    const Position front = consumer_.position;
+    tail -= kClosedJump;
+    if (tail - front > kCapacity) tail = front;
+    consumer_.published = tail;
+    return position - front < tail - front;
+  }
+
   // Whether Close moved `tail`, given a `released` loaded before it: an open
   // tail is then at or ahead of it (the consumer never passes a claim) by
   // the fill plus what the consumer released meanwhile; a closed one
@@ -324,6 +384,8 @@ class ClaimCursor {
   struct alignas(kCacheLineSize) ConsumerCursor {
     Position position = 0;  // consumer-private
     std::atomic<Position> released{0};
+    // SPSC: the tail as the consumer last read it (consumer-private).
+    Position published = 0;
   };
   static_assert(sizeof(ProducerCursor) == kCacheLineSize &&
                     sizeof(ConsumerCursor) == kCacheLineSize,

@@ -2,17 +2,24 @@
 // (detail/queue/claim_cursor.hpp) whose positions producers claim under a limit
 // and the consumer releases.
 //
-// Every message gets a position; slot = position & (capacity - 1). A slot's
-// `sequence` holds position + 1 once the message at `position` is readable,
-// and an older value (position + 1 - k * capacity) before that. Producers
+// Every message gets a position; slot = position & (capacity - 1). With
+// several producers, a slot's `sequence` holds position + 1 once the message
+// at `position` is readable, and an older value (position + 1 - k *
+// capacity) before that. With one producer (the SPSC index protocol), the
+// claim cursor's tail says it for every position at once: the producer
+// publishes in position order, so the consumer reads the tail once and then
+// takes every message below it without looking at the slots' sequences
+// (which that ring does not write). Producers
 // decide whether a slot is free from the consumer's released position (the
 // cursor), not from the slot, so a claim is refused only when the queue
 // really is at the caller's limit.
 //
 // Synchronisation, each release named with its acquire:
-//  (A) slot data, producer -> consumer: Publish() stores `sequence` with
-//      release after constructing the envelope; TryFront() loads it with
-//      acquire before reading the envelope.
+//  (A) slot data, producer -> consumer: Publish() stores `sequence` (one
+//      producer: the tail) with release after constructing the envelope;
+//      TryFront() and TryAt() load it with acquire before reading the
+//      envelope (one producer: when the consumer's copy of the tail does
+//      not already cover the position, itself taken by such a load).
 //  (B) slot reuse, consumer -> producer: PopFront() destroys the envelope,
 //      then releases its position (the cursor's release store); TryClaim()
 //      acquires it before its caller constructs into a slot of the next lap.
@@ -117,20 +124,30 @@ class Ring {
 
   // Producer: makes the envelope at `position` visible to the consumer.
   SLUICE_ALWAYS_INLINE void Publish(Position position) noexcept {
-    // The claim, for observers (H): before the slot, like a shared claim.
-    cursor_.Commit(position);
-    // SYNC POINT WRITE (A): the envelope constructed before this store.
-    slots_[position & kIndexMask].sequence.store(position + 1, std::memory_order_release);
+    if constexpr (kMultiProducer) {
+      // SYNC POINT WRITE (A): the envelope constructed before this store.
+      slots_[position & kIndexMask].sequence.store(position + 1, std::memory_order_release);
+    } else {
+      // SYNC POINT WRITE (A), one producer: the tail (the claim, for
+      // observers (H), and the consumer's index), after the envelope.
+      cursor_.Publish(position);
+    }
   }
 
   // Consumer. The next envelope in position order, or nullptr when the
   // producer that claimed it has not published it yet. Wait-free.
   SLUICE_ALWAYS_INLINE Envelope* TryFront() noexcept {
     const Position position = cursor_.ConsumerPosition();
-    Slot& slot = slots_[position & kIndexMask];
-    // SYNC POINT READ (A): see Publish().
-    if (slot.sequence.load(std::memory_order_acquire) != position + 1) return nullptr;
-    return std::launder(reinterpret_cast<Envelope*>(slot.storage));
+    if constexpr (kMultiProducer) {
+      Slot& slot = slots_[position & kIndexMask];
+      // SYNC POINT READ (A): see Publish().
+      if (slot.sequence.load(std::memory_order_acquire) != position + 1) return nullptr;
+      return std::launder(reinterpret_cast<Envelope*>(slot.storage));
+    } else {
+      // SYNC POINT READ (A), one producer: ClaimCursor::IsFrontPublished.
+      if (!cursor_.IsFrontPublished()) return nullptr;
+      return std::launder(reinterpret_cast<Envelope*>(slots_[position & kIndexMask].storage));
+    }
   }
 
   // Consumer. The envelope at `position`, from ConsumerPosition() to less
@@ -139,10 +156,16 @@ class Ring {
   // on holds that position's message or one already released (a lap
   // behind), never a later lap's. Wait-free.
   SLUICE_ALWAYS_INLINE Envelope* TryAt(Position position) noexcept {
-    Slot& slot = slots_[position & kIndexMask];
-    // SYNC POINT READ (A): see Publish().
-    if (slot.sequence.load(std::memory_order_acquire) != position + 1) return nullptr;
-    return std::launder(reinterpret_cast<Envelope*>(slot.storage));
+    if constexpr (kMultiProducer) {
+      Slot& slot = slots_[position & kIndexMask];
+      // SYNC POINT READ (A): see Publish().
+      if (slot.sequence.load(std::memory_order_acquire) != position + 1) return nullptr;
+      return std::launder(reinterpret_cast<Envelope*>(slot.storage));
+    } else {
+      // SYNC POINT READ (A), one producer: ClaimCursor::IsPublished.
+      if (!cursor_.IsPublished(position)) return nullptr;
+      return std::launder(reinterpret_cast<Envelope*>(slots_[position & kIndexMask].storage));
+    }
   }
 
   // Consumer: whether a producer has claimed the position at the front and
@@ -179,8 +202,7 @@ class Ring {
   // a dead producer began writing there is never looked at).
   bool HasUnpublishedFront() noexcept {
     const Position position = cursor_.ConsumerPosition();
-    return cursor_.ClaimedTail() != position &&
-           slots_[position & kIndexMask].sequence.load(std::memory_order_acquire) != position + 1;
+    return cursor_.ClaimedTail() != position && !IsPublished(position);
   }
   void SkipFront() noexcept { cursor_.Release(); }
   // The claim tail: the next position a producer will claim. Relaxed: it
@@ -210,6 +232,16 @@ class Ring {
   Position Depth() const noexcept { return cursor_.Depth(); }
 
  private:
+  // SYNC POINT READ (A): the slot's sequence (several producers), or the
+  // tail (one producer: ClaimCursor::IsPublished); see Publish().
+  SLUICE_ALWAYS_INLINE bool IsPublished(Position position) noexcept {
+    if constexpr (kMultiProducer) {
+      return slots_[position & kIndexMask].sequence.load(std::memory_order_acquire) == position + 1;
+    } else {
+      return cursor_.IsPublished(position);
+    }
+  }
+
   friend struct TestAccess;
   ClaimCursor<kCapacity, kModel> cursor_;
   SlotArray<Slot, kCapacity, kStorage> slots_;
