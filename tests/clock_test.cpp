@@ -374,5 +374,25 @@ TEST(ClockStampTest, ACounterPastTwoToTheSixtyStampsNanoseconds) {
   EXPECT_EQ(state.StampNanos(stamp), stamp);
 }
 
+// Stamp() reads no calibration: conversions must still make the clock's
+// refinements when they come due, or a bus whose consumer never reads the
+// clock (no histograms) would convert with the first calibration forever.
+TEST(ClockStampTest, StampsAloneKeepTheClockRefined) {
+  using State = SimulatedClockState;
+  SimulatedSource::Reset(~std::uint64_t{0} >> 1, 0, 0);
+  const std::uint64_t start = SimulatedSource::nanos;
+  State state;
+  // Stamp and convert every 100 ms for 70 s (past the 60 s calibration),
+  // as a producer and a consumer of such a bus would; nothing else reads.
+  std::uint64_t index = 0;
+  while (SimulatedSource::nanos < start + 70'000'000'000) {
+    SimulatedSource::nanos += 100'000'000;
+    const std::uint64_t stamp = state.Stamp();
+    (void)state.StampNanos(stamp);
+    if ((stamp & State::kStampTagged) != 0) index = (stamp >> State::kStampIndexShift) & 3;
+  }
+  EXPECT_EQ(index, 3u) << "the last stamps name the 60 s calibration";
+}
+
 }  // namespace
 }  // namespace sluice_test

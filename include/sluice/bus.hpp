@@ -170,7 +170,7 @@ class AsyncBus
   // handler, an interrupt) closes the bus itself and returns. MPSC: any
   // thread; lock-free (its claim on the tail retries only when a producer
   // claims meanwhile). SPSC: the producer thread (or while it does not
-  // publish): its claims are plain stores. With producer lanes it runs the
+  // publish): its claims are stores, not read-modify-writes. With producer lanes it runs the
   // heavy fence (a system call with MembarrierHeavyFence). No cost on the
   // publish path: closing moves the ring's tail so far that every later
   // claim is refused as over its limit.

@@ -182,10 +182,15 @@ class BusCore : public PublishCore<Payload> {
   SLUICE_ALWAYS_INLINE Envelope* Next() noexcept { return queue_.TryFront(); }
   SLUICE_ALWAYS_INLINE void Release() noexcept { queue_.PopFront(); }
   // One ring in position order (neither lanes nor priority order): the core
-  // may look past the front (FrontPosition, At) and release a run at once.
+  // may look past the front (FrontPosition; At, or AtPublished below
+  // KnownPublished) and release a run at once.
   static constexpr Position kLookAhead = kHasLanes || kPriorityOrder ? 0 : kCapacity - 1;
   SLUICE_ALWAYS_INLINE Position FrontPosition() const noexcept { return queue_.ConsumerPosition(); }
   SLUICE_ALWAYS_INLINE Envelope* At(Position position) noexcept { return queue_.TryAt(position); }
+  SLUICE_ALWAYS_INLINE Position KnownPublished() const noexcept { return queue_.KnownPublished(); }
+  SLUICE_ALWAYS_INLINE Envelope* AtPublished(Position position) noexcept {
+    return queue_.AtPublished(position);
+  }
   SLUICE_ALWAYS_INLINE void ReleaseRun(Position count) noexcept { queue_.PopFronts(count); }
   // The mode in force: the one place it is read, by every publish (through
   // its source), every batch, RoomFor and GetPerformanceMode. A FixedMode

@@ -129,7 +129,8 @@ class ConsumeCore {
 
   // How many messages a subscription batch hands over in one run: a front
   // that can look `kLookAhead` messages past its front (Position
-  // FrontPosition(), Envelope* At(position), void ReleaseRun(n)) and has no
+  // FrontPosition(), Envelope* At(position), Position KnownPublished(),
+  // Envelope* AtPublished(position), void ReleaseRun(n)) and has no
   // traits Observer (whose OnTaken must come just before each message's
   // dispatch, so that a trace pairs them) takes runs of up to this many;
   // any other
@@ -233,8 +234,11 @@ class ConsumeCore {
           const Envelope* run[kLength];
           std::uint32_t count = 0;
           do {
-            // Read once: the run's stores could alias it for the compiler.
+            // Read once: the run's stores could alias them for the compiler.
             const Position front_position = front.FrontPosition();
+            // Published for certain (one producer: the consumer's copy of
+            // the tail), so looked at without a check; past them, At().
+            const Position known = front.KnownPublished();
             const std::size_t type = envelope->payload.index();
             const std::uint32_t left = max_messages - count;
             // Several subscribers of the type: one message, so that each
@@ -253,7 +257,8 @@ class ConsumeCore {
             const std::uint32_t until = before_reading < most - 1 ? before_reading + 1 : most;
             std::uint32_t length = 1;
             while (length < until) {
-              Envelope* const next = front.At(front_position + length);
+              Envelope* const next = length < known ? front.AtPublished(front_position + length)
+                                                    : front.At(front_position + length);
               // ... and before a message not yet published or of another type.
               if (next == nullptr || next->payload.index() != type) break;
               ResolveStamp(next->header);

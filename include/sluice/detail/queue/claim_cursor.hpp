@@ -182,6 +182,10 @@ class ClaimCursor {
     return position - front < tail - front;
   }
 
+  // Consumer, SPSC ring: its copy of the tail (every position below it is
+  // published, and was acquired as such by IsFrontPublished/IsPublished).
+  Position PublishedCopy() const noexcept { return consumer_.published; }
+
   // Producer: takes the claim of `position` (SPSC; MPSC claims are taken by
   // the CAS). Call before the claimed position's message becomes visible, so
   // that observers (H) never see the tail behind `released`.
@@ -206,6 +210,19 @@ class ClaimCursor {
     ++consumer_.position;
     // SYNC POINT WRITE (B): what the caller destroyed before this store.
     consumer_.released.store(consumer_.position, std::memory_order_release);
+  }
+
+  // Consumer: moves past an unpublished position (a ring no producer
+  // writes any more: Ring::SkipFront) and releases it. One producer: the
+  // copy of the tail, which did not cover it, must not fall behind the new
+  // front, where it would read as covering a ring's worth.
+  void Skip() noexcept {
+    Release();
+    if constexpr (!kMultiProducer) {
+      if (consumer_.published - consumer_.position > kCapacity) {
+        consumer_.published = consumer_.position;
+      }
+    }
   }
 
   // Consumer: hands `count` positions from ConsumerPosition() back at once,
@@ -235,7 +252,7 @@ class ClaimCursor {
   // CAS total order puts each claim before it (below the returned tail) or
   // after it (refused); lock-free (a retry means a producer claimed). SPSC:
   // the producer thread, or while it does not publish (the producer stores
-  // the tail with plain stores); wait-free.
+  // the tail with its own stores, no read-modify-write); wait-free.
   Position Close() noexcept {
     if constexpr (kMultiProducer) {
       for (;;) {

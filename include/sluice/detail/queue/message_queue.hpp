@@ -59,6 +59,10 @@ class FifoQueue {
   // pop a run at once (the consumer core's runs, detail/consume/consume_core.hpp).
   Position ConsumerPosition() const noexcept { return ring_.ConsumerPosition(); }
   SLUICE_ALWAYS_INLINE Envelope* TryAt(Position position) noexcept { return ring_.TryAt(position); }
+  SLUICE_ALWAYS_INLINE Position KnownPublished() const noexcept { return ring_.KnownPublished(); }
+  SLUICE_ALWAYS_INLINE Envelope* AtPublished(Position position) noexcept {
+    return ring_.AtPublished(position);
+  }
   SLUICE_ALWAYS_INLINE void PopFronts(Position count) noexcept { ring_.PopFronts(count); }
 
   Position Close() noexcept { return ring_.Close(); }

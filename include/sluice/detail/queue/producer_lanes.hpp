@@ -117,8 +117,8 @@ class LanedQueue {
       holders_[i].Occupy(name, lanes_[i].statistics.ReadProducerCounts());
       std::uint32_t in_use = lanes_in_use_.load(std::memory_order_relaxed);
       // SYNC POINT WRITE (J): pairs with the consumer's acquire in Select(),
-      // which then looks at this lane (it finds its messages by their slots'
-      // own (A)).
+      // which then looks at this lane (it finds its messages by the lane
+      // ring's own (A): its tail, one producer's index).
       while (in_use < i + 1 &&
              !lanes_in_use_.compare_exchange_weak(in_use, i + 1, std::memory_order_release,
                                                   std::memory_order_relaxed)) {

@@ -168,6 +168,24 @@ class Ring {
     }
   }
 
+  // Consumer, holding the front (TryFront returned it): how many positions
+  // from the front are known to be published without reading anything a
+  // producer writes. One producer: what the consumer's copy of the tail
+  // covers (taken by an acquire load of the tail, SYNC POINT READ (A));
+  // several: the front alone. From 1 to kCapacity.
+  SLUICE_ALWAYS_INLINE Position KnownPublished() const noexcept {
+    if constexpr (kMultiProducer) {
+      return 1;
+    } else {
+      return cursor_.PublishedCopy() - cursor_.ConsumerPosition();
+    }
+  }
+  // Consumer: the envelope at `position`, fewer than KnownPublished()
+  // positions past the front: no check.
+  SLUICE_ALWAYS_INLINE Envelope* AtPublished(Position position) noexcept {
+    return std::launder(reinterpret_cast<Envelope*>(slots_[position & kIndexMask].storage));
+  }
+
   // Consumer: whether a producer has claimed the position at the front and
   // not yet published it (TryFront() returned nullptr with a claim taken).
   // The claim carries no data: relaxed.
@@ -204,7 +222,7 @@ class Ring {
     const Position position = cursor_.ConsumerPosition();
     return cursor_.ClaimedTail() != position && !IsPublished(position);
   }
-  void SkipFront() noexcept { cursor_.Release(); }
+  void SkipFront() noexcept { cursor_.Skip(); }
   // The claim tail: the next position a producer will claim. Relaxed: it
   // carries no data.
   Position ClaimedTail() const noexcept { return cursor_.ClaimedTail(); }
