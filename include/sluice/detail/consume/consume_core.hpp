@@ -257,10 +257,16 @@ class ConsumeCore {
             const std::uint32_t until = before_reading < most - 1 ? before_reading + 1 : most;
             std::uint32_t length = 1;
             while (length < until) {
-              Envelope* const next = length < known ? front.AtPublished(front_position + length)
-                                                    : front.At(front_position + length);
-              // ... and before a message not yet published or of another type.
-              if (next == nullptr || next->payload.index() != type) break;
+              // ... and before a message not yet published or of another
+              // type. (Apart, so that the known ones test no null pointer.)
+              Envelope* next;
+              if (length < known) {
+                next = front.AtPublished(front_position + length);
+              } else {
+                next = front.At(front_position + length);
+                if (next == nullptr) break;
+              }
+              if (next->payload.index() != type) break;
               ResolveStamp(next->header);
               if (clock.ReadsFreshClock(next->header)) break;
               taken(next->header);
