@@ -366,7 +366,7 @@ TEST(ClockStampTest, ACounterPastTwoToTheSixtyStampsNanoseconds) {
   SimulatedSource::nanos += 20'000'000;
   (void)state.NowNanos();
   ASSERT_TRUE(state.Calibrated());
-  EXPECT_EQ(state.StampTag(), 0u);
+  EXPECT_EQ(state.StampWord(), 0u);
   const std::uint64_t before = state.NowNanos();
   const std::uint64_t stamp = state.Stamp();
   EXPECT_EQ(stamp & State::kStampTagged, 0u);
@@ -374,24 +374,36 @@ TEST(ClockStampTest, ACounterPastTwoToTheSixtyStampsNanoseconds) {
   EXPECT_EQ(state.StampNanos(stamp), stamp);
 }
 
-// Stamp() reads no calibration: conversions must still make the clock's
-// refinements when they come due, or a bus whose consumer never reads the
-// clock (no histograms) would convert with the first calibration forever.
+// The clock's refinements come on time with nothing but stamps taken: a
+// stamp past its calibration's range is a reading, which refines. Else a
+// bus whose consumer never reads the clock (no histograms), or converts
+// late, would tag stamps with the first calibration long past its range.
 TEST(ClockStampTest, StampsAloneKeepTheClockRefined) {
   using State = SimulatedClockState;
   SimulatedSource::Reset(~std::uint64_t{0} >> 1, 0, 0);
   const std::uint64_t start = SimulatedSource::nanos;
   State state;
-  // Stamp and convert every 100 ms for 70 s (past the 60 s calibration),
-  // as a producer and a consumer of such a bus would; nothing else reads.
-  std::uint64_t index = 0;
+  // A stamp every 100 ms for 70 s (past the 60 s calibration), none
+  // converted until the end (a consumer that falls behind); nothing else
+  // reads the clock. Each tagged stamp must name the calibration that
+  // serves its instant: the one after each milestone once it has passed.
+  const std::uint64_t milestones[] = {10'000'000, 250'000'000, 5'000'000'000, 60'000'000'000};
+  int stale = 0;
+  std::uint64_t last_index = 0;
   while (SimulatedSource::nanos < start + 70'000'000'000) {
     SimulatedSource::nanos += 100'000'000;
+    const std::uint64_t age = SimulatedSource::nanos - start;
     const std::uint64_t stamp = state.Stamp();
-    (void)state.StampNanos(stamp);
-    if ((stamp & State::kStampTagged) != 0) index = (stamp >> State::kStampIndexShift) & 3;
+    if ((stamp & State::kStampTagged) == 0) continue;
+    const std::uint64_t index = (stamp >> State::kStampIndexShift) & 3;
+    // Passed milestones, less the anchor's: the calibration due by now.
+    std::uint64_t due = 0;
+    while (due < 3 && age >= milestones[due + 1] + 1'000'000) ++due;
+    if (index < due) ++stale;
+    last_index = index;
   }
-  EXPECT_EQ(index, 3u) << "the last stamps name the 60 s calibration";
+  EXPECT_EQ(stale, 0) << "stamps tagged with a calibration past its range";
+  EXPECT_EQ(last_index, 3u) << "the last stamps name the 60 s calibration";
 }
 
 }  // namespace

@@ -219,47 +219,48 @@ class BasicCounterClockState {
   std::uint64_t NowMicros() noexcept { return Now<false>(); }
   std::uint64_t NowNanos() noexcept { return Now<true>(); }
 
-  // A publish stamp: once a calibration is published, the counter as read,
-  // tagged with that calibration (kStampTagged, its index at
-  // kStampIndexShift); before, NowNanos(). StampNanos() turns it into the
+  // A publish stamp: while the current calibration serves (before its next
+  // check, as NowNanos() would use it), the counter as read, tagged with
+  // that calibration (kStampTagged, its index at kStampIndexShift); else
+  // NowNanos(), which also makes the refinement that is due, on time, as
+  // every reading does. StampNanos() turns a tagged stamp into the
   // nanoseconds NowNanos() would have returned at the read, less the
   // per-thread floor of CounterClock: the conversion moves off the
   // publishing thread, and a stamp means one instant whenever it is
   // converted (a later calibration does not change it).
   //
-  // Memory ordering: a tag is stored (release) after its calibration slot
-  // was written and `current_` published; Stamp() loads it with acquire. A
-  // stamp reaches its converter through the bus (a slot's release store,
-  // the consumer's acquire load), so StampNanos() reads a slot whose
-  // writes happen before it.
+  // One word says both which calibration and until when (StampWord()): the
+  // tag's bits over the calibration's next check, capped at kMaxTaggedTicks,
+  // so a stamp is never tagged with a calibration past its range, and the
+  // counter never reaches the tag's bits.
+  //
+  // Memory ordering: the word is stored (release) after its calibration
+  // slot was written and `current_` published; Stamp() loads it with
+  // acquire. A stamp reaches its converter through the bus (a slot's
+  // release store, the consumer's acquire load), so StampNanos() reads a
+  // slot whose writes happen before it.
   std::uint64_t Stamp() noexcept {
-    const std::uint64_t tag = StampTag();
-    if (tag != 0) return tag | Source::Counter();
+    const std::uint64_t word = StampWord();
+    const std::uint64_t until = word & kStampTicksMask;
+    const std::uint64_t ticks = Source::Counter();
+    if (ticks < until) return (word ^ until) | ticks;
     return NowNanos();
   }
-  // 0 until a calibration is published.
-  std::uint64_t StampTag() const noexcept { return stamp_tag_.load(std::memory_order_acquire); }
+  // The tag over the tick at which it stops serving (0 until a
+  // calibration is published: nothing is tagged).
+  std::uint64_t StampWord() const noexcept { return stamp_word_.load(std::memory_order_acquire); }
   // A stamp without kStampTagged is nanoseconds already: returned as it is.
-  // Stamp() reads no calibration, so it never notices that a refinement is
-  // due: a stamp taken past its calibration's next check makes one here, as
-  // Now() would (whoever takes `busy_`; nobody waits). Without it a bus
-  // whose consumer never reads the clock (no histograms) would convert with
-  // the first calibration forever, its rate error growing with the clock's
-  // age.
-  std::uint64_t StampNanos(std::uint64_t stamp) noexcept {
+  std::uint64_t StampNanos(std::uint64_t stamp) const noexcept {
     if ((stamp & kStampTagged) == 0) return stamp;
     const int index = static_cast<int>((stamp >> kStampIndexShift) & (kSteps - 1));
-    const std::uint64_t ticks = stamp & kStampTicksMask;
-    const CounterCalibration& calibration = steps_[index];
-    if (SLUICE_UNLIKELY(ticks >= calibration.next_check_ticks)) (void)Refine<true>(ticks, index);
-    return calibration.NanosAt(ticks);
+    return steps_[index].NanosAt(stamp & kStampTicksMask);
   }
   static constexpr std::uint64_t kStampTagged = std::uint64_t{1} << 63;
   static constexpr int kStampIndexShift = 61;  // two bits: kSteps calibrations
   static constexpr std::uint64_t kStampTicksMask = (std::uint64_t{1} << kStampIndexShift) - 1;
   // Stamps are tagged only while the counter is below this (2^60 ticks:
-  // 7.3 years at 5 GHz): it then has 2^60 more before it would reach the
-  // tag's bits.
+  // 7.3 years at 5 GHz), far below the tag's bits; past it, Stamp() reads
+  // NowNanos().
   static constexpr std::uint64_t kMaxTaggedTicks = std::uint64_t{1} << 60;
 
   bool Calibrated() const noexcept { return current_.load(std::memory_order_acquire) >= 0; }
@@ -362,12 +363,16 @@ class BasicCounterClockState {
     }
     // Publishes the slot written above (see the class comment).
     current_.store(next, std::memory_order_release);
-    // ... and its stamp tag (see Stamp()).
+    // ... and its stamp word (see Stamp()).
     static_assert(kSteps <= 4, "a stamp has two bits for the calibration");
-    stamp_tag_.store(pairing.ticks < kMaxTaggedTicks
-                         ? kStampTagged | (static_cast<std::uint64_t>(next) << kStampIndexShift)
-                         : 0,
-                     std::memory_order_release);
+    const std::uint64_t until = calibration.next_check_ticks < kMaxTaggedTicks
+                                    ? calibration.next_check_ticks
+                                    : kMaxTaggedTicks;
+    stamp_word_.store(
+        pairing.ticks < until
+            ? kStampTagged | (static_cast<std::uint64_t>(next) << kStampIndexShift) | until
+            : 0,
+        std::memory_order_release);
   }
 
   // Read and written by `busy_` holders only.
@@ -379,7 +384,7 @@ class BasicCounterClockState {
   std::atomic<int> current_{-1};
   std::atomic<bool> busy_{false};
   std::atomic<std::uint64_t> due_micros_{0};
-  std::atomic<std::uint64_t> stamp_tag_{0};  // 0: Stamp() reads NowNanos()
+  std::atomic<std::uint64_t> stamp_word_{0};  // 0: Stamp() reads NowNanos()
 };
 
 template <typename Source>
@@ -435,13 +440,16 @@ struct CounterClock {
   // its per-thread floor: two stamps of one thread may so differ from
   // their order by the counters' disagreement between two cores or a
   // calibration step, as two threads' NowNanos() readings may). A counter
-  // read costs a few instructions; the conversion, about 18, is the
+  // read costs a few instructions; the conversion, about 15, is the
   // consumer's. A value without the top bit is nanoseconds already, and
   // StampNanos() returns it as it is.
   static std::uint64_t Stamp() noexcept {
 #if defined(SLUICE_COUNTER_X86)
-    const std::uint64_t tag = detail::CounterClockState::Instance().StampTag();
-    if (tag != 0) return tag | detail::ReadCounter();
+    using State = detail::CounterClockState;
+    const std::uint64_t word = State::Instance().StampWord();
+    const std::uint64_t until = word & State::kStampTicksMask;
+    const std::uint64_t ticks = detail::ReadCounter();
+    if (ticks < until) return (word ^ until) | ticks;
 #endif
     return NowNanos();
   }
