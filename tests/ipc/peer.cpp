@@ -47,6 +47,9 @@
 //                          "got seq=N" and a 2 ms pause, until killed
 //   block-sandboxed NAME   as block, in a process where membarrier fails
 //                          (a seccomp filter: EPERM), as in a sandbox
+//   exec-after NAME        publishes Stop 0-2 at LOW, "published lane=L",
+//                          then replaces itself with /bin/sleep 30 (exec:
+//                          the same process, the segment closed on exec)
 //   publish-threads NAME THREADS   "publishing lane=L", then each thread
 //                          publishes (thread << 40) + i, i = 0, 1, ..., with
 //                          PriorityOf(i), until killed
@@ -522,6 +525,21 @@ void peer_hook::AtCreateStep(int step) {
   (void)::raise(SIGSTOP);
 }
 
+int ExecAfter(const std::string& name) {
+  Producer producer;
+  const AttachError error = producer.Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  for (std::uint32_t seq = 0; seq < 3; ++seq) {
+    if (!producer.PublishWithPriority(sluice_ipc_test::Stop{seq, seq}, 0,
+                                      sluice::MessagePriority::LOW)) {
+      return Fail("refused");
+    }
+  }
+  Say("published lane=" + std::to_string(producer.Lane()));
+  ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+  return Fail("exec");
+}
+
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() == 3 && args[0] == "attach") return Attach(args[1], args[2]);
@@ -548,6 +566,7 @@ int main(int argc, char** argv) {
   if (args.size() == 4 && args[0] == "bursts") {
     return Bursts(args[1], std::stoull(args[2]), std::stoull(args[3]));
   }
+  if (args.size() == 2 && args[0] == "exec-after") return ExecAfter(args[1]);
   if (args.size() == 3 && args[0] == "publish-threads") {
     return PublishThreads(args[1], static_cast<unsigned>(std::stoul(args[2])));
   }

@@ -486,27 +486,6 @@ TEST(ShmBusTest, ASegmentNotYetWrittenIsNotReady) {
   EXPECT_EQ(bus.Create(name), AttachError::kNone);
 }
 
-// A process is told from a later one with its pid by its start time.
-TEST(ShmBusTest, AProcessIdentityIsNotMatchedByAReusedPid) {
-  const auto self = sluice::ipc::ProcessIdentity::Self();
-  EXPECT_TRUE(self.IsAlive());
-  sluice::ipc::ProcessIdentity reused = self;
-  reused.start_time += 1;  // the same pid, started at another time
-  EXPECT_FALSE(reused.IsAlive());
-  const std::string name = UniqueName();
-  ChildProcess child;
-  ASSERT_TRUE(StartPeer(child, {"hold", name}));
-  std::string line;
-  ASSERT_TRUE(child.WaitForLine("ready", &line, kGuard));
-  sluice::ipc::ProcessIdentity other;
-  other.pid = child.Pid();
-  other.start_time = sluice::ipc::ProcessIdentity::StartTimeOf(other.pid);
-  EXPECT_TRUE(other.IsAlive());
-  child.Kill(SIGKILL);  // and reaped
-  EXPECT_FALSE(other.IsAlive());
-  sluice::ipc::Segment::Unlink(name);  // left by the killed consumer
-}
-
 // Publish stamps steady_clock (one clock for every process of the host);
 // PublishFast carries the caller's timestamp as given.
 TEST(ShmBusTest, TimestampsAreTheBusClockOrTheCallers) {

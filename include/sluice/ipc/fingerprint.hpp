@@ -194,7 +194,7 @@ static_assert(std::is_trivially_copyable_v<Fingerprint>);
 // The library's side of the tag: the shared-memory layout version, the
 // library version and the inline namespace (cache line, position bits).
 inline constexpr const char kAbiTag[] =
-    "sluice-ipc-5/" SLUICE_IPC_STRINGIFY(SLUICE_VERSION_MAJOR) "." SLUICE_IPC_STRINGIFY(
+    "sluice-ipc-6/" SLUICE_IPC_STRINGIFY(SLUICE_VERSION_MAJOR) "." SLUICE_IPC_STRINGIFY(
         SLUICE_VERSION_MINOR) "/" SLUICE_IPC_STRINGIFY(SLUICE_ABI_NAMESPACE);
 static_assert(sizeof(kAbiTag) <= Fingerprint::kTagBytes);
 

@@ -4,7 +4,9 @@
 // Open maps an existing one whole. Moving transfers both; the
 // destructor unmaps and closes (the name stays until Unlink). Lock and
 // IsNamed let a process remove a name only while it still names the object
-// it judged (another may have made a new one under it meanwhile). Linux; no
+// it judged (another may have made a new one under it meanwhile). Roles
+// (TakeRole, HolderOf) tell who is alive: a role is a lock the kernel
+// holds for this descriptor and drops when the process dies. Linux; no
 // layout: the bus (sluice/ipc/shm_bus.hpp) puts its header and rings inside.
 #pragma once
 
@@ -207,6 +209,50 @@ class Segment {
     if (fd_ >= 0) (void)::flock(fd_, LOCK_UN);
   }
 
+  // Roles: which process is alive in which part of the bus, told by the
+  // kernel and by nothing a process can read or write in memory. Role `r`
+  // is an open-file-description lock (fcntl F_OFD_SETLK, exclusive) on the
+  // byte at offset r of the object. The kernel keeps it for the descriptor
+  // that took it and drops it when the last descriptor of that open is
+  // closed, which a process's exit does however it ends (kill -9
+  // included). So a role held is a process alive; no pid, /proc entry,
+  // start time or clock is read, and PID namespaces, time namespaces and a
+  // /proc that hides other users' processes change nothing. A child forked
+  // without exec shares the open, and so holds its parent's roles until it
+  // exits, execs or closes the bus (the descriptor is close-on-exec).
+  // Another open of the same object (this process's or another's) holds
+  // its own roles. These locks do not interact with Lock()'s flock.
+  enum class RoleHolder { kNone, kHeld, kUnknown };
+
+  // Takes role `role` for this open: false when another open holds it (or
+  // the system refused). Taking a role this open holds already succeeds.
+  [[nodiscard]] bool TakeRole(std::uint32_t role) noexcept {
+    if (fd_ < 0) return false;
+    struct flock lock = RoleRange(role, F_WRLCK);
+    return ::fcntl(fd_, F_OFD_SETLK, &lock) == 0;
+  }
+  // Gives role `role` up (a role not held: nothing happens).
+  void DropRole(std::uint32_t role) noexcept {
+    if (fd_ < 0) return;
+    struct flock lock = RoleRange(role, F_UNLCK);
+    (void)::fcntl(fd_, F_OFD_SETLK, &lock);
+  }
+  // Whether another open holds role `role` now: kNone means no process
+  // holds it, so a process that held it has exited or given it up;
+  // kUnknown when the system could not say (callers take it for held).
+  // One system call; no lock is taken.
+  RoleHolder HolderOf(std::uint32_t role) const noexcept { return HolderAt(fd_, role); }
+  // HolderOf, through the descriptor `fd` of an open of the object
+  // (Descriptor()), for a caller that keeps the number, not the Segment.
+  static RoleHolder HolderAt(int fd, std::uint32_t role) noexcept {
+    if (fd < 0) return RoleHolder::kUnknown;
+    struct flock lock = RoleRange(role, F_WRLCK);
+    if (::fcntl(fd, F_OFD_GETLK, &lock) != 0) return RoleHolder::kUnknown;
+    return lock.l_type == F_UNLCK ? RoleHolder::kNone : RoleHolder::kHeld;
+  }
+  // The open's descriptor (-1 when none): it moves with the Segment.
+  int Descriptor() const noexcept { return fd_; }
+
   // Whether `name` names this object still (not removed, nor made anew).
   bool IsNamed(const std::string& name) const noexcept {
     if (fd_ < 0) return false;
@@ -234,6 +280,16 @@ class Segment {
     base_ = nullptr;
     size_ = 0;
     fd_ = -1;
+  }
+
+  static struct flock RoleRange(std::uint32_t role, short type) noexcept {
+    struct flock lock {};
+    lock.l_type = type;
+    lock.l_whence = SEEK_SET;
+    lock.l_start = static_cast<off_t>(role);
+    lock.l_len = 1;
+    lock.l_pid = 0;  // F_OFD_*: must be 0
+    return lock;
   }
 
   static bool IsTrusted(const struct stat& status, const SegmentPermissions& trusted) noexcept {

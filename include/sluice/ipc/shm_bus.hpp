@@ -107,6 +107,12 @@ class ShmBus {
     if (!IsSegmentName(name)) return AttachError::kBadName;
     AttachError error = Segment::CreateUnnamed(kSegmentSize, options.permissions, &segment_);
     if (error != AttachError::kNone) return error;
+    // Held before anyone can find the segment, for as long as this open
+    // lives: producers and later consumers read it to know this one runs.
+    if (!segment_.TakeRole(detail::kConsumerRole)) {
+      Discard();
+      return AttachError::kSystemError;
+    }
     void* base = segment_.Base();
     header_ = new (base) Header();
     header_->fingerprint = LayoutType::Expected();
@@ -115,7 +121,7 @@ class ShmBus {
     header_->peer_check_nanoseconds =
         static_cast<std::uint64_t>(detail::SleepSlice(options).count());
     header_->state.store(detail::kOpen, std::memory_order_relaxed);
-    front_.Lanes().Make(base);  // every lane's rings, each lane free
+    front_.Lanes().Make(base, segment_.Descriptor());  // every lane's rings, each lane free
     // SYNC POINT WRITE (T): the header and rings above, before any attach
     // (the name, below, is what lets a producer find the segment at all).
     header_->magic.store(detail::kMagic, std::memory_order_release);
@@ -249,8 +255,8 @@ class ShmBus {
 
   // Publish-to-dispatch latency per priority since Create, in nanoseconds,
   // as the in-process bus keeps it (sluice/bus.hpp, GetLatencyHistograms):
-  // from each message's timestamp_ns (steady_clock in the producer's
-  // process, CLOCK_MONOTONIC: one clock for the host) to the consumer's
+  // from each message's timestamp_ns (HostMonotonicClock in the producer's
+  // process: one clock for the host, in any time namespace) to the consumer's
   // latest reading of it before it took the message up: never above the
   // true latency. A stamp ahead of the consumer's clock (written wrong) is
   // measured to a fresh reading, then 0; messages stamped 0 are not counted.
@@ -390,7 +396,7 @@ class ShmBus {
     SLUICE_IPC_CREATE_STEP(detail::CreateStep::kIdentityWritten);
     header_->peer_check_nanoseconds =
         static_cast<std::uint64_t>(detail::SleepSlice(options).count());
-    front_.Lanes().TakeOver(segment_.Base());
+    front_.Lanes().TakeOver(segment_.Base(), segment_.Descriptor());
     // The killed consumer may have been counted asleep.
     header_->consumer_wake.ForgetWaiters();
     Begin(name, options);

@@ -21,6 +21,7 @@
 #include "sluice/detail/observe/observation.hpp"
 #include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/error.hpp"
+#include "sluice/ipc/host_clock.hpp"
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/shm_lanes.hpp"
 #include "sluice/ipc/shm_layout.hpp"
@@ -38,10 +39,10 @@ template <typename Payload, std::size_t kCapacity, typename Traits>
 class ShmFront {
   using LayoutType = Layout<Payload, kCapacity, Traits>;
   // What the consumer core needs of the traits: the producers' clock
-  // (steady_clock, CLOCK_MONOTONIC), the histograms' setting and the
-  // subscription table's sizes.
+  // (the host's CLOCK_MONOTONIC, in any time namespace), the histograms'
+  // setting and the subscription table's sizes.
   struct ConsumerTraits {
-    using Clock = SteadyClock;
+    using Clock = HostMonotonicClock;
     using Latency = typename Traits::Latency;
     using Observation = FullObservation;
     static constexpr std::size_t kMaxSubscribersPerType = Traits::kMaxSubscribersPerType;

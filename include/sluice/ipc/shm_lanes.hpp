@@ -19,6 +19,7 @@
 #include "sluice/config.hpp"
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"
+#include "sluice/ipc/segment.hpp"
 #include "sluice/ipc/shm_layout.hpp"
 #include "sluice/ipc/shm_options.hpp"
 #include "sluice/message.hpp"
@@ -59,15 +60,17 @@ class ConsumerLanes {
   ~ConsumerLanes() = default;
 
   // A segment being made (`base`, its header constructed): every lane's
-  // rings and counters constructed, each lane free.
-  void Make(void* base) noexcept {
-    Map(base);
+  // rings and counters constructed, each lane free. `descriptor`: the
+  // consumer's open of the segment, through which it reads the producers'
+  // roles (Segment::HolderAt).
+  void Make(void* base, int descriptor) noexcept {
+    Map(base, descriptor);
     for (std::size_t lane = 0; lane < kLanes; ++lane) ResetLane(lane);
   }
 
   // A killed consumer's segment (`base`): every lane as it left them.
-  void TakeOver(void* base) noexcept {
-    Map(base);
+  void TakeOver(void* base, int descriptor) noexcept {
+    Map(base, descriptor);
     for (std::size_t lane = 0; lane < kLanes; ++lane) {
       lanes_[lane].Clear();
       lanes_[lane].queue.emplace(LayoutType::RingsOf(base, lane));
@@ -86,6 +89,7 @@ class ConsumerLanes {
   void Unmap() noexcept {
     header_ = nullptr;
     base_ = nullptr;
+    descriptor_ = -1;
     for (auto& lane : lanes_) lane.Clear();
     gone_ = 0;
   }
@@ -119,15 +123,19 @@ class ConsumerLanes {
       if (state == kLaneDetached) {
         lanes_[lane].killed = false;
       } else if (state == kLaneOwned) {
-        const ProcessIdentity owner = control.owner;
-        if (!owner.IsGone()) continue;
+        // The owner took its role before it stored kLaneOwned (Attach), so
+        // a role held by no one now means that it exited or detached. Held
+        // (or unknown), it runs.
+        if (Segment::HolderAt(descriptor_, LaneRole(lane)) != Segment::RoleHolder::kNone) continue;
         // A killed owner stored nothing with release on its way out; its
         // stores are ordered before this by the kernel: it had exited (every
-        // store of its last instructions done, the exit path fenced) before
-        // /proc said so, and that read was a system call of this thread.
-        // The fence keeps the compiler from moving the lane's reads above it.
+        // store of its last instructions done) before the kernel dropped
+        // its role, which this thread's system call just saw dropped. The
+        // fence keeps the compiler from moving the lane's reads above it.
         std::atomic_signal_fence(std::memory_order_seq_cst);
-        lanes_[lane].killed = true;
+        // A producer detaches by storing kLaneDetached and then dropping
+        // its role: read again, the state tells a detach from a kill.
+        lanes_[lane].killed = control.state.load(std::memory_order_acquire) != kLaneDetached;
       } else {
         continue;  // free (or a value no producer writes: left alone)
       }
@@ -285,8 +293,9 @@ class ConsumerLanes {
     }
   };
 
-  void Map(void* base) noexcept {
+  void Map(void* base, int descriptor) noexcept {
     base_ = base;
+    descriptor_ = descriptor;
     header_ = LayoutType::HeaderOf(base);
   }
 
@@ -310,6 +319,7 @@ class ConsumerLanes {
 
   Header* header_ = nullptr;  // the segment's, while it is mapped
   void* base_ = nullptr;
+  int descriptor_ = -1;  // the consumer's open of the segment: the producers' roles
   ConsumerLane lanes_[kLanes];
   std::uint64_t gone_ = 0;  // bit l: lane l's owner left, its lane not yet handed back
   bool tending_ = false;    // inside TendGoneLanes

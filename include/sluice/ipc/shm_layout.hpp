@@ -124,51 +124,44 @@ constexpr std::size_t RoundUp(std::size_t value, std::size_t alignment) noexcept
 }
 
 enum SegmentState : std::uint32_t { kOpen = 1, kClosed = 2 };
+
+// Who is alive (Segment::TakeRole): the consumer holds kConsumerRole from
+// Create (or its takeover) until it closes or exits; a producer holds its
+// lane's role from before its lane reads as owned until it detaches or
+// exits. The kernel drops a dead holder's role; nothing in the segment
+// says who is alive.
+inline constexpr std::uint32_t kConsumerRole = 0;
+constexpr std::uint32_t LaneRole(std::size_t lane) noexcept {
+  return 1 + static_cast<std::uint32_t>(lane);
+}
 enum LaneState : std::uint32_t { kLaneFree = 0, kLaneOwned = 1, kLaneDetached = 2 };
 
-// The consumer's identity in the segment, which a consumer taking over a
-// segment rewrites while producers may read it: under the one sequence
-// lock (detail/seqlock.hpp). SYNC POINT (I): the writer makes the version
-// odd, stores the fields with release, then makes it even with release; a
-// reader loads it with acquire, the fields with acquire, then the version
-// again, and keeps what it read only if both loads saw the same even value
-// (the argument is the sequence lock's). Its bytes are those of the layout
-// before the lock was shared: a 32-bit version, then the fields.
+// The consumer's pid in the segment (a label: the consumer's role says
+// whether it runs), which a consumer taking over a segment rewrites while
+// producers may read it: under the one sequence lock (detail/seqlock.hpp).
+// SYNC POINT (I): the writer makes the version odd, stores the field with
+// release, then makes it even with release; a reader loads it with
+// acquire, the field with acquire, then the version again, and keeps what
+// it read only if both loads saw the same even value (the argument is the
+// sequence lock's).
 struct ConsumerIdentity {
   sluice::detail::SeqLock lock;
   std::atomic<std::int32_t> pid;
-  std::atomic<std::uint64_t> start_time;
-  std::atomic<std::uint64_t> pid_namespace;
 
   // Only under the segment's lock: one writer at a time.
   void Store(const ProcessIdentity& identity) noexcept {
     using sluice::detail::SeqLock;
-    lock.Write([&] {
-      SeqLock::Store(pid, identity.pid);
-      SeqLock::Store(start_time, identity.start_time);
-      SeqLock::Store(pid_namespace, identity.pid_namespace);
-    });
+    lock.Write([&] { SeqLock::Store(pid, identity.pid); });
   }
   // False while a writer is inside Store (try again later), or when one
   // died there: one attempt, never a wait.
   bool Load(ProcessIdentity* identity) const noexcept {
     using sluice::detail::SeqLock;
     ProcessIdentity read;
-    const bool whole = lock.Read(
-        [&] {
-          read.pid = SeqLock::Load(pid);
-          read.start_time = SeqLock::Load(start_time);
-          read.pid_namespace = SeqLock::Load(pid_namespace);
-        },
-        SeqLock::WhileOdd::kFail, /*attempts=*/1);
+    const bool whole =
+        lock.Read([&] { read.pid = SeqLock::Load(pid); }, SeqLock::WhileOdd::kFail, /*attempts=*/1);
     if (whole) *identity = read;
     return whole;
-  }
-  // Whether the consumer is known to have exited (a reader racing a
-  // takeover counts it as running).
-  bool IsGone() const noexcept {
-    ProcessIdentity identity;
-    return Load(&identity) && identity.IsGone();
   }
 };
 

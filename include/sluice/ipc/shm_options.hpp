@@ -93,7 +93,7 @@ struct ShmBusStatistics : BusStatisticsSnapshot {
 // everything it published has been dispatched.
 struct ProducerExit {
   std::uint16_t lane = 0;  // 1..kMaxProducers, as MessageHeader::lane of its messages
-  std::int32_t pid = 0;    // its process, as seen from the consumer's PID namespace
+  std::int32_t pid = 0;    // its process, as it gave its own pid at Attach (a label)
   bool killed = false;     // its process exited without detaching
   std::uint64_t lost = 0;  // its claims never published (killed between claim and publish)
 };

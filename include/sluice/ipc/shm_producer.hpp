@@ -25,6 +25,7 @@
 #include "sluice/detail/publish/publish_core.hpp"
 #include "sluice/detail/wait/waiting.hpp"
 #include "sluice/detail/wait/wake_signal.hpp"
+#include "sluice/ipc/host_clock.hpp"
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"
 #include "sluice/ipc/segment.hpp"
@@ -115,7 +116,7 @@ class ShmProducer
     // hold it (a segment that lies about its size is refused here).
     if (segment.Size() < LayoutType::kSegmentSize) return AttachError::kNotASegment;
     if (header->state.load(std::memory_order_relaxed) != detail::kOpen ||
-        header->consumer.IsGone()) {
+        segment.HolderOf(detail::kConsumerRole) == Segment::RoleHolder::kNone) {
       return AttachError::kConsumerGone;
     }
     const AdmissionThresholds thresholds = header->thresholds;
@@ -125,7 +126,14 @@ class ShmProducer
     std::size_t lane = kLanes;
     for (std::size_t l = 0; l < kLanes && lane == kLanes; ++l) {
       // SYNC POINT READ (U): a free lane's rings as the consumer reset them.
-      if (header->lanes[l].state.load(std::memory_order_acquire) == detail::kLaneFree) lane = l;
+      // Its role is taken before the lane reads as owned, so the consumer
+      // never sees an owned lane without its owner's role. A free lane
+      // whose role another open holds (a child its last owner forked, or
+      // anyone who opened the segment to hold it) is passed over.
+      if (header->lanes[l].state.load(std::memory_order_acquire) == detail::kLaneFree &&
+          segment.TakeRole(detail::LaneRole(l))) {
+        lane = l;
+      }
     }
     if (lane == kLanes) {
       segment.Unlock();
@@ -185,6 +193,11 @@ class ShmProducer
       // SYNC POINT WRITE (U): every publish and count of this lane, before
       // the consumer hands it on.
       control_->state.store(detail::kLaneDetached, std::memory_order_release);
+      // Then the role (closing the descriptor would drop it too): a
+      // consumer that finds it dropped reads the state after, so it sees
+      // a detach, not a kill. A forked child shares the role's open and
+      // must not drop it: it only closes its descriptor, below.
+      segment_.DropRole(detail::LaneRole(lane_ - 1U));
     }
     segment_ = Segment();
     header_ = nullptr;
@@ -207,8 +220,9 @@ class ShmProducer
   // kRefusedFull, counted in the statistics' `dropped` (PublishAttempt's
   // not). kClosed when not attached, or when the consumer closed the bus or
   // is no longer running (looked at only when a publish is refused). Lock-free,
-  // any thread of this process; stamped with steady_clock nanoseconds (the
-  // consumer's clock too: both processes read CLOCK_MONOTONIC).
+  // any thread of this process; stamped with HostMonotonicClock
+  // nanoseconds (sluice/ipc/host_clock.hpp: the consumer's clock too, the
+  // same in every time namespace).
   using Api::Publish;
 
   // Deprecated: the 0.5 signature. Write PublishWithPriority(message,
@@ -331,9 +345,13 @@ class ShmProducer
     return PublishLoan(std::move(loan), sender_id, priority);
   }
 
-  // Whether the consumer that created the segment has not been seen to
-  // exit (one in another PID namespace cannot be seen: alive).
-  bool ConsumerAlive() const noexcept { return header_ != nullptr && !header_->consumer.IsGone(); }
+  // Whether a consumer holds the segment's consumer role: it runs (in any
+  // PID or time namespace, seen in /proc or not), or a child it forked
+  // without exec still holds the segment open. One system call.
+  bool ConsumerAlive() const noexcept {
+    return header_ != nullptr &&
+           segment_.HolderOf(detail::kConsumerRole) != Segment::RoleHolder::kNone;
+  }
 
   // The traits' observer (ShmBusTraits::Observer): this producer's events.
   typename Traits::Observer& GetObserver() noexcept { return observer_; }
@@ -377,15 +395,16 @@ class ShmProducer
   // (detail/publish/publish_core.hpp).
   struct Source {
     using Target = Queue;
-    using Clock = SteadyClock;
+    using Clock = HostMonotonicClock;
     using Observer = typename Traits::Observer;
     static constexpr bool kKeeps = true;
     static constexpr bool kObserves = !std::is_same_v<Observer, NoObserver>;
     static constexpr PublishOutcome kFull = PublishOutcome::kRefusedFull;
     static constexpr Position kSlots = kCapacity;
     ShmProducer& producer;
-    // Whether a refusal looks whether the consumer still runs (a read of
-    // /proc), or reads the closed state only (PublishBlocking's tries).
+    // Whether a refusal looks whether the consumer still runs (its role:
+    // one system call), or reads the closed state only (PublishBlocking's
+    // tries).
     bool look_for_consumer = true;
 
     Target& Slots() const noexcept { return *producer.queue_; }
@@ -437,7 +456,7 @@ class ShmProducer
   bool IsOpenForPublishing() const noexcept {
     // SYNC POINT READ (I): the consumer now (another may have taken over).
     return header_->state.load(std::memory_order_relaxed) == detail::kOpen &&
-           !header_->consumer.IsGone();
+           segment_.HolderOf(detail::kConsumerRole) != Segment::RoleHolder::kNone;
   }
   Segment segment_;
   Header* header_ = nullptr;

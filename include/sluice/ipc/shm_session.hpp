@@ -63,10 +63,11 @@ NameVerdict JudgeName(const std::string& name, const SegmentPermissions& permiss
   if (magic == 0) return NameVerdict::kRefuse;
   *error = AttachError::kNotASegment;  // someone else's
   if (magic != kMagic) return NameVerdict::kRefuse;
-  // (I): consumers write the identity only under this lock, which is ours
-  // now: one seen half written was being written by a consumer that died.
-  ProcessIdentity consumer;
-  const bool gone = !header->consumer.Load(&consumer) || consumer.IsGone();
+  // The consumer's role: taken here, it was held by no one, so the
+  // consumer that held it has exited (or closed); it stays ours, with
+  // `old`, for the takeover. Held, its consumer runs, whatever its pid,
+  // namespaces or /proc say.
+  const bool gone = old->TakeRole(kConsumerRole);
   // Read after `gone`: only a live owner closes (Close stores the state
   // before it takes this lock), so once it is seen gone the state can
   // change no more. Read before, a consumer killed inside Close between

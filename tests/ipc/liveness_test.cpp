@@ -1,0 +1,329 @@
+// Who is alive on a shared-memory bus is the kernel's word (the roles of
+// sluice/ipc/segment.hpp), not anything read from /proc or written in the
+// segment: a forged pid changes nothing, and neither do PID namespaces, time
+// namespaces or a /proc that hides other users' processes. Each test puts a
+// live process where a reader of /proc would misjudge it, checks that it is
+// taken for alive, then kills it and checks that it is taken for gone.
+//
+// The namespace tests need root and util-linux's unshare and setpriv (a
+// bare Debian root has both); they are skipped, saying why, without them.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sluice/ipc/host_clock.hpp>
+#include <sluice/ipc/shm_bus.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ipc_test_messages.hpp"
+#include "ipc_test_peer.hpp"
+
+namespace {
+
+using namespace sluice_ipc_test;
+using sluice::ipc::AttachError;
+using sluice::ipc::ProducerExit;
+using sluice::ipc::Segment;
+namespace layout = sluice::ipc::detail;
+
+using Bus = sluice::ipc::ShmBus<Payload, kCapacity>;
+using Producer = sluice::ipc::ShmProducer<Payload, kCapacity>;
+using Header = sluice::ipc::detail::Layout<Payload, kCapacity, sluice::ipc::ShmBusTraits>::Header;
+
+// Every lane's exits the consumer reported, by lane.
+struct Exits {
+  std::vector<ProducerExit> seen;
+  bool Any() const { return !seen.empty(); }
+};
+
+// Polls the consumer (batches and CheckProducers) `rounds` times, a
+// millisecond apart; returns how many messages the batches took.
+std::uint64_t Poll(Bus& bus, int rounds) {
+  std::uint64_t taken = 0;
+  for (int round = 0; round < rounds; ++round) {
+    taken += bus.ProcessBatch(64);
+    bus.CheckProducers();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return taken;
+}
+
+// Polls until an exit is reported, for the test's guard at most.
+bool PollUntilExit(Bus& bus, const Exits& exits) {
+  const auto deadline = std::chrono::steady_clock::now() + kGuard;
+  while (!exits.Any() && std::chrono::steady_clock::now() < deadline) Poll(bus, 1);
+  return exits.Any();
+}
+
+// A segment's header, mapped by this process: to forge what a hostile
+// process that can write the segment could write.
+Header* MapHeader(const std::string& name, Segment* segment) {
+  if (Segment::Open(name, sizeof(Header), segment) != AttachError::kNone) return nullptr;
+  return static_cast<Header*>(segment->Base());
+}
+
+// A pid no process has now (the kernel's pid_max is at most 2^22).
+constexpr std::int32_t kFreePid = (1 << 22) + 17;
+
+// The roles are locks of the open, not of the process: another open of
+// the same segment sees them held while their holder runs and dropped when
+// it is killed.
+TEST(ShmLivenessTest, ARoleIsHeldWhileItsProcessRunsAndDroppedWhenItIsKilled) {
+  const std::string name = UniqueName();
+  sluice_test::ChildProcess holder;
+  std::string line;
+  ASSERT_TRUE(StartPeer(holder, {"hold", name}));
+  ASSERT_TRUE(holder.WaitForLine("ready", &line, kGuard));
+  Segment segment;
+  ASSERT_NE(MapHeader(name, &segment), nullptr);
+  EXPECT_EQ(segment.HolderOf(layout::kConsumerRole), Segment::RoleHolder::kHeld);
+  EXPECT_EQ(segment.HolderOf(layout::LaneRole(0)), Segment::RoleHolder::kNone);
+  holder.Kill(SIGKILL);  // and reaped
+  EXPECT_EQ(segment.HolderOf(layout::kConsumerRole), Segment::RoleHolder::kNone);
+  // Taken by this open, it is held for every other open.
+  ASSERT_TRUE(segment.TakeRole(layout::kConsumerRole));
+  Segment other;
+  ASSERT_NE(MapHeader(name, &other), nullptr);
+  EXPECT_EQ(other.HolderOf(layout::kConsumerRole), Segment::RoleHolder::kHeld);
+  EXPECT_FALSE(other.TakeRole(layout::kConsumerRole));
+  segment.DropRole(layout::kConsumerRole);
+  EXPECT_TRUE(other.TakeRole(layout::kConsumerRole));
+  Segment::Unlink(name);
+}
+
+// A hostile writer sets the consumer's recorded pid to one no process has:
+// producers still attach, and a second consumer is still refused.
+TEST(ShmLivenessTest, AForgedConsumerPidDoesNotMakeALiveConsumerGone) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  Segment forger;
+  Header* header = MapHeader(name, &forger);
+  ASSERT_NE(header, nullptr);
+  sluice::ipc::ProcessIdentity forged;
+  forged.pid = kFreePid;
+  header->consumer.Store(forged);
+  Producer producer;
+  EXPECT_EQ(producer.Attach(name), AttachError::kNone);
+  EXPECT_TRUE(producer.ConsumerAlive());
+  EXPECT_TRUE(producer.Publish(Stop{1, 1}));
+  sluice_test::ChildProcess second;
+  ASSERT_TRUE(StartPeer(second, {"create", name}));
+  std::string line;
+  ASSERT_TRUE(second.WaitForLine("create=", &line, kGuard));
+  EXPECT_EQ(Field(line, "create"), static_cast<std::uint64_t>(AttachError::kConsumerExists))
+      << line;
+  second.Kill(SIGKILL);
+  EXPECT_EQ(bus.ProcessBatch(8), 1U);
+}
+
+// A hostile writer sets a live producer's recorded pid to a free one: its
+// lane is not handed back, and its messages keep coming.
+TEST(ShmLivenessTest, AForgedProducerPidDoesNotMakeALiveProducerGone) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  Exits exits;
+  bus.OnProducerExit([&exits](const ProducerExit& exit) { exits.seen.push_back(exit); });
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  Segment forger;
+  Header* header = MapHeader(name, &forger);
+  ASSERT_NE(header, nullptr);
+  header->lanes[producer.Lane() - 1].owner.pid = kFreePid;
+  Poll(bus, 20);
+  EXPECT_FALSE(exits.Any());
+  EXPECT_TRUE(producer.Publish(Stop{2, 2}));
+  EXPECT_EQ(bus.ProcessBatch(8), 1U);
+  producer.Detach();
+  ASSERT_TRUE(PollUntilExit(bus, exits));
+  EXPECT_FALSE(exits.seen.front().killed);  // a detach, told from a kill
+}
+
+// A producer that calls exec is the same process, but its segment is closed
+// (close-on-exec): its role drops, so its lane is handed back as killed
+// while the new program runs, after what it published was dispatched.
+TEST(ShmLivenessTest, AProducerThatExecsGivesItsLaneBack) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  Exits exits;
+  bus.OnProducerExit([&exits](const ProducerExit& exit) { exits.seen.push_back(exit); });
+  std::uint64_t received = 0;
+  (void)bus.Subscribe<Stop>([&received](const Stop&) { ++received; });
+  sluice_test::ChildProcess producer;
+  std::string line;
+  ASSERT_TRUE(StartPeer(producer, {"exec-after", name}));
+  ASSERT_TRUE(producer.WaitForLine("published", &line, kGuard)) << line;
+  ASSERT_TRUE(PollUntilExit(bus, exits));
+  EXPECT_EQ(received, 3U);
+  EXPECT_TRUE(exits.seen.front().killed);
+  EXPECT_EQ(exits.seen.front().lost, 0U);
+  EXPECT_EQ(::kill(producer.Pid(), 0), 0);  // /bin/sleep, the same process, still runs
+  producer.Kill(SIGKILL);
+}
+
+// The offset of a time namespace, as /proc/self/timens_offsets gives it.
+TEST(ShmHostClockTest, TheMonotonicOffsetIsReadFromTheOffsetsFile) {
+  char path[] = "/tmp/sluice-timens-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text = "monotonic          -5        250\nboottime   1000000         0\n";
+  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(fd);
+  EXPECT_EQ(sluice::ipc::HostMonotonicClock::ReadOffsetNanos(path),
+            static_cast<std::uint64_t>(-5'000'000'000LL + 250));
+  std::FILE* file = std::fopen(path, "w");
+  ASSERT_NE(file, nullptr);
+  std::fputs("monotonic 7 2000000000\n", file);  // nanoseconds out of range
+  std::fclose(file);
+  EXPECT_EQ(sluice::ipc::HostMonotonicClock::ReadOffsetNanos(path), 0U);
+  ::unlink(path);
+  EXPECT_EQ(sluice::ipc::HostMonotonicClock::ReadOffsetNanos("/nonexistent/timens_offsets"), 0U);
+}
+
+// ---- Namespaces, another user, a /proc that hides processes --------------
+
+// Whether this process may make the namespaces the tests below need;
+// otherwise why not, for the skip message.
+std::string NamespacesUnavailable() {
+  if (::geteuid() != 0) return "needs root (mount, PID and time namespaces)";
+  if (::access("/usr/bin/unshare", X_OK) != 0) return "needs /usr/bin/unshare (util-linux)";
+  if (::access("/usr/bin/setpriv", X_OK) != 0) return "needs /usr/bin/setpriv (util-linux)";
+  const int status = std::system(
+      "/usr/bin/unshare --mount --pid --time --fork --boottime 1000 /bin/sh -c "
+      "'mount -t proc -o hidepid=invisible proc /proc' >/dev/null 2>&1");
+  if (status != 0) return "unshare --mount --pid --time, or a hidepid /proc mount, was refused";
+  return "";
+}
+
+// Where the peer runs: which namespaces it gets, and as whom.
+struct Confinement {
+  bool own_pid_namespace = false;
+  bool other_user = false;  // nobody (65534)
+};
+
+// Starts the peer with `args` in new mount and time namespaces (its boot
+// and monotonic clocks 1,000,000 s ahead: every start time it reads in
+// /proc moves), a /proc mounted hidepid=invisible (it sees no process of
+// another user), and as `confinement` asks.
+bool StartConfinedPeer(sluice_test::ChildProcess& peer, const Confinement& confinement,
+                       const std::vector<std::string>& args) {
+  std::string command = "mount -t proc -o hidepid=invisible proc /proc && exec ";
+  if (confinement.other_user) {
+    command += "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  command += SLUICE_IPC_PEER;
+  for (const std::string& arg : args) command += " '" + arg + "'";
+  std::vector<std::string> argv{"/usr/bin/unshare", "--mount", "--time", "--fork",
+                                "--boottime",       "1000000", "--monotonic", "1000000"};
+  if (confinement.own_pid_namespace) argv.emplace_back("--pid");
+  argv.insert(argv.end(), {"/bin/sh", "-c", command});
+  return peer.Start(argv, /*capture=*/true);
+}
+
+// Kills what unshare forked (the peer; with its own PID namespace, that
+// namespace's first process, whose death ends every process in it), then
+// unshare, which waits for it.
+void KillConfined(sluice_test::ChildProcess& peer) {
+  const std::string children = "/proc/" + std::to_string(peer.Pid()) + "/task/" +
+                               std::to_string(peer.Pid()) + "/children";
+  std::ifstream list(children);
+  pid_t child = 0;
+  while (list >> child) (void)::kill(child, SIGKILL);
+  peer.Kill(SIGKILL);
+}
+
+class ShmLivenessNamespaceTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    const std::string why = NamespacesUnavailable();
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+};
+
+// A second consumer that reads its /proc through other namespaces (a
+// shifted boot clock, perhaps another PID namespace, other users' processes
+// hidden) is refused while the first consumer runs, and takes over once it
+// is killed.
+TEST_P(ShmLivenessNamespaceTest, ASecondConsumerElsewhereNeverTakesOverALiveOne) {
+  const Confinement confinement{/*own_pid_namespace=*/GetParam(), /*other_user=*/false};
+  const std::string name = UniqueName();
+  sluice_test::ChildProcess first;
+  std::string line;
+  ASSERT_TRUE(StartPeer(first, {"hold", name}));
+  ASSERT_TRUE(first.WaitForLine("ready", &line, kGuard));
+  {
+    sluice_test::ChildProcess second;
+    ASSERT_TRUE(StartConfinedPeer(second, confinement, {"create", name}));
+    ASSERT_TRUE(second.WaitForLine("create=", &line, kGuard));
+    EXPECT_EQ(Field(line, "create"), static_cast<std::uint64_t>(AttachError::kConsumerExists))
+        << line;
+    KillConfined(second);
+  }
+  first.Kill(SIGKILL);
+  {
+    sluice_test::ChildProcess second;
+    ASSERT_TRUE(StartConfinedPeer(second, confinement, {"create", name}));
+    ASSERT_TRUE(second.WaitForLine("create=", &line, kGuard));
+    EXPECT_EQ(Field(line, "create"), static_cast<std::uint64_t>(AttachError::kNone)) << line;
+    EXPECT_EQ(Field(line, "took_over"), 1U) << line;
+    KillConfined(second);
+  }
+  Segment::Unlink(name);
+}
+
+// A producer of another user, in other namespaces, sees this consumer
+// alive (it publishes; none refused as kConsumerGone), and this consumer
+// sees it alive (its lane is not handed back) until it is killed; then its
+// lane is handed back as killed. Its stamps are on this process's clock,
+// although its own CLOCK_MONOTONIC is 1,000,000 s ahead: each is within
+// 1,000 s of this process's reading at dispatch (a bound on the clocks'
+// agreement, a thousand times below the offset, not on any latency).
+TEST_P(ShmLivenessNamespaceTest, AProducerElsewhereIsAliveUntilKilled) {
+  const Confinement confinement{/*own_pid_namespace=*/GetParam(), /*other_user=*/true};
+  const std::string name = UniqueName();
+  sluice::ipc::ShmBusOptions options;
+  options.permissions.mode = 0666;  // the other user's producer opens it
+  Bus bus;
+  ASSERT_EQ(bus.Create(name, options), AttachError::kNone);
+  Exits exits;
+  bus.OnProducerExit([&exits](const ProducerExit& exit) { exits.seen.push_back(exit); });
+  std::uint64_t stamped = 0;
+  std::uint64_t off_the_clock = 0;
+  (void)bus.Subscribe<Stop>([&](const Stop&, const sluice::MessageHeader& header) {
+    const auto now = static_cast<std::int64_t>(sluice::ipc::HostMonotonicClock::NowNanos());
+    const std::int64_t apart = now - static_cast<std::int64_t>(header.timestamp_ns);
+    ++stamped;
+    if (apart > 1'000'000'000'000LL || apart < -1'000'000'000'000LL) ++off_the_clock;
+  });
+  sluice_test::ChildProcess producer;
+  std::string line;
+  ASSERT_TRUE(StartConfinedPeer(producer, confinement, {"publish-threads", name, "1"}));
+  ASSERT_TRUE(producer.WaitForLine("publishing", &line, kGuard)) << line;
+  // 200 looks for producers that left, with its messages flowing.
+  EXPECT_GT(Poll(bus, 200), 0U);
+  EXPECT_FALSE(exits.Any());
+  EXPECT_GT(stamped, 0U);
+  EXPECT_EQ(off_the_clock, 0U) << "of " << stamped;
+  KillConfined(producer);
+  ASSERT_TRUE(PollUntilExit(bus, exits));
+  EXPECT_TRUE(exits.seen.front().killed);
+}
+
+INSTANTIATE_TEST_SUITE_P(PidNamespace, ShmLivenessNamespaceTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("OwnPidNamespace")
+                                             : std::string("SamePidNamespace");
+                         });
+
+}  // namespace
