@@ -224,7 +224,7 @@ bool StartConfinedPeer(sluice_test::ChildProcess& peer, const Confinement& confi
   }
   command += SLUICE_IPC_PEER;
   for (const std::string& arg : args) command += " '" + arg + "'";
-  std::vector<std::string> argv{"/usr/bin/unshare", "--mount", "--time", "--fork",
+  std::vector<std::string> argv{"/usr/bin/unshare", "--mount", "--time",      "--fork",
                                 "--boottime",       "1000000", "--monotonic", "1000000"};
   if (confinement.own_pid_namespace) argv.emplace_back("--pid");
   argv.insert(argv.end(), {"/bin/sh", "-c", command});
@@ -235,8 +235,8 @@ bool StartConfinedPeer(sluice_test::ChildProcess& peer, const Confinement& confi
 // namespace's first process, whose death ends every process in it), then
 // unshare, which waits for it.
 void KillConfined(sluice_test::ChildProcess& peer) {
-  const std::string children = "/proc/" + std::to_string(peer.Pid()) + "/task/" +
-                               std::to_string(peer.Pid()) + "/children";
+  const std::string children =
+      "/proc/" + std::to_string(peer.Pid()) + "/task/" + std::to_string(peer.Pid()) + "/children";
   std::ifstream list(children);
   pid_t child = 0;
   while (list >> child) (void)::kill(child, SIGKILL);

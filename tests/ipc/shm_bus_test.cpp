@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -365,6 +366,18 @@ TEST(ShmBusTest, AConsumerFedRandomBytesStaysInsideTheSegment) {
       ASSERT_LE(n, 256u);
       taken += n;
     }
+    // Every other consumer call reads the segment too: under UBSan, none
+    // may read a byte as a bool or an enum it cannot hold. The waits end
+    // when their time is up (a slice of sleep if nothing is queued).
+    bus.CheckProducers();
+    taken += bus.ProcessBatchWait(std::chrono::milliseconds(1), 256);
+    taken += bus.ProcessBatchWithWait([](const auto&) {}, std::chrono::milliseconds(1), 256);
+    (void)bus.QueueDepth();
+    (void)bus.QueueUtilizationPercent();
+    (void)bus.GetBackpressureLevel();
+    (void)bus.PeekBackpressurePeak();
+    (void)bus.GetLatencyHistograms();
+    bus.ForEachProducer([](const auto&) {});
     // Producers keep to their bounds too.
     for (std::uint64_t seq = 0; seq < 8; ++seq) (void)producer.Publish(Stop{0, seq}, 7);
     corrupt += bus.GetStatistics().corrupt;
@@ -373,6 +386,38 @@ TEST(ShmBusTest, AConsumerFedRandomBytesStaysInsideTheSegment) {
               kRounds, static_cast<unsigned long long>(taken),
               static_cast<unsigned long long>(corrupt));
   EXPECT_GT(taken, 0u) << "no round reached a message: the test proves nothing";
+}
+
+// A writer puts a message into a lane outside the active set and marks the
+// lane detached. Batches read only active lanes, so the lane would never
+// drain: it is handed back, counted corrupt, and the consumer sleeps again
+// when nothing is queued (before, ProcessBatchWait found that message as
+// work on every look and never slept).
+TEST(ShmBusTest, ALaneOutsideTheActiveSetWithAMessageIsHandedBackAsCorrupt) {
+  using Header = sluice::ipc::detail::Layout<Payload, kCapacity, sluice::ipc::ShmBusTraits>::Header;
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  const std::size_t lane = producer.Lane() - 1U;
+  ASSERT_TRUE(producer.Publish(Stop{0, 1}));
+  sluice::ipc::Segment writer;
+  ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &writer), AttachError::kNone);
+  auto* header = static_cast<Header*>(writer.Base());
+  header->lanes_active.fetch_and(~(std::uint64_t{1} << lane));
+  header->lanes[lane].state.store(sluice::ipc::detail::kLaneDetached);
+  bus.CheckProducers();
+  EXPECT_EQ(header->lanes[lane].state.load(), sluice::ipc::detail::kLaneFree);
+  EXPECT_EQ(bus.GetStatistics().corrupt, 1U);
+  EXPECT_EQ(bus.QueueDepth(), 0U);
+  // Nothing queued: the wait sleeps (a voluntary context switch), not spins.
+  rusage before{};
+  ASSERT_EQ(::getrusage(RUSAGE_THREAD, &before), 0);
+  EXPECT_EQ(bus.ProcessBatchWait(std::chrono::milliseconds(50)), 0U);
+  rusage after{};
+  ASSERT_EQ(::getrusage(RUSAGE_THREAD, &after), 0);
+  EXPECT_GT(after.ru_nvcsw, before.ru_nvcsw);
 }
 
 // A producer (or anything else that can write the segment) that writes a

@@ -168,8 +168,14 @@ class ConsumerLanes {
       ConsumerLane& consumer = lanes_[lane];
       consumer.queue->SkipUnpublishedFronts(consumer.skipped);
       // Claims more than a ring holds: rings written wrong, which would never
-      // drain. Handed on now, what they held counted corrupt.
-      if (consumer.queue->HasImpossibleClaims()) {
+      // drain. Handed on now, what they held counted corrupt. So is a lane
+      // outside the active set that holds messages: batches read only the
+      // active lanes, so they would never drain it (and a consumer waiting
+      // for work would find it there and never sleep). No producer leaves
+      // one: Attach sets the lane's bit before its first publish, and only
+      // this thread clears it, when it hands the lane back.
+      const bool active = (header_->lanes_active.load(std::memory_order_acquire) & bit) != 0;
+      if (consumer.queue->HasImpossibleClaims() || (!active && !consumer.queue->IsDrained())) {
         ++counts.corrupt;
       } else if (!consumer.queue->IsDrained()) {
         continue;

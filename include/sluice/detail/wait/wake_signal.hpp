@@ -93,7 +93,7 @@ class WakeSignal {
   static constexpr bool kProcessShared = ParkerIsProcessShared<Parker>::value;
 
   WakeSignal() noexcept {
-    if constexpr (HasHeavyFence<Parker>::value) asymmetric_ = parker_.EnableHeavyFence();
+    if constexpr (HasHeavyFence<Parker>::value) asymmetric_ = parker_.EnableHeavyFence() ? 1 : 0;
   }
 
   // The notifying side (any thread), after the store the sleeper waits for
@@ -108,14 +108,14 @@ class WakeSignal {
   // Wake, to wake only some).
   void NotifierFence() const noexcept {
     // SYNC POINT WRITE/READ (W), notifying side: see the file comment.
-    if (asymmetric_) {
+    if (asymmetric_ != 0) {
       std::atomic_signal_fence(std::memory_order_seq_cst);
     } else {
       FullFence();
     }
   }
   // Whether NotifierFence is only a compiler fence (the heavy fence is in use).
-  bool Asymmetric() const noexcept { return asymmetric_; }
+  bool Asymmetric() const noexcept { return asymmetric_ != 0; }
   bool HasWaiters() const noexcept { return waiters_.load(std::memory_order_relaxed) != 0; }
   void Wake() noexcept {
     sequence_.fetch_add(1, std::memory_order_release);
@@ -135,7 +135,7 @@ class WakeSignal {
     waiters_.fetch_add(1, std::memory_order_relaxed);
     // SYNC POINT WRITE/READ (W), waiting side: see the file comment.
     if constexpr (HasHeavyFence<Parker>::value) {
-      if (asymmetric_) {
+      if (asymmetric_ != 0) {
         if (parker_.HeavyFence()) return true;
         waiters_.fetch_sub(1, std::memory_order_relaxed);
         return false;
@@ -174,7 +174,11 @@ class WakeSignal {
   // Read by every notifier on every notify, written by waiters only when
   // they go to sleep or wake: a line of its own.
   alignas(kCacheLineSize) std::atomic<std::uint32_t> waiters_{0};
-  bool asymmetric_ = false;  // set once, before any producer runs
+  // Set once, before any producer runs. A byte read as != 0, not a bool: in
+  // shared memory (sluice/ipc) any process that can write the segment can
+  // leave any value here, and a bool holding another value than 0 or 1 is
+  // undefined behaviour to read.
+  std::uint8_t asymmetric_ = 0;
   std::atomic<std::uint32_t> sequence_{0};
   Parker parker_;
 };
