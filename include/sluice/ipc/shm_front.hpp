@@ -102,6 +102,7 @@ class ShmFront {
   // a lane at a time: one read-modify-write of the lane's mask (a line its
   // producer writes too) per run of messages of one lane, not per message.
   void Release() noexcept {
+    FinishInHand();
     if constexpr (LayoutType::Loans::kAny) {
       if (batch_.loan != 0 && !batch_.closed) {
         if (batch_.lane != batch_.returning_lane) {
@@ -182,6 +183,9 @@ class ShmFront {
       const Envelope* front = lanes_.ReadyFront(active, &lane);
       if (front == nullptr) return nullptr;
       std::memcpy(batch_.bytes, static_cast<const void*>(front), sizeof(Envelope));
+      // SYNC POINT WRITE (K): which message is in hand, before its pop.
+      lanes_.SegmentHeader()->in_hand.store(InHandMark(lane, lanes_.QueueOf(lane).Released()),
+                                            std::memory_order_relaxed);
       lanes_.QueueOf(lane).PopFront();
       batch_.touched |= std::uint64_t{1} << lane;
       ++batch_.taken;
@@ -189,6 +193,7 @@ class ShmFront {
       if (envelope.payload.index() >= std::variant_size_v<Payload> ||
           static_cast<std::size_t>(envelope.header.priority) >= kPriorityCount) {
         ++counts_.corrupt;
+        FinishInHand();
         continue;
       }
       // Fields a writer could leave as any byte, set to what they mean
@@ -201,6 +206,7 @@ class ShmFront {
       if constexpr (LayoutType::Loans::kAny) {
         if (!BindLoan(&envelope, lane, &batch_.loan)) {
           ++counts_.corrupt;
+          FinishInHand();
           continue;
         }
       }
@@ -225,6 +231,12 @@ class ShmFront {
           return true;
         },
         envelope->payload);
+  }
+
+  // SYNC POINT WRITE (K): the message taken is dispatched (or counted
+  // corrupt): no longer in hand.
+  void FinishInHand() noexcept {
+    if (lanes_.IsOpen()) lanes_.SegmentHeader()->in_hand.store(0, std::memory_order_relaxed);
   }
 
   // Gives the dispatched blocks in *blocks back to lane `lane`'s producer.

@@ -58,6 +58,14 @@
 //      interval; a consumer killed leaves producers waiting for room, so
 //      their sleep is cut into slices after which they look for it
 //      (tests/spin/ipc_wakeup.pml models both).
+//  (K) the message in hand, killed consumer -> the consumer taking over:
+//      before it pops a message (the pop's releases are release stores,
+//      which keep the mark before them), the consumer stores which message
+//      it takes in `in_hand`, and 0 once the message is dispatched (or
+//      counted corrupt). A killed process's stores up to its last
+//      instruction are all in memory once the kernel has dropped its role,
+//      which the consumer taking over saw when it took the role: it finds
+//      the mark with the message popped exactly when it died holding it.
 //  (I) who the consumer is, which a consumer taking over a killed one's
 //      segment rewrites: a sequence lock of atomics (ConsumerIdentity).
 //  (X) close: the consumer stores `state` = kClosed, then closes every
@@ -228,6 +236,9 @@ struct Layout {
     std::atomic<std::uint32_t> state;
     std::atomic<std::uint64_t> lanes_active;  // bit l: lane l has an owner: (U)
     Signal consumer_wake;                     // ProcessBatchWait sleeps here: (W)
+    // The message the consumer has taken and not finished dispatching, if
+    // any: InHandMark(lane, position in the lane's fill), 0 when none. (K)
+    alignas(kCacheLineSize) std::atomic<std::uint64_t> in_hand;
     LaneControl lanes[kLanes];
   };
 
@@ -268,6 +279,14 @@ struct Layout {
 };
 
 inline int LowestBit(std::uint64_t bits) noexcept { return __builtin_ctzll(bits); }
+
+// Header::in_hand: lane + 1 in the top byte, the message's position in its
+// lane's fill (how many the lane had released before it) in the rest.
+inline constexpr std::uint64_t kInHandPositionMask = (std::uint64_t{1} << 56) - 1;
+constexpr std::uint64_t InHandMark(std::size_t lane, Position position) noexcept {
+  return (static_cast<std::uint64_t>(lane + 1) << 56) |
+         (static_cast<std::uint64_t>(position) & kInHandPositionMask);
+}
 
 }  // namespace detail
 

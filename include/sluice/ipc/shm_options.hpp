@@ -59,7 +59,7 @@ struct ShmBusOptions {
   AdmissionThresholds thresholds;
   // How often, at most, each side looks whether the other still runs.
   // ProcessBatch looks for producer processes that exited without
-  // detaching (one read of /proc per attached producer) on a batch that
+  // detaching (one system call per attached producer) on a batch that
   // took nothing, or after 4,096 batches; 0: on every such batch
   // (ShmBus::CheckProducers looks at once). It is also the longest a wait
   // sleeps between two looks (1 ms when 0): ProcessBatchWait (a producer
@@ -87,6 +87,10 @@ struct ShmBusStatistics : BusStatisticsSnapshot {
   std::uint64_t producers_detached = 0;  // lanes handed back by Detach (or a destructor)
   std::uint64_t taken_over =
       0;  // messages queued when Create took over a killed consumer's segment
+  // Taken over: the message the killed consumer had taken from its ring and
+  // not finished dispatching (0 or 1): it reached none, some or all of its
+  // subscribers, and is not dispatched again.
+  std::uint64_t lost_in_hand = 0;
 };
 
 // A producer's lane handed back, reported to ShmBus::OnProducerExit after
