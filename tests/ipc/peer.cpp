@@ -40,6 +40,9 @@
 //   loans NAME COUNT       on the loan bus: COUNT frames, 4 KB (even) and
 //                          64 KB (odd), loaned, filled and published at LOW,
 //                          each retried until a block and room are free
+//   consume-loans-slowly NAME  creates (or takes over) the loan bus,
+//                          "ready took_over=0|1", then for each message
+//                          "got" and a 2 ms pause, until killed
 //   hold-loans NAME        on the loan bus: publishes frames 0 (4 KB) and 1
 //                          (64 KB), takes every block left, "holding
 //                          taken=N", SIGKILLs itself
@@ -475,6 +478,22 @@ int Loans(const std::string& name, std::uint64_t count) {
   return 0;
 }
 
+int ConsumeLoansSlowly(const std::string& name) {
+  sluice::ipc::ShmBus<sluice_ipc_test::LoanPayload, sluice_ipc_test::kLoanCapacity> bus;
+  const AttachError error = bus.Create(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  Say("ready took_over=" + std::to_string(bus.TookOver() ? 1 : 0));
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::uint32_t taken = bus.ProcessBatchWith([](const auto&) {
+      Say("got");
+      std::this_thread::sleep_for(2ms);
+    });
+    if (taken == 0) std::this_thread::sleep_for(100us);
+  }
+  return Fail("deadline");
+}
+
 int HoldLoans(const std::string& name) {
   LoanProducer producer;
   const AttachError error = producer.Attach(name);
@@ -561,6 +580,7 @@ int main(int argc, char** argv) {
   }
   if (args.size() == 3 && args[0] == "loans") return Loans(args[1], std::stoull(args[2]));
   if (args.size() == 2 && args[0] == "hold-loans") return HoldLoans(args[1]);
+  if (args.size() == 2 && args[0] == "consume-loans-slowly") return ConsumeLoansSlowly(args[1]);
   if (args.size() == 3 && args[0] == "leader-exits")
     return LeaderExits(args[1], std::stoull(args[2]));
   if (args.size() == 4 && args[0] == "bursts") {

@@ -14,17 +14,31 @@
 //
 // Each producer's lane has ShmBusTraits::kLoanBlocks blocks (at most 64),
 // each as large as the largest Loaned<T> of the payload; a payload without
-// a Loaned<T> has none. Which blocks are free is one bit mask per lane:
-// a producer takes a block with a CAS that clears its bit, the consumer
-// gives it back after the message was dispatched with a fetch_or that sets
-// it. A producer killed holding loans loses them with its lane, which the
-// consumer makes anew (every block free) when it hands the lane on.
+// a Loaned<T> has none. A block is, at any instant, free (the producer's
+// to take), lent (taken by the producer, not yet published), named by a
+// queued message, or held by the consumer (it took the message that names
+// it and has not given the block back). Two bits per block say which of
+// these it is where the producer cannot tell by itself: free, and held;
+// they share one word (LoanWords: 32 blocks a word), so that each move
+// between them is one atomic step. A producer takes a free block with a
+// CAS that clears its free bit (and gives one back unpublished with a
+// fetch_or that sets it); the consumer sets the held bit before it takes
+// the message from its ring, and gives the block back after the dispatch
+// with a CAS that sets free and clears held. So a consumer killed at any
+// instruction leaves each of its blocks held or given back, never lost
+// between the two: the consumer that takes its segment over frees every
+// held block (ReclaimHeld), except the block of a message it finds still
+// queued. A producer killed holding loans loses them with its lane, which
+// the consumer makes anew (every block free) when it hands the lane on.
 //
 // Synchronisation, each release named with its acquire:
 //  (P) block reuse, consumer -> producer: the consumer's reads of a block
-//      (the subscribers', during dispatch) come before its release fetch_or
-//      of the block's bit; the producer's acquire CAS that clears the bit
-//      comes before its writes into the block.
+//      (the subscribers', during dispatch) come before its release CAS that
+//      sets the block's free bit; the producer's acquire CAS that clears the
+//      bit comes before its writes into the block. A taking-over consumer's
+//      ReclaimHeld is a release CAS too, after the killed one's last reads
+//      (the kernel's: the killed process had ended before its role was
+//      dropped, which the taker saw).
 //  The producer's writes into the block reach the consumer through the
 //  message that names it: the slot's publish is release, the consumer's
 //  look at it acquire ((A) of detail/queue/ring.hpp).
@@ -118,21 +132,103 @@ struct LoanShape<std::variant<Ts...>> {
       (Max({SizeOf<Ts>()...}) + kAlign - 1) / kAlign * kAlign;
 };
 
-// Where a producer's loans go back: its lane's free mask, while that
+// A lane's loan words: block b's bits are in word b / 32: bit b % 32 set
+// while the block is free, bit 32 + b % 32 while the consumer holds it.
+inline constexpr std::size_t kBlocksPerLoanWord = 32;
+inline constexpr std::size_t kLoanWords = 2;  // 64 blocks at most
+inline constexpr std::uint64_t kFreeBits = 0xFFFFFFFFULL;
+
+// Every block of a lane of `blocks` free, none held, in word `word`.
+inline constexpr std::uint64_t AllFree(std::size_t blocks, std::size_t word) noexcept {
+  const std::size_t first = word * kBlocksPerLoanWord;
+  if (blocks <= first) return 0;
+  const std::size_t here = blocks - first;
+  return here >= kBlocksPerLoanWord ? kFreeBits : (std::uint64_t{1} << here) - 1;
+}
+
+// Producer: takes a free block of the lane whose words are `words` (blocks
+// below `blocks` only), its number in *block. False when none is free.
+inline bool TakeFreeBlock(std::atomic<std::uint64_t>* words, std::size_t blocks,
+                          std::uint32_t* block) noexcept {
+  for (std::size_t w = 0; w < kLoanWords && w * kBlocksPerLoanWord < blocks; ++w) {
+    // Bits past the lane's blocks (set by a writer of the segment) are
+    // never taken.
+    const std::uint64_t valid = AllFree(blocks, w);
+    std::uint64_t word = words[w].load(std::memory_order_relaxed);
+    for (std::uint64_t free = word & valid; free != 0; free = word & valid) {
+      const std::uint64_t bit = free & (~free + 1);
+      // SYNC POINT READ (P): the block's last reader, before the taker's writes.
+      if (words[w].compare_exchange_weak(word, word & ~bit, std::memory_order_acquire,
+                                         std::memory_order_relaxed)) {
+        *block = static_cast<std::uint32_t>(w * kBlocksPerLoanWord +
+                                            static_cast<std::size_t>(__builtin_ctzll(bit)));
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Producer: gives block `block` (< 64) back unpublished.
+inline void GiveBlockBack(std::atomic<std::uint64_t>* words, std::uint32_t block) noexcept {
+  // SYNC POINT WRITE (P): this producer's accesses of the block, before the
+  // next taker's.
+  words[block / kBlocksPerLoanWord].fetch_or(std::uint64_t{1} << (block % kBlocksPerLoanWord),
+                                             std::memory_order_release);
+}
+
+// Consumer: holds block `block` (< 64), before it takes the message that
+// names it from its ring (whose release keeps this store before it).
+inline void HoldBlock(std::atomic<std::uint64_t>* words, std::uint32_t block) noexcept {
+  words[block / kBlocksPerLoanWord].fetch_or(
+      std::uint64_t{1} << (kBlocksPerLoanWord + block % kBlocksPerLoanWord),
+      std::memory_order_relaxed);
+}
+
+// Consumer: gives the held blocks in `blocks` (bit b: block b) back, each
+// word in one step: free set, held cleared.
+inline void ReturnHeldBlocks(std::atomic<std::uint64_t>* words, std::uint64_t blocks) noexcept {
+  for (std::size_t w = 0; w < kLoanWords; ++w) {
+    const std::uint64_t bits = (blocks >> (w * kBlocksPerLoanWord)) & kFreeBits;
+    if (bits == 0) continue;
+    std::uint64_t word = words[w].load(std::memory_order_relaxed);
+    // SYNC POINT WRITE (P): the subscribers' reads of the blocks, before
+    // their next taker's writes.
+    while (!words[w].compare_exchange_weak(word, (word | bits) & ~(bits << kBlocksPerLoanWord),
+                                           std::memory_order_release, std::memory_order_relaxed)) {
+    }
+  }
+}
+
+// A consumer taking over a killed one's segment: every block the killed one
+// held is freed, but those in `keep` (bit b: block b), which it had marked
+// held for a message it had not yet taken from its ring (still queued:
+// the block is that message's until it is dispatched again), and whose
+// held bit is only cleared. Blocks below `blocks` only.
+inline void ReclaimHeldBlocks(std::atomic<std::uint64_t>* words, std::size_t blocks,
+                              std::uint64_t keep) noexcept {
+  for (std::size_t w = 0; w < kLoanWords; ++w) {
+    const std::uint64_t valid = AllFree(blocks, w);
+    const std::uint64_t kept = (keep >> (w * kBlocksPerLoanWord)) & kFreeBits;
+    std::uint64_t word = words[w].load(std::memory_order_relaxed);
+    // SYNC POINT WRITE (P), for the killed consumer's reads: see above.
+    while (!words[w].compare_exchange_weak(
+        word, (word & kFreeBits) | ((word >> kBlocksPerLoanWord) & valid & ~kept),
+        std::memory_order_release, std::memory_order_relaxed)) {
+    }
+  }
+}
+
+// Where a producer's loans go back: its lane's loan words, while that
 // producer is attached to that lane. Shared by the producer and its
 // loans, so that a loan dropped after its producer detached (the lane
 // handed on, perhaps to another producer, the mapping perhaps gone) gives
 // nothing back: the consumer made every block of the lane free when it
 // handed the lane on.
 struct LoanHome {
-  std::atomic<std::uint64_t>* free = nullptr;
+  std::atomic<std::uint64_t>* words = nullptr;  // the lane's kLoanWords words
   std::atomic<bool> attached{true};
 };
-
-// A lane's free blocks: bit b set while block b is free.
-inline constexpr std::uint64_t AllBlocks(std::size_t blocks) noexcept {
-  return blocks >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << blocks) - 1;
-}
 
 }  // namespace detail
 
@@ -179,9 +275,7 @@ class ShmLoan {
     // -Wstringop-overflow).
     if (home_ == nullptr) return;
     if (home_->attached.load(std::memory_order_relaxed)) {
-      // SYNC POINT WRITE (P): this producer's accesses of the block, before
-      // the next taker's.
-      home_->free->fetch_or(std::uint64_t{1} << block_, std::memory_order_release);
+      detail::GiveBlockBack(home_->words, block_);
     }
     data_ = nullptr;
     home_.reset();

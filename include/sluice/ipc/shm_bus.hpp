@@ -397,7 +397,7 @@ class ShmBus {
     header_->peer_check_nanoseconds =
         static_cast<std::uint64_t>(detail::SleepSlice(options).count());
     front_.Lanes().TakeOver(segment_.Base(), segment_.Descriptor());
-    const std::uint64_t lost_in_hand = LostInHand();
+    const std::uint64_t lost_in_hand = front_.Lanes().TakeOverHand();
     // The killed consumer may have been counted asleep.
     header_->consumer_wake.ForgetWaiters();
     Begin(name, options);
@@ -406,24 +406,6 @@ class ShmBus {
     front_.Counts().totals.lost_in_hand = lost_in_hand;
     segment_.Unlock();
     return AttachError::kNone;
-  }
-
-  // Taking over (the rings' releases finished): 1 if the killed consumer
-  // had popped a message and not finished dispatching it, else 0. SYNC
-  // POINT READ (K): the mark names a lane and the position its message had
-  // in the lane's fill; popped, the fill has released exactly one more. A
-  // mark written wrong names no lane, or a position that is not the one
-  // just released: counted nothing.
-  std::uint64_t LostInHand() noexcept {
-    const std::uint64_t mark = header_->in_hand.load(std::memory_order_relaxed);
-    header_->in_hand.store(0, std::memory_order_relaxed);
-    const std::uint64_t lane_plus_one = mark >> 56;
-    if (lane_plus_one == 0 || lane_plus_one > LayoutType::kLanes) return 0;
-    const std::size_t lane = static_cast<std::size_t>(lane_plus_one - 1);
-    const auto released = static_cast<std::uint64_t>(front_.Lanes().QueueOf(lane).Released());
-    return ((released - 1) & detail::kInHandPositionMask) == (mark & detail::kInHandPositionMask)
-               ? 1
-               : 0;
   }
 
   // What Create and TakeOver both set, in this process.

@@ -183,15 +183,29 @@ class ShmFront {
       const Envelope* front = lanes_.ReadyFront(active, &lane);
       if (front == nullptr) return nullptr;
       std::memcpy(batch_.bytes, static_cast<const void*>(front), sizeof(Envelope));
-      // SYNC POINT WRITE (K): which message is in hand, before its pop.
-      lanes_.SegmentHeader()->in_hand.store(InHandMark(lane, lanes_.QueueOf(lane).Released()),
-                                            std::memory_order_relaxed);
+      Envelope& envelope = *std::launder(reinterpret_cast<Envelope*>(batch_.bytes));
+      // The copy is checked before the pop: whether it is whole, and which
+      // loan block it names, held before the pop (P).
+      const bool whole = envelope.payload.index() < std::variant_size_v<Payload> &&
+                         static_cast<std::size_t>(envelope.header.priority) < kPriorityCount;
+      std::uint32_t block = kNoBlock;
+      if constexpr (LayoutType::Loans::kAny) {
+        if (whole) block = BlockOf(envelope);
+      }
+      const bool holds = block < LayoutType::kLoanBlocks;
+      auto& control = lanes_.SegmentHeader()->lanes[lane];
+      // SYNC POINT WRITE (K): which message is in hand, and its block,
+      // before its pop (whose release stores keep these before them).
+      lanes_.SegmentHeader()->in_hand.store(
+          InHandMark(lane, holds ? block : kNoBlock, lanes_.QueueOf(lane).Released()),
+          std::memory_order_relaxed);
+      if (holds) HoldBlock(control.loans, block);
       lanes_.QueueOf(lane).PopFront();
       batch_.touched |= std::uint64_t{1} << lane;
       ++batch_.taken;
-      Envelope& envelope = *std::launder(reinterpret_cast<Envelope*>(batch_.bytes));
-      if (envelope.payload.index() >= std::variant_size_v<Payload> ||
-          static_cast<std::size_t>(envelope.header.priority) >= kPriorityCount) {
+      if (!whole || block == kBadBlock) {
+        // A priority or alternative index out of range, or a loan naming no
+        // block of its lane.
         ++counts_.corrupt;
         FinishInHand();
         continue;
@@ -204,10 +218,9 @@ class ShmFront {
       batch_.lane = lane;
       batch_.loan = 0;  // the block a loaned message names, as a bit
       if constexpr (LayoutType::Loans::kAny) {
-        if (!BindLoan(&envelope, lane, &batch_.loan)) {
-          ++counts_.corrupt;
-          FinishInHand();
-          continue;
+        if (holds) {
+          BindLoan(&envelope, lane, block);
+          batch_.loan = std::uint64_t{1} << block;
         }
       }
       return &envelope;
@@ -215,20 +228,31 @@ class ShmFront {
     return nullptr;
   }
 
-  // A loaned message: points it at its block in this process's mapping, if
-  // the block number is one of the lane's; its bit in *loan. False when it
-  // is not (the message is corrupt).
-  bool BindLoan(Envelope* envelope, std::size_t lane, std::uint64_t* loan) noexcept {
+  // The loan block a whole message names: kNoBlock when it is not a loan,
+  // kBadBlock when the number is none of its lane's blocks.
+  static std::uint32_t BlockOf(const Envelope& envelope) noexcept {
     return std::visit(
+        [](const auto& message) -> std::uint32_t {
+          using Message = std::decay_t<decltype(message)>;
+          if constexpr (IsLoaned<Message>::value) {
+            return message.block_ < LayoutType::kLoanBlocks ? message.block_ : kBadBlock;
+          } else {
+            return kNoBlock;
+          }
+        },
+        envelope.payload);
+  }
+
+  // A loaned message (block `block`, one of the lane's): points it at its
+  // block in this process's mapping.
+  void BindLoan(Envelope* envelope, std::size_t lane, std::uint32_t block) noexcept {
+    std::visit(
         [&](auto& message) {
           using Message = std::decay_t<decltype(message)>;
           if constexpr (IsLoaned<Message>::value) {
-            if (message.block_ >= LayoutType::kLoanBlocks) return false;
             message.data_ = std::launder(reinterpret_cast<const typename Message::Type*>(
-                LayoutType::LoanBlock(lanes_.Base(), lane, message.block_)));
-            *loan = std::uint64_t{1} << message.block_;
+                LayoutType::LoanBlock(lanes_.Base(), lane, block)));
           }
-          return true;
         },
         envelope->payload);
   }
@@ -239,12 +263,11 @@ class ShmFront {
     if (lanes_.IsOpen()) lanes_.SegmentHeader()->in_hand.store(0, std::memory_order_relaxed);
   }
 
-  // Gives the dispatched blocks in *blocks back to lane `lane`'s producer.
+  // Gives the dispatched blocks in *blocks back to lane `lane`'s producer
+  // (SYNC POINT WRITE (P), in ReturnHeldBlocks).
   void ReturnLoans(std::size_t lane, std::uint64_t* blocks) noexcept {
     if (*blocks == 0 || !lanes_.IsOpen()) return;
-    // SYNC POINT WRITE (P): the subscribers' reads of the blocks, before
-    // their next taker's writes.
-    lanes_.SegmentHeader()->lanes[lane].loans_free.fetch_or(*blocks, std::memory_order_release);
+    ReturnHeldBlocks(lanes_.SegmentHeader()->lanes[lane].loans, *blocks);
     *blocks = 0;
   }
 

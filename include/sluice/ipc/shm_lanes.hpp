@@ -79,6 +79,44 @@ class ConsumerLanes {
     }
   }
 
+  // A killed consumer's segment, taken over (after TakeOver): what it had
+  // in hand. Returns 1 if it had taken a message from its ring and not
+  // finished dispatching it, else 0; and gives back every loan block it
+  // held (ReclaimHeldBlocks), but the block of a message it had marked and
+  // not yet taken, which stays that queued message's. SYNC POINT READ (K):
+  // the mark names a lane, the block and the position its message had in
+  // the lane's fill; taken, the fill has released exactly one more. A mark
+  // written wrong names no lane, or a position not the one released last:
+  // counted nothing, and every held block is given back.
+  std::uint64_t TakeOverHand() noexcept {
+    const std::uint64_t mark = header_->in_hand.load(std::memory_order_relaxed);
+    header_->in_hand.store(0, std::memory_order_relaxed);
+    std::uint64_t lost = 0;
+    std::size_t kept_lane = kLanes;
+    std::uint64_t kept_block = 0;
+    const std::uint64_t lane_plus_one = mark >> 56;
+    if (lane_plus_one != 0 && lane_plus_one <= kLanes) {
+      const auto lane = static_cast<std::size_t>(lane_plus_one - 1);
+      const auto released = static_cast<std::uint64_t>(lanes_[lane].queue->Released());
+      const std::uint64_t position = mark & kInHandPositionMask;
+      const std::uint64_t block_plus_one = (mark >> 48) & 0xFF;
+      if (((released - 1) & kInHandPositionMask) == position) {
+        lost = 1;
+      } else if ((released & kInHandPositionMask) == position && block_plus_one != 0 &&
+                 block_plus_one <= LayoutType::kLoanBlocks) {
+        kept_lane = lane;
+        kept_block = std::uint64_t{1} << (block_plus_one - 1);
+      }
+    }
+    if constexpr (LayoutType::kLoanBlocks != 0) {
+      for (std::size_t lane = 0; lane < kLanes; ++lane) {
+        ReclaimHeldBlocks(header_->lanes[lane].loans, LayoutType::kLoanBlocks,
+                          lane == kept_lane ? kept_block : 0);
+      }
+    }
+    return lost;
+  }
+
   // (X): closes every lane's cursors (after the state was stored).
   void CloseQueues() noexcept {
     for (auto& lane : lanes_) (void)lane.queue->Close();
@@ -313,7 +351,9 @@ class ConsumerLanes {
     // A producer killed while it waited for room left itself counted, and
     // its loans taken.
     new (&control.room) typename LayoutType::RoomSignal();
-    control.loans_free.store(AllBlocks(LayoutType::kLoanBlocks), std::memory_order_relaxed);
+    for (std::size_t w = 0; w < kLoanWords; ++w) {
+      control.loans[w].store(AllFree(LayoutType::kLoanBlocks, w), std::memory_order_relaxed);
+    }
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
       control.dropped[p].store(0, std::memory_order_relaxed);
       control.pool_empty[p].store(0, std::memory_order_relaxed);

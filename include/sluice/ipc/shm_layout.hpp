@@ -216,8 +216,9 @@ struct Layout {
     // the consumer cleans what it reads (ForEachProducerLane).
     std::atomic<std::uint32_t> name[kNameWords];
     RoomSignal room;  // the owner's PublishBlocking waits here: (R)
-    // Bit b: loan block b is free. The owner takes, the consumer gives back: (P).
-    alignas(kCacheLineSize) std::atomic<std::uint64_t> loans_free;
+    // Which loan blocks are free, and which the consumer holds (LoanWords
+    // of sluice/ipc/loan.hpp). The owner takes, the consumer gives back: (P).
+    alignas(kCacheLineSize) std::atomic<std::uint64_t> loans[kLoanWords];
     // The owner's threads count refusals here (relaxed: tallies), on a line
     // of their own: for room (`dropped`, what the backpressure peak reads)
     // and empty loans (`pool_empty`; both are the statistics' drops, as in
@@ -280,11 +281,19 @@ struct Layout {
 
 inline int LowestBit(std::uint64_t bits) noexcept { return __builtin_ctzll(bits); }
 
-// Header::in_hand: lane + 1 in the top byte, the message's position in its
-// lane's fill (how many the lane had released before it) in the rest.
-inline constexpr std::uint64_t kInHandPositionMask = (std::uint64_t{1} << 56) - 1;
-constexpr std::uint64_t InHandMark(std::size_t lane, Position position) noexcept {
+// A message's loan block, when it names none: not a loan (kNoBlock), or a
+// number that is none of its lane's blocks (kBadBlock).
+inline constexpr std::uint32_t kNoBlock = 0xFFFFFFFFU;
+inline constexpr std::uint32_t kBadBlock = 0xFFFFFFFEU;
+
+// Header::in_hand: lane + 1 in the top byte, the message's loan block + 1
+// in the next (0: none), and its position in its lane's fill (how many the
+// lane had released before it) in the low 48 bits.
+inline constexpr std::uint64_t kInHandPositionMask = (std::uint64_t{1} << 48) - 1;
+constexpr std::uint64_t InHandMark(std::size_t lane, std::uint32_t block,
+                                   Position position) noexcept {
   return (static_cast<std::uint64_t>(lane + 1) << 56) |
+         (block == kNoBlock ? 0 : (static_cast<std::uint64_t>(block + 1) & 0xFF) << 48) |
          (static_cast<std::uint64_t>(position) & kInHandPositionMask);
 }
 

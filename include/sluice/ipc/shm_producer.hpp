@@ -174,7 +174,7 @@ class ShmProducer
     attacher_ = ::getpid();
     if constexpr (LayoutType::kLoanBlocks != 0) {
       loan_home_ = std::make_shared<detail::LoanHome>();
-      loan_home_->free = &control.loans_free;
+      loan_home_->words = control.loans;
     }
     queue_.emplace(LayoutType::RingsOf(segment_.Base(), lane));
     return AttachError::kNone;
@@ -290,19 +290,12 @@ class ShmProducer
     static_assert(sluice::detail::kIsAlternative<Loaned<T>, Payload>,
                   "Sluice: Loan<T> needs sluice::ipc::Loaned<T> among the payload alternatives");
     if (control_ == nullptr) return ShmLoan<T>();
-    std::uint64_t free = control_->loans_free.load(std::memory_order_relaxed);
-    while (free != 0) {
-      const std::uint64_t bit = free & (~free + 1);
-      // SYNC POINT READ (P): the block's last reader, before these writes.
-      if (control_->loans_free.compare_exchange_weak(free, free & ~bit, std::memory_order_acquire,
-                                                     std::memory_order_relaxed)) {
-        const auto block = static_cast<std::uint32_t>(detail::LowestBit(bit));
-        if (block >= LayoutType::kLoanBlocks) return ShmLoan<T>();  // a mask written wrong
-        void* place = LayoutType::LoanBlock(segment_.Base(), lane_ - 1u, block);
-        return ShmLoan<T>(new (place) T, loan_home_, block);
-      }
+    std::uint32_t block = 0;
+    if (!detail::TakeFreeBlock(control_->loans, LayoutType::kLoanBlocks, &block)) {
+      return ShmLoan<T>();
     }
-    return ShmLoan<T>();
+    void* place = LayoutType::LoanBlock(segment_.Base(), lane_ - 1u, block);
+    return ShmLoan<T>(new (place) T, loan_home_, block);
   }
 
   // Publishes the loan's block at `priority` as PublishWithPriority does a
