@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <sluice/ipc/shm_bus.hpp>
 #include <string>
@@ -28,6 +29,7 @@ using sluice::MessagePriority;
 using sluice::PublishOutcome;
 using sluice::ipc::AttachError;
 using sluice::ipc::Loaned;
+using sluice_ipc_test::DispatchUntil;
 using sluice_ipc_test::DispatchWithUntil;
 using sluice_ipc_test::Field;
 using sluice_ipc_test::Frame4K;
@@ -289,6 +291,53 @@ TEST(ShmLoanTest, ALiveProducerGetsEveryBlockBackAfterFiftyConsumerKills) {
   EXPECT_EQ(held.size(), kBlocks);
   consumer.Kill(SIGKILL);
   sluice::ipc::Segment::Unlink(name);
+}
+
+// A producer that keeps writing its block after publishing it (it kept the
+// pointer): a subscriber reading in place sees the value change under it;
+// one that reads through CopyTo checks and uses a copy that does not.
+TEST(ShmLoanTest, AProducerCanChangeABlockInPlaceButNotTheSubscribersCopy) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  ChildProcess scribbler;
+  std::string line;
+  ASSERT_TRUE(StartPeer(scribbler, {"scribble-loan", name}));
+  ASSERT_TRUE(scribbler.WaitForLine("scribbling", &line, kGuard)) << line;
+  bool changed_in_place = false;
+  bool copy_held = false;
+  std::uint32_t loans = 0;
+  (void)bus.Subscribe<Loaned<Frame4K>>([&](const Loaned<Frame4K>& frame) {
+    ++loans;
+    // In place: read until the producer's write shows (a guard, not a time
+    // asserted: the scribbler writes without pause).
+    const auto* seq = reinterpret_cast<const volatile std::uint64_t*>(&frame->seq);
+    const std::uint64_t first = *seq;
+    const auto deadline = std::chrono::steady_clock::now() + kGuard;
+    for (std::uint64_t reads = 0; !changed_in_place; ++reads) {
+      changed_in_place = *seq != first;
+      if (reads % 1024 == 0) {
+        if (std::chrono::steady_clock::now() > deadline) break;
+        std::this_thread::yield();
+      }
+    }
+    // The copy: what is checked of it stays true however long it is used.
+    auto copy = std::make_unique<Frame4K>();
+    frame.CopyTo(copy.get());
+    const std::uint64_t checked = copy->seq;
+    // Until the block has moved on past what was copied: the copy has not.
+    for (std::uint64_t reads = 0; *seq == checked; ++reads) {
+      if (reads % 1024 == 0) {
+        if (std::chrono::steady_clock::now() > deadline) return;
+        std::this_thread::yield();
+      }
+    }
+    copy_held = copy->seq == checked;
+  });
+  ASSERT_TRUE(DispatchUntil(bus, [&] { return loans == 1; }));
+  EXPECT_TRUE(changed_in_place);
+  EXPECT_TRUE(copy_held);
+  scribbler.Kill(SIGKILL);
 }
 
 // A loaned message whose block number is not one of the lane's (a writer

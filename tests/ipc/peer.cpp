@@ -43,6 +43,9 @@
 //   consume-loans-slowly NAME  creates (or takes over) the loan bus,
 //                          "ready took_over=0|1", then for each message
 //                          "got" and a 2 ms pause, until killed
+//   scribble-loan NAME     on the loan bus: publishes frame 0 (4 KB),
+//                          "scribbling", then writes its seq 1, 2, 3, ...
+//                          through the pointer it kept, until killed
 //   hold-loans NAME        on the loan bus: publishes frames 0 (4 KB) and 1
 //                          (64 KB), takes every block left, "holding
 //                          taken=N", SIGKILLs itself
@@ -494,6 +497,23 @@ int ConsumeLoansSlowly(const std::string& name) {
   return Fail("deadline");
 }
 
+// A hostile producer: publishes a loaned frame, then keeps writing its
+// block through the pointer it kept (its seq counts up) until killed.
+int ScribbleLoan(const std::string& name) {
+  LoanProducer producer;
+  const AttachError error = producer.Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  auto frame = producer.Loan<sluice_ipc_test::Frame4K>();
+  if (!frame) return Fail("no block");
+  sluice_ipc_test::FillFrame(*frame, 0);
+  auto* kept = reinterpret_cast<volatile std::uint64_t*>(&frame->seq);
+  if (!producer.PublishLoan(std::move(frame), 7, MessagePriority::LOW)) return Fail("refused");
+  Say("scribbling");
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  for (std::uint64_t n = 1; std::chrono::steady_clock::now() < deadline; ++n) *kept = n;
+  return Fail("deadline");
+}
+
 int HoldLoans(const std::string& name) {
   LoanProducer producer;
   const AttachError error = producer.Attach(name);
@@ -581,6 +601,7 @@ int main(int argc, char** argv) {
   if (args.size() == 3 && args[0] == "loans") return Loans(args[1], std::stoull(args[2]));
   if (args.size() == 2 && args[0] == "hold-loans") return HoldLoans(args[1]);
   if (args.size() == 2 && args[0] == "consume-loans-slowly") return ConsumeLoansSlowly(args[1]);
+  if (args.size() == 2 && args[0] == "scribble-loan") return ScribbleLoan(args[1]);
   if (args.size() == 3 && args[0] == "leader-exits")
     return LeaderExits(args[1], std::stoull(args[2]));
   if (args.size() == 4 && args[0] == "bursts") {

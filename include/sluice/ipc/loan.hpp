@@ -47,6 +47,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <new>
@@ -78,10 +79,24 @@ class Loaned {
 
  public:
   using Type = T;
+  // The T in place, in the segment: valid during the callback only. Its
+  // producer (or anything else that can write the segment) can still write
+  // the block while it is read here: two reads of one field may differ,
+  // and a check of a field may not hold for the next read of it. From a
+  // producer you do not trust, read it once with CopyTo and use the copy.
   const T& operator*() const noexcept { return *data_; }
   const T* operator->() const noexcept { return data_; }
   const T* Get() const noexcept { return data_; }
   std::uint32_t Block() const noexcept { return block_; }
+
+  // Copies the T out of the block into *out (this process's memory, which
+  // no other process can write): check and use the copy, and what was
+  // checked stays true. The copy is of whatever the block held while it
+  // was copied: a producer writing meanwhile can leave it torn (a mix of
+  // two values), never changing afterwards. Null `out`: nothing.
+  void CopyTo(T* out) const noexcept {
+    if (out != nullptr && data_ != nullptr) std::memcpy(static_cast<void*>(out), data_, sizeof(T));
+  }
 
  private:
   template <typename, std::size_t, typename>
