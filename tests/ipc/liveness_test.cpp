@@ -149,6 +149,36 @@ TEST(ShmLivenessTest, AForgedProducerPidDoesNotMakeALiveProducerGone) {
   EXPECT_FALSE(exits.seen.front().killed);  // a detach, told from a kill
 }
 
+// A pid reused: a killed consumer's and a killed producer's recorded pids
+// are set to a process that runs (this one), as when the kernel hands the
+// dead process's pid to another. The killed producer's lane is still handed
+// back as killed, and a new consumer still takes the segment over.
+TEST(ShmLivenessTest, APidReusedByARunningProcessDoesNotKeepTheDeadAlive) {
+  const std::string name = UniqueName();
+  sluice_test::ChildProcess consumer;
+  std::string line;
+  ASSERT_TRUE(StartPeer(consumer, {"hold", name}));
+  ASSERT_TRUE(consumer.WaitForLine("ready", &line, kGuard));
+  consumer.Kill(SIGKILL);
+  Segment forger;
+  Header* header = MapHeader(name, &forger);
+  ASSERT_NE(header, nullptr);
+  header->consumer.Store(sluice::ipc::ProcessIdentity::Self());
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  EXPECT_TRUE(bus.TookOver());
+  Exits exits;
+  bus.OnProducerExit([&exits](const ProducerExit& exit) { exits.seen.push_back(exit); });
+  sluice_test::ChildProcess producer;
+  ASSERT_TRUE(StartPeer(producer, {"publish-threads", name, "1"}));
+  ASSERT_TRUE(producer.WaitForLine("publishing", &line, kGuard)) << line;
+  const std::size_t lane = Field(line, "lane") - 1;
+  producer.Kill(SIGKILL);
+  header->lanes[lane].owner = sluice::ipc::ProcessIdentity::Self();
+  ASSERT_TRUE(PollUntilExit(bus, exits));
+  EXPECT_TRUE(exits.seen.front().killed);
+}
+
 // A producer that calls exec is the same process, but its segment is closed
 // (close-on-exec): its role drops, so its lane is handed back as killed
 // while the new program runs, after what it published was dispatched.
