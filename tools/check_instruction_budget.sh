@@ -33,10 +33,16 @@ compiler_id=$(cache_value CMAKE_CXX_COMPILER)
 compiler="$("$compiler_id" --version | head -n 1) $(uname -m)"
 
 cmake --build "$build" --target sluice_instruction_breakdown sluice_instruction_rows
+# The shared-memory rows where the bus is built (Linux).
+shm_args=()
+if cmake --build "$build" --target help | grep -q 'sluice_instruction_shm'; then
+  cmake --build "$build" --target sluice_instruction_shm
+  shm_args=(--shm "$build/benchmarks/sluice_instruction_shm")
+fi
 measured=$(mktemp)
 trap 'rm -f "$measured"' EXIT
-benchmarks/breakdown/run_breakdown.sh --tsv "$measured" "$build/benchmarks/sluice_instruction_breakdown" \
-  "$build"/benchmarks/sluice_instruction_row_*
+benchmarks/breakdown/run_breakdown.sh --tsv "$measured" "${shm_args[@]}" \
+  "$build/benchmarks/sluice_instruction_breakdown" "$build"/benchmarks/sluice_instruction_row_*
 
 if ((update)); then
   {
@@ -75,7 +81,7 @@ awk -F'\t' -v tolerance="$tolerance_percent" '
       has_now = key in seen
       if (!has_now) {
         # A peer that is not installed is not built; a Sluice row always is.
-        if (part[2] ~ /^Sluice / || part[1] == "feature") {
+        if (part[2] ~ /^Sluice / || part[1] == "feature" || part[1] == "shm") {
           printf "%-9s %-80s %8s %8s MISSING\n", part[1], part[2], limit[key], "-"
           failed = 1
         } else {

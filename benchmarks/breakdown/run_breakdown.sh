@@ -5,18 +5,26 @@
 # thread pushing 1,024 then popping 1,024), publish plus dispatch together,
 # built in one file as sluice_bench builds them and, given the row programs,
 # each built alone.
-# Usage: benchmarks/breakdown/run_breakdown.sh [--tsv FILE] BREAKDOWN [ROW_PROGRAM...]
+# Usage: benchmarks/breakdown/run_breakdown.sh [--tsv FILE] [--shm SHM] BREAKDOWN [ROW_PROGRAM...]
 #   BREAKDOWN: build-release/benchmarks/sluice_instruction_breakdown
 #   ROW_PROGRAM: build-release/benchmarks/sluice_instruction_row_* (target
 #   sluice_instruction_rows)
 #   --tsv FILE: also writes "section<TAB>row<TAB>instructions" lines to FILE
-#   (sections: feature, one-file, per-row), as tools/check_instruction_budget.sh
-#   reads them.
+#   (sections: feature, shm, one-file, per-row), as
+#   tools/check_instruction_budget.sh reads them.
+#   --shm SHM: build-release/benchmarks/sluice_instruction_shm (Linux): the
+#   shared-memory bus's publish and dispatch rows (section shm).
 set -euo pipefail
 tsv=/dev/null
 if [[ "${1:-}" == "--tsv" ]]; then
   tsv=${2:?--tsv needs a file}
   shift 2
+fi
+shm=""
+if [[ "${1:-}" == "--shm" ]]; then
+  shm=${2:?--shm needs a program}
+  shift 2
+  [[ -x "$shm" ]] || { echo "not an executable: $shm" >&2; exit 2; }
 fi
 binary=${1:?path to sluice_instruction_breakdown}
 shift
@@ -76,6 +84,15 @@ for model in spsc mpsc spsc_priority mpsc_priority; do
   row feature "$model: dispatch, one callback, FULL_FEATURED (latency histograms)" \
     "$(count "$binary" "$model" callbacks full '*DispatchCallbacks*')"
 done
+
+# The shared-memory bus: a producer and the consumer, each with its own
+# mapping, in one process; every message HIGH, stamped by the bus clock.
+if [[ -n "$shm" ]]; then
+  printf '\n| shared-memory bus: step | instructions per message |\n|---|---|\n'
+  row shm "shm: publish (PublishWithPriority, bus clock)" "$(count "$shm" callbacks '*PublishLoop*')"
+  row shm "shm: dispatch, one callback (ProcessBatch)" "$(count "$shm" callbacks '*DispatchCallbacks*')"
+  row shm "shm: dispatch, visitor (ProcessBatchWith)" "$(count "$shm" visitor '*DispatchVisitor*')"
+fi
 
 # Table 14's rows, in its order: a round's instructions (push 1,024, pop them
 # all) over 1,024. Peers not installed are not built, so not listed.

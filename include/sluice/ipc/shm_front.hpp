@@ -193,14 +193,14 @@ class ShmFront {
         if (whole) block = BlockOf(envelope);
       }
       const bool holds = block < LayoutType::kLoanBlocks;
-      auto& control = lanes_.SegmentHeader()->lanes[lane];
+      auto* header = lanes_.SegmentHeader();
+      auto& queue = lanes_.QueueOf(lane);
       // SYNC POINT WRITE (K): which message is in hand, and its block,
       // before its pop (whose release stores keep these before them).
-      lanes_.SegmentHeader()->in_hand.store(
-          InHandMark(lane, holds ? block : kNoBlock, lanes_.QueueOf(lane).Released()),
-          std::memory_order_relaxed);
-      if (holds) HoldBlock(control.loans, block);
-      lanes_.QueueOf(lane).PopFront();
+      header->in_hand.store(InHandMark(lane, holds ? block : kNoBlock, queue.Released()),
+                            std::memory_order_relaxed);
+      if (holds) HoldBlock(header->lanes[lane].loans, block);
+      queue.PopFront();
       batch_.touched |= std::uint64_t{1} << lane;
       ++batch_.taken;
       if (!whole || block == kBadBlock) {
