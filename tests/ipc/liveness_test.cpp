@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,6 +71,23 @@ Header* MapHeader(const std::string& name, Segment* segment) {
   if (Segment::Open(name, sizeof(Header), segment) != AttachError::kNone) return nullptr;
   return static_cast<Header*>(segment->Base());
 }
+
+// Counts the Stop messages dispatched and those whose stamp is more than
+// 1,000 s from this process's clock at dispatch (a bound on two processes'
+// clocks agreeing, a thousand times below the offsets the tests give their
+// namespaces; not a bound on any latency).
+struct StampCheck {
+  std::uint64_t stamped = 0;
+  std::uint64_t off_the_clock = 0;
+  void SubscribeTo(Bus& bus) {
+    (void)bus.Subscribe<Stop>([this](const Stop&, const sluice::MessageHeader& header) {
+      const auto now = static_cast<std::int64_t>(sluice::ipc::HostMonotonicClock::NowNanos());
+      const std::int64_t apart = now - static_cast<std::int64_t>(header.timestamp_ns);
+      ++stamped;
+      if (apart > 1'000'000'000'000LL || apart < -1'000'000'000'000LL) ++off_the_clock;
+    });
+  }
+};
 
 // A pid no process has now (the kernel's pid_max is at most 2^22).
 constexpr std::int32_t kFreePid = (1 << 22) + 17;
@@ -177,6 +195,42 @@ TEST(ShmLivenessTest, APidReusedByARunningProcessDoesNotKeepTheDeadAlive) {
   header->lanes[lane].owner = sluice::ipc::ProcessIdentity::Self();
   ASSERT_TRUE(PollUntilExit(bus, exits));
   EXPECT_TRUE(exits.seen.front().killed);
+}
+
+// The consumer's process closes the bus's descriptor (a close_range over
+// descriptors it does not own) and opens another file under its number:
+// the producers' roles are not read through the other file, so a live
+// producer is not taken for gone (before, every live producer was reported
+// killed and its lane reset under it).
+TEST(ShmLivenessTest, ADescriptorClosedAndReusedDoesNotMakeLiveProducersGone) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  Exits exits;
+  bus.OnProducerExit([&exits](const ProducerExit& exit) { exits.seen.push_back(exit); });
+  sluice_test::ChildProcess producer;
+  std::string line;
+  ASSERT_TRUE(StartPeer(producer, {"publish-threads", name, "1"}));
+  ASSERT_TRUE(producer.WaitForLine("publishing", &line, kGuard)) << line;
+  // The bus's descriptor: the one open of the segment in this process.
+  struct stat segment {};
+  ASSERT_EQ(::stat(("/dev/shm" + name).c_str(), &segment), 0);
+  int bus_fd = -1;
+  for (int fd = 3; fd < 1024 && bus_fd < 0; ++fd) {
+    struct stat status {};
+    if (::fstat(fd, &status) == 0 && status.st_dev == segment.st_dev &&
+        status.st_ino == segment.st_ino) {
+      bus_fd = fd;
+    }
+  }
+  ASSERT_GE(bus_fd, 0);
+  ASSERT_EQ(::close(bus_fd), 0);
+  const int reused = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_EQ(reused, bus_fd);  // the lowest free number
+  EXPECT_GT(Poll(bus, 200), 0U);
+  EXPECT_FALSE(exits.Any());
+  producer.Kill(SIGKILL);
+  ::close(reused);
 }
 
 // A producer that calls exec is the same process, but its segment is closed
@@ -328,14 +382,8 @@ TEST_P(ShmLivenessNamespaceTest, AProducerElsewhereIsAliveUntilKilled) {
   ASSERT_EQ(bus.Create(name, options), AttachError::kNone);
   Exits exits;
   bus.OnProducerExit([&exits](const ProducerExit& exit) { exits.seen.push_back(exit); });
-  std::uint64_t stamped = 0;
-  std::uint64_t off_the_clock = 0;
-  (void)bus.Subscribe<Stop>([&](const Stop&, const sluice::MessageHeader& header) {
-    const auto now = static_cast<std::int64_t>(sluice::ipc::HostMonotonicClock::NowNanos());
-    const std::int64_t apart = now - static_cast<std::int64_t>(header.timestamp_ns);
-    ++stamped;
-    if (apart > 1'000'000'000'000LL || apart < -1'000'000'000'000LL) ++off_the_clock;
-  });
+  StampCheck stamps;
+  stamps.SubscribeTo(bus);
   sluice_test::ChildProcess producer;
   std::string line;
   ASSERT_TRUE(StartConfinedPeer(producer, confinement, {"publish-threads", name, "1"}));
@@ -343,11 +391,33 @@ TEST_P(ShmLivenessNamespaceTest, AProducerElsewhereIsAliveUntilKilled) {
   // 200 looks for producers that left, with its messages flowing.
   EXPECT_GT(Poll(bus, 200), 0U);
   EXPECT_FALSE(exits.Any());
-  EXPECT_GT(stamped, 0U);
-  EXPECT_EQ(off_the_clock, 0U) << "of " << stamped;
+  EXPECT_GT(stamps.stamped, 0U);
+  EXPECT_EQ(stamps.off_the_clock, 0U) << "of " << stamps.stamped;
   KillConfined(producer);
   ASSERT_TRUE(PollUntilExit(bus, exits));
   EXPECT_TRUE(exits.seen.front().killed);
+}
+
+// A producer that moves its future children into a time namespace of
+// their own (unshare(CLONE_NEWTIME), offsets 1,000,000 s ahead) stays in its
+// own: its stamps are on this process's clock, not moved by its children's
+// offset (which /proc/self/timens_offsets shows it), each within 1,000 s of
+// this process's reading at dispatch.
+TEST(ShmHostClockTest, AProducerThatUnsharesTimeForItsChildrenKeepsItsOwnClock) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (unshare(CLONE_NEWTIME))";
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  StampCheck stamps;
+  stamps.SubscribeTo(bus);
+  sluice_test::ChildProcess producer;
+  std::string line;
+  ASSERT_TRUE(StartPeer(producer, {"publish-after-unshare-time", name, "20"}));
+  ASSERT_TRUE(producer.WaitForLine("published", &line, kGuard)) << line;
+  const auto deadline = std::chrono::steady_clock::now() + kGuard;
+  while (stamps.stamped < 20 && std::chrono::steady_clock::now() < deadline) Poll(bus, 1);
+  EXPECT_EQ(stamps.stamped, 20U);
+  EXPECT_EQ(stamps.off_the_clock, 0U);
 }
 
 INSTANTIATE_TEST_SUITE_P(PidNamespace, ShmLivenessNamespaceTest, ::testing::Bool(),

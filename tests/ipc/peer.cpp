@@ -53,6 +53,9 @@
 //                          "got seq=N" and a 2 ms pause, until killed
 //   block-sandboxed NAME   as block, in a process where membarrier fails
 //                          (a seccomp filter: EPERM), as in a sandbox
+//   publish-after-unshare-time NAME COUNT   unshare(CLONE_NEWTIME) with
+//                          its children's clocks 1,000,000 s ahead (not its
+//                          own), then Stop 0..COUNT-1 at LOW; "published"
 //   exec-after NAME        publishes Stop 0-2 at LOW, "published lane=L",
 //                          then replaces itself with /bin/sleep 30 (exec:
 //                          the same process, the segment closed on exec)
@@ -69,6 +72,7 @@ void AtCreateStep(int step);
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -564,6 +568,30 @@ void peer_hook::AtCreateStep(int step) {
   (void)::raise(SIGSTOP);
 }
 
+// Moves its future children into a new time namespace whose clocks are
+// 1,000,000 s ahead (this process stays in its own), then publishes Stop
+// 0..COUNT-1 at LOW, each retried until admitted; "published".
+int PublishAfterUnshareTime(const std::string& name, std::uint64_t count) {
+  if (::unshare(CLONE_NEWTIME) != 0) return Fail("unshare");
+  std::FILE* offsets = std::fopen("/proc/self/timens_offsets", "w");
+  if (offsets == nullptr) return Fail("timens_offsets");
+  const bool written = std::fputs("monotonic 1000000 0\n", offsets) >= 0;
+  if (std::fclose(offsets) != 0 || !written) return Fail("timens_offsets");
+  Producer producer;
+  const AttachError error = producer.Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  for (std::uint32_t seq = 0; seq < count; ++seq) {
+    while (!producer.PublishWithPriority(sluice_ipc_test::Stop{seq, seq}, 0,
+                                         sluice::MessagePriority::LOW)) {
+      if (std::chrono::steady_clock::now() > deadline) return Fail("deadline");
+      std::this_thread::yield();
+    }
+  }
+  Say("published");
+  return 0;
+}
+
 int ExecAfter(const std::string& name) {
   Producer producer;
   const AttachError error = producer.Attach(name);
@@ -608,6 +636,9 @@ int main(int argc, char** argv) {
     return Bursts(args[1], std::stoull(args[2]), std::stoull(args[3]));
   }
   if (args.size() == 2 && args[0] == "exec-after") return ExecAfter(args[1]);
+  if (args.size() == 3 && args[0] == "publish-after-unshare-time") {
+    return PublishAfterUnshareTime(args[1], std::stoull(args[2]));
+  }
   if (args.size() == 3 && args[0] == "publish-threads") {
     return PublishThreads(args[1], static_cast<unsigned>(std::stoul(args[2])));
   }

@@ -49,7 +49,7 @@ models=(
   "room_wakeup|1:!(sleeper_with_room),2:invalid end state,3:!(sleeper_with_room),4:!(sleeper_after_close),5:!(sleeper_after_close),6:!(sleeper_after_close)|||22"
   "ipc_wakeup|1:(consumed==published),2:(consumed==published),3:(consumed==published),4:(consumed==published),5:!(consumer_dead),6:!(consumer_dead)|||22"
   "lane_close|1:(dispatched==admitted),2:(dispatched==admitted),3:(dispatched==admitted),4:(dispatched==admitted),5:(dispatched==admitted)|||18"
-  "loan_blocks|1:assertion violated,2:assertion violated,3:assertion violated,4:assertion violated|||18"
+  "loan_blocks|1:assertion violated,2:assertion violated,3:assertion violated,4:assertion violated,5:assertion violated|||20"
   "in_hand|1:assertion violated,2:assertion violated,3:assertion violated,4:assertion violated|||14"
   "segment_create|1:(owners==0),2:(owners==0),3:(result<=2),4:(owners==0),5:(owners==0),6:(owners==0),7:(owners==0)|||22"
 )

@@ -8,7 +8,8 @@
  * the mark. It may be killed between any two steps. A second consumer then
  * takes over: it frees every held block but that of a message marked and
  * not yet taken from the ring (which it only un-holds), and dispatches what
- * is queued as the first did.
+ * is queued as the first did; it too may be killed between any two steps
+ * of its takeover, and a third then takes over from it.
  *
  * The free and held bits of a block share one word in the code, so each
  * step on them is one atomic step here. `use[b]` is what block b really is:
@@ -28,6 +29,9 @@
  *  3: the give-back in two steps (held cleared, then free set): a kill
  *     between them leaks the block.
  *  4: the taker frees nothing: the killed consumer's blocks leak.
+ *  5: the taker clears the in-hand mark before its hand-back: killed
+ *     between them, it leaves the next taker to free the block of a message
+ *     still queued.
  */
 #define NB 2    /* blocks */
 #define NMSG 3  /* loans the producer makes (published or given back) */
@@ -76,6 +80,7 @@ stop:
 }
 
 #define KILLABLE  if :: !killed -> skip :: !killed -> killed = true; goto dead fi
+#define TAKER_KILLABLE  if :: true -> skip :: true -> goto taker_dead fi
 
 /* One consumer's loop; the first may be killed, the second is not. The
    first's end, killed or not, lets the second take over. */
@@ -115,15 +120,30 @@ dead:
   first_gone = true
 }
 
-/* The second consumer: takes over once the first is dead, then runs the
-   same loop. */
-proctype Taker() {
+/* A consumer taking over once the one before it is gone (`gone`), then
+   running the same loop. The first taker may itself be killed between any
+   two of its steps (then `taker_gone`, and a second, never killed, takes
+   over from it): its hand-back is block by block, and it clears the
+   in-hand mark only after it. */
+bool taker_gone = false;
+bool taker_done = false;  /* the first taker finished its takeover */
+
+proctype Taker(bool killable) {
   byte b;
-  (first_gone);
-  atomic {
-    b = 0;
-    do
-    :: b < NB ->
+  if
+  :: killable -> (first_gone)
+  :: else ->
+     (taker_gone || taker_done);
+     if :: taker_done -> goto over :: else -> skip fi
+  fi;
+#if PLANTED_BUG == 5
+  mark_pos = 0;
+  if :: killable -> TAKER_KILLABLE :: else -> skip fi;
+#endif
+  b = 0;
+  do
+  :: b < NB ->
+     atomic {
 #if PLANTED_BUG == 2
        if
        :: held[b] ->
@@ -141,12 +161,21 @@ proctype Taker() {
        :: else -> skip
        fi;
 #endif
-       held[b] = false;
-       b++
-    :: else -> break
-    od;
-  };
-  run Consumer(false)
+       held[b] = false
+     };
+     if :: killable -> TAKER_KILLABLE :: else -> skip fi;
+     b++
+  :: else -> break
+  od;
+  mark_pos = 0;
+  if :: killable -> TAKER_KILLABLE :: else -> skip fi;
+  if :: killable -> taker_done = true :: else -> skip fi;
+  run Consumer(false);
+  goto over;
+taker_dead:
+  taker_gone = true;
+over:
+  skip
 }
 
 init {
@@ -154,7 +183,8 @@ init {
   atomic {
     run Producer();
     run Consumer(true);
-    run Taker()
+    run Taker(true);
+    run Taker(false)
   };
   /* Once everything has stopped: every block free again. */
   (_nr_pr == 1);

@@ -7,6 +7,8 @@
 // reads the same time. Linux only.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -23,14 +25,29 @@ struct HostMonotonicClock {
   static std::uint64_t NowMicros() noexcept { return NowNanos() / 1000; }
 
   // This process's monotonic offset (two's complement: a namespace may be
-  // behind the host), read once from /proc/self/timens_offsets (Linux 5.6).
-  // 0 without that file (an older kernel: no time namespaces; or no /proc
-  // mounted, when a namespace cannot be told apart). Read at the first
-  // call: a process that changes its time namespace afterwards (only its
-  // children can, through unshare or setns) keeps the first offset.
+  // behind the host), read once, at the first call (ShmBus::Create and
+  // ShmProducer::Attach make it), from /proc/self/timens_offsets (Linux
+  // 5.6). That file gives the offsets of the namespace this process's
+  // children get, which is its own until it calls unshare(CLONE_NEWTIME)
+  // (or setns to a time namespace): so it is read only while
+  // /proc/self/ns/time and /proc/self/ns/time_for_children are the same
+  // namespace. Otherwise, and without the file (an older kernel: no time
+  // namespaces; no /proc mounted), the offset is taken as 0: right in the
+  // host's time namespace, off by the namespace's offset elsewhere.
   static std::uint64_t OffsetNanos() noexcept {
-    static const std::uint64_t offset = ReadOffsetNanos("/proc/self/timens_offsets");
+    static const std::uint64_t offset =
+        OwnNamespaceIsChildrens() ? ReadOffsetNanos("/proc/self/timens_offsets") : 0;
     return offset;
+  }
+
+  // Whether this process's time namespace is the one its children get.
+  static bool OwnNamespaceIsChildrens() noexcept {
+    struct stat own {};
+    struct stat childrens {};
+    // Without time namespaces (before Linux 5.6) neither link exists.
+    if (::stat("/proc/self/ns/time", &own) != 0) return true;
+    if (::stat("/proc/self/ns/time_for_children", &childrens) != 0) return false;
+    return own.st_dev == childrens.st_dev && own.st_ino == childrens.st_ino;
   }
 
   // The "monotonic SECONDS NANOSECONDS" line of a timens_offsets file, in

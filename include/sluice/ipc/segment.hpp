@@ -58,13 +58,15 @@ class Segment {
   Segment(Segment&& other) noexcept
       : base_(std::exchange(other.base_, nullptr)),
         size_(std::exchange(other.size_, 0)),
-        fd_(std::exchange(other.fd_, -1)) {}
+        fd_(std::exchange(other.fd_, -1)),
+        object_(std::exchange(other.object_, Object{})) {}
   Segment& operator=(Segment&& other) noexcept {
     if (this != &other) {
       Unmap();
       base_ = std::exchange(other.base_, nullptr);
       size_ = std::exchange(other.size_, 0);
       fd_ = std::exchange(other.fd_, -1);
+      object_ = std::exchange(other.object_, Object{});
     }
     return *this;
   }
@@ -241,17 +243,32 @@ class Segment {
   // holds it, so a process that held it has exited or given it up;
   // kUnknown when the system could not say (callers take it for held).
   // One system call; no lock is taken.
-  RoleHolder HolderOf(std::uint32_t role) const noexcept { return HolderAt(fd_, role); }
-  // HolderOf, through the descriptor `fd` of an open of the object
-  // (Descriptor()), for a caller that keeps the number, not the Segment.
-  static RoleHolder HolderAt(int fd, std::uint32_t role) noexcept {
-    if (fd < 0) return RoleHolder::kUnknown;
+  RoleHolder HolderOf(std::uint32_t role) const noexcept { return HolderAt(fd_, object_, role); }
+  // Which file an open is of: a descriptor number this process closed and
+  // reused for another file must not answer for the segment.
+  struct Object {
+    dev_t device = 0;
+    ino_t inode = 0;
+  };
+  // HolderOf, through the descriptor `fd` of an open of `object`
+  // (Descriptor(), Identity()), for a caller that keeps the number, not
+  // the Segment. kUnknown when `fd` is no longer an open of `object` (this
+  // process closed it, perhaps opening another file under its number):
+  // two system calls.
+  static RoleHolder HolderAt(int fd, const Object& object, std::uint32_t role) noexcept {
+    struct stat status {};
+    if (fd < 0 || ::fstat(fd, &status) != 0 || status.st_dev != object.device ||
+        status.st_ino != object.inode) {
+      return RoleHolder::kUnknown;
+    }
     struct flock lock = RoleRange(role, F_WRLCK);
     if (::fcntl(fd, F_OFD_GETLK, &lock) != 0) return RoleHolder::kUnknown;
     return lock.l_type == F_UNLCK ? RoleHolder::kNone : RoleHolder::kHeld;
   }
-  // The open's descriptor (-1 when none): it moves with the Segment.
+  // The open's descriptor (-1 when none) and its file: they move with the
+  // Segment.
   int Descriptor() const noexcept { return fd_; }
+  const Object& Identity() const noexcept { return object_; }
 
   // Whether `name` names this object still (not removed, nor made anew).
   bool IsNamed(const std::string& name) const noexcept {
@@ -273,13 +290,17 @@ class Segment {
   bool IsMapped() const noexcept { return base_ != nullptr; }
 
  private:
-  Segment(void* base, std::size_t size, int fd) noexcept : base_(base), size_(size), fd_(fd) {}
+  Segment(void* base, std::size_t size, int fd) noexcept : base_(base), size_(size), fd_(fd) {
+    struct stat status {};
+    if (::fstat(fd, &status) == 0) object_ = Object{status.st_dev, status.st_ino};
+  }
   void Unmap() noexcept {
     if (base_ != nullptr) ::munmap(base_, size_);
     if (fd_ >= 0) ::close(fd_);
     base_ = nullptr;
     size_ = 0;
     fd_ = -1;
+    object_ = Object{};
   }
 
   static struct flock RoleRange(std::uint32_t role, short type) noexcept {
@@ -303,6 +324,7 @@ class Segment {
   void* base_ = nullptr;
   std::size_t size_ = 0;
   int fd_ = -1;
+  Object object_;
 };
 
 }  // namespace ipc

@@ -36,6 +36,7 @@
 #include "sluice/error.hpp"
 #include "sluice/ipc/create_steps.hpp"
 #include "sluice/ipc/fingerprint.hpp"
+#include "sluice/ipc/host_clock.hpp"
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"
 #include "sluice/ipc/segment.hpp"
@@ -105,6 +106,9 @@ class ShmBus {
       return AttachError::kBadOptions;
     }
     if (!IsSegmentName(name)) return AttachError::kBadName;
+    // The clock's offset, read now, before this process can move its
+    // children into another time namespace.
+    (void)HostMonotonicClock::OffsetNanos();
     AttachError error = Segment::CreateUnnamed(kSegmentSize, options.permissions, &segment_);
     if (error != AttachError::kNone) return error;
     // Held before anyone can find the segment, for as long as this open
@@ -121,7 +125,8 @@ class ShmBus {
     header_->peer_check_nanoseconds =
         static_cast<std::uint64_t>(detail::SleepSlice(options).count());
     header_->state.store(detail::kOpen, std::memory_order_relaxed);
-    front_.Lanes().Make(base, segment_.Descriptor());  // every lane's rings, each lane free
+    front_.Lanes().Make(base, segment_.Descriptor(),
+                        segment_.Identity());  // every lane's rings, each lane free
     // SYNC POINT WRITE (T): the header and rings above, before any attach
     // (the name, below, is what lets a producer find the segment at all).
     header_->magic.store(detail::kMagic, std::memory_order_release);
@@ -396,7 +401,7 @@ class ShmBus {
     SLUICE_IPC_CREATE_STEP(detail::CreateStep::kIdentityWritten);
     header_->peer_check_nanoseconds =
         static_cast<std::uint64_t>(detail::SleepSlice(options).count());
-    front_.Lanes().TakeOver(segment_.Base(), segment_.Descriptor());
+    front_.Lanes().TakeOver(segment_.Base(), segment_.Descriptor(), segment_.Identity());
     const std::uint64_t lost_in_hand = front_.Lanes().TakeOverHand();
     // The killed consumer may have been counted asleep.
     header_->consumer_wake.ForgetWaiters();

@@ -63,14 +63,14 @@ class ConsumerLanes {
   // rings and counters constructed, each lane free. `descriptor`: the
   // consumer's open of the segment, through which it reads the producers'
   // roles (Segment::HolderAt).
-  void Make(void* base, int descriptor) noexcept {
-    Map(base, descriptor);
+  void Make(void* base, int descriptor, const Segment::Object& object) noexcept {
+    Map(base, descriptor, object);
     for (std::size_t lane = 0; lane < kLanes; ++lane) ResetLane(lane);
   }
 
   // A killed consumer's segment (`base`): every lane as it left them.
-  void TakeOver(void* base, int descriptor) noexcept {
-    Map(base, descriptor);
+  void TakeOver(void* base, int descriptor, const Segment::Object& object) noexcept {
+    Map(base, descriptor, object);
     for (std::size_t lane = 0; lane < kLanes; ++lane) {
       lanes_[lane].Clear();
       lanes_[lane].queue.emplace(LayoutType::RingsOf(base, lane));
@@ -87,10 +87,13 @@ class ConsumerLanes {
   // the mark names a lane, the block and the position its message had in
   // the lane's fill; taken, the fill has released exactly one more. A mark
   // written wrong names no lane, or a position not the one released last:
-  // counted nothing, and every held block is given back.
+  // counted nothing, and every held block is given back. The mark is
+  // cleared last: a consumer killed here, before or during the hand-back,
+  // leaves it for the next one, which counts and hands back the same (each
+  // step is the same for the same mark, and the count lived only in the
+  // killed one's memory).
   std::uint64_t TakeOverHand() noexcept {
     const std::uint64_t mark = header_->in_hand.load(std::memory_order_relaxed);
-    header_->in_hand.store(0, std::memory_order_relaxed);
     std::uint64_t lost = 0;
     std::size_t kept_lane = kLanes;
     std::uint64_t kept_block = 0;
@@ -114,6 +117,7 @@ class ConsumerLanes {
                           lane == kept_lane ? kept_block : 0);
       }
     }
+    header_->in_hand.store(0, std::memory_order_relaxed);
     return lost;
   }
 
@@ -128,6 +132,7 @@ class ConsumerLanes {
     header_ = nullptr;
     base_ = nullptr;
     descriptor_ = -1;
+    object_ = Segment::Object{};
     for (auto& lane : lanes_) lane.Clear();
     gone_ = 0;
   }
@@ -164,7 +169,9 @@ class ConsumerLanes {
         // The owner took its role before it stored kLaneOwned (Attach), so
         // a role held by no one now means that it exited or detached. Held
         // (or unknown), it runs.
-        if (Segment::HolderAt(descriptor_, LaneRole(lane)) != Segment::RoleHolder::kNone) continue;
+        if (Segment::HolderAt(descriptor_, object_, LaneRole(lane)) != Segment::RoleHolder::kNone) {
+          continue;
+        }
         // A killed owner stored nothing with release on its way out; its
         // stores are ordered before this by the kernel: it had exited (every
         // store of its last instructions done) before the kernel dropped
@@ -337,9 +344,10 @@ class ConsumerLanes {
     }
   };
 
-  void Map(void* base, int descriptor) noexcept {
+  void Map(void* base, int descriptor, const Segment::Object& object) noexcept {
     base_ = base;
     descriptor_ = descriptor;
+    object_ = object;
     header_ = LayoutType::HeaderOf(base);
   }
 
@@ -365,7 +373,8 @@ class ConsumerLanes {
 
   Header* header_ = nullptr;  // the segment's, while it is mapped
   void* base_ = nullptr;
-  int descriptor_ = -1;  // the consumer's open of the segment: the producers' roles
+  int descriptor_ = -1;     // the consumer's open of the segment: the producers' roles
+  Segment::Object object_;  // and which file it is of
   ConsumerLane lanes_[kLanes];
   std::uint64_t gone_ = 0;  // bit l: lane l's owner left, its lane not yet handed back
   bool tending_ = false;    // inside TendGoneLanes

@@ -102,6 +102,8 @@ class ShmProducer
   // kProducerNameCapacity at a UTF-8 boundary, invalid bytes made '?'.
   [[nodiscard]] AttachError Attach(const std::string& name, const char* producer_name = nullptr) {
     Detach();
+    // The clock's offset, read now (sluice/ipc/host_clock.hpp).
+    (void)HostMonotonicClock::OffsetNanos();
     Segment segment;
     const AttachError opened = Segment::Open(name, sizeof(Header), &segment);
     if (opened != AttachError::kNone) return opened;
