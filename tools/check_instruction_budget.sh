@@ -35,7 +35,10 @@ compiler="$("$compiler_id" --version | head -n 1) $(uname -m)"
 cmake --build "$build" --target sluice_instruction_breakdown sluice_instruction_rows
 # The shared-memory rows where the bus is built (Linux).
 shm_args=()
-if cmake --build "$build" --target help | grep -q 'sluice_instruction_shm'; then
+# (The list is read whole first: grep -q stopping early under pipefail
+# would fail the pipe and, by chance, skip the rows.)
+targets=$(cmake --build "$build" --target help)
+if [[ "$targets" == *sluice_instruction_shm* ]]; then
   cmake --build "$build" --target sluice_instruction_shm
   shm_args=(--shm "$build/benchmarks/sluice_instruction_shm")
 fi

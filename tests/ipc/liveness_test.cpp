@@ -127,9 +127,7 @@ TEST(ShmLivenessTest, AForgedConsumerPidDoesNotMakeALiveConsumerGone) {
   Segment forger;
   Header* header = MapHeader(name, &forger);
   ASSERT_NE(header, nullptr);
-  sluice::ipc::ProcessIdentity forged;
-  forged.pid = kFreePid;
-  header->consumer.Store(forged);
+  header->consumer_pid.store(kFreePid);
   Producer producer;
   EXPECT_EQ(producer.Attach(name), AttachError::kNone);
   EXPECT_TRUE(producer.ConsumerAlive());
@@ -181,7 +179,7 @@ TEST(ShmLivenessTest, APidReusedByARunningProcessDoesNotKeepTheDeadAlive) {
   Segment forger;
   Header* header = MapHeader(name, &forger);
   ASSERT_NE(header, nullptr);
-  header->consumer.Store(sluice::ipc::ProcessIdentity::Self());
+  header->consumer_pid.store(::getpid());
   Bus bus;
   ASSERT_EQ(bus.Create(name), AttachError::kNone);
   EXPECT_TRUE(bus.TookOver());

@@ -1,5 +1,5 @@
 /*
- * The message in hand on the shared-memory bus (SYNC POINT (K) of
+ * The message in hand on the shared-memory bus (SYNC POINT (I) of
  * sluice/ipc/shm_layout.hpp; ShmFront::Take and FinishInHand,
  * ShmBus::LostInHand): a consumer that is killed at any step while it takes
  * and dispatches messages leaves, for the consumer that takes its segment

@@ -1,6 +1,6 @@
 /*
  * Loan blocks of one shared-memory lane across a consumer's death
- * (sluice/ipc/loan.hpp, SYNC POINTs (P) and (K)): the producer takes a free
+ * (sluice/ipc/loan.hpp, SYNC POINTs (P) and (I)): the producer takes a free
  * block, writes it and publishes it (or gives it back unpublished); the
  * consumer, for each message, marks it in hand with its block, sets the
  * block's held bit, takes it from the ring, hands it to its subscriber and

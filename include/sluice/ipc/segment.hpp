@@ -242,7 +242,7 @@ class Segment {
   // Whether another open holds role `role` now: kNone means no process
   // holds it, so a process that held it has exited or given it up;
   // kUnknown when the system could not say (callers take it for held).
-  // One system call; no lock is taken.
+  // Two system calls (HolderAt); no lock is taken.
   RoleHolder HolderOf(std::uint32_t role) const noexcept { return HolderAt(fd_, object_, role); }
   // Which file an open is of: a descriptor number this process closed and
   // reused for another file must not answer for the segment.

@@ -120,7 +120,7 @@ class ShmBus {
     void* base = segment_.Base();
     header_ = new (base) Header();
     header_->fingerprint = LayoutType::Expected();
-    header_->consumer.Store(ProcessIdentity::Self());
+    header_->consumer_pid.store(ProcessIdentity::Self().pid, std::memory_order_relaxed);
     header_->thresholds = options.thresholds;
     header_->peer_check_nanoseconds =
         static_cast<std::uint64_t>(detail::SleepSlice(options).count());
@@ -397,7 +397,7 @@ class ShmBus {
                                      const ShmBusOptions& options) {
     segment_ = std::move(old);
     header_ = LayoutType::HeaderOf(segment_.Base());
-    header_->consumer.Store(ProcessIdentity::Self());
+    header_->consumer_pid.store(ProcessIdentity::Self().pid, std::memory_order_relaxed);
     SLUICE_IPC_CREATE_STEP(detail::CreateStep::kIdentityWritten);
     header_->peer_check_nanoseconds =
         static_cast<std::uint64_t>(detail::SleepSlice(options).count());

@@ -195,7 +195,7 @@ class ShmFront {
       const bool holds = block < LayoutType::kLoanBlocks;
       auto* header = lanes_.SegmentHeader();
       auto& queue = lanes_.QueueOf(lane);
-      // SYNC POINT WRITE (K): which message is in hand, and its block,
+      // SYNC POINT WRITE (I): which message is in hand, and its block,
       // before its pop (whose release stores keep these before them).
       header->in_hand.store(InHandMark(lane, holds ? block : kNoBlock, queue.Released()),
                             std::memory_order_relaxed);
@@ -257,7 +257,7 @@ class ShmFront {
         envelope->payload);
   }
 
-  // SYNC POINT WRITE (K): the message taken is dispatched (or counted
+  // SYNC POINT WRITE (I): the message taken is dispatched (or counted
   // corrupt): no longer in hand.
   void FinishInHand() noexcept {
     if (lanes_.IsOpen()) lanes_.SegmentHeader()->in_hand.store(0, std::memory_order_relaxed);

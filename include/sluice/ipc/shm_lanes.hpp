@@ -83,7 +83,7 @@ class ConsumerLanes {
   // in hand. Returns 1 if it had taken a message from its ring and not
   // finished dispatching it, else 0; and gives back every loan block it
   // held (ReclaimHeldBlocks), but the block of a message it had marked and
-  // not yet taken, which stays that queued message's. SYNC POINT READ (K):
+  // not yet taken, which stays that queued message's. SYNC POINT READ (I):
   // the mark names a lane, the block and the position its message had in
   // the lane's fill; taken, the fill has released exactly one more. A mark
   // written wrong names no lane, or a position not the one released last:

@@ -58,7 +58,7 @@
 //      interval; a consumer killed leaves producers waiting for room, so
 //      their sleep is cut into slices after which they look for it
 //      (tests/spin/ipc_wakeup.pml models both).
-//  (K) the message in hand, killed consumer -> the consumer taking over:
+//  (I) the message in hand, killed consumer -> the consumer taking over:
 //      before it pops a message (the pop's releases are release stores,
 //      which keep the mark before them), the consumer stores which message
 //      it takes in `in_hand`, and 0 once the message is dispatched (or
@@ -66,8 +66,6 @@
 //      instruction are all in memory once the kernel has dropped its role,
 //      which the consumer taking over saw when it took the role: it finds
 //      the mark with the message popped exactly when it died holding it.
-//  (I) who the consumer is, which a consumer taking over a killed one's
-//      segment rewrites: a sequence lock of atomics (ConsumerIdentity).
 //  (X) close: the consumer stores `state` = kClosed, then closes every
 //      lane's fill cursor (every later claim is refused); a producer whose
 //      claim was refused asks its cursor whether it is closed (the tail's
@@ -94,7 +92,6 @@
 #include "sluice/config.hpp"
 #include "sluice/detail/consume/variant_index.hpp"
 #include "sluice/detail/queue/message_queue.hpp"
-#include "sluice/detail/seqlock.hpp"
 #include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/ipc/fingerprint.hpp"
 #include "sluice/ipc/loan.hpp"
@@ -143,35 +140,6 @@ constexpr std::uint32_t LaneRole(std::size_t lane) noexcept {
   return 1 + static_cast<std::uint32_t>(lane);
 }
 enum LaneState : std::uint32_t { kLaneFree = 0, kLaneOwned = 1, kLaneDetached = 2 };
-
-// The consumer's pid in the segment (a label: the consumer's role says
-// whether it runs), which a consumer taking over a segment rewrites while
-// producers may read it: under the one sequence lock (detail/seqlock.hpp).
-// SYNC POINT (I): the writer makes the version odd, stores the field with
-// release, then makes it even with release; a reader loads it with
-// acquire, the field with acquire, then the version again, and keeps what
-// it read only if both loads saw the same even value (the argument is the
-// sequence lock's).
-struct ConsumerIdentity {
-  sluice::detail::SeqLock lock;
-  std::atomic<std::int32_t> pid;
-
-  // Only under the segment's lock: one writer at a time.
-  void Store(const ProcessIdentity& identity) noexcept {
-    using sluice::detail::SeqLock;
-    lock.Write([&] { SeqLock::Store(pid, identity.pid); });
-  }
-  // False while a writer is inside Store (try again later), or when one
-  // died there: one attempt, never a wait.
-  bool Load(ProcessIdentity* identity) const noexcept {
-    using sluice::detail::SeqLock;
-    ProcessIdentity read;
-    const bool whole =
-        lock.Read([&] { read.pid = SeqLock::Load(pid); }, SeqLock::WhileOdd::kFail, /*attempts=*/1);
-    if (whole) *identity = read;
-    return whole;
-  }
-};
 
 template <typename Payload, std::size_t kCapacity, typename Traits>
 struct Layout {
@@ -231,14 +199,17 @@ struct Layout {
   struct alignas(kCacheLineSize) Header {
     std::atomic<std::uint64_t> magic;  // kMagic once ready: (T)
     Fingerprint fingerprint;
-    ConsumerIdentity consumer;  // who dispatches: (I)
+    // The consumer's pid, as its PID namespace numbers it: a label for
+    // people, written (relaxed) at Create and at each takeover; its role,
+    // not this, says whether it runs.
+    std::atomic<std::int32_t> consumer_pid;
     AdmissionThresholds thresholds;
     std::uint64_t peer_check_nanoseconds;  // how long a wait sleeps between looks
     std::atomic<std::uint32_t> state;
     std::atomic<std::uint64_t> lanes_active;  // bit l: lane l has an owner: (U)
     Signal consumer_wake;                     // ProcessBatchWait sleeps here: (W)
     // The message the consumer has taken and not finished dispatching, if
-    // any: InHandMark(lane, position in the lane's fill), 0 when none. (K)
+    // any: InHandMark(lane, its loan block, its position in the lane's fill), 0 when none. (I)
     alignas(kCacheLineSize) std::atomic<std::uint64_t> in_hand;
     LaneControl lanes[kLanes];
   };

@@ -59,7 +59,7 @@ struct ShmBusOptions {
   AdmissionThresholds thresholds;
   // How often, at most, each side looks whether the other still runs.
   // ProcessBatch looks for producer processes that exited without
-  // detaching (one system call per attached producer) on a batch that
+  // detaching (two system calls per attached producer) on a batch that
   // took nothing, or after 4,096 batches; 0: on every such batch
   // (ShmBus::CheckProducers looks at once). It is also the longest a wait
   // sleeps between two looks (1 ms when 0): ProcessBatchWait (a producer

@@ -342,7 +342,7 @@ class ShmProducer
 
   // Whether a consumer holds the segment's consumer role: it runs (in any
   // PID or time namespace, seen in /proc or not), or a child it forked
-  // without exec still holds the segment open. One system call.
+  // without exec still holds the segment open. Two system calls.
   bool ConsumerAlive() const noexcept {
     return header_ != nullptr &&
            segment_.HolderOf(detail::kConsumerRole) != Segment::RoleHolder::kNone;
@@ -398,7 +398,7 @@ class ShmProducer
     static constexpr Position kSlots = kCapacity;
     ShmProducer& producer;
     // Whether a refusal looks whether the consumer still runs (its role:
-    // one system call), or reads the closed state only (PublishBlocking's
+    // two system calls), or reads the closed state only (PublishBlocking's
     // tries).
     bool look_for_consumer = true;
 
@@ -449,7 +449,7 @@ class ShmProducer
 
   // Whether the consumer has neither closed the bus nor exited.
   bool IsOpenForPublishing() const noexcept {
-    // SYNC POINT READ (I): the consumer now (another may have taken over).
+    // The consumer now (another may have taken over): its role.
     return header_->state.load(std::memory_order_relaxed) == detail::kOpen &&
            segment_.HolderOf(detail::kConsumerRole) != Segment::RoleHolder::kNone;
   }
