@@ -27,6 +27,7 @@
 #include "sluice/admission.hpp"
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
+#include "sluice/detail/wait/cpu_relax.hpp"
 #include "sluice/heavy_fence.hpp"
 #include "sluice/observer.hpp"
 #include "sluice/parker.hpp"
@@ -115,6 +116,38 @@ struct WaitWith {
 template <typename ParkerType, std::uint32_t kPolls = 256>
 struct WaitInSet : WaitWith<ParkerType, kPolls> {
   static constexpr bool kJoinsWaitSet = true;
+};
+
+// ---- CatchUp: the consumer that has just emptied the queue -------------------
+
+// After a poll that took messages, the first poll that finds the queue empty
+// spins up to kMostPauses pause instructions (x86 `pause`, Arm `yield`)
+// before it returns 0. A consumer that has caught up with a producer still
+// publishing would otherwise read the producer's line again at once and take
+// it from the producer at every message, one cross-core transfer each (the
+// lockstep of docs/performance.md, "Run after run"); after the pause the next
+// poll takes what gathered meanwhile at one transfer. The pause adapts
+// (detail/consume/consume_core.hpp): it starts at 8 pauses and doubles, up to
+// kMostPauses, while it gathers too little (less than one message per 8
+// pauses, plus two), and a pause that gathered too little is skipped at the
+// next 1, 5, 21, ... up to 16,383 catch-ups; one that paid resets the skips.
+// So an idle consumer never pauses (a poll after an empty poll does not), and
+// a producer that waits for each reply meets the pause about 7 times in its
+// first 10,000 messages and then once in 16,384 catch-ups, each time for at
+// most kMostPauses pauses (128: about 3 us at 25 ns a pause). Set
+// NoCatchUpPause where no message may wait for that.
+template <std::uint32_t kMostPausesValue = 128>
+struct CatchUpPause {
+  static constexpr std::uint32_t kMostPauses = kMostPausesValue;
+  static void Pause(std::uint32_t pauses) noexcept {
+    for (std::uint32_t i = 0; i < pauses; ++i) detail::CpuRelax();
+  }
+};
+
+// No catch-up pause, and no code for it.
+struct NoCatchUpPause {
+  static constexpr std::uint32_t kMostPauses = 0;
+  static void Pause(std::uint32_t) noexcept {}
 };
 
 // ---- Lanes: registered producers, each with a lane of its own ----------------
@@ -217,6 +250,15 @@ struct DefaultBusTraits {
   // where LOW is refused, CRITICAL where MEDIUM is; they move with
   // SetAdmissionThresholds) or kFixed (75 % and 90 %); sluice/admission.hpp.
   static constexpr BackpressureScale kBackpressureScale = BackpressureScale::kFollowAdmission;
+  // What ProcessBatch and ProcessBatchWith do when they find the queue
+  // empty just after taking messages: CatchUpPause<> (spin a little, so that
+  // a producer still publishing is not met at every message) or
+  // NoCatchUpPause.
+#if SLUICE_FREESTANDING
+  using CatchUp = NoCatchUpPause;
+#else
+  using CatchUp = CatchUpPause<>;
+#endif
   // True: every payload alternative must be trivially copyable (a compile
   // error names the knob otherwise), so no payload allocates when it is
   // copied in or frees when it is destroyed after dispatch. False: any

@@ -47,6 +47,7 @@ class ShmFront {
     using Observation = FullObservation;
     static constexpr std::size_t kMaxSubscribersPerType = Traits::kMaxSubscribersPerType;
     static constexpr std::size_t kCallbackStorageBytes = Traits::kCallbackStorageBytes;
+    using CatchUp = typename Traits::CatchUp;
   };
 
  public:

@@ -41,6 +41,9 @@ struct ShmBusTraits {
   static constexpr std::size_t kCallbackStorageBytes = 48;
   static constexpr std::uint32_t kCheckInterval = 1;
   static constexpr std::uint32_t kStarvationLimit = 0;
+  // As DefaultBusTraits::CatchUp (sluice/bus_traits.hpp): ProcessBatch's
+  // pause after an empty poll that follows a batch.
+  using CatchUp = CatchUpPause<>;
   // Looks at the queue (or for room) this many times, with a pause before
   // each, before a wait parks on its futex.
   static constexpr std::uint32_t kPollsBeforePark = 256;

@@ -38,6 +38,7 @@
 
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
+#include "sluice/detail/consume/catch_up_pacer.hpp"
 #include "sluice/detail/consume/dispatch_epoch.hpp"
 #include "sluice/detail/consume/error_reporter.hpp"
 #include "sluice/detail/consume/subscription_registry.hpp"
@@ -162,7 +163,10 @@ class ConsumeCore {
     ConsumeCore& self = front.Consumer();
     if (self.dispatching_ || max_messages == 0) return 0;
     Envelope* envelope = front.First();
-    if (envelope == nullptr) return 0;
+    if (envelope == nullptr) {
+      self.catch_up_.PauseIfJustCaughtUp();
+      return 0;
+    }
     ObserveConsume::BatchBegins(front);
     front.BeginBatch();
     self.dispatching_ = true;
@@ -179,6 +183,7 @@ class ConsumeCore {
     }
     if constexpr (kKind == BatchKind::kSubscriptions) self.LeaveEpoch();
     self.dispatching_ = false;
+    self.catch_up_.NoteTook(count);
     ObserveConsume::BatchEnds(front, count);
     front.EndBatch(count);
     return count;
@@ -201,15 +206,16 @@ class ConsumeCore {
                                                         DispatchOne& dispatch_one) {
     return ObserveConsume::Messages<typename Traits::Clock, Latency::kClockInterval>(
         front, [&](auto&& taken, auto&&) SLUICE_LAMBDA_ALWAYS_INLINE {
-          std::uint32_t count = 0;
+          // Counted down: the count is computed once, after the loop.
+          std::uint32_t left = max_messages;
           do {
             ResolveStamp(envelope->header);
             taken(envelope->header);
             dispatch_one(*envelope);
             front.Release();
-            ++count;
-          } while (count < max_messages && (envelope = front.Next()) != nullptr);
-          return count;
+            --left;
+          } while (left != 0 && (envelope = front.Next()) != nullptr);
+          return max_messages - left;
         });
   }
 
@@ -322,7 +328,8 @@ class ConsumeCore {
 
   alignas(kCacheLineSize) DispatchEpoch epoch_;
   ErrorReporter error_reporter_;
-  bool dispatching_ = false;  // consumer-private re-entrancy guard
+  bool dispatching_ = false;                                 // consumer-private re-entrancy guard
+  CatchUpPacer<typename CatchUpOf<Traits>::Type> catch_up_;  // consumer-private
   Recorder latency_;
   Registry registry_;
 };

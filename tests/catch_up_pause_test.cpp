@@ -1,0 +1,224 @@
+// The catch-up pause (DefaultBusTraits::CatchUp, sluice/bus_traits.hpp): the
+// first empty poll after a poll that took messages pauses; a poll after an
+// empty poll never does; a pause that gathered too little doubles the next
+// one (up to the knob) and is skipped at the next 1, 5, 21, ... catch-ups;
+// one that gathered enough resets the skips. The pause here is a counting
+// policy whose hook plays the producer that runs meanwhile.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <variant>
+#include <vector>
+
+#include "sluice/sluice.hpp"
+
+namespace {
+
+struct Reading {
+  std::uint32_t seq;
+};
+using Payload = std::variant<Reading>;
+
+// Records every pause's length and runs `during` in it (the producer).
+struct PauseLog {
+  static std::vector<std::uint32_t>& Lengths() {
+    static std::vector<std::uint32_t> lengths;
+    return lengths;
+  }
+  static std::function<void()>& During() {
+    static std::function<void()> during;
+    return during;
+  }
+  static void Reset() {
+    Lengths().clear();
+    During() = nullptr;
+  }
+};
+
+template <std::uint32_t kMost>
+struct CountingPause {
+  static constexpr std::uint32_t kMostPauses = kMost;
+  static void Pause(std::uint32_t pauses) noexcept {
+    PauseLog::Lengths().push_back(pauses);
+    if (PauseLog::During()) PauseLog::During()();
+  }
+};
+
+template <std::uint32_t kMost>
+struct CountingTraits : sluice::DefaultBusTraits {
+  using CatchUp = CountingPause<kMost>;
+};
+
+template <std::uint32_t kMost = 128, sluice::ProducerModel kModel = sluice::ProducerModel::kSingle>
+using Bus = sluice::AsyncBus<Payload, 1024, kModel, CountingTraits<kMost>>;
+
+class CatchUpPauseTest : public ::testing::Test {
+ protected:
+  void SetUp() override { PauseLog::Reset(); }
+  void TearDown() override { PauseLog::Reset(); }
+};
+
+template <typename B>
+void PublishOne(B& bus, std::uint32_t seq) {
+  ASSERT_TRUE(bus.Publish(Reading{seq}, 1).IsAdmitted());
+}
+
+TEST_F(CatchUpPauseTest, ANeverFedConsumerNeverPauses) {
+  Bus<> bus;
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(bus.ProcessBatch(), 0u);
+  EXPECT_TRUE(PauseLog::Lengths().empty());
+}
+
+TEST_F(CatchUpPauseTest, AnIdleConsumerPausesOnceAfterItsLastBatchThenPollsWithout) {
+  Bus<> bus;
+  PublishOne(bus, 1);
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(bus.ProcessBatch(), 0u);
+  EXPECT_EQ(PauseLog::Lengths(), std::vector<std::uint32_t>{8});
+}
+
+TEST_F(CatchUpPauseTest, APauseThatGathersMessagesIsTakenAtEveryCatchUp) {
+  Bus<> bus;
+  std::uint32_t seq = 0;
+  // The producer publishes 3 messages during each pause: at 8 pauses, one
+  // per 8 pauses plus two is 3, so each pause pays.
+  PauseLog::During() = [&] {
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(bus.Publish(Reading{++seq}, 1).IsAdmitted());
+  };
+  PublishOne(bus, ++seq);
+  std::uint32_t taken = bus.ProcessBatch();
+  for (int cycle = 0; cycle < 100; ++cycle) {
+    EXPECT_EQ(bus.ProcessBatch(), 0u);  // caught up: pauses, 3 published meanwhile
+    taken += bus.ProcessBatch();
+  }
+  EXPECT_EQ(taken, seq);
+  EXPECT_EQ(PauseLog::Lengths(), std::vector<std::uint32_t>(100, 8));
+}
+
+TEST_F(CatchUpPauseTest, AVisitorBatchPausesAsACallbackBatchDoes) {
+  Bus<> bus;
+  PublishOne(bus, 1);
+  EXPECT_EQ(bus.ProcessBatchWith([](const Reading&) {}), 1u);
+  EXPECT_EQ(bus.ProcessBatchWith([](const Reading&) {}), 0u);
+  EXPECT_EQ(bus.ProcessBatchWith([](const Reading&) {}), 0u);
+  EXPECT_EQ(PauseLog::Lengths(), std::vector<std::uint32_t>{8});
+}
+
+// A producer that publishes one message and waits for its reply: each pause
+// gathers at most that one message. The pauses come at catch-ups 1, 3, 9,
+// 31, 117, 459, 1,825 and 7,287 of 10,000 (skips of 1, 5, 21, 85, 341,
+// 1,365 and 5,461 between them), doubling from 8 to the knob's 128.
+TEST_F(CatchUpPauseTest, AProducerThatWaitsForEachReplyMeetsThePauseEightTimesInTenThousand) {
+  for (const bool request_arrives_during_the_pause : {false, true}) {
+    SCOPED_TRACE(request_arrives_during_the_pause ? "request during the pause"
+                                                  : "request after the pause");
+    PauseLog::Reset();
+    Bus<> bus;
+    std::uint32_t seq = 0;
+    std::uint32_t replies = 0;
+    ASSERT_TRUE(bus.Subscribe<Reading>([&](const Reading&) { ++replies; }).IsValid());
+    std::vector<std::uint32_t> paused_at;
+    std::uint32_t catch_up = 0;
+    for (std::uint32_t request = 0; request < 10000; ++request) {
+      PublishOne(bus, ++seq);
+      ASSERT_EQ(bus.ProcessBatch(), 1u);
+      ++catch_up;
+      const std::size_t pauses_before = PauseLog::Lengths().size();
+      if (request_arrives_during_the_pause) {
+        PauseLog::During() = [&] {
+          ASSERT_TRUE(bus.Publish(Reading{++seq}, 1).IsAdmitted());
+          PauseLog::During() = nullptr;
+        };
+      }
+      EXPECT_EQ(bus.ProcessBatch(), 0u);  // the catch-up
+      const bool paused = PauseLog::Lengths().size() != pauses_before;
+      if (paused) paused_at.push_back(catch_up);
+      if (request_arrives_during_the_pause && paused) {
+        ASSERT_EQ(bus.ProcessBatch(), 1u);  // the one message the pause gathered
+        ++catch_up;
+        EXPECT_EQ(bus.ProcessBatch(), 0u);  // a catch-up that the skip covers
+      } else {
+        PauseLog::During() = nullptr;
+        EXPECT_EQ(bus.ProcessBatch(), 0u);  // idle: no pause
+      }
+    }
+    EXPECT_EQ(replies, seq);
+    if (!request_arrives_during_the_pause) {
+      EXPECT_EQ(paused_at, (std::vector<std::uint32_t>{1, 3, 9, 31, 117, 459, 1825, 7287}));
+    } else {
+      EXPECT_EQ(paused_at.size(), 8u);
+    }
+    EXPECT_EQ(PauseLog::Lengths(), (std::vector<std::uint32_t>{8, 16, 32, 64, 128, 128, 128, 128}));
+  }
+}
+
+TEST_F(CatchUpPauseTest, APauseNeverExceedsTheKnob) {
+  Bus<20> bus;
+  for (int request = 0; request < 200; ++request) {
+    PublishOne(bus, 1);
+    ASSERT_EQ(bus.ProcessBatch(), 1u);
+    EXPECT_EQ(bus.ProcessBatch(), 0u);
+    EXPECT_EQ(bus.ProcessBatch(), 0u);
+  }
+  // Pauses at catch-ups 1, 3, 9, 31 and 117 of 200.
+  EXPECT_EQ(PauseLog::Lengths(), (std::vector<std::uint32_t>{8, 16, 20, 20, 20}));
+}
+
+TEST_F(CatchUpPauseTest, APauseThatPaysAfterOnesThatDidNotEndsTheSkips) {
+  Bus<> bus;
+  std::uint32_t seq = 0;
+  auto request = [&] {
+    PublishOne(bus, ++seq);
+    ASSERT_EQ(bus.ProcessBatch(), 1u);
+  };
+  // Two pauses of no use (8, then 16 after one skipped catch-up).
+  request();
+  EXPECT_EQ(bus.ProcessBatch(), 0u);
+  EXPECT_EQ(bus.ProcessBatch(), 0u);
+  request();
+  EXPECT_EQ(bus.ProcessBatch(), 0u);  // skipped
+  request();
+  // This one (16 pauses) gathers 4: one per 8 pauses plus two. It pays.
+  PauseLog::During() = [&] {
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(bus.Publish(Reading{++seq}, 1).IsAdmitted());
+    PauseLog::During() = nullptr;
+  };
+  EXPECT_EQ(bus.ProcessBatch(), 0u);
+  EXPECT_EQ(bus.ProcessBatch(), 4u);
+  // No skip after it: the next catch-up pauses at once, at the same length.
+  EXPECT_EQ(bus.ProcessBatch(), 0u);
+  EXPECT_EQ(PauseLog::Lengths(), (std::vector<std::uint32_t>{8, 16, 16}));
+}
+
+TEST_F(CatchUpPauseTest, ABatchCalledFromInsideACallbackNeverPauses) {
+  Bus<> bus;
+  std::uint32_t inner = 99;
+  ASSERT_TRUE(
+      bus.Subscribe<Reading>([&](const Reading&) { inner = bus.ProcessBatch(); }).IsValid());
+  PublishOne(bus, 1);
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  EXPECT_EQ(inner, 0u);
+  EXPECT_TRUE(PauseLog::Lengths().empty());
+}
+
+TEST_F(CatchUpPauseTest, TheSeveralProducerBusPausesAlike) {
+  Bus<128, sluice::ProducerModel::kMulti> bus;
+  PublishOne(bus, 1);
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  EXPECT_EQ(bus.ProcessBatch(), 0u);
+  EXPECT_EQ(bus.ProcessBatch(), 0u);
+  EXPECT_EQ(PauseLog::Lengths(), std::vector<std::uint32_t>{8});
+}
+
+TEST_F(CatchUpPauseTest, NoCatchUpPauseIsTheFreestandingDefaultAndHostedIsCatchUpPause) {
+  static_assert(sluice::NoCatchUpPause::kMostPauses == 0);
+#if SLUICE_FREESTANDING
+  static_assert(std::is_same_v<sluice::DefaultBusTraits::CatchUp, sluice::NoCatchUpPause>);
+#else
+  static_assert(std::is_same_v<sluice::DefaultBusTraits::CatchUp, sluice::CatchUpPause<128>>);
+#endif
+  SUCCEED();
+}
+
+}  // namespace
