@@ -6,12 +6,15 @@
 // policy whose hook plays the producer that runs meanwhile.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <variant>
 #include <vector>
 
+#include "sluice/extras/condition_variable_parker.hpp"
 #include "sluice/sluice.hpp"
+#include "sluice/wait_set.hpp"
 
 namespace {
 
@@ -202,6 +205,80 @@ TEST_F(CatchUpPauseTest, ABatchCalledFromInsideACallbackNeverPauses) {
   EXPECT_TRUE(PauseLog::Lengths().empty());
 }
 
+TEST_F(CatchUpPauseTest, APollOfAnotherBusFromInsideACallbackOrVisitorNeverPauses) {
+  Bus<> outer;
+  Bus<> other;
+  PublishOne(other, 7);
+  ASSERT_EQ(other.ProcessBatch(), 1u);  // `other` has just caught up
+  std::uint32_t inner = 99;
+  ASSERT_TRUE(
+      outer.Subscribe<Reading>([&](const Reading&) { inner = other.ProcessBatch(); }).IsValid());
+  PublishOne(outer, 1);
+  EXPECT_EQ(outer.ProcessBatch(), 1u);
+  EXPECT_EQ(inner, 0u);
+  PublishOne(outer, 2);
+  EXPECT_EQ(outer.ProcessBatchWith(
+                [&](const Reading&) { inner = other.ProcessBatchWith([](const Reading&) {}); }),
+            1u);
+  EXPECT_EQ(inner, 0u);
+  // Only `outer`'s own catch-up, outside any batch, pauses.
+  EXPECT_EQ(outer.ProcessBatch(), 0u);
+  EXPECT_EQ(PauseLog::Lengths(), std::vector<std::uint32_t>{8});
+}
+
+struct SetTraits : CountingTraits<128> {
+  using Waiting = sluice::WaitInSet<sluice::ConditionVariableParker>;
+};
+using SetBus = sluice::AsyncBus<Payload, 1024, sluice::ProducerModel::kSingle, SetTraits>;
+
+TEST_F(CatchUpPauseTest, AWaitSetsBatchOverSeveralBusesNeverPauses) {
+  sluice::WaitSet<sluice::ConditionVariableParker> set;
+  SetBus first(set);
+  SetBus second(set);
+  ASSERT_TRUE(first.Publish(Reading{1}, 1).IsAdmitted());
+  EXPECT_EQ(set.ProcessBatchWait(std::chrono::milliseconds(100), 64, first, second), 1u);
+  // `first` has just caught up; `second`'s message must not wait for a
+  // pause of `first`.
+  ASSERT_TRUE(second.Publish(Reading{2}, 1).IsAdmitted());
+  EXPECT_EQ(set.ProcessBatchWait(std::chrono::milliseconds(100), 64, first, second), 1u);
+  EXPECT_TRUE(PauseLog::Lengths().empty());
+}
+
+// A producer that fills the queue as far as admission lets it during each
+// pause: on a small queue a pause pays when it gathered a quarter of the
+// room (not the 2 + 1 per 8 pauses a large queue asks), and such a pause
+// is halved, so that pauses never hold the queue near its thresholds.
+TEST_F(CatchUpPauseTest, OnASmallQueueAPauseThatGathersAQuarterOfItPaysAndIsHalved) {
+  sluice::AsyncBus<Payload, 16, sluice::ProducerModel::kSingle, CountingTraits<128>> bus;
+  std::uint32_t seq = 0;
+  PauseLog::During() = [&] {
+    while (bus.Publish(Reading{++seq}, 1).IsAdmitted()) {
+    }
+  };
+  PublishOne(bus, ++seq);
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  for (int cycle = 0; cycle < 8; ++cycle) {
+    EXPECT_EQ(bus.ProcessBatch(), 0u);  // caught up: pauses, the producer fills meanwhile
+    EXPECT_GE(bus.ProcessBatch(), 4u);  // a quarter of 16, or more
+  }
+  EXPECT_EQ(PauseLog::Lengths(), (std::vector<std::uint32_t>{8, 4, 2, 1, 1, 1, 1, 1}));
+}
+
+TEST_F(CatchUpPauseTest, APauseAfterWhichTheBatchReachedItsLimitPaysAndIsHalved) {
+  Bus<> bus;
+  std::uint32_t seq = 0;
+  PauseLog::During() = [&] {
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(bus.Publish(Reading{++seq}, 1).IsAdmitted());
+  };
+  PublishOne(bus, ++seq);
+  EXPECT_EQ(bus.ProcessBatch(2), 1u);
+  for (int cycle = 0; cycle < 5; ++cycle) {
+    EXPECT_EQ(bus.ProcessBatch(2), 0u);  // caught up: pauses, 20 published meanwhile
+    for (int batch = 0; batch < 10; ++batch) EXPECT_EQ(bus.ProcessBatch(2), 2u);  // the limit
+  }
+  EXPECT_EQ(PauseLog::Lengths(), (std::vector<std::uint32_t>{8, 4, 2, 1, 1}));
+}
+
 TEST_F(CatchUpPauseTest, TheSeveralProducerBusPausesAlike) {
   Bus<128, sluice::ProducerModel::kMulti> bus;
   PublishOne(bus, 1);
@@ -211,8 +288,22 @@ TEST_F(CatchUpPauseTest, TheSeveralProducerBusPausesAlike) {
   EXPECT_EQ(PauseLog::Lengths(), std::vector<std::uint32_t>{8});
 }
 
+struct PriorityNoPauseTraits : sluice::PriorityOrderTraits {
+  using CatchUp = sluice::NoCatchUpPause;
+};
+
 TEST_F(CatchUpPauseTest, NoCatchUpPauseIsTheFreestandingDefaultAndHostedIsCatchUpPause) {
   static_assert(sluice::NoCatchUpPause::kMostPauses == 0);
+  // The pause's state fits in padding the consumer had: no bus is larger.
+  struct NoPauseTraits : sluice::DefaultBusTraits {
+    using CatchUp = sluice::NoCatchUpPause;
+  };
+  static_assert(sizeof(sluice::SpscBus<Payload, 1024>) ==
+                sizeof(sluice::SpscBus<Payload, 1024, NoPauseTraits>));
+  static_assert(sizeof(sluice::MpscBus<Payload, 1024>) ==
+                sizeof(sluice::MpscBus<Payload, 1024, NoPauseTraits>));
+  static_assert(sizeof(sluice::MpscBus<Payload, 1024, sluice::PriorityOrderTraits>) ==
+                sizeof(sluice::MpscBus<Payload, 1024, PriorityNoPauseTraits>));
 #if SLUICE_FREESTANDING
   static_assert(std::is_same_v<sluice::DefaultBusTraits::CatchUp, sluice::NoCatchUpPause>);
 #else

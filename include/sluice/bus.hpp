@@ -207,8 +207,8 @@ class AsyncBus
   // remaining subscribers and messages are still dispatched. Called from
   // inside a callback, it returns 0. Wait-free apart from the callbacks.
   // The first call that finds the queue empty just after one that took
-  // messages spins a few pause instructions first (Traits::CatchUp; docs/
-  // api.md, "The catch-up pause").
+  // messages may spin a few pause instructions first (Traits::CatchUp,
+  // adapting and often skipped; docs/api.md, "The catch-up pause").
   std::uint32_t ProcessBatch(std::uint32_t max_messages = kCapacity) {
     return core_.DispatchToSubscriptions(max_messages);
   }

@@ -127,15 +127,20 @@ struct WaitInSet : WaitWith<ParkerType, kPolls> {
 // it from the producer at every message, one cross-core transfer each (the
 // lockstep of docs/performance.md, "Run after run"); after the pause the next
 // poll takes what gathered meanwhile at one transfer. The pause adapts
-// (detail/consume/consume_core.hpp): it starts at 8 pauses and doubles, up to
-// kMostPauses, while it gathers too little (less than one message per 8
-// pauses, plus two), and a pause that gathered too little is skipped at the
-// next 1, 5, 21, ... up to 16,383 catch-ups; one that paid resets the skips.
-// So an idle consumer never pauses (a poll after an empty poll does not), and
-// a producer that waits for each reply meets the pause about 7 times in its
-// first 10,000 messages and then once in 16,384 catch-ups, each time for at
-// most kMostPauses pauses (128: about 3 us at 25 ns a pause). Set
-// NoCatchUpPause where no message may wait for that.
+// (detail/consume/catch_up_pacer.hpp): it starts at 8 pauses and doubles, up
+// to kMostPauses, while it gathers too little (less than one message per 8
+// pauses, plus two, and less than a quarter of the queue and the batch's
+// limit), and a pause that gathered too little is skipped at the next 1, 5,
+// 21, ... up to 16,383 catch-ups; one that paid ends the skipping, and one
+// that gathered a quarter of the queue or the batch's limit is halved. So an
+// idle consumer never pauses (a poll after an empty poll does not), nor does
+// a poll made inside a batch of any bus (a callback polling another bus) or
+// inside a wait over several buses (WaitSet::ProcessBatchWait); and a
+// producer that waits for each reply meets the pause 8 times in its first
+// 10,000 messages and then once in 16,384 catch-ups, each time for at most
+// kMostPauses pauses (128: about 3 us at 25 ns a pause). At most 65,535.
+// Hosted builds only (it keeps a thread-local count). Set NoCatchUpPause
+// where no message may wait for that.
 template <std::uint32_t kMostPausesValue = 128>
 struct CatchUpPause {
   static constexpr std::uint32_t kMostPauses = kMostPausesValue;

@@ -41,6 +41,7 @@
 #include <type_traits>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/consume/catch_up_pacer.hpp"
 #include "sluice/detail/wait/signal_group.hpp"
 #include "sluice/detail/wait/waiting.hpp"
 #include "sluice/detail/wait/wake_signal.hpp"
@@ -135,6 +136,8 @@ class WaitSet {
     if (max_per_bus == 0) return 0;
     if (!Wait(timeout, buses...)) return 0;
     // A comma fold: its operands run left to right (a `+` fold's need not).
+    // No bus makes its catch-up pause here: the buses after it would wait.
+    const detail::CatchUpHold hold;
     std::uint32_t total = 0;
     ((total += buses.ProcessBatch(max_per_bus)), ...);
     return total;

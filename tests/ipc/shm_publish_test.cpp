@@ -597,4 +597,37 @@ TEST(ShmPublishLoanTest, ALoanIsStillReadableByLaterSubscribersAfterACallbackClo
   EXPECT_EQ(bus.ProcessBatch(), 0u);
 }
 
+// The catch-up pause (docs/api.md, "The catch-up pause") runs in the same
+// consumer core as in process: the first empty ProcessBatch after a batch
+// pauses once; ProcessBatchWait, whose empty look is followed by a wait,
+// never does. Counted through a CatchUp policy of the test's own.
+std::vector<std::uint32_t> shm_pauses;
+struct CountingShmPause {
+  static constexpr std::uint32_t kMostPauses = 128;
+  static void Pause(std::uint32_t pauses) noexcept { shm_pauses.push_back(pauses); }
+};
+struct CountingShmTraits : sluice::ipc::ShmBusTraits {
+  using CatchUp = CountingShmPause;
+};
+
+TEST(ShmCatchUpPauseTest, TheFirstEmptyPollAfterABatchPausesAndAWaitNever) {
+  const std::string name = UniqueName();
+  sluice::ipc::ShmBus<Payload, kCapacity, CountingShmTraits> bus;
+  sluice::ipc::ShmProducer<Payload, kCapacity, CountingShmTraits> producer;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  shm_pauses.clear();
+  ASSERT_TRUE(
+      producer.PublishWithPriority(Pose{0, 0, 0, 1}, 7, MessagePriority::MEDIUM).IsAdmitted());
+  EXPECT_EQ(bus.ProcessBatchWait(std::chrono::milliseconds(100)), 1u);
+  EXPECT_EQ(bus.ProcessBatchWait(std::chrono::milliseconds(1)), 0u);  // a wait: no pause
+  EXPECT_TRUE(shm_pauses.empty());
+  ASSERT_TRUE(
+      producer.PublishWithPriority(Pose{0, 0, 0, 2}, 7, MessagePriority::MEDIUM).IsAdmitted());
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  EXPECT_EQ(bus.ProcessBatch(), 0u);  // the catch-up: pauses
+  EXPECT_EQ(bus.ProcessBatch(), 0u);  // idle: does not
+  EXPECT_EQ(shm_pauses, std::vector<std::uint32_t>{8});
+}
+
 }  // namespace

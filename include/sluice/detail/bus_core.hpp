@@ -177,6 +177,11 @@ class BusCore : public PublishCore<Payload> {
   bool IsDispatching() const noexcept { return consume_.Dispatching(); }
 
   // The front, for the consumer core.
+  // The room a batch draws from, for the catch-up pause's limit
+  // (detail/consume/catch_up_pacer.hpp): the shared queue, or a lane when
+  // lanes are smaller.
+  static constexpr Position kCatchUpRoom =
+      Lanes::kMaxProducers > 0 && Lanes::kCapacity < kCapacity ? Lanes::kCapacity : kCapacity;
   SLUICE_ALWAYS_INLINE ConsumeCore<Payload, Traits>& Consumer() noexcept { return consume_; }
   SLUICE_ALWAYS_INLINE Envelope* First() noexcept { return queue_.TryFront(); }
   SLUICE_ALWAYS_INLINE Envelope* Next() noexcept { return queue_.TryFront(); }

@@ -29,6 +29,7 @@
 #include "sluice/admission.hpp"
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
+#include "sluice/detail/consume/catch_up_pacer.hpp"
 #include "sluice/detail/consume/consume_core.hpp"
 #include "sluice/detail/observe/peak_fill.hpp"
 #include "sluice/detail/wait/waiting.hpp"
@@ -433,6 +434,8 @@ class ShmBus {
   std::uint32_t RunWaiting(std::chrono::nanoseconds timeout, Batch&& batch) {
     const sluice::detail::Deadline deadline(timeout);
     const std::chrono::nanoseconds slice = sleep_slice_;
+    // No catch-up pause here: an empty look is followed by a wait.
+    const sluice::detail::CatchUpHold hold;
     for (;;) {
       if (header_ == nullptr || front_.Consumer().Dispatching()) return 0;
       if (const std::uint32_t taken = batch()) return taken;

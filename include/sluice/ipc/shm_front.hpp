@@ -55,6 +55,10 @@ class ShmFront {
   using ConsumeCore = sluice::detail::ConsumeCore<Payload, ConsumerTraits>;
   using LanesType = ConsumerLanes<Payload, kCapacity, Traits>;
 
+  // The room a batch draws from, for the catch-up pause's limit
+  // (detail/consume/catch_up_pacer.hpp): one lane's ring.
+  static constexpr Position kCatchUpRoom = kCapacity;
+
   ShmFront() noexcept = default;
   ShmFront(const ShmFront&) = delete;
   ShmFront& operator=(const ShmFront&) = delete;

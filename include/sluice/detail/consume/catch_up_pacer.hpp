@@ -4,17 +4,26 @@
 // publishing writes its next messages without the consumer taking its line
 // back between them, and the next poll takes them all at one transfer.
 //
-// The next poll judges the pause: it paid if at least one message per
-// kPausesPerMessage pauses, and two, gathered meanwhile (the producer
-// publishes faster than a cross-core transfer, about that many pauses, would
-// carry them one by one). One that did not pay (nothing came; or a producer
+// The next poll judges the pause. It paid if the messages that gathered
+// meanwhile reach the least of: one per kPausesPerMessage pauses plus two
+// (the producer publishes faster than a cross-core transfer, about that
+// many pauses, would carry them one by one), a quarter of the queue's room,
+// and the batch's limit. One that did not pay (nothing came; or a producer
 // that waits for the consumer, as a request waits for its reply; or one
 // paced slower than the transfer, which lockstep keeps up with) doubles the
 // next pause, up to CatchUp::kMostPauses (a pause shorter than the transfer
 // cannot gather), and is skipped at the next 1, 5, 21, ... up to
 // kMaxSkippedPauses catch-ups, so such a producer pays it rarely (8 times in
 // its first 10,000 messages, then once in 16,384 catch-ups). One that paid
-// ends the skipping.
+// ends the skipping; one after which the batch took a quarter of the room or
+// its limit halves the next pause, so that a pause never lets the queue fill
+// far (a quarter is below every priority's default admission threshold).
+//
+// A poll never pauses while a batch of any bus, or a wait over several
+// buses (WaitSet::ProcessBatchWait, the shared-memory bus's
+// ProcessBatchWait), runs on its thread (CatchUpHold): a callback that polls
+// another bus, or a wait that polls every bus in turn, would hold up the
+// rest for it.
 //
 // Consumer-private state, no ordering: it only times the consumer's next
 // poll. With NoCatchUpPause (kMostPauses 0) the pacer is empty and its calls
@@ -42,23 +51,66 @@ struct CatchUpOf<Traits, std::void_t<typename Traits::CatchUp>> {
   using Type = typename Traits::CatchUp;
 };
 
-template <typename CatchUp, bool = (CatchUp::kMostPauses > 0)>
-class CatchUpPacer {
+#if !SLUICE_FREESTANDING
+// How many batches or multi-bus waits run on this thread now (CatchUpHold).
+inline std::uint32_t& CatchUpHolds() noexcept {
+  static thread_local std::uint32_t holds = 0;
+  return holds;
+}
+// While one lives, no poll on this thread pauses.
+class CatchUpHold {
  public:
+  CatchUpHold() noexcept { ++CatchUpHolds(); }
+  ~CatchUpHold() { --CatchUpHolds(); }
+  CatchUpHold(const CatchUpHold&) = delete;
+  CatchUpHold& operator=(const CatchUpHold&) = delete;
+};
+#else
+// Bare metal has no pause (NoCatchUpPause only) and nothing to hold.
+class CatchUpHold {};
+#endif
+
+// The room a front's batch draws from (its ring's capacity), for the pause's
+// limit: Front::kCatchUpRoom, or no limit.
+template <typename Front, typename = void>
+struct CatchUpRoomOf {
+  static constexpr Position kValue = ~Position{0};
+};
+template <typename Front>
+struct CatchUpRoomOf<Front, std::void_t<decltype(Front::kCatchUpRoom)>> {
+  static constexpr Position kValue = Front::kCatchUpRoom;
+};
+
+template <typename CatchUp, bool = (CatchUp::kMostPauses > 0)>
+class CatchUpPacer;
+
+#if SLUICE_FREESTANDING
+template <typename CatchUp>
+class CatchUpPacer<CatchUp, true> {
+  static_assert(sizeof(CatchUp) == 0,
+                "Sluice: the catch-up pause keeps thread-local state; on bare metal use "
+                "`using CatchUp = sluice::NoCatchUpPause;`");
+};
+#else
+template <typename CatchUp>
+class CatchUpPacer<CatchUp, true> {
+  static_assert(CatchUp::kMostPauses <= 65535, "Sluice: CatchUpPause allows at most 65,535 pauses");
+
+ public:
+  // Around each batch (a callback's poll of another bus must not pause).
+  SLUICE_ALWAYS_INLINE static void EnterBatch() noexcept { ++CatchUpHolds(); }
+  SLUICE_ALWAYS_INLINE static void LeaveBatch() noexcept { --CatchUpHolds(); }
+
   static constexpr std::uint32_t kPausesPerMessage = 8;
-  static constexpr std::uint32_t kFirstPauses =
-      CatchUp::kMostPauses < kPausesPerMessage ? CatchUp::kMostPauses : kPausesPerMessage;
+  static constexpr std::uint16_t kFirstPauses = static_cast<std::uint16_t>(
+      CatchUp::kMostPauses < kPausesPerMessage ? CatchUp::kMostPauses : kPausesPerMessage);
   static constexpr std::uint16_t kMaxSkippedPauses = 16383;
 
-  // After a batch of `count` messages.
-  SLUICE_ALWAYS_INLINE void NoteTook(std::uint32_t count) noexcept {
-    if (state_ == State::kJustPaused) {
-      if (count >= pauses_ / kPausesPerMessage + 2) {
-        skip_span_ = 0;
-      } else {
-        PauseDidNotPay();
-      }
-    }
+  // After a batch of `count` messages, at most `max_messages`, from a queue
+  // of `room` slots.
+  SLUICE_ALWAYS_INLINE void NoteTook(std::uint32_t count, std::uint32_t max_messages,
+                                     Position room) noexcept {
+    if (state_ == State::kJustPaused) Judge(count, max_messages, room);
     state_ = State::kJustTook;
   }
 
@@ -70,8 +122,8 @@ class CatchUpPacer {
       state_ = State::kIdle;
       return;
     }
-    if (skips_left_ > 0) {
-      --skips_left_;
+    if (skips_left_ > 0 || CatchUpHolds() != 0) {
+      if (skips_left_ > 0) --skips_left_;
       state_ = State::kIdle;
       return;
     }
@@ -82,25 +134,49 @@ class CatchUpPacer {
  private:
   enum class State : std::uint8_t { kIdle, kJustTook, kJustPaused };
 
-  void PauseDidNotPay() noexcept {
-    pauses_ = pauses_ >= CatchUp::kMostPauses / 2 ? CatchUp::kMostPauses : 2 * pauses_;
-    skip_span_ = skip_span_ >= kMaxSkippedPauses / 4
-                     ? kMaxSkippedPauses
-                     : static_cast<std::uint16_t>(4 * skip_span_ + 1);
-    skips_left_ = skip_span_;
+  void Judge(std::uint32_t count, std::uint32_t max_messages, Position room) noexcept {
+    const Position quarter = room / 4 > 0 ? room / 4 : 1;
+    const bool full = count >= quarter || count >= max_messages;
+    if (full || count >= pauses_ / kPausesPerMessage + 2) {
+      skip_level_ = 0;
+      if (full && pauses_ > 1) pauses_ = static_cast<std::uint16_t>(pauses_ / 2);
+    } else {
+      PauseDidNotPay();
+    }
   }
 
+  void PauseDidNotPay() noexcept {
+    pauses_ = static_cast<std::uint16_t>(pauses_ >= CatchUp::kMostPauses / 2 ? CatchUp::kMostPauses
+                                                                             : 2 * pauses_);
+    if (skip_level_ < kTopSkipLevel) ++skip_level_;
+    skips_left_ = SkipSpan(skip_level_);
+  }
+
+  // The catch-ups skipped after the level-th pause in a row that did not
+  // pay: 0, 1, 5, 21, ... ((4^level - 1) / 3), at most kMaxSkippedPauses.
+  static constexpr std::uint16_t SkipSpan(std::uint8_t level) noexcept {
+    const std::uint32_t span = ((std::uint32_t{1} << (2 * level)) - 1) / 3;
+    return static_cast<std::uint16_t>(span < kMaxSkippedPauses ? span : kMaxSkippedPauses);
+  }
+  static constexpr std::uint8_t kTopSkipLevel = 8;  // SkipSpan(8) = 21,845: the cap
+  static_assert(SkipSpan(kTopSkipLevel) == kMaxSkippedPauses &&
+                SkipSpan(kTopSkipLevel - 1) < kMaxSkippedPauses);
+
+  // Six bytes, so that they fit in the consumer core's padding.
   State state_ = State::kIdle;
-  std::uint16_t skip_span_ = 0;
+  std::uint8_t skip_level_ = 0;
+  std::uint16_t pauses_ = kFirstPauses;
   std::uint16_t skips_left_ = 0;
-  std::uint32_t pauses_ = kFirstPauses;
 };
+#endif
 
 // No pause: nothing to keep, nothing to run.
 template <typename CatchUp>
 class CatchUpPacer<CatchUp, false> {
  public:
-  SLUICE_ALWAYS_INLINE void NoteTook(std::uint32_t) noexcept {}
+  SLUICE_ALWAYS_INLINE static void EnterBatch() noexcept {}
+  SLUICE_ALWAYS_INLINE static void LeaveBatch() noexcept {}
+  SLUICE_ALWAYS_INLINE void NoteTook(std::uint32_t, std::uint32_t, Position) noexcept {}
   SLUICE_ALWAYS_INLINE void PauseIfJustCaughtUp() noexcept {}
 };
 
