@@ -226,6 +226,38 @@ TEST_F(CatchUpPauseTest, APollOfAnotherBusFromInsideACallbackOrVisitorNeverPause
   EXPECT_EQ(PauseLog::Lengths(), std::vector<std::uint32_t>{8});
 }
 
+TEST_F(CatchUpPauseTest, APollFromInsideABatchOfABusWithoutThePauseNeverPausesEither) {
+  struct NoPause : sluice::DefaultBusTraits {
+    using CatchUp = sluice::NoCatchUpPause;
+  };
+  sluice::SpscBus<Payload, 64, NoPause> outer;
+  Bus<> other;
+  PublishOne(other, 7);
+  ASSERT_EQ(other.ProcessBatch(), 1u);  // `other` has just caught up
+  ASSERT_TRUE(
+      outer.Subscribe<Reading>([&](const Reading&) { (void)other.ProcessBatch(); }).IsValid());
+  PublishOne(outer, 1);
+  EXPECT_EQ(outer.ProcessBatch(), 1u);
+  EXPECT_TRUE(PauseLog::Lengths().empty());
+}
+
+struct WaitingTraits : CountingTraits<128> {
+  using Waiting = sluice::WaitWith<sluice::ConditionVariableParker>;
+};
+
+TEST_F(CatchUpPauseTest, AWaitThatTimesOutIsAnEmptyCallAfterWhichNoPollPauses) {
+  sluice::SpscBus<Payload, 64, WaitingTraits> bus;
+  PublishOne(bus, 1);
+  EXPECT_EQ(bus.ProcessBatchWait(std::chrono::milliseconds(0)), 1u);
+  EXPECT_EQ(bus.ProcessBatchWait(std::chrono::milliseconds(1)), 0u);  // timed out: empty
+  EXPECT_EQ(bus.ProcessBatch(), 0u);                                  // after an empty call
+  PublishOne(bus, 2);
+  EXPECT_EQ(bus.ProcessBatchWith([](const Reading&) {}), 1u);
+  EXPECT_EQ(bus.ProcessBatchWithWait([](const Reading&) {}, std::chrono::milliseconds(1)), 0u);
+  EXPECT_EQ(bus.ProcessBatchWith([](const Reading&) {}), 0u);
+  EXPECT_TRUE(PauseLog::Lengths().empty());
+}
+
 struct SetTraits : CountingTraits<128> {
   using Waiting = sluice::WaitInSet<sluice::ConditionVariableParker>;
 };
@@ -241,6 +273,11 @@ TEST_F(CatchUpPauseTest, AWaitSetsBatchOverSeveralBusesNeverPauses) {
   // pause of `first`.
   ASSERT_TRUE(second.Publish(Reading{2}, 1).IsAdmitted());
   EXPECT_EQ(set.ProcessBatchWait(std::chrono::milliseconds(100), 64, first, second), 1u);
+  EXPECT_TRUE(PauseLog::Lengths().empty());
+  // A set's wait that times out is an empty call for every bus: `second`,
+  // which has just caught up, does not pause at its next poll.
+  EXPECT_EQ(set.ProcessBatchWait(std::chrono::milliseconds(1), 64, first, second), 0u);
+  EXPECT_EQ(second.ProcessBatch(), 0u);
   EXPECT_TRUE(PauseLog::Lengths().empty());
 }
 
@@ -304,6 +341,23 @@ TEST_F(CatchUpPauseTest, NoCatchUpPauseIsTheFreestandingDefaultAndHostedIsCatchU
                 sizeof(sluice::MpscBus<Payload, 1024, NoPauseTraits>));
   static_assert(sizeof(sluice::MpscBus<Payload, 1024, sluice::PriorityOrderTraits>) ==
                 sizeof(sluice::MpscBus<Payload, 1024, PriorityNoPauseTraits>));
+  // ... nor one that keeps no latency histograms or no observation.
+  struct NoHistograms : sluice::DefaultBusTraits {
+    using Latency = sluice::NoLatencyHistograms;
+  };
+  struct NoHistogramsNoPause : NoHistograms {
+    using CatchUp = sluice::NoCatchUpPause;
+  };
+  struct NothingKept : sluice::DefaultBusTraits {
+    using Observation = sluice::NoObservation;
+  };
+  struct NothingKeptNoPause : NothingKept {
+    using CatchUp = sluice::NoCatchUpPause;
+  };
+  static_assert(sizeof(sluice::SpscBus<Payload, 1024, NoHistograms>) ==
+                sizeof(sluice::SpscBus<Payload, 1024, NoHistogramsNoPause>));
+  static_assert(sizeof(sluice::MpscBus<Payload, 1024, NothingKept>) ==
+                sizeof(sluice::MpscBus<Payload, 1024, NothingKeptNoPause>));
 #if SLUICE_FREESTANDING
   static_assert(std::is_same_v<sluice::DefaultBusTraits::CatchUp, sluice::NoCatchUpPause>);
 #else

@@ -228,7 +228,10 @@ class AsyncBus
                   "Sluice: ProcessBatchWait needs a parker in the bus traits (for example "
                   "sluice::SleepingConsumerTraits)");
     if (core_.IsDispatching() || max_messages == 0) return 0;
-    if (!core_.WaitForMessage(detail::SaturatingNanos(timeout))) return 0;
+    if (!core_.WaitForMessage(detail::SaturatingNanos(timeout))) {
+      core_.Consumer().NoteEmptyWait();
+      return 0;
+    }
     return ProcessBatch(max_messages);
   }
 
@@ -240,7 +243,10 @@ class AsyncBus
                   "Sluice: ProcessBatchWithWait needs a parker in the bus traits (for example "
                   "sluice::SleepingConsumerTraits)");
     if (core_.IsDispatching() || max_messages == 0) return 0;
-    if (!core_.WaitForMessage(detail::SaturatingNanos(timeout))) return 0;
+    if (!core_.WaitForMessage(detail::SaturatingNanos(timeout))) {
+      core_.Consumer().NoteEmptyWait();
+      return 0;
+    }
     return ProcessBatchWith(std::forward<Visitor>(visitor), max_messages);
   }
 

@@ -133,7 +133,8 @@ struct WaitInSet : WaitWith<ParkerType, kPolls> {
 // limit), and a pause that gathered too little is skipped at the next 1, 5,
 // 21, ... up to 16,383 catch-ups; one that paid ends the skipping, and one
 // that gathered a quarter of the queue or the batch's limit is halved. So an
-// idle consumer never pauses (a poll after an empty poll does not), nor does
+// idle consumer never pauses (a poll after an empty poll, or after a wait
+// that timed out, does not), nor does
 // a poll made inside a batch of any bus (a callback polling another bus) or
 // inside a wait over several buses (WaitSet::ProcessBatchWait); and a
 // producer that waits for each reply meets the pause 8 times in its first
@@ -149,7 +150,9 @@ struct CatchUpPause {
   }
 };
 
-// No catch-up pause, and no code for it.
+// No catch-up pause and no state for it (hosted, a batch still counts itself
+// on its thread, so that a bus with the pause polled from its callbacks does
+// not pause).
 struct NoCatchUpPause {
   static constexpr std::uint32_t kMostPauses = 0;
   static void Pause(std::uint32_t) noexcept {}

@@ -134,7 +134,10 @@ class WaitSet {
   std::uint32_t ProcessBatchWait(std::chrono::duration<Rep, Period> timeout,
                                  std::uint32_t max_per_bus, Buses&... buses) {
     if (max_per_bus == 0) return 0;
-    if (!Wait(timeout, buses...)) return 0;
+    if (!Wait(timeout, buses...)) {
+      (NoteEmptyWait(buses), ...);
+      return 0;
+    }
     // A comma fold: its operands run left to right (a `+` fold's need not).
     // No bus makes its catch-up pause here: the buses after it would wait.
     const detail::CatchUpHold hold;
@@ -182,6 +185,15 @@ class WaitSet {
       return bus.WaitSetView().Ready();
     } else {
       return bus.core_.HasReadyMessage();
+    }
+  }
+  // A wait that took nothing: for each bus's catch-up pause, an empty call.
+  template <typename Bus>
+  static void NoteEmptyWait(Bus& bus) noexcept {
+    if constexpr (detail::WakesItsOwnSignal<Bus>::value) {
+      bus.WaitSetView().NoteEmptyWait();
+    } else {
+      bus.core_.Consumer().NoteEmptyWait();
     }
   }
   template <typename Bus>

@@ -610,6 +610,21 @@ struct CountingShmTraits : sluice::ipc::ShmBusTraits {
   using CatchUp = CountingShmPause;
 };
 
+struct NoPauseShmTraits : sluice::ipc::ShmBusTraits {
+  using CatchUp = sluice::NoCatchUpPause;
+};
+struct NoHistogramsShmTraits : sluice::ipc::ShmBusTraits {
+  using Latency = sluice::NoLatencyHistograms;
+};
+struct NoHistogramsNoPauseShmTraits : NoHistogramsShmTraits {
+  using CatchUp = sluice::NoCatchUpPause;
+};
+// The pause's state fits in padding the consumer had: no bus is larger.
+static_assert(sizeof(sluice::ipc::ShmBus<Payload, kCapacity>) ==
+              sizeof(sluice::ipc::ShmBus<Payload, kCapacity, NoPauseShmTraits>));
+static_assert(sizeof(sluice::ipc::ShmBus<Payload, kCapacity, NoHistogramsShmTraits>) ==
+              sizeof(sluice::ipc::ShmBus<Payload, kCapacity, NoHistogramsNoPauseShmTraits>));
+
 TEST(ShmCatchUpPauseTest, TheFirstEmptyPollAfterABatchPausesAndAWaitNever) {
   const std::string name = UniqueName();
   sluice::ipc::ShmBus<Payload, kCapacity, CountingShmTraits> bus;

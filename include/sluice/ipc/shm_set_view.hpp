@@ -35,6 +35,8 @@ class ShmSetView {
   // Closed: nothing will come (Close drops what was queued).
   bool Drained() const noexcept { return bus_->header_ == nullptr; }
   bool InsideCallback() const noexcept { return bus_->front_.Consumer().Dispatching(); }
+  // A set's wait that took nothing: for the catch-up pause, an empty call.
+  void NoteEmptyWait() noexcept { bus_->front_.Consumer().NoteEmptyWait(); }
   // The segment's consumer signal, open buses only. The set's thread is
   // its only waiter, and not counted now: a count left by a killed
   // consumer (or written by anyone) is wrong, and is cleared here, before

@@ -92,6 +92,9 @@ class CatchUpPacer<CatchUp, true> {
                 "`using CatchUp = sluice::NoCatchUpPause;`");
 };
 #else
+// Packed: its six bytes fit in the consumer core's padding after
+// `dispatching_` whatever else the core keeps (consume_core.hpp).
+#pragma pack(push, 1)
 template <typename CatchUp>
 class CatchUpPacer<CatchUp, true> {
   static_assert(CatchUp::kMostPauses <= 65535, "Sluice: CatchUpPause allows at most 65,535 pauses");
@@ -112,6 +115,13 @@ class CatchUpPacer<CatchUp, true> {
                                      Position room) noexcept {
     if (state_ == State::kJustPaused) Judge(count, max_messages, room);
     state_ = State::kJustTook;
+  }
+
+  // A wait that ended with nothing taken: an empty call, which never
+  // pauses and after which the next empty poll does not either.
+  void NoteEmptyWait() noexcept {
+    if (state_ == State::kJustPaused) PauseDidNotPay();
+    state_ = State::kIdle;
   }
 
   // After a poll that found nothing (not one from inside a callback).
@@ -168,14 +178,23 @@ class CatchUpPacer<CatchUp, true> {
   std::uint16_t pauses_ = kFirstPauses;
   std::uint16_t skips_left_ = 0;
 };
+#pragma pack(pop)
 #endif
 
-// No pause: nothing to keep, nothing to run.
+// No pause: nothing to keep. Hosted, its batches still count themselves on
+// their thread, so that a bus with the pause polled from their callbacks
+// does not pause either.
 template <typename CatchUp>
 class CatchUpPacer<CatchUp, false> {
  public:
+#if SLUICE_FREESTANDING
   SLUICE_ALWAYS_INLINE static void EnterBatch() noexcept {}
   SLUICE_ALWAYS_INLINE static void LeaveBatch() noexcept {}
+#else
+  SLUICE_ALWAYS_INLINE static void EnterBatch() noexcept { ++CatchUpHolds(); }
+  SLUICE_ALWAYS_INLINE static void LeaveBatch() noexcept { --CatchUpHolds(); }
+#endif
+  void NoteEmptyWait() noexcept {}
   SLUICE_ALWAYS_INLINE void NoteTook(std::uint32_t, std::uint32_t, Position) noexcept {}
   SLUICE_ALWAYS_INLINE void PauseIfJustCaughtUp() noexcept {}
 };

@@ -120,6 +120,9 @@ class ConsumeCore {
   Registry& Subscriptions() noexcept { return registry_; }
   const Registry& Subscriptions() const noexcept { return registry_; }
   DispatchEpoch& Epoch() noexcept { return epoch_; }
+  // A wait (ProcessBatchWait, WaitSet::ProcessBatchWait) that ended with
+  // nothing taken: for the catch-up pause, an empty call.
+  void NoteEmptyWait() noexcept { catch_up_.NoteEmptyWait(); }
   ErrorReporter& Errors() noexcept { return error_reporter_; }
   using Recorder = LatencyRecorder<Latency::kEnabled && Traits::Observation::kKeeps>;
   Recorder& Latencies() noexcept { return latency_; }
@@ -337,7 +340,11 @@ class ConsumeCore {
   alignas(kCacheLineSize) DispatchEpoch epoch_;
   ErrorReporter error_reporter_;
   bool dispatching_ = false;  // consumer-private re-entrancy guard
-  Pacer catch_up_;            // consumer-private; 6 bytes, in the padding before latency_
+  // Consumer-private; packed, at most 6 bytes: in the padding after
+  // `dispatching_` whether latency_ is kept or empty (no bus is larger).
+  Pacer catch_up_;
+  static_assert(alignof(Pacer) == 1 && sizeof(Pacer) <= 6,
+                "Sluice: the catch-up pause's state must fit in the core's padding");
   Recorder latency_;
   Registry registry_;
 };
