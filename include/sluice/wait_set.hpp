@@ -140,7 +140,7 @@ class WaitSet {
     }
     // A comma fold: its operands run left to right (a `+` fold's need not).
     // No bus makes its catch-up pause here: the buses after it would wait.
-    const detail::CatchUpHold hold;
+    [[maybe_unused]] const detail::CatchUpHold hold;
     std::uint32_t total = 0;
     ((total += buses.ProcessBatch(max_per_bus)), ...);
     return total;

@@ -435,7 +435,7 @@ class ShmBus {
     const sluice::detail::Deadline deadline(timeout);
     const std::chrono::nanoseconds slice = sleep_slice_;
     // No catch-up pause here: an empty look is followed by a wait.
-    const sluice::detail::CatchUpHold hold;
+    [[maybe_unused]] const sluice::detail::CatchUpHold hold;
     for (;;) {
       if (header_ == nullptr || front_.Consumer().Dispatching()) return 0;
       if (const std::uint32_t taken = batch()) return taken;
