@@ -26,8 +26,9 @@
 // rest for it.
 //
 // Consumer-private state, no ordering: it only times the consumer's next
-// poll. With NoCatchUpPause (kMostPauses 0) the pacer is empty and its calls
-// compile to nothing.
+// poll (the hold count is thread-local). With NoCatchUpPause (kMostPauses 0)
+// the pacer keeps nothing; hosted, its batches still count themselves.
+// On bare metal only NoCatchUpPause is allowed and nothing is counted.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +58,11 @@ inline std::uint32_t& CatchUpHolds() noexcept {
   static thread_local std::uint32_t holds = 0;
   return holds;
 }
+// Around each batch of any bus (a callback's poll of another bus must not
+// pause): counted by hand, not by a CatchUpHold, whose destructor cost the
+// batch's loop registers.
+SLUICE_ALWAYS_INLINE void EnterCatchUpBatch() noexcept { ++CatchUpHolds(); }
+SLUICE_ALWAYS_INLINE void LeaveCatchUpBatch() noexcept { --CatchUpHolds(); }
 // While one lives, no poll on this thread pauses.
 class CatchUpHold {
  public:
@@ -68,6 +74,8 @@ class CatchUpHold {
 #else
 // Bare metal has no pause (NoCatchUpPause only) and nothing to hold.
 class CatchUpHold {};
+SLUICE_ALWAYS_INLINE void EnterCatchUpBatch() noexcept {}
+SLUICE_ALWAYS_INLINE void LeaveCatchUpBatch() noexcept {}
 #endif
 
 // The room a front's batch draws from (its ring's capacity), for the pause's
@@ -100,10 +108,6 @@ class CatchUpPacer<CatchUp, true> {
   static_assert(CatchUp::kMostPauses <= 65535, "Sluice: CatchUpPause allows at most 65,535 pauses");
 
  public:
-  // Around each batch (a callback's poll of another bus must not pause).
-  SLUICE_ALWAYS_INLINE static void EnterBatch() noexcept { ++CatchUpHolds(); }
-  SLUICE_ALWAYS_INLINE static void LeaveBatch() noexcept { --CatchUpHolds(); }
-
   static constexpr std::uint32_t kPausesPerMessage = 8;
   static constexpr std::uint16_t kFirstPauses = static_cast<std::uint16_t>(
       CatchUp::kMostPauses < kPausesPerMessage ? CatchUp::kMostPauses : kPausesPerMessage);
@@ -132,8 +136,14 @@ class CatchUpPacer<CatchUp, true> {
       state_ = State::kIdle;
       return;
     }
-    if (skips_left_ > 0 || CatchUpHolds() != 0) {
-      if (skips_left_ > 0) --skips_left_;
+    // Inside a batch or a multi-bus wait: not a catch-up of this bus's
+    // own loop (no pause, no skip used up).
+    if (CatchUpHolds() != 0) {
+      state_ = State::kIdle;
+      return;
+    }
+    if (skips_left_ > 0) {
+      --skips_left_;
       state_ = State::kIdle;
       return;
     }
@@ -181,19 +191,12 @@ class CatchUpPacer<CatchUp, true> {
 #pragma pack(pop)
 #endif
 
-// No pause: nothing to keep. Hosted, its batches still count themselves on
-// their thread, so that a bus with the pause polled from their callbacks
-// does not pause either.
+// No pause: nothing to keep (its batches still count themselves, in the
+// consumer core, so that a bus with the pause polled from their callbacks
+// does not pause either).
 template <typename CatchUp>
 class CatchUpPacer<CatchUp, false> {
  public:
-#if SLUICE_FREESTANDING
-  SLUICE_ALWAYS_INLINE static void EnterBatch() noexcept {}
-  SLUICE_ALWAYS_INLINE static void LeaveBatch() noexcept {}
-#else
-  SLUICE_ALWAYS_INLINE static void EnterBatch() noexcept { ++CatchUpHolds(); }
-  SLUICE_ALWAYS_INLINE static void LeaveBatch() noexcept { --CatchUpHolds(); }
-#endif
   void NoteEmptyWait() noexcept {}
   SLUICE_ALWAYS_INLINE void NoteTook(std::uint32_t, std::uint32_t, Position) noexcept {}
   SLUICE_ALWAYS_INLINE void PauseIfJustCaughtUp() noexcept {}

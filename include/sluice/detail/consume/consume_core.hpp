@@ -176,7 +176,7 @@ class ConsumeCore {
     // way out of the batch cost a busy loop registers (4.5 instructions a
     // message, MPSC with histograms); as `dispatching_`, it is left as it
     // is if anything escapes the batch.
-    Pacer::EnterBatch();
+    EnterCatchUpBatch();
     ObserveConsume::BatchBegins(front);
     front.BeginBatch();
     self.dispatching_ = true;
@@ -193,7 +193,7 @@ class ConsumeCore {
     }
     if constexpr (kKind == BatchKind::kSubscriptions) self.LeaveEpoch();
     self.dispatching_ = false;
-    Pacer::LeaveBatch();
+    LeaveCatchUpBatch();
     self.catch_up_.NoteTook(count, max_messages, CatchUpRoomOf<Front>::kValue);
     ObserveConsume::BatchEnds(front, count);
     front.EndBatch(count);
