@@ -3,7 +3,9 @@
 // runs (detail/consume/consume_core.hpp, DispatchRuns). These tests hold the
 // runs to what one message at a time gives: a callback that unsubscribes
 // itself, one that subscribes another, one that throws, types that
-// alternate, a batch limit inside a run.
+// alternate, a batch limit inside a run; and ProcessBatchWith's runs,
+// which hand each message to the visitor in turn and release the run's
+// slots together (DispatchEachOfRuns).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,6 +28,22 @@ constexpr std::int32_t kMessages = 80;
 template <typename Bus>
 void PublishMotorCommands(Bus& bus, std::int32_t count) {
   for (std::int32_t i = 0; i < count; ++i) ASSERT_TRUE(bus.Publish(MotorCmd{i}, 1));
+}
+
+// `depths[k]`: the queue's depth seen while message k of kMessages was
+// dispatched. One message at a time leaves kMessages - k; runs of 32 hold
+// at most 31 more (the messages of the run before it), never fewer, and
+// the last message of a run of 32 sees that bound.
+void ExpectAtMost31MoreHeldAndTheBoundReached(const std::vector<std::size_t>& depths) {
+  ASSERT_EQ(depths.size(), static_cast<std::size_t>(kMessages));
+  std::size_t most_held = 0;
+  for (std::size_t k = 0; k < depths.size(); ++k) {
+    const std::size_t one_at_a_time = static_cast<std::size_t>(kMessages) - k;
+    ASSERT_GE(depths[k], one_at_a_time) << "message " << k;
+    EXPECT_LE(depths[k] - one_at_a_time, 31u) << "message " << k;
+    most_held = std::max(most_held, depths[k] - one_at_a_time);
+  }
+  EXPECT_EQ(most_held, 31u);
 }
 
 template <typename Bus>
@@ -142,16 +160,7 @@ TYPED_TEST(DispatchRunsTest, ACallbackFindsAtMost31MoreSlotsHeldThanOneAtATime) 
           .IsValid());
   PublishMotorCommands(bus, kMessages);
   EXPECT_EQ(bus.ProcessBatch(), static_cast<std::uint32_t>(kMessages));
-  ASSERT_EQ(depths.size(), static_cast<std::size_t>(kMessages));
-  std::size_t most_held = 0;
-  for (std::size_t k = 0; k < depths.size(); ++k) {
-    const std::size_t one_at_a_time = static_cast<std::size_t>(kMessages) - k;
-    ASSERT_GE(depths[k], one_at_a_time) << "message " << k;
-    EXPECT_LE(depths[k] - one_at_a_time, 31u) << "message " << k;
-    most_held = std::max(most_held, depths[k] - one_at_a_time);
-  }
-  // The bound is reached: the last message of a run of 32.
-  EXPECT_EQ(most_held, 31u);
+  ExpectAtMost31MoreHeldAndTheBoundReached(depths);
 }
 
 // Several subscribers of a type: each message's slot is freed after its
@@ -177,6 +186,101 @@ TYPED_TEST(DispatchRunsTest, SeveralSubscribersFreeEachMessagesSlotAfterItsDispa
   // it published: the queue is full at the first message only.
   EXPECT_EQ(depths, (std::vector<std::size_t>{4, 3, 3, 3}));
   EXPECT_EQ(admitted, (std::vector<bool>{false, true, true, true}));
+}
+
+// ProcessBatchWith on the same buses takes its messages in runs too
+// (DispatchEachOfRuns): each message goes to the visitor in turn, and the
+// run's slots are released together when it ends.
+struct VisitLog {
+  std::vector<std::string> calls;
+  void operator()(const MotorCmd& command) {
+    calls.push_back("motor " + std::to_string(command.speed));
+  }
+  void operator()(const Sequenced& message) {
+    calls.push_back("sequenced " + std::to_string(message.sequence));
+  }
+  void operator()(const SensorData&) { calls.emplace_back("sensor"); }
+};
+
+TYPED_TEST(DispatchRunsTest, AVisitorSeesEveryMessageInPublishOrderAcrossRuns) {
+  for (const auto mode :
+       {sluice::PerformanceMode::FULL_FEATURED, sluice::PerformanceMode::BARE_METAL}) {
+    TypeParam bus;
+    bus.SetPerformanceMode(mode);
+    std::vector<std::string> expected;
+    for (std::int32_t i = 0; i < kMessages; ++i) {
+      if (i % 5 == 2) {
+        ASSERT_TRUE(bus.Publish(Sequenced{1, static_cast<std::uint64_t>(i)}, 1));
+        expected.push_back("sequenced " + std::to_string(i));
+      } else {
+        ASSERT_TRUE(bus.Publish(MotorCmd{i}, 1));
+        expected.push_back("motor " + std::to_string(i));
+      }
+    }
+    VisitLog visit;
+    EXPECT_EQ(bus.ProcessBatchWith(visit), static_cast<std::uint32_t>(kMessages));
+    EXPECT_EQ(visit.calls, expected);
+    EXPECT_EQ(bus.QueueDepth(), 0u);
+    EXPECT_EQ(bus.GetStatistics().messages_processed, mode == sluice::PerformanceMode::BARE_METAL
+                                                          ? 0u
+                                                          : static_cast<std::uint64_t>(kMessages));
+  }
+}
+
+TYPED_TEST(DispatchRunsTest, AVisitorBatchLimitInsideARunLeavesTheRestQueuedInOrder) {
+  TypeParam bus;
+  VisitLog visit;
+  PublishMotorCommands(bus, kMessages);
+  for (const std::uint32_t limit : {7u, 1u, 32u, 33u}) {
+    const std::size_t before = visit.calls.size();
+    EXPECT_EQ(bus.ProcessBatchWith(visit, limit), limit);
+    EXPECT_EQ(visit.calls.size(), before + limit);
+    // The slots of the batch are free again: the queue holds the rest only.
+    EXPECT_EQ(bus.QueueDepth(), static_cast<std::size_t>(kMessages) - visit.calls.size());
+  }
+  EXPECT_EQ(bus.ProcessBatchWith(visit), static_cast<std::uint32_t>(kMessages) - 73);
+  ASSERT_EQ(visit.calls.size(), static_cast<std::size_t>(kMessages));
+  for (std::int32_t i = 0; i < kMessages; ++i) {
+    EXPECT_EQ(visit.calls[i], "motor " + std::to_string(i));
+  }
+}
+
+// The visitor's runs, at the documented bound: the visitor finds at most 31
+// more slots held than one message at a time would leave, in every mode
+// (the histograms end no visitor run), and the bound is reached.
+TYPED_TEST(DispatchRunsTest, AVisitorFindsAtMost31MoreSlotsHeldThanOneAtATime) {
+  for (const auto mode :
+       {sluice::PerformanceMode::FULL_FEATURED, sluice::PerformanceMode::BARE_METAL}) {
+    TypeParam bus;
+    bus.SetPerformanceMode(mode);
+    std::vector<std::size_t> depths;
+    PublishMotorCommands(bus, kMessages);
+    EXPECT_EQ(bus.ProcessBatchWith([&](const auto&) { depths.push_back(bus.QueueDepth()); }),
+              static_cast<std::uint32_t>(kMessages));
+    ExpectAtMost31MoreHeldAndTheBoundReached(depths);
+  }
+}
+
+// A message the visitor publishes into its own bus, past what the run
+// knew to be published, is taken later in the same batch, in order.
+TYPED_TEST(DispatchRunsTest, AMessageTheVisitorPublishesIsTakenInTheSameBatch) {
+  TypeParam bus;
+  std::vector<std::int32_t> seen;
+  PublishMotorCommands(bus, 3);
+  const std::uint32_t taken = bus.ProcessBatchWith(
+      [&](const auto& message) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(message)>, MotorCmd>) {
+          seen.push_back(message.speed);
+          if (message.speed < 40) {
+            ASSERT_TRUE(bus.Publish(MotorCmd{message.speed + 3}, 1));
+          }
+        }
+      },
+      100);
+  EXPECT_EQ(taken, 43u);
+  ASSERT_EQ(seen.size(), 43u);
+  for (std::int32_t i = 0; i < 43; ++i) EXPECT_EQ(seen[i], i);
+  EXPECT_EQ(bus.QueueDepth(), 0u);
 }
 
 // A traits Observer sees each message taken just before its callbacks, as
@@ -279,6 +383,33 @@ TYPED_TEST(DispatchRunsTest, AThrowThatSubscribesAnotherStillReachesItForThatMes
   }
   EXPECT_EQ(calls, expected);
   EXPECT_EQ(log.errors.size(), 1u);
+}
+
+TYPED_TEST(DispatchRunsTest, AVisitorThatThrowsInARunIsReportedForItsMessageAndTheRunGoesOn) {
+  TypeParam bus;
+  ErrorLog log;
+  ASSERT_TRUE(bus.SetErrorCallback(&ErrorLog::Record, &log));
+  std::vector<std::int32_t> seen;
+  std::vector<std::uint64_t> thrown_ids;
+  PublishMotorCommands(bus, kMessages);
+  EXPECT_EQ(bus.ProcessBatchWith([&](const auto& message, const sluice::MessageHeader& header) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(message)>, MotorCmd>) {
+      seen.push_back(message.speed);
+      if (message.speed % 10 == 3) {
+        thrown_ids.push_back(header.msg_id);
+        throw std::runtime_error("refused");
+      }
+    }
+  }),
+            static_cast<std::uint32_t>(kMessages));
+  ASSERT_EQ(seen.size(), static_cast<std::size_t>(kMessages));
+  for (std::int32_t i = 0; i < kMessages; ++i) EXPECT_EQ(seen[i], i);
+  ASSERT_EQ(log.errors.size(), thrown_ids.size());
+  for (std::size_t i = 0; i < thrown_ids.size(); ++i) {
+    EXPECT_EQ(log.errors[i].code, sluice::BusErrorCode::kVisitorThrew);
+    EXPECT_EQ(log.errors[i].msg_id, thrown_ids[i]) << "error " << i;
+  }
+  EXPECT_EQ(bus.QueueDepth(), 0u);
 }
 #endif
 

@@ -188,11 +188,14 @@ class BusCore : public PublishCore<Payload> {
   SLUICE_ALWAYS_INLINE void Release() noexcept { queue_.PopFront(); }
   // One ring in position order (neither lanes nor priority order): the core
   // may look past the front (FrontPosition; At, or AtPublished below
-  // KnownPublished) and release a run at once.
+  // KnownPublished or where IsPublishedAt) and release a run at once.
   static constexpr Position kLookAhead = kHasLanes || kPriorityOrder ? 0 : kCapacity - 1;
   SLUICE_ALWAYS_INLINE Position FrontPosition() const noexcept { return queue_.ConsumerPosition(); }
   SLUICE_ALWAYS_INLINE Envelope* At(Position position) noexcept { return queue_.TryAt(position); }
   SLUICE_ALWAYS_INLINE Position KnownPublished() const noexcept { return queue_.KnownPublished(); }
+  SLUICE_ALWAYS_INLINE bool IsPublishedAt(Position position) noexcept {
+    return queue_.IsPublishedAt(position);
+  }
   SLUICE_ALWAYS_INLINE Envelope* AtPublished(Position position) noexcept {
     return queue_.AtPublished(position);
   }

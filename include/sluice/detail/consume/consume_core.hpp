@@ -27,7 +27,9 @@
 //    visitor batch reads no published state: it stays outside, so that
 //    Unsubscribe and SetErrorCallback on other threads never wait for a
 //    visitor, and enters the epoch only around an error report.
-//  - Observation (ObserveConsume) and slot hand-back: DispatchRun, for both.
+//  - Observation (ObserveConsume) and slot hand-back: DispatchRun, for both;
+//    on a front that can look past its front, in runs (DispatchRuns for
+//    subscriptions, DispatchEachOfRuns for a visitor).
 //  - Errors: ReportError, for both; seen, then reported inside the epoch.
 #pragma once
 
@@ -186,6 +188,8 @@ class ConsumeCore {
     if constexpr (kKind == BatchKind::kSubscriptions && kRunLength < Front >> 1) {
       (void)dispatch_one;
       count = DispatchRuns(front, envelope, max_messages);
+    } else if constexpr (kKind == BatchKind::kVisitor && kRunLength < Front >> 1) {
+      count = DispatchEachOfRuns(front, envelope, max_messages, dispatch_one);
     } else
 #endif
     {
@@ -301,6 +305,47 @@ class ConsumeCore {
         });
   }
 #endif
+
+  // DispatchRun for a visitor, on a front that can look past its front:
+  // each message is seen and handed to the visitor in turn, as message by
+  // message, but the messages are taken in runs (up to kRunLength<Front>
+  // and the batch's `max_messages`; a run ends before a message not yet
+  // published) whose slots are released together when the run ends (one
+  // release store, as DispatchRuns). The positions are read once a run,
+  // so the loop keeps its position in a register: the visitor's stores
+  // could alias the front's for the compiler, which otherwise reloaded the
+  // position and stored it twice for every message.
+  template <typename Front, typename DispatchOne>
+  SLUICE_ALWAYS_INLINE static std::uint32_t DispatchEachOfRuns(Front& front, Envelope* envelope,
+                                                               std::uint32_t max_messages,
+                                                               DispatchOne& dispatch_one) {
+    return ObserveConsume::Messages<typename Traits::Clock, Latency::kClockInterval>(
+        front, [&](auto&& taken, auto&&) SLUICE_LAMBDA_ALWAYS_INLINE {
+          constexpr std::uint32_t kLength = kRunLength<Front>;
+          std::uint32_t left = max_messages;
+          do {
+            const Position front_position = front.FrontPosition();
+            // Published for certain (one producer: the consumer's copy of
+            // the tail), so looked at without a check; past them, At().
+            const Position known = front.KnownPublished();
+            const std::uint32_t most = left < kLength ? left : kLength;
+            std::uint32_t length = 0;
+            for (;;) {
+              ResolveStamp(envelope->header);
+              taken(envelope->header);
+              dispatch_one(*envelope);
+              if (++length == most) break;
+              // Tested apart from the slot's address, which then needs no
+              // test for null.
+              if (length >= known && !front.IsPublishedAt(front_position + length)) break;
+              envelope = front.AtPublished(front_position + length);
+            }
+            front.ReleaseRun(length);
+            left -= length;
+          } while (left != 0 && (envelope = front.Next()) != nullptr);
+          return max_messages - left;
+        });
+  }
 
   // A deferred stamp (the bus clock's Stamp(): detail::ClockStamp) turned
   // into nanoseconds in the slot before anyone sees the message, which is

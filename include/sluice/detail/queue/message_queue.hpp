@@ -60,6 +60,9 @@ class FifoQueue {
   Position ConsumerPosition() const noexcept { return ring_.ConsumerPosition(); }
   SLUICE_ALWAYS_INLINE Envelope* TryAt(Position position) noexcept { return ring_.TryAt(position); }
   SLUICE_ALWAYS_INLINE Position KnownPublished() const noexcept { return ring_.KnownPublished(); }
+  SLUICE_ALWAYS_INLINE bool IsPublishedAt(Position position) noexcept {
+    return ring_.IsPublishedAt(position);
+  }
   SLUICE_ALWAYS_INLINE Envelope* AtPublished(Position position) noexcept {
     return ring_.AtPublished(position);
   }

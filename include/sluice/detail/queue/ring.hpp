@@ -180,8 +180,16 @@ class Ring {
       return cursor_.PublishedCopy() - cursor_.ConsumerPosition();
     }
   }
+  // Consumer: whether the envelope at `position` (from ConsumerPosition()
+  // to less than kCapacity past it) is published, so that AtPublished may
+  // read it: TryAt's test alone (SYNC POINT READ (A)), for a caller that
+  // would only test TryAt's pointer again.
+  SLUICE_ALWAYS_INLINE bool IsPublishedAt(Position position) noexcept {
+    return IsPublished(position);
+  }
   // Consumer: the envelope at `position`, fewer than KnownPublished()
-  // positions past the front: no check.
+  // positions past the front, or one IsPublishedAt found published: no
+  // check.
   SLUICE_ALWAYS_INLINE Envelope* AtPublished(Position position) noexcept {
     return std::launder(reinterpret_cast<Envelope*>(slots_[position & kIndexMask].storage));
   }
