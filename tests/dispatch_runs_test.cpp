@@ -261,6 +261,38 @@ TYPED_TEST(DispatchRunsTest, AVisitorFindsAtMost31MoreSlotsHeldThanOneAtATime) {
   }
 }
 
+// Runs walk the slots by address and end at the end of the slot array: on a
+// ring of 16, batches that start anywhere in it and cross its end hand on
+// every message once, in order, through the visitor and through a
+// callback.
+TYPED_TEST(DispatchRunsTest, RunsThatReachTheEndOfTheSlotArrayGoOnFromItsStart) {
+  using Small =
+      std::conditional_t<std::is_same_v<TypeParam, sluice::SpscBus<BasicPayload, 128>>,
+                         sluice::SpscBus<BasicPayload, 16>, sluice::MpscBus<BasicPayload, 16>>;
+  Small bus;
+  std::vector<std::int32_t> seen;
+  ASSERT_TRUE(bus.template Subscribe<MotorCmd>(
+                     [&](const MotorCmd& command) { seen.push_back(command.speed); })
+                  .IsValid());
+  std::int32_t next = 0;
+  for (std::int32_t round = 0; round < 40; ++round) {
+    // 1 to 12 messages a round (MEDIUM's room: 80 % of 16), so that runs
+    // start at every slot.
+    const std::int32_t count = 1 + (round * 7) % 12;
+    for (std::int32_t i = 0; i < count; ++i) ASSERT_TRUE(bus.Publish(MotorCmd{next++}, 1));
+    const std::uint32_t taken = round % 2 == 0 ? bus.ProcessBatchWith([&](const auto& message) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(message)>, MotorCmd>) {
+        seen.push_back(message.speed);
+      }
+    })
+                                               : bus.ProcessBatch();
+    EXPECT_EQ(taken, static_cast<std::uint32_t>(count)) << "round " << round;
+    EXPECT_EQ(bus.QueueDepth(), 0u);
+  }
+  ASSERT_EQ(seen.size(), static_cast<std::size_t>(next));
+  for (std::int32_t i = 0; i < next; ++i) EXPECT_EQ(seen[i], i);
+}
+
 // A message the visitor publishes into its own bus, past what the run
 // knew to be published, is taken later in the same batch, in order.
 TYPED_TEST(DispatchRunsTest, AMessageTheVisitorPublishesIsTakenInTheSameBatch) {

@@ -196,6 +196,15 @@ class BusCore : public PublishCore<Payload> {
   SLUICE_ALWAYS_INLINE bool IsPublishedAt(Position position) noexcept {
     return queue_.IsPublishedAt(position);
   }
+  static constexpr Position SlotsToEnd(Position position) noexcept {
+    return Queue::SlotsToEnd(position);
+  }
+  SLUICE_ALWAYS_INLINE static Envelope* NextInArray(Envelope* envelope) noexcept {
+    return Queue::NextInArray(envelope);
+  }
+  SLUICE_ALWAYS_INLINE bool IsPublishedIn(Envelope* envelope, Position position) noexcept {
+    return queue_.IsPublishedIn(envelope, position);
+  }
   SLUICE_ALWAYS_INLINE Envelope* AtPublished(Position position) noexcept {
     return queue_.AtPublished(position);
   }

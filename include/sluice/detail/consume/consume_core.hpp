@@ -265,12 +265,16 @@ class ConsumeCore {
             // Several subscribers of the type: one message, so that each
             // message's slot is freed after its dispatch, as the messages
             // of a run are not (what the slot holds goes with it).
-            const std::uint32_t most = !front.Consumer().registry_.HasAtMostOneSubscriber(type) ? 1
-                                       : left < kLength ? left
-                                                        : kLength;
+            std::uint32_t most = !front.Consumer().registry_.HasAtMostOneSubscriber(type) ? 1
+                                 : left < kLength                                         ? left
+                                                                                          : kLength;
+            // ... and ends at the end of the slot array (walked by address).
+            const Position to_end = Front::SlotsToEnd(front_position);
+            if (to_end < most) most = static_cast<std::uint32_t>(to_end);
             ResolveStamp(envelope->header);
             taken(envelope->header);
             run[0] = envelope;
+            Envelope* last = envelope;
             // The run ends before a message for which the latency
             // histograms read the clock (a scheduled reading here, a fresh
             // one below): that reading is taken when its dispatch comes next.
@@ -280,13 +284,9 @@ class ConsumeCore {
             while (length < until) {
               // ... and before a message not yet published or of another
               // type. (Apart, so that the known ones test no null pointer.)
-              Envelope* next;
-              if (length < known) {
-                next = front.AtPublished(front_position + length);
-              } else {
-                next = front.At(front_position + length);
-                if (next == nullptr) break;
-              }
+              Envelope* next = Front::NextInArray(last);
+              if (length >= known && !front.IsPublishedIn(next, front_position + length)) break;
+              last = next;
               if (next->payload.index() != type) break;
               ResolveStamp(next->header);
               if (clock.ReadsFreshClock(next->header)) break;
@@ -328,17 +328,22 @@ class ConsumeCore {
             // Published for certain (one producer: the consumer's copy of
             // the tail), so looked at without a check; past them, At().
             const Position known = front.KnownPublished();
-            const std::uint32_t most = left < kLength ? left : kLength;
+            // A run ends at the end of the slot array, so that it walks
+            // the slots by address.
+            const Position to_end = Front::SlotsToEnd(front_position);
+            std::uint32_t most = left < kLength ? left : kLength;
+            if (to_end < most) most = static_cast<std::uint32_t>(to_end);
             std::uint32_t length = 0;
             for (;;) {
               ResolveStamp(envelope->header);
               taken(envelope->header);
               dispatch_one(*envelope);
               if (++length == most) break;
+              Envelope* next = Front::NextInArray(envelope);
               // Tested apart from the slot's address, which then needs no
               // test for null.
-              if (length >= known && !front.IsPublishedAt(front_position + length)) break;
-              envelope = front.AtPublished(front_position + length);
+              if (length >= known && !front.IsPublishedIn(next, front_position + length)) break;
+              envelope = next;
             }
             front.ReleaseRun(length);
             left -= length;

@@ -63,6 +63,15 @@ class FifoQueue {
   SLUICE_ALWAYS_INLINE bool IsPublishedAt(Position position) noexcept {
     return ring_.IsPublishedAt(position);
   }
+  static constexpr Position SlotsToEnd(Position position) noexcept {
+    return RingType::SlotsToEnd(position);
+  }
+  SLUICE_ALWAYS_INLINE static Envelope* NextInArray(Envelope* envelope) noexcept {
+    return RingType::NextInArray(envelope);
+  }
+  SLUICE_ALWAYS_INLINE bool IsPublishedIn(Envelope* envelope, Position position) noexcept {
+    return ring_.IsPublishedIn(envelope, position);
+  }
   SLUICE_ALWAYS_INLINE Envelope* AtPublished(Position position) noexcept {
     return ring_.AtPublished(position);
   }

@@ -180,6 +180,28 @@ class Ring {
       return cursor_.PublishedCopy() - cursor_.ConsumerPosition();
     }
   }
+  // Consumer, walking a run by address (NextInArray): how many slots lie
+  // from `position`'s to the end of the array, at least 1.
+  static constexpr Position SlotsToEnd(Position position) noexcept {
+    return kCapacity - (position & kIndexMask);
+  }
+  // The envelope in the slot after the one that holds `envelope` (which
+  // must not be the array's last: see SlotsToEnd), whatever it holds: the
+  // caller knows that its position is published.
+  static Envelope* NextInArray(Envelope* envelope) noexcept {
+    return std::launder(reinterpret_cast<Envelope*>((SlotOf(envelope) + 1)->storage));
+  }
+  // Consumer: IsPublishedAt(position) for the slot that holds `envelope`
+  // (NextInArray's), whose address it does not compute again. SYNC POINT
+  // READ (A): the slot's sequence (several producers) or the tail.
+  SLUICE_ALWAYS_INLINE bool IsPublishedIn(Envelope* envelope, Position position) noexcept {
+    if constexpr (kMultiProducer) {
+      return SlotOf(envelope)->sequence.load(std::memory_order_acquire) == position + 1;
+    } else {
+      (void)envelope;
+      return cursor_.IsPublished(position);
+    }
+  }
   // Consumer: whether the envelope at `position` (from ConsumerPosition()
   // to less than kCapacity past it) is published, so that AtPublished may
   // read it: TryAt's test alone (SYNC POINT READ (A)), for a caller that
@@ -266,6 +288,13 @@ class Ring {
     } else {
       return cursor_.IsPublished(position);
     }
+  }
+
+  // The slot whose storage holds `envelope`.
+  static Slot* SlotOf(Envelope* envelope) noexcept {
+    static_assert(std::is_standard_layout_v<Slot>, "Sluice: a slot's storage is found by offset");
+    return reinterpret_cast<Slot*>(reinterpret_cast<unsigned char*>(envelope) -
+                                   offsetof(Slot, storage));
   }
 
   friend struct TestAccess;
