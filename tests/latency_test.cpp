@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <vector>
 
 #include "sluice/detail/observe/latency_recorder.hpp"
 #include "test_support.hpp"
@@ -119,6 +120,55 @@ TEST(LatencyTest, TheSumDoesNotWrapAt32Bits) {
   EXPECT_EQ(medium.buckets[26], 1000u);  // 4.3-8.6 s
   recorder.Reset();
   EXPECT_EQ(recorder.Snapshot().For(MessagePriority::MEDIUM).sum_nanos, 0u);
+}
+
+// A run of one priority and one bucket is counted in registers and a
+// message is compared with the run's range, not searched for its bucket:
+// every message still lands in LatencyBucket's bucket. Latencies on each
+// side of every bucket's bounds (and 0, and near the largest), in runs of
+// one priority of 1 to 4 messages, several batches.
+TEST(LatencyTest, MessagesInRunsLandInTheBucketsTheirLatenciesName) {
+  std::vector<std::uint64_t> latencies = {0, 1, 127, 128, 129, 130};
+  for (unsigned bits = 8; bits < 63; ++bits) {
+    const std::uint64_t bound = std::uint64_t{1} << bits;
+    latencies.insert(latencies.end(), {bound - 1, bound, bound + 1, bound + 2});
+  }
+  latencies.push_back((std::uint64_t{1} << 62) + 12345);
+  constexpr std::uint64_t kNow = std::uint64_t{1} << 63;
+  sluice::detail::LatencyRecorder<true> recorder;
+  std::uint64_t expected[sluice::kPriorityCount][sluice::kLatencyBucketCount] = {};
+  std::uint64_t expected_sum[sluice::kPriorityCount] = {};
+  std::uint32_t state = 12345;  // a fixed linear congruential sequence
+  const auto next = [&state](std::uint32_t below) {
+    state = state * 1664525U + 1013904223U;
+    return (state >> 8) % below;
+  };
+  for (int batch_number = 0; batch_number < 20; ++batch_number) {
+    auto batch = recorder.BeginBatch(kNow);
+    for (int run = 0; run < 200; ++run) {
+      const auto priority = static_cast<MessagePriority>(next(sluice::kPriorityCount));
+      const std::uint32_t length = 1 + next(4);
+      for (std::uint32_t i = 0; i < length; ++i) {
+        const std::uint64_t latency = latencies[next(static_cast<std::uint32_t>(latencies.size()))];
+        sluice::MessageHeader header;
+        header.priority = priority;
+        header.timestamp_ns = kNow - latency;
+        batch.Add(header);
+        const auto p = static_cast<std::size_t>(priority);
+        ++expected[p][sluice::detail::LatencyBucket(latency)];
+        expected_sum[p] += latency;
+      }
+    }
+    batch.Finish();
+  }
+  const sluice::LatencySnapshot snapshot = recorder.Snapshot();
+  for (std::size_t p = 0; p < sluice::kPriorityCount; ++p) {
+    for (std::size_t b = 0; b < sluice::kLatencyBucketCount; ++b) {
+      EXPECT_EQ(snapshot.by_priority[p].buckets[b], expected[p][b])
+          << "priority " << p << ", bucket " << b;
+    }
+    EXPECT_EQ(snapshot.by_priority[p].sum_nanos, expected_sum[p]) << "priority " << p;
+  }
 }
 
 // The two-word sum used where 64-bit atomics are not lock-free, tested on

@@ -166,11 +166,12 @@ class LatencyRecorder {
         if (SLUICE_UNLIKELY(stamp >= now_)) now_ = ClockNanos<Clock>();
       }
       const std::uint64_t latency = now_ > stamp ? now_ - stamp : 0;
-      const std::size_t key =
-          static_cast<std::size_t>(header.priority) * kLatencyBucketCount + LatencyBucket(latency);
-      if (key != run_key_) {
-        Finish();
-        run_key_ = key;
+      const auto priority = static_cast<std::size_t>(header.priority);
+      // The run's priority, and a latency in the run's bucket: two
+      // compares instead of the bucket's search (a bit width and a cap).
+      // Before the first message the run's range is empty.
+      if (SLUICE_UNLIKELY(priority != run_priority_ || latency - run_low_ >= run_width_)) {
+        StartRun(priority, latency);
       }
       ++run_count_;
       run_sum_ += latency;
@@ -210,6 +211,30 @@ class LatencyRecorder {
     }
 
    private:
+    // A message outside the run: its key (priority and bucket) and the
+    // latencies that share that bucket, [run_low_, run_low_ + run_width_)
+    // in unsigned arithmetic (LatencyBucket's ranges; the last bucket's
+    // reaches the largest latency). A key equal to the run's goes on with it.
+    void StartRun(std::size_t priority, std::uint64_t latency) noexcept {
+      const std::size_t bucket = LatencyBucket(latency);
+      const std::size_t key = priority * kLatencyBucketCount + bucket;
+      if (key != run_key_) {
+        Finish();
+        run_key_ = key;
+      }
+      run_priority_ = priority;
+      constexpr std::uint64_t kFirst = std::uint64_t{1} << kLatencyFirstBucketBits;
+      if (bucket == 0) {
+        run_low_ = 0;
+        run_width_ = kFirst + 1;
+      } else {
+        // Bucket b >= 1: 2^(6+b) < latency <= 2^(7+b) (kFirst = 2^7).
+        const std::uint64_t half = (kFirst >> 1) << bucket;
+        run_low_ = half + 1;
+        run_width_ = bucket == kLatencyBucketCount - 1 ? 0 - run_low_ : half;
+      }
+    }
+
     LatencyRecorder* recorder_;
     std::uint64_t now_;
     // Messages until the next reading, counting this one: the batch's own
@@ -218,6 +243,9 @@ class LatencyRecorder {
     std::size_t run_key_ = 0;
     Counter run_count_ = 0;
     std::uint64_t run_sum_ = 0;
+    std::size_t run_priority_ = 0;
+    std::uint64_t run_low_ = 0;
+    std::uint64_t run_width_ = 0;  // 0: no run yet, no latency matches
   };
 
   // `now_nanos`: Clock read (ClockNanos) just before the batch's first message.
