@@ -196,6 +196,7 @@ class BusCore : public PublishCore<Payload> {
   SLUICE_ALWAYS_INLINE bool IsPublishedAt(Position position) noexcept {
     return queue_.IsPublishedAt(position);
   }
+  static constexpr std::size_t kSlotStride = Queue::kSlotStride;
   static constexpr Position SlotsToEnd(Position position) noexcept {
     return Queue::SlotsToEnd(position);
   }

@@ -252,7 +252,6 @@ class ConsumeCore {
     return ObserveConsume::Messages<typename Traits::Clock, Latency::kClockInterval>(
         front, [&](auto&& taken, const auto& clock) SLUICE_LAMBDA_ALWAYS_INLINE {
           constexpr std::uint32_t kLength = kRunLength<Front>;
-          const Envelope* run[kLength];
           std::uint32_t count = 0;
           do {
             // Read once: the run's stores could alias them for the compiler.
@@ -273,7 +272,6 @@ class ConsumeCore {
             if (to_end < most) most = static_cast<std::uint32_t>(to_end);
             ResolveStamp(envelope->header);
             taken(envelope->header);
-            run[0] = envelope;
             Envelope* last = envelope;
             // The run ends before a message for which the latency
             // histograms read the clock (a scheduled reading here, a fresh
@@ -291,10 +289,11 @@ class ConsumeCore {
               ResolveStamp(next->header);
               if (clock.ReadsFreshClock(next->header)) break;
               taken(next->header);
-              run[length++] = next;
+              ++length;
             }
             front.Consumer().registry_.DispatchRun(
-                run, length, [&front](const Envelope& current, const char* what) {
+                {reinterpret_cast<const unsigned char*>(envelope), Front::kSlotStride}, length,
+                [&front](const Envelope& current, const char* what) {
                   ReportError<BatchKind::kSubscriptions>(front, BusErrorCode::kCallbackThrew,
                                                          current, what);
                 });

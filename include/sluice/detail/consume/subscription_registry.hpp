@@ -205,6 +205,16 @@ class SubscriptionRegistry {
   }
 
 #if !SLUICE_FREESTANDING
+  // A run of envelopes `stride` bytes apart from `first` (slots of one
+  // ring, walked by address): the i-th is at first + i * stride.
+  struct EnvelopeRun {
+    const unsigned char* first;
+    std::size_t stride;
+    const Envelope& operator[](std::uint32_t i) const noexcept {
+      return *std::launder(reinterpret_cast<const Envelope*>(first + i * stride));
+    }
+  };
+
   // Consumer, inside the dispatch epoch: Dispatch for each of `count`
   // envelopes (at least one) of one alternative, in order, with the same
   // outcome. When the type has one subscriber, the run goes to it in one
@@ -216,8 +226,8 @@ class SubscriptionRegistry {
   // message, so each message reaches them all before the next is seen.
   // `on_error(envelope, what)`.
   template <typename OnError>
-  void DispatchRun(const Envelope* const* envelopes, std::uint32_t count, OnError&& on_error) {
-    const std::size_t type = envelopes[0]->payload.index();
+  void DispatchRun(const EnvelopeRun& envelopes, std::uint32_t count, OnError&& on_error) {
+    const std::size_t type = envelopes[0].payload.index();
     if (type >= kTypeCount) return;  // valueless: refused by Publish
     TypeTable& table = tables_[type];
     // SYNC POINT READ (C)/(D): see Subscribe() and Unsubscribe().
@@ -230,23 +240,25 @@ class SubscriptionRegistry {
       std::uint32_t calling = 0;  // the message being handed over (a throw's)
 #if SLUICE_HAS_EXCEPTIONS
       try {
-        next = slot.invoke_run(slot.storage, envelopes, count, table.active, mask, calling);
+        next = slot.invoke_run(slot.storage, envelopes.first, envelopes.stride, count, table.active,
+                               mask, calling);
       } catch (const std::exception& error) {
         Announce(kNothingRunning);  // it has returned
-        on_error(*envelopes[calling], error.what());
+        on_error(envelopes[calling], error.what());
         next = calling + 1;
       } catch (...) {
         Announce(kNothingRunning);
-        on_error(*envelopes[calling], "non-standard exception");
+        on_error(envelopes[calling], "non-standard exception");
         next = calling + 1;
       }
 #else
-      next = slot.invoke_run(slot.storage, envelopes, count, table.active, mask, calling);
+      next = slot.invoke_run(slot.storage, envelopes.first, envelopes.stride, count, table.active,
+                             mask, calling);
 #endif
       // The message the loop stopped after: the subscribers after this one
       // (which Dispatch's re-read would have found).
       if (next < count || mask != table.active.load(std::memory_order_seq_cst)) {
-        const Envelope& last = *envelopes[next - 1];
+        const Envelope& last = envelopes[next - 1];
         DispatchFrom(last, type, table,
                      table.active.load(std::memory_order_seq_cst) &
                          static_cast<Mask>(~Mask{0} << index << 1),
@@ -258,7 +270,7 @@ class SubscriptionRegistry {
       return;
     }
     for (; next < count; ++next) {
-      const Envelope& envelope = *envelopes[next];
+      const Envelope& envelope = envelopes[next];
       Dispatch(envelope, [&](const char* what) { on_error(envelope, what); });
     }
   }
@@ -346,7 +358,7 @@ class SubscriptionRegistry {
     std::atomic<Position> state{0};
     void (*invoke)(void* storage, const Envelope& envelope) = nullptr;
 #if !SLUICE_FREESTANDING
-    std::uint32_t (*invoke_run)(void* storage, const Envelope* const* envelopes,
+    std::uint32_t (*invoke_run)(void* storage, const unsigned char* first, std::size_t stride,
                                 std::uint32_t count, const std::atomic<Mask>& active, Mask mask,
                                 std::uint32_t& calling) = nullptr;
 #endif
@@ -423,20 +435,22 @@ class SubscriptionRegistry {
   }
 
 #if !SLUICE_FREESTANDING
-  // The callable on `envelopes[0..count)`, all of alternative kType, while
-  // the type's mask still reads `mask` (this one its only subscriber): how
-  // many it was called for. `calling` names the message being handed over,
-  // for a throw's report. SYNC POINT READ (C)/(D) after each call, as
-  // Dispatch's re-read.
+  // The callable on the `count` envelopes `stride` bytes apart from
+  // `first` (an EnvelopeRun), all of alternative kType, while the type's
+  // mask still reads `mask` (this one its only subscriber): how many it was
+  // called for. `calling` names the message being handed over, for a
+  // throw's report. SYNC POINT READ (C)/(D) after each call, as Dispatch's
+  // re-read.
   template <typename Stored, typename T, std::size_t kType>
-  static std::uint32_t InvokeRun(void* storage, const Envelope* const* envelopes,
+  static std::uint32_t InvokeRun(void* storage, const unsigned char* first, std::size_t stride,
                                  std::uint32_t count, const std::atomic<Mask>& active, Mask mask,
                                  std::uint32_t& calling) {
     Stored& callback = *std::launder(reinterpret_cast<Stored*>(storage));
     std::uint32_t i = 0;
     do {
       calling = i;
-      Call<Stored, T, kType>(callback, *envelopes[i]);
+      Call<Stored, T, kType>(callback,
+                             *std::launder(reinterpret_cast<const Envelope*>(first + i * stride)));
       ++i;
     } while (i < count && active.load(std::memory_order_seq_cst) == mask);
     return i;

@@ -63,6 +63,7 @@ class FifoQueue {
   SLUICE_ALWAYS_INLINE bool IsPublishedAt(Position position) noexcept {
     return ring_.IsPublishedAt(position);
   }
+  static constexpr std::size_t kSlotStride = RingType::kSlotStride;
   static constexpr Position SlotsToEnd(Position position) noexcept {
     return RingType::SlotsToEnd(position);
   }

@@ -180,6 +180,8 @@ class Ring {
       return cursor_.PublishedCopy() - cursor_.ConsumerPosition();
     }
   }
+  // The bytes from one slot's envelope to the next's (NextInArray's step).
+  static constexpr std::size_t kSlotStride = sizeof(Slot);
   // Consumer, walking a run by address (NextInArray): how many slots lie
   // from `position`'s to the end of the array, at least 1.
   static constexpr Position SlotsToEnd(Position position) noexcept {
