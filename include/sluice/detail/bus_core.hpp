@@ -188,23 +188,35 @@ class BusCore : public PublishCore<Payload> {
   SLUICE_ALWAYS_INLINE void Release() noexcept { queue_.PopFront(); }
   // One ring in position order (neither lanes nor priority order): the core
   // may look past the front (FrontPosition; At, or AtPublished below
-  // KnownPublished or where IsPublishedAt) and release a run at once.
+  // KnownPublished; or slot by slot, RunSlotAt and the calls after it) and
+  // release a run at once.
   static constexpr Position kLookAhead = kHasLanes || kPriorityOrder ? 0 : kCapacity - 1;
   SLUICE_ALWAYS_INLINE Position FrontPosition() const noexcept { return queue_.ConsumerPosition(); }
   SLUICE_ALWAYS_INLINE Envelope* At(Position position) noexcept { return queue_.TryAt(position); }
   SLUICE_ALWAYS_INLINE Position KnownPublished() const noexcept { return queue_.KnownPublished(); }
-  SLUICE_ALWAYS_INLINE bool IsPublishedAt(Position position) noexcept {
-    return queue_.IsPublishedAt(position);
-  }
+  // (Templates and deduced types: only a queue of one ring has them.)
   static constexpr std::size_t kSlotStride = Queue::kSlotStride;
   static constexpr Position SlotsToEnd(Position position) noexcept {
     return Queue::SlotsToEnd(position);
   }
-  SLUICE_ALWAYS_INLINE static Envelope* NextInArray(Envelope* envelope) noexcept {
-    return Queue::NextInArray(envelope);
+  SLUICE_ALWAYS_INLINE auto RunSlotAt(Position position) noexcept {
+    return queue_.RunSlotAt(position);
   }
-  SLUICE_ALWAYS_INLINE bool IsPublishedIn(Envelope* envelope, Position position) noexcept {
-    return queue_.IsPublishedIn(envelope, position);
+  template <typename RunSlot>
+  SLUICE_ALWAYS_INLINE static RunSlot NextRunSlot(RunSlot slot) noexcept {
+    return Queue::NextRunSlot(slot);
+  }
+  template <typename RunSlot>
+  SLUICE_ALWAYS_INLINE bool IsPublishedIn(RunSlot slot, Position position) noexcept {
+    return queue_.IsPublishedIn(slot, position);
+  }
+  template <typename RunSlot>
+  SLUICE_ALWAYS_INLINE static Envelope* EnvelopeIn(RunSlot slot) noexcept {
+    return Queue::EnvelopeIn(slot);
+  }
+  template <typename RunSlot>
+  static const unsigned char* RunBytes(RunSlot slot) noexcept {
+    return Queue::RunBytes(slot);
   }
   SLUICE_ALWAYS_INLINE Envelope* AtPublished(Position position) noexcept {
     return queue_.AtPublished(position);

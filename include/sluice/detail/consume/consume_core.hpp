@@ -267,12 +267,13 @@ class ConsumeCore {
             std::uint32_t most = !front.Consumer().registry_.HasAtMostOneSubscriber(type) ? 1
                                  : left < kLength                                         ? left
                                                                                           : kLength;
-            // ... and ends at the end of the slot array (walked by address).
+            // ... and ends at the end of the slot array (walked slot by slot).
             const Position to_end = Front::SlotsToEnd(front_position);
             if (to_end < most) most = static_cast<std::uint32_t>(to_end);
             ResolveStamp(envelope->header);
             taken(envelope->header);
-            Envelope* last = envelope;
+            const auto first_slot = front.RunSlotAt(front_position);
+            auto slot = first_slot;
             // The run ends before a message for which the latency
             // histograms read the clock (a scheduled reading here, a fresh
             // one below): that reading is taken when its dispatch comes next.
@@ -281,10 +282,11 @@ class ConsumeCore {
             std::uint32_t length = 1;
             while (length < until) {
               // ... and before a message not yet published or of another
-              // type. (Apart, so that the known ones test no null pointer.)
-              Envelope* next = Front::NextInArray(last);
-              if (length >= known && !front.IsPublishedIn(next, front_position + length)) break;
-              last = next;
+              // type. The slot after, within the array; its envelope is
+              // looked at only once its position is known to be published.
+              slot = Front::NextRunSlot(slot);
+              if (length >= known && !front.IsPublishedIn(slot, front_position + length)) break;
+              Envelope* next = Front::EnvelopeIn(slot);
               if (next->payload.index() != type) break;
               ResolveStamp(next->header);
               if (clock.ReadsFreshClock(next->header)) break;
@@ -292,7 +294,7 @@ class ConsumeCore {
               ++length;
             }
             front.Consumer().registry_.DispatchRun(
-                {reinterpret_cast<const unsigned char*>(envelope), Front::kSlotStride}, length,
+                {Front::RunBytes(first_slot), Front::kSlotStride}, length,
                 [&front](const Envelope& current, const char* what) {
                   ReportError<BatchKind::kSubscriptions>(front, BusErrorCode::kCallbackThrew,
                                                          current, what);
@@ -328,21 +330,22 @@ class ConsumeCore {
             // the tail), so looked at without a check; past them, At().
             const Position known = front.KnownPublished();
             // A run ends at the end of the slot array, so that it walks
-            // the slots by address.
+            // the slots one by one.
             const Position to_end = Front::SlotsToEnd(front_position);
             std::uint32_t most = left < kLength ? left : kLength;
             if (to_end < most) most = static_cast<std::uint32_t>(to_end);
+            auto slot = front.RunSlotAt(front_position);
             std::uint32_t length = 0;
             for (;;) {
               ResolveStamp(envelope->header);
               taken(envelope->header);
               dispatch_one(*envelope);
               if (++length == most) break;
-              Envelope* next = Front::NextInArray(envelope);
-              // Tested apart from the slot's address, which then needs no
-              // test for null.
-              if (length >= known && !front.IsPublishedIn(next, front_position + length)) break;
-              envelope = next;
+              // The slot after, within the array; its envelope is looked
+              // at only once its position is known to be published.
+              slot = Front::NextRunSlot(slot);
+              if (length >= known && !front.IsPublishedIn(slot, front_position + length)) break;
+              envelope = Front::EnvelopeIn(slot);
             }
             front.ReleaseRun(length);
             left -= length;

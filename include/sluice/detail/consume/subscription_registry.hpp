@@ -205,8 +205,9 @@ class SubscriptionRegistry {
   }
 
 #if !SLUICE_FREESTANDING
-  // A run of envelopes `stride` bytes apart from `first` (slots of one
-  // ring, walked by address): the i-th is at first + i * stride.
+  // A run of published envelopes `stride` bytes apart from `first`, in the
+  // bytes of one array of slots (Ring::RunBytes): the i-th is at
+  // first + i * stride.
   struct EnvelopeRun {
     const unsigned char* first;
     std::size_t stride;

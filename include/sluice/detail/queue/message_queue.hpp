@@ -60,19 +60,24 @@ class FifoQueue {
   Position ConsumerPosition() const noexcept { return ring_.ConsumerPosition(); }
   SLUICE_ALWAYS_INLINE Envelope* TryAt(Position position) noexcept { return ring_.TryAt(position); }
   SLUICE_ALWAYS_INLINE Position KnownPublished() const noexcept { return ring_.KnownPublished(); }
-  SLUICE_ALWAYS_INLINE bool IsPublishedAt(Position position) noexcept {
-    return ring_.IsPublishedAt(position);
-  }
+  using RunSlot = typename RingType::RunSlot;
   static constexpr std::size_t kSlotStride = RingType::kSlotStride;
   static constexpr Position SlotsToEnd(Position position) noexcept {
     return RingType::SlotsToEnd(position);
   }
-  SLUICE_ALWAYS_INLINE static Envelope* NextInArray(Envelope* envelope) noexcept {
-    return RingType::NextInArray(envelope);
+  SLUICE_ALWAYS_INLINE RunSlot RunSlotAt(Position position) noexcept {
+    return ring_.RunSlotAt(position);
   }
-  SLUICE_ALWAYS_INLINE bool IsPublishedIn(Envelope* envelope, Position position) noexcept {
-    return ring_.IsPublishedIn(envelope, position);
+  SLUICE_ALWAYS_INLINE static RunSlot NextRunSlot(RunSlot slot) noexcept {
+    return RingType::NextRunSlot(slot);
   }
+  SLUICE_ALWAYS_INLINE bool IsPublishedIn(RunSlot slot, Position position) noexcept {
+    return ring_.IsPublishedIn(slot, position);
+  }
+  SLUICE_ALWAYS_INLINE static Envelope* EnvelopeIn(RunSlot slot) noexcept {
+    return RingType::EnvelopeIn(slot);
+  }
+  static const unsigned char* RunBytes(RunSlot slot) noexcept { return RingType::RunBytes(slot); }
   SLUICE_ALWAYS_INLINE Envelope* AtPublished(Position position) noexcept {
     return ring_.AtPublished(position);
   }

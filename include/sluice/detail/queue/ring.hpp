@@ -180,40 +180,41 @@ class Ring {
       return cursor_.PublishedCopy() - cursor_.ConsumerPosition();
     }
   }
-  // The bytes from one slot's envelope to the next's (NextInArray's step).
+  // Consumer, walking a run slot by slot (the consumer core's runs): the
+  // slot of `position`; the slot after one, within the array (a run ends
+  // at its end: SlotsToEnd, at least 1); whether a slot's position is
+  // published, SYNC POINT READ (A) as TryAt's, with the slot's sequence
+  // (several producers) or the tail; and the envelope in a slot whose
+  // position is published (looked at only then). The run's bytes
+  // (RunBytes: the first envelope's, then one kSlotStride apart) are how
+  // the subscription table reads a run of published envelopes.
+  using RunSlot = Slot*;
   static constexpr std::size_t kSlotStride = sizeof(Slot);
-  // Consumer, walking a run by address (NextInArray): how many slots lie
-  // from `position`'s to the end of the array, at least 1.
   static constexpr Position SlotsToEnd(Position position) noexcept {
     return kCapacity - (position & kIndexMask);
   }
-  // The envelope in the slot after the one that holds `envelope` (which
-  // must not be the array's last: see SlotsToEnd), whatever it holds: the
-  // caller knows that its position is published.
-  static Envelope* NextInArray(Envelope* envelope) noexcept {
-    return std::launder(reinterpret_cast<Envelope*>((SlotOf(envelope) + 1)->storage));
+  SLUICE_ALWAYS_INLINE RunSlot RunSlotAt(Position position) noexcept {
+    return &slots_[position & kIndexMask];
   }
-  // Consumer: IsPublishedAt(position) for the slot that holds `envelope`
-  // (NextInArray's), whose address it does not compute again. SYNC POINT
-  // READ (A): the slot's sequence (several producers) or the tail.
-  SLUICE_ALWAYS_INLINE bool IsPublishedIn(Envelope* envelope, Position position) noexcept {
+  SLUICE_ALWAYS_INLINE static RunSlot NextRunSlot(RunSlot slot) noexcept { return slot + 1; }
+  SLUICE_ALWAYS_INLINE bool IsPublishedIn(RunSlot slot, Position position) noexcept {
     if constexpr (kMultiProducer) {
-      return SlotOf(envelope)->sequence.load(std::memory_order_acquire) == position + 1;
+      return slot->sequence.load(std::memory_order_acquire) == position + 1;
     } else {
-      (void)envelope;
+      (void)slot;
       return cursor_.IsPublished(position);
     }
   }
-  // Consumer: whether the envelope at `position` (from ConsumerPosition()
-  // to less than kCapacity past it) is published, so that AtPublished may
-  // read it: TryAt's test alone (SYNC POINT READ (A)), for a caller that
-  // would only test TryAt's pointer again.
-  SLUICE_ALWAYS_INLINE bool IsPublishedAt(Position position) noexcept {
-    return IsPublished(position);
+  SLUICE_ALWAYS_INLINE static Envelope* EnvelopeIn(RunSlot slot) noexcept {
+    return std::launder(reinterpret_cast<Envelope*>(slot->storage));
+  }
+  static const unsigned char* RunBytes(RunSlot slot) noexcept {
+    static_assert(std::is_standard_layout_v<Slot>,
+                  "Sluice: a run's envelopes are found by their offset in the slots");
+    return reinterpret_cast<const unsigned char*>(slot) + offsetof(Slot, storage);
   }
   // Consumer: the envelope at `position`, fewer than KnownPublished()
-  // positions past the front, or one IsPublishedAt found published: no
-  // check.
+  // positions past the front: no check.
   SLUICE_ALWAYS_INLINE Envelope* AtPublished(Position position) noexcept {
     return std::launder(reinterpret_cast<Envelope*>(slots_[position & kIndexMask].storage));
   }
@@ -290,13 +291,6 @@ class Ring {
     } else {
       return cursor_.IsPublished(position);
     }
-  }
-
-  // The slot whose storage holds `envelope`.
-  static Slot* SlotOf(Envelope* envelope) noexcept {
-    static_assert(std::is_standard_layout_v<Slot>, "Sluice: a slot's storage is found by offset");
-    return reinterpret_cast<Slot*>(reinterpret_cast<unsigned char*>(envelope) -
-                                   offsetof(Slot, storage));
   }
 
   friend struct TestAccess;
