@@ -46,6 +46,12 @@ void ExpectAtMost31MoreHeldAndTheBoundReached(const std::vector<std::size_t>& de
   EXPECT_EQ(most_held, 31u);
 }
 
+// A bus of Bus's producer model with `kCapacity` slots.
+template <typename Bus, std::size_t kCapacity>
+using SmallerBus = std::conditional_t<std::is_same_v<Bus, sluice::SpscBus<BasicPayload, 128>>,
+                                      sluice::SpscBus<BasicPayload, kCapacity>,
+                                      sluice::MpscBus<BasicPayload, kCapacity>>;
+
 template <typename Bus>
 class DispatchRunsTest : public ::testing::Test {};
 
@@ -167,10 +173,7 @@ TYPED_TEST(DispatchRunsTest, ACallbackFindsAtMost31MoreSlotsHeldThanOneAtATime) 
 // dispatch, so the last subscriber of message k sees the queue hold the
 // messages from k on only, and its publish into a full bus finds room.
 TYPED_TEST(DispatchRunsTest, SeveralSubscribersFreeEachMessagesSlotAfterItsDispatch) {
-  using Small =
-      std::conditional_t<std::is_same_v<TypeParam, sluice::SpscBus<BasicPayload, 128>>,
-                         sluice::SpscBus<BasicPayload, 4>, sluice::MpscBus<BasicPayload, 4>>;
-  Small bus;
+  SmallerBus<TypeParam, 4> bus;
   std::vector<std::size_t> depths;
   std::vector<bool> admitted;
   ASSERT_TRUE(bus.template Subscribe<MotorCmd>([](const MotorCmd&) {}).IsValid());
@@ -261,15 +264,12 @@ TYPED_TEST(DispatchRunsTest, AVisitorFindsAtMost31MoreSlotsHeldThanOneAtATime) {
   }
 }
 
-// Runs walk the slots by address and end at the end of the slot array: on a
+// Runs walk the slots one by one and end at the end of the slot array: on a
 // ring of 16, batches that start anywhere in it and cross its end hand on
 // every message once, in order, through the visitor and through a
 // callback.
 TYPED_TEST(DispatchRunsTest, RunsThatReachTheEndOfTheSlotArrayGoOnFromItsStart) {
-  using Small =
-      std::conditional_t<std::is_same_v<TypeParam, sluice::SpscBus<BasicPayload, 128>>,
-                         sluice::SpscBus<BasicPayload, 16>, sluice::MpscBus<BasicPayload, 16>>;
-  Small bus;
+  SmallerBus<TypeParam, 16> bus;
   std::vector<std::int32_t> seen;
   ASSERT_TRUE(bus.template Subscribe<MotorCmd>(
                      [&](const MotorCmd& command) { seen.push_back(command.speed); })

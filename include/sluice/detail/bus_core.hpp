@@ -176,23 +176,21 @@ class BusCore : public PublishCore<Payload> {
   }
   bool IsDispatching() const noexcept { return consume_.Dispatching(); }
 
-  // The front, for the consumer core.
   // The room a batch draws from, for the catch-up pause's limit
   // (detail/consume/catch_up_pacer.hpp): the shared queue, or a lane when
   // lanes are smaller.
   static constexpr Position kCatchUpRoom =
       Lanes::kMaxProducers > 0 && Lanes::kCapacity < kCapacity ? Lanes::kCapacity : kCapacity;
+  // The front, for the consumer core.
   SLUICE_ALWAYS_INLINE ConsumeCore<Payload, Traits>& Consumer() noexcept { return consume_; }
   SLUICE_ALWAYS_INLINE Envelope* First() noexcept { return queue_.TryFront(); }
   SLUICE_ALWAYS_INLINE Envelope* Next() noexcept { return queue_.TryFront(); }
   SLUICE_ALWAYS_INLINE void Release() noexcept { queue_.PopFront(); }
   // One ring in position order (neither lanes nor priority order): the core
-  // may look past the front (FrontPosition; At, or AtPublished below
-  // KnownPublished; or slot by slot, RunSlotAt and the calls after it) and
-  // release a run at once.
+  // may look past the front, slot by slot (FrontPosition, KnownPublished,
+  // RunSlotAt and the calls after it), and release a run at once.
   static constexpr Position kLookAhead = kHasLanes || kPriorityOrder ? 0 : kCapacity - 1;
   SLUICE_ALWAYS_INLINE Position FrontPosition() const noexcept { return queue_.ConsumerPosition(); }
-  SLUICE_ALWAYS_INLINE Envelope* At(Position position) noexcept { return queue_.TryAt(position); }
   SLUICE_ALWAYS_INLINE Position KnownPublished() const noexcept { return queue_.KnownPublished(); }
   // (Templates and deduced types: only a queue of one ring has them.)
   static constexpr std::size_t kSlotStride = Queue::kSlotStride;
@@ -217,9 +215,6 @@ class BusCore : public PublishCore<Payload> {
   template <typename RunSlot>
   static const unsigned char* RunBytes(RunSlot slot) noexcept {
     return Queue::RunBytes(slot);
-  }
-  SLUICE_ALWAYS_INLINE Envelope* AtPublished(Position position) noexcept {
-    return queue_.AtPublished(position);
   }
   SLUICE_ALWAYS_INLINE void ReleaseRun(Position count) noexcept { queue_.PopFronts(count); }
   // The mode in force: the one place it is read, by every publish (through

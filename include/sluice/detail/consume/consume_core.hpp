@@ -134,10 +134,11 @@ class ConsumeCore {
   enum class BatchKind { kSubscriptions, kVisitor };
   using Pacer = CatchUpPacer<typename CatchUpOf<Traits>::Type>;
 
-  // How many messages a subscription batch hands over in one run: a front
-  // that can look `kLookAhead` messages past its front (Position
-  // FrontPosition(), Envelope* At(position), Position KnownPublished(),
-  // Envelope* AtPublished(position), void ReleaseRun(n)) and has no
+  // How many messages a batch takes in one run: a front that can look
+  // `kLookAhead` messages past its front (Position FrontPosition(),
+  // Position KnownPublished(), kSlotStride, SlotsToEnd(position),
+  // RunSlotAt(position), NextRunSlot(slot), IsPublishedIn(slot, position),
+  // EnvelopeIn(slot), RunBytes(slot), void ReleaseRun(n)) and has no
   // traits Observer (whose OnTaken must come just before each message's
   // dispatch, so that a trace pairs them) takes runs of up to this many;
   // any other
@@ -257,7 +258,7 @@ class ConsumeCore {
             // Read once: the run's stores could alias them for the compiler.
             const Position front_position = front.FrontPosition();
             // Published for certain (one producer: the consumer's copy of
-            // the tail), so looked at without a check; past them, At().
+            // the tail), so looked at without a check; past them, IsPublishedIn.
             const Position known = front.KnownPublished();
             const std::size_t type = envelope->payload.index();
             const std::uint32_t left = max_messages - count;
@@ -327,7 +328,7 @@ class ConsumeCore {
           do {
             const Position front_position = front.FrontPosition();
             // Published for certain (one producer: the consumer's copy of
-            // the tail), so looked at without a check; past them, At().
+            // the tail), so looked at without a check; past them, IsPublishedIn.
             const Position known = front.KnownPublished();
             // A run ends at the end of the slot array, so that it walks
             // the slots one by one.

@@ -58,7 +58,6 @@ class FifoQueue {
   // One ring, in position order: the consumer may look past the front and
   // pop a run at once (the consumer core's runs, detail/consume/consume_core.hpp).
   Position ConsumerPosition() const noexcept { return ring_.ConsumerPosition(); }
-  SLUICE_ALWAYS_INLINE Envelope* TryAt(Position position) noexcept { return ring_.TryAt(position); }
   SLUICE_ALWAYS_INLINE Position KnownPublished() const noexcept { return ring_.KnownPublished(); }
   using RunSlot = typename RingType::RunSlot;
   static constexpr std::size_t kSlotStride = RingType::kSlotStride;
@@ -78,9 +77,6 @@ class FifoQueue {
     return RingType::EnvelopeIn(slot);
   }
   static const unsigned char* RunBytes(RunSlot slot) noexcept { return RingType::RunBytes(slot); }
-  SLUICE_ALWAYS_INLINE Envelope* AtPublished(Position position) noexcept {
-    return ring_.AtPublished(position);
-  }
   SLUICE_ALWAYS_INLINE void PopFronts(Position count) noexcept { ring_.PopFronts(count); }
 
   Position Close() noexcept { return ring_.Close(); }

@@ -213,11 +213,6 @@ class Ring {
                   "Sluice: a run's envelopes are found by their offset in the slots");
     return reinterpret_cast<const unsigned char*>(slot) + offsetof(Slot, storage);
   }
-  // Consumer: the envelope at `position`, fewer than KnownPublished()
-  // positions past the front: no check.
-  SLUICE_ALWAYS_INLINE Envelope* AtPublished(Position position) noexcept {
-    return std::launder(reinterpret_cast<Envelope*>(slots_[position & kIndexMask].storage));
-  }
 
   // Consumer: whether a producer has claimed the position at the front and
   // not yet published it (TryFront() returned nullptr with a claim taken).
@@ -235,7 +230,8 @@ class Ring {
   }
 
   // Consumer: PopFront for the `count` envelopes from the front (each one
-  // TryFront or TryAt returned), with one release for them all.
+  // TryFront, TryAt or a run's EnvelopeIn returned), with one release for
+  // them all.
   SLUICE_ALWAYS_INLINE void PopFronts(Position count) noexcept {
     if constexpr (!std::is_trivially_destructible_v<Envelope>) {
       const Position first = cursor_.ConsumerPosition();
