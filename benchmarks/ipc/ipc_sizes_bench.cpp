@@ -194,7 +194,8 @@ Latency SluicePingPong(const Cpus& cpus, std::uint64_t pings, const std::string&
   }
   ping.Detach();
   if (!WaitOrKill(child, Clock::now() + kChildGrace)) {
-    ::shm_unlink(ping_name.c_str());  // the echo made it and was killed before closing it
+    // The echo made it and was killed before closing it.
+    ShmBus::RemoveName(ping_name);
   }
   if (latency.round_trip.size() < pings) return Latency{};
   return latency;
@@ -528,7 +529,14 @@ extern "C" void OnInterrupt(int signal) {
 void CleanUpOnInterrupt(const std::string& name) {
   for (const char* size : {"a", "b", "c"}) {
     for (const char* suffix : {"-t", "-l-ping", "-l-pong"}) {
-      g_leftovers.segments.push_back(name + size + suffix);
+      // A bus's names: its header's, its wake page's and each lane's (the
+      // handler cannot make strings).
+      const std::string bus = name + size + suffix;
+      g_leftovers.segments.push_back(bus);
+      g_leftovers.segments.push_back(bus + ".wake");
+      for (std::size_t lane = 0; lane < Traits::kMaxProducers; ++lane) {
+        g_leftovers.segments.push_back(bus + ".lane" + std::to_string(lane));
+      }
     }
   }
   struct sigaction action = {};

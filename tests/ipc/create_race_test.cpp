@@ -121,8 +121,7 @@ void MakeStale(const std::string& name, Stale stale) {
   ASSERT_TRUE(sluice_ipc_test::LeaveKilledConsumersSegment(name));
   if (stale == Stale::kClosed) {
     sluice::ipc::Segment segment;
-    ASSERT_EQ(sluice::ipc::Segment::Open(name, Consumer::kSegmentSize, &segment),
-              AttachError::kNone);
+    ASSERT_EQ(sluice::ipc::Segment::Open(name, sizeof(Header), &segment), AttachError::kNone);
     static_cast<Header*>(segment.Base())->state.store(sluice::ipc::detail::kClosed);
   }
 }
@@ -169,7 +168,7 @@ void Interleave(Stale stale, int first_step, int second_step, bool kill_first) {
   Consumer third;
   EXPECT_EQ(third.Create(name), AttachError::kNone) << "the name was left stuck";
   third.Close();
-  sluice::ipc::Segment::Unlink(name);
+  Consumer::RemoveName(name);
 }
 
 void EveryInterleaving(Stale stale) {
@@ -214,7 +213,7 @@ TEST(CreateRaceTest, AConsumerKilledAtAnyStepLeavesNoHalfMadeSegment) {
     Consumer next;
     EXPECT_EQ(next.Create(name), AttachError::kNone) << "step " << step;
     next.Close();
-    sluice::ipc::Segment::Unlink(name);
+    Consumer::RemoveName(name);
   }
 }
 

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bus_view.hpp"
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
 
@@ -38,7 +39,8 @@ namespace layout = sluice::ipc::detail;
 
 using Bus = sluice::ipc::ShmBus<Payload, kCapacity>;
 using Producer = sluice::ipc::ShmProducer<Payload, kCapacity>;
-using Header = sluice::ipc::detail::Layout<Payload, kCapacity, sluice::ipc::ShmBusTraits>::Header;
+using Layout = sluice::ipc::detail::Layout<Payload, kCapacity, sluice::ipc::ShmBusTraits>;
+using Header = Layout::Header;
 
 // Every lane's exits the consumer reported, by lane.
 struct Exits {
@@ -104,7 +106,9 @@ TEST(ShmLivenessTest, ARoleIsHeldWhileItsProcessRunsAndDroppedWhenItIsKilled) {
   Segment segment;
   ASSERT_NE(MapHeader(name, &segment), nullptr);
   EXPECT_EQ(segment.HolderOf(layout::kConsumerRole), Segment::RoleHolder::kHeld);
-  EXPECT_EQ(segment.HolderOf(layout::LaneRole(0)), Segment::RoleHolder::kNone);
+  Segment lane;
+  ASSERT_EQ(Segment::Open(name + ".lane0", 1, &lane), AttachError::kNone);
+  EXPECT_EQ(lane.HolderOf(layout::kLaneRole), Segment::RoleHolder::kNone);
   holder.Kill(SIGKILL);  // and reaped
   EXPECT_EQ(segment.HolderOf(layout::kConsumerRole), Segment::RoleHolder::kNone);
   // Taken by this open, it is held for every other open.
@@ -115,7 +119,7 @@ TEST(ShmLivenessTest, ARoleIsHeldWhileItsProcessRunsAndDroppedWhenItIsKilled) {
   EXPECT_FALSE(other.TakeRole(layout::kConsumerRole));
   segment.DropRole(layout::kConsumerRole);
   EXPECT_TRUE(other.TakeRole(layout::kConsumerRole));
-  Segment::Unlink(name);
+  Bus::RemoveName(name);
 }
 
 // A hostile writer sets the consumer's recorded pid to one no process has:
@@ -152,10 +156,9 @@ TEST(ShmLivenessTest, AForgedProducerPidDoesNotMakeALiveProducerGone) {
   bus.OnProducerExit([&exits](const ProducerExit& exit) { exits.seen.push_back(exit); });
   Producer producer;
   ASSERT_EQ(producer.Attach(name), AttachError::kNone);
-  Segment forger;
-  Header* header = MapHeader(name, &forger);
-  ASSERT_NE(header, nullptr);
-  header->lanes[producer.Lane() - 1].owner.pid = kFreePid;
+  BusView<Layout> forger;
+  ASSERT_EQ(forger.Open(name), AttachError::kNone);
+  forger.Control(producer.Lane() - 1u).owner.pid = kFreePid;
   Poll(bus, 20);
   EXPECT_FALSE(exits.Any());
   EXPECT_TRUE(producer.Publish(Stop{2, 2}));
@@ -190,7 +193,9 @@ TEST(ShmLivenessTest, APidReusedByARunningProcessDoesNotKeepTheDeadAlive) {
   ASSERT_TRUE(producer.WaitForLine("publishing", &line, kGuard)) << line;
   const std::size_t lane = Field(line, "lane") - 1;
   producer.Kill(SIGKILL);
-  header->lanes[lane].owner = sluice::ipc::ProcessIdentity::Self();
+  BusView<Layout> lanes;
+  ASSERT_EQ(lanes.Open(name), AttachError::kNone);
+  lanes.Control(lane).owner = sluice::ipc::ProcessIdentity::Self();
   ASSERT_TRUE(PollUntilExit(bus, exits));
   EXPECT_TRUE(exits.seen.front().killed);
 }
@@ -361,7 +366,7 @@ TEST_P(ShmLivenessNamespaceTest, ASecondConsumerElsewhereNeverTakesOverALiveOne)
     EXPECT_EQ(Field(line, "took_over"), 1U) << line;
     KillConfined(second);
   }
-  Segment::Unlink(name);
+  Bus::RemoveName(name);
 }
 
 // A producer of another user, in other namespaces, sees this consumer

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bus_view.hpp"
 #include "child_process.hpp"
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
@@ -63,8 +64,8 @@ TEST(ShmLoanTest, FramesOf4And64KilobytesAreReadInPlace) {
   const std::string name = UniqueName();
   Bus bus;
   ASSERT_EQ(bus.Create(name), AttachError::kNone);
-  sluice::ipc::Segment view;
-  ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &view), AttachError::kNone);
+  sluice_ipc_test::BusView<Layout> view;
+  ASSERT_EQ(view.Open(name), AttachError::kNone);
   std::vector<int> times(kFrames, 0);
   std::uint64_t bad = 0;
   std::uint64_t in_place = 0;
@@ -290,7 +291,7 @@ TEST(ShmLoanTest, ALiveProducerGetsEveryBlockBackAfterFiftyConsumerKills) {
       kKills, static_cast<unsigned long long>(published), held.size(), kBlocks);
   EXPECT_EQ(held.size(), kBlocks);
   consumer.Kill(SIGKILL);
-  sluice::ipc::Segment::Unlink(name);
+  Bus::RemoveName(name);
 }
 
 // A producer that keeps writing its block after publishing it (it kept the
@@ -352,8 +353,8 @@ TEST(ShmLoanTest, ABlockNumberOutOfRangeIsCorrupt) {
   ASSERT_TRUE(loan);
   ASSERT_TRUE(producer.PublishLoan(std::move(loan), 1, MessagePriority::HIGH));
   // The message's block number, in the slot: the Loaned<T> starts with it.
-  sluice::ipc::Segment writer;
-  ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &writer), AttachError::kNone);
+  sluice_ipc_test::BusView<Layout> writer;
+  ASSERT_EQ(writer.Open(name), AttachError::kNone);
   auto& ring = Layout::RingsOf(writer.Base(), producer.Lane() - 1u)->rings[2];
   auto* envelope = static_cast<sluice::MessageEnvelope<LoanPayload>*>(ring.Storage(0));
   ASSERT_EQ(envelope->payload.index(), 1u);

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <sluice/ipc/shm_bus.hpp>
 #include <stdexcept>
 #include <string>
@@ -19,6 +20,7 @@
 #include <variant>
 
 #include "../counting_observer.hpp"
+#include "bus_view.hpp"
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
 
@@ -38,6 +40,7 @@ struct ObservedTraits : sluice::ipc::ShmBusTraits {
 };
 using Bus = sluice::ipc::ShmBus<Payload, kCapacity, ObservedTraits>;
 using Producer = sluice::ipc::ShmProducer<Payload, kCapacity, ObservedTraits>;
+using Layout = sluice::ipc::detail::Layout<Payload, kCapacity, ObservedTraits>;
 
 static_assert(std::is_same_v<sluice::ipc::ShmBusTraits::Observer, sluice::NoObserver>,
               "the shared bus observes nothing unless told");
@@ -122,7 +125,31 @@ TEST(ShmObserverTest, AThrowingExitHandlerIsSeenAndCounted) {
 }
 #endif
 
-// A message whose bytes were written wrong (its priority out of range) is
+// Where an envelope keeps its payload's alternative index: the one byte
+// that reads k in an envelope of alternative k (each zero-filled first, so
+// nothing else differs).
+std::size_t AlternativeIndexOffset() {
+  using Envelope = sluice::MessageEnvelope<Payload>;
+  constexpr std::size_t kAlternatives = std::variant_size_v<Payload>;
+  alignas(Envelope) unsigned char bytes[kAlternatives][sizeof(Envelope)];
+  const auto make = [&](auto index) {
+    std::memset(bytes[index], 0, sizeof(Envelope));
+    new (bytes[index]) Envelope{{}, Payload(std::in_place_index<index>)};
+  };
+  make(std::integral_constant<std::size_t, 0>{});
+  make(std::integral_constant<std::size_t, 1>{});
+  make(std::integral_constant<std::size_t, 2>{});
+  make(std::integral_constant<std::size_t, 3>{});
+  static_assert(kAlternatives == 4, "the probe makes four alternatives");
+  for (std::size_t at = 0; at < sizeof(Envelope); ++at) {
+    bool index = true;
+    for (std::size_t k = 0; k < kAlternatives; ++k) index = index && bytes[k][at] == k;
+    if (index) return at;
+  }
+  return sizeof(Envelope);
+}
+
+// A message whose bytes were written wrong (its alternative index out of range) is
 // counted corrupt and taken, and the observer does not see it: the batch's
 // end counts the messages dispatched, and a batch that took only corrupt
 // ones is not seen at all. The observer is the caller's: a Create after
@@ -134,26 +161,29 @@ TEST(ShmObserverTest, ACorruptMessageIsNotSeen) {
   Producer producer;
   ASSERT_EQ(producer.Attach(name), AttachError::kNone);
   constexpr std::uint64_t kMarker = 0x0BAD'0000'0000'0000ULL;
-  // Where a Stop's seq and the header's priority lie in an envelope.
+  // Where a Stop's seq lies in an envelope.
   sluice::MessageEnvelope<Payload> probe{{}, Stop{0, 0}};
   const auto* base = reinterpret_cast<const unsigned char*>(&probe);
   const auto seq_at = static_cast<std::size_t>(
       reinterpret_cast<const unsigned char*>(&std::get<Stop>(probe.payload).seq) - base);
-  const auto priority_at = static_cast<std::size_t>(
-      reinterpret_cast<const unsigned char*>(&probe.header.priority) - base);
-  sluice::ipc::Segment writer;
-  ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &writer), AttachError::kNone);
-  auto* bytes = static_cast<unsigned char*>(writer.Base());
-  // Writes the priority of the queued message whose seq is `seq` out of
-  // range; how many it found.
+  const std::size_t index_at = AlternativeIndexOffset();
+  ASSERT_LT(index_at, sizeof(probe));
+  sluice_ipc_test::BusView<Layout> writer;
+  ASSERT_EQ(writer.Open(name), AttachError::kNone);
+  // Writes the alternative index of the queued message whose seq is `seq`
+  // out of range, in any lane; how many it found.
   const auto corrupt = [&](std::uint64_t seq) {
     int overwritten = 0;
-    for (std::size_t at = seq_at; at + sizeof(std::uint64_t) <= writer.Size(); at += 8) {
-      std::uint64_t word = 0;
-      std::memcpy(&word, bytes + at, sizeof(word));
-      if (word != seq) continue;
-      bytes[at - seq_at + priority_at] = 0xFF;
-      ++overwritten;
+    for (std::size_t part = 2; part < writer.kParts; ++part) {
+      unsigned char* bytes = writer.PartAt(part).bytes;
+      for (std::size_t at = seq_at; at + sizeof(std::uint64_t) <= writer.PartAt(part).size;
+           at += 8) {
+        std::uint64_t word = 0;
+        std::memcpy(&word, bytes + at, sizeof(word));
+        if (word != seq) continue;
+        bytes[at - seq_at + index_at] = 0xFF;
+        ++overwritten;
+      }
     }
     return overwritten;
   };

@@ -59,6 +59,13 @@
 //   exec-after NAME        publishes Stop 0-2 at LOW, "published lane=L",
 //                          then replaces itself with /bin/sleep 30 (exec:
 //                          the same process, the segment closed on exec)
+//   probe-isolation NAME   attaches (run as another user than the
+//                          consumer's), tries to open the header and every
+//                          lane by name, reads what it maps of the bus in
+//                          /proc/self/maps, publishes Stop 1000..1009 at
+//                          HIGH with sender id 1, and says "lane=L
+//                          opened=N other_lanes_mapped=N own_lane_mapped=N
+//                          header_writable=0|1 published=N"
 //   publish-threads NAME THREADS   "publishing lane=L", then each thread
 //                          publishes (thread << 40) + i, i = 0, 1, ..., with
 //                          PriorityOf(i), until killed
@@ -69,6 +76,7 @@ void AtCreateStep(int step);
 }  // namespace peer_hook
 #define SLUICE_IPC_CREATE_STEP(step) ::peer_hook::AtCreateStep(static_cast<int>(step))
 
+#include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -85,11 +93,14 @@ void AtCreateStep(int step);
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sluice/ipc/shm_bus.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bus_view.hpp"
 #include "ipc_test_messages.hpp"
 
 namespace {
@@ -304,8 +315,8 @@ int Die(const std::string& name, const std::string& phase) {
   }
   // The lane's rings, through a mapping of this test's own: a claim taken
   // as Publish takes it, step by step, to die between two steps.
-  sluice::ipc::Segment segment;
-  if (sluice::ipc::Segment::Open(name, Layout::kSegmentSize, &segment) != AttachError::kNone) {
+  sluice_ipc_test::BusView<Layout> segment;
+  if (segment.Open(name) != AttachError::kNone) {
     return Fail("map");
   }
   auto* rings = Layout::RingsOf(segment.Base(), producer.Lane() - 1u);
@@ -340,7 +351,7 @@ int Die(const std::string& name, const std::string& phase) {
 // Waits until the consumer of the segment mapped at `base` sleeps.
 bool WaitForSleepingConsumer(void* base) {
   const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  while (Layout::HeaderOf(base)->consumer_wake.Waiters() == 0) {
+  while (Layout::WakeOf(base)->consumer_wake.Waiters() == 0) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(100us);
   }
@@ -351,8 +362,8 @@ int PublishWhenAsleep(const std::string& name, bool wake) {
   Producer producer;
   const AttachError error = producer.Attach(name);
   if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
-  sluice::ipc::Segment segment;
-  if (sluice::ipc::Segment::Open(name, Layout::kSegmentSize, &segment) != AttachError::kNone) {
+  sluice_ipc_test::BusView<Layout> segment;
+  if (segment.Open(name) != AttachError::kNone) {
     return Fail("map");
   }
   if (!WaitForSleepingConsumer(segment.Base())) return Fail("consumer never slept");
@@ -607,6 +618,54 @@ int ExecAfter(const std::string& name) {
   return Fail("exec");
 }
 
+int ProbeIsolation(const std::string& name) {
+  Producer producer;
+  const AttachError error = producer.Attach(name, "intruder");
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  const std::size_t own = producer.Lane() - 1u;
+  int opened = 0;
+  std::vector<std::string> parts{name};
+  for (std::size_t lane = 0; lane < Layout::kLanes; ++lane) {
+    parts.push_back(name + ".lane" + std::to_string(lane));
+  }
+  for (const std::string& part : parts) {
+    for (const int flags : {O_RDONLY, O_RDWR}) {
+      const int fd = ::shm_open(part.c_str(), flags | O_CLOEXEC, 0);
+      if (fd >= 0) {
+        ++opened;
+        ::close(fd);
+      }
+    }
+  }
+  // Each mapping's permissions and file, as the kernel lists them.
+  int other_lanes = 0;
+  int own_lane = 0;
+  int header_writable = 0;
+  const std::string header_path = std::string(sluice::ipc::kSharedMemoryDirectory) + name;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    std::istringstream fields(line);
+    std::string range, permissions, offset, device, inode, path;
+    fields >> range >> permissions >> offset >> device >> inode >> path;
+    if (path == header_path && permissions[1] == 'w') header_writable = 1;
+    const std::string lane_prefix = header_path + ".lane";
+    if (path.compare(0, lane_prefix.size(), lane_prefix) != 0) continue;
+    const std::size_t lane = std::stoul(path.substr(lane_prefix.size()));
+    ++(lane == own ? own_lane : other_lanes);
+  }
+  int published = 0;
+  for (std::uint64_t seq = 1000; seq < 1010; ++seq) {
+    if (producer.PublishWithPriority(sluice_ipc_test::Stop{2, seq}, 1, MessagePriority::HIGH)) {
+      ++published;
+    }
+  }
+  Say("lane=" + std::to_string(producer.Lane()) + " opened=" + std::to_string(opened) +
+      " other_lanes_mapped=" + std::to_string(other_lanes) + " own_lane_mapped=" +
+      std::to_string(own_lane) + " header_writable=" + std::to_string(header_writable) +
+      " published=" + std::to_string(published));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() == 3 && args[0] == "attach") return Attach(args[1], args[2]);
@@ -639,6 +698,7 @@ int main(int argc, char** argv) {
   if (args.size() == 3 && args[0] == "publish-after-unshare-time") {
     return PublishAfterUnshareTime(args[1], std::stoull(args[2]));
   }
+  if (args.size() == 2 && args[0] == "probe-isolation") return ProbeIsolation(args[1]);
   if (args.size() == 3 && args[0] == "publish-threads") {
     return PublishThreads(args[1], static_cast<unsigned>(std::stoul(args[2])));
   }

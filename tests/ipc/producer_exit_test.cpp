@@ -24,6 +24,7 @@
 #include <variant>
 #include <vector>
 
+#include "bus_view.hpp"
 #include "child_process.hpp"
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
@@ -404,8 +405,8 @@ TEST(ShmProducerExitTest, ALeftLaneWithImpossibleClaimsIsHandedBackAtOnce) {
   const std::uint16_t lane = producer.Lane();
   producer.Detach();
   using Layout = sluice::ipc::detail::Layout<Payload, kCapacity, sluice::ipc::ShmBusTraits>;
-  sluice::ipc::Segment writer;
-  ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &writer), AttachError::kNone);
+  sluice_ipc_test::BusView<Layout> writer;
+  ASSERT_EQ(writer.Open(name), AttachError::kNone);
   auto& high = Layout::RingsOf(writer.Base(), lane - 1u)->rings[2];
   // 2^40 claims no one will publish.
   sluice::detail::TestAccess::RingTail(high).fetch_add(sluice::Position{1} << 40);

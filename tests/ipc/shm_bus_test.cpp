@@ -29,6 +29,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bus_view.hpp"
 #include "child_process.hpp"
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
@@ -53,6 +54,7 @@ using sluice_ipc_test::UniqueName;
 using sluice_test::ChildProcess;
 using Bus = sluice::ipc::ShmBus<Payload, kCapacity>;
 using Producer = sluice::ipc::ShmProducer<Payload, kCapacity>;
+using Layout = sluice::ipc::detail::Layout<Payload, kCapacity, sluice::ipc::ShmBusTraits>;
 
 TEST(ShmBusTest, EveryPayloadTypeCrossesFromAProducerProcess) {
   constexpr std::uint64_t kMessages = 4000;
@@ -303,7 +305,7 @@ TEST(ShmBusTest, ProducersSeeTheConsumerDie) {
   holder.Kill(SIGKILL);
   ASSERT_TRUE(producer.WaitForLine("closed", &line, kGuard)) << line;
   EXPECT_EQ(producer.Wait(kGuard), 0);
-  sluice::ipc::Segment::Unlink(name);
+  Bus::RemoveName(name);
 }
 
 TEST(ShmBusTest, ACloseRefusesPublishesAndRemovesTheName) {
@@ -346,8 +348,8 @@ TEST(ShmBusTest, AConsumerFedRandomBytesStaysInsideTheSegment) {
           },
           sluice_ipc_test::MakeMessage(seq));
     }
-    sluice::ipc::Segment writer;
-    ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &writer), AttachError::kNone);
+    sluice_ipc_test::BusView<Layout> writer;
+    ASSERT_EQ(writer.Open(name), AttachError::kNone);
     auto* bytes = static_cast<unsigned char*>(writer.Base());
     if (round % 3 == 0) {
       for (std::size_t i = 0; i < writer.Size(); ++i)
@@ -402,13 +404,17 @@ TEST(ShmBusTest, ALaneOutsideTheActiveSetWithAMessageIsHandedBackAsCorrupt) {
   ASSERT_EQ(producer.Attach(name), AttachError::kNone);
   const std::size_t lane = producer.Lane() - 1U;
   ASSERT_TRUE(producer.Publish(Stop{0, 1}));
-  sluice::ipc::Segment writer;
-  ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &writer), AttachError::kNone);
+  sluice_ipc_test::BusView<Layout> writer;
+  ASSERT_EQ(writer.Open(name), AttachError::kNone);
   auto* header = static_cast<Header*>(writer.Base());
   header->lanes_active.fetch_and(~(std::uint64_t{1} << lane));
-  header->lanes[lane].state.store(sluice::ipc::detail::kLaneDetached);
+  writer.Control(lane).state.store(sluice::ipc::detail::kLaneDetached);
   bus.CheckProducers();
-  EXPECT_EQ(header->lanes[lane].state.load(), sluice::ipc::detail::kLaneFree);
+  // Handed back: a fresh object under the lane's name, free.
+  EXPECT_NE(header->lanes_free.load() & (std::uint64_t{1} << lane), 0U);
+  sluice_ipc_test::BusView<Layout> handed_back;
+  ASSERT_EQ(handed_back.Open(name), AttachError::kNone);
+  EXPECT_EQ(handed_back.Control(lane).state.load(), sluice::ipc::detail::kLaneFree);
   EXPECT_EQ(bus.GetStatistics().corrupt, 1U);
   EXPECT_EQ(bus.QueueDepth(), 0U);
   // Nothing queued: the wait sleeps (a voluntary context switch), not spins.
@@ -423,7 +429,7 @@ TEST(ShmBusTest, ALaneOutsideTheActiveSetWithAMessageIsHandedBackAsCorrupt) {
 // A producer (or anything else that can write the segment) that writes a
 // message's bytes wrong: each published message's envelope is overwritten
 // with random bytes after its publish, header and all. The consumer
-// counts each as corrupt (a priority or alternative out of range) or
+// counts each as corrupt (an alternative out of range) or
 // dispatches it as some value of a valid type, never anything else.
 TEST(ShmBusTest, MessagesWrittenWrongAreCountedAsCorrupt) {
   constexpr int kRounds = 50;
@@ -449,8 +455,8 @@ TEST(ShmBusTest, MessagesWrittenWrongAreCountedAsCorrupt) {
       ASSERT_TRUE(
           producer.PublishWithPriority(Pose{1, 2, 3, kMarker + i}, 7, MessagePriority::HIGH));
     }
-    sluice::ipc::Segment writer;
-    ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &writer), AttachError::kNone);
+    sluice_ipc_test::BusView<Layout> writer;
+    ASSERT_EQ(writer.Open(name), AttachError::kNone);
     auto* bytes = static_cast<unsigned char*>(writer.Base());
     std::uint64_t overwritten = 0;
     for (std::size_t at = seq_offset; at + sizeof(std::uint64_t) <= writer.Size(); at += 8) {
@@ -527,7 +533,7 @@ TEST(ShmBusTest, ASegmentNotYetWrittenIsNotReady) {
   EXPECT_EQ(producer.Attach(name), AttachError::kNotReady);
   Bus bus;
   EXPECT_EQ(bus.Create(name), AttachError::kNotReady);
-  sluice::ipc::Segment::Unlink(name);
+  Bus::RemoveName(name);
   EXPECT_EQ(bus.Create(name), AttachError::kNone);
 }
 
@@ -590,7 +596,7 @@ TEST(ShmBusTest, TwoConsumersMakingAStaleNameAgainTakeTurns) {
     second.Signal(SIGTERM);
     EXPECT_EQ(first.Wait(kGuard), 0);
     EXPECT_EQ(second.Wait(kGuard), 0);
-    sluice::ipc::Segment::Unlink(name);
+    Bus::RemoveName(name);
   }
   EXPECT_EQ(both, 0) << "both consumers were told they made the name";
 }
@@ -611,8 +617,8 @@ TEST(ShmBusTest, ANameWhoseSegmentHasAWiderModeIsRefusedAndLeftAlone) {
   struct stat status {};
   ASSERT_EQ(::fstat(fd, &status), 0);
   EXPECT_EQ(status.st_mode & 07777, 0666u);
-  sluice::ipc::Segment still;
-  ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &still), AttachError::kNone);
+  sluice_ipc_test::BusView<Layout> still;
+  ASSERT_EQ(still.Open(name), AttachError::kNone);
   ::close(fd);
   // Asked for that mode, it is the consumer's own stale segment: taken over.
   sluice::ipc::ShmBusOptions wide;
@@ -637,7 +643,7 @@ TEST(ShmBusTest, ANameWhoseSegmentBelongsToAnotherUserIsRefused) {
   ASSERT_EQ(::fstat(fd, &status), 0);
   EXPECT_EQ(status.st_uid, 65534u);
   ::close(fd);
-  sluice::ipc::Segment::Unlink(name);
+  Bus::RemoveName(name);
 }
 
 // What a test child reports through its exit status: the AttachError of
@@ -695,7 +701,7 @@ TEST(ShmBusTest, AConsumerHiddenFromTheNextOneIsNotTakenForGone) {
   const int second = ChildCreate(name, kNobody, /*hide_proc=*/true);
   ::kill(first, SIGKILL);
   ::waitpid(first, nullptr, 0);
-  sluice::ipc::Segment::Unlink(name);
+  Bus::RemoveName(name);
   if (second == 103) GTEST_SKIP() << "this kernel refused a hidepid /proc here";
   EXPECT_EQ(second, static_cast<int>(AttachError::kConsumerExists))
       << "a running consumer's segment was taken over";
@@ -743,9 +749,16 @@ TEST(ShmBusTest, TheModeAskedIsTheModeMadeWithAnOwnerGiven) {
   options.permissions.group = 0;
   Bus bus;
   ASSERT_EQ(bus.Create(name, options), AttachError::kNone);
+  // The permissions are the wake page's, the part producers open; the
+  // header and the lanes are the consumer's user's alone.
+  const std::string directory = sluice::ipc::kSharedMemoryDirectory;
   struct stat status {};
-  ASSERT_EQ(::stat((std::string(sluice::ipc::kSharedMemoryDirectory) + name).c_str(), &status), 0);
+  ASSERT_EQ(::stat((directory + name + ".wake").c_str(), &status), 0);
   EXPECT_EQ(status.st_mode & 07777, 06640u);
+  for (const std::string& part : {name, name + ".lane0"}) {
+    ASSERT_EQ(::stat((directory + part).c_str(), &status), 0);
+    EXPECT_EQ(status.st_mode & 07777, 0600u) << part;
+  }
   bus.Close();
 }
 
@@ -756,12 +769,13 @@ TEST(ShmBusTest, CloseReturnsWhileAnotherProcessHoldsTheSegmentsLock) {
   const std::string name = UniqueName();
   Bus bus;
   ASSERT_EQ(bus.Create(name), AttachError::kNone);
-  sluice::ipc::Segment holder;
-  ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &holder), AttachError::kNone);
-  ASSERT_TRUE(holder.Lock());  // another open file description: flock's own
+  sluice_ipc_test::BusView<Layout> holder;
+  ASSERT_EQ(holder.Open(name), AttachError::kNone);
+  // Another open file description of the header: flock's own.
+  ASSERT_TRUE(holder.HeaderObject().Lock());
   bus.Close();
-  EXPECT_TRUE(holder.IsNamed(name)) << "the name was removed without the lock";
-  holder.Unlock();
+  EXPECT_TRUE(holder.HeaderObject().IsNamed(name)) << "the name was removed without the lock";
+  holder.HeaderObject().Unlock();
   Bus next;
   EXPECT_EQ(next.Create(name), AttachError::kNone);
   EXPECT_FALSE(next.TookOver()) << "a closed segment is made again, not taken over";
@@ -775,8 +789,8 @@ TEST(ShmBusTest, EachForgedHeaderPartIsNamed) {
   const std::string name = UniqueName();
   Bus bus;
   ASSERT_EQ(bus.Create(name), AttachError::kNone);
-  sluice::ipc::Segment writer;
-  ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &writer), AttachError::kNone);
+  sluice_ipc_test::BusView<Layout> writer;
+  ASSERT_EQ(writer.Open(name), AttachError::kNone);
   auto* header = static_cast<Header*>(writer.Base());
   const sluice::ipc::Fingerprint fingerprint = header->fingerprint;
   const auto attach = [&] {

@@ -26,6 +26,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "bus_view.hpp"
 #include "child_process.hpp"
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
@@ -62,10 +63,11 @@ class ShmSleepingTest : public ::testing::Test {
   void Open(std::chrono::nanoseconds check_interval) {
     name_ = UniqueName();
     ASSERT_EQ(bus_.Create(name_, CheckingEvery(check_interval)), AttachError::kNone);
-    ASSERT_EQ(sluice::ipc::Segment::Open(name_, Bus::kSegmentSize, &view_), AttachError::kNone);
+    ASSERT_EQ(view_.Open(name_), AttachError::kNone);
   }
   Layout::Header& Header() { return *Layout::HeaderOf(view_.Base()); }
-  Layout::RoomSignal& Room() { return Header().lanes[0].room; }
+  Layout::RoomSignal& Room() { return view_.Control(0).room; }
+  Layout::Signal& ConsumerWake() { return view_.Wake()->consumer_wake; }
 
   // Starts the peer in `mode` and sleeps in ProcessBatchWithWait until it
   // publishes; whether a wake-up (or a slice) ended the sleep in time, with
@@ -74,7 +76,7 @@ class ShmSleepingTest : public ::testing::Test {
     ASSERT_TRUE(StartPeer(*peer, {mode, name_}));
     std::uint64_t seq = 0;
     std::uint32_t taken = 0;
-    EXPECT_FALSE(NeededRescue(Header().consumer_wake, [&] {
+    EXPECT_FALSE(NeededRescue(ConsumerWake(), [&] {
       taken = bus_.ProcessBatchWithWait(LastStop{&seq}, kForever);
     })) << "the consumer slept on with a message queued";
     EXPECT_EQ(taken, 1u);
@@ -87,7 +89,7 @@ class ShmSleepingTest : public ::testing::Test {
 
   std::string name_;
   Bus bus_;
-  sluice::ipc::Segment view_;
+  sluice_ipc_test::BusView<Layout> view_;
 };
 
 TEST_F(ShmSleepingTest, AProducerProcessWakesTheSleepingConsumer) {
@@ -155,13 +157,13 @@ TEST_F(ShmSleepingTest, AProducerWaitingForRoomSeesTheConsumerDie) {
   ASSERT_TRUE(StartPeer(consumer, {"hold", name}));
   std::string line;
   ASSERT_TRUE(consumer.WaitForLine("ready", &line, kGuard));
-  sluice::ipc::Segment view;
-  ASSERT_EQ(sluice::ipc::Segment::Open(name, Bus::kSegmentSize, &view), AttachError::kNone);
+  sluice_ipc_test::BusView<Layout> view;
+  ASSERT_EQ(view.Open(name), AttachError::kNone);
   Producer producer;
   ASSERT_EQ(producer.Attach(name), AttachError::kNone);
   while (producer.PublishWithPriority(Stop{0, 0}, 7, MessagePriority::LOW)) {
   }
-  Layout::RoomSignal& room = Layout::HeaderOf(view.Base())->lanes[0].room;
+  Layout::RoomSignal& room = view.Control(0).room;
   std::thread killer([&] {
     if (WaitForSleeper(room)) consumer.Kill(SIGKILL);
   });
@@ -172,7 +174,7 @@ TEST_F(ShmSleepingTest, AProducerWaitingForRoomSeesTheConsumerDie) {
   killer.join();
   EXPECT_FALSE(rescued) << "the producer slept past its slice";
   EXPECT_EQ(result.Outcome(), PublishOutcome::kClosed);
-  sluice::ipc::Segment::Unlink(name);
+  Bus::RemoveName(name);
 }
 
 // Both sides asleep by turns: a producer process publishes 2,000 messages
@@ -199,7 +201,7 @@ TEST_F(ShmSleepingTest, ConsumerAndProducerSleepingByTurnsLoseNoWakeUp) {
         last_progress = std::chrono::steady_clock::now();
       } else if (std::chrono::steady_clock::now() - last_progress > kHangGuard) {
         hung = true;  // then wake both sides by hand
-        Header().consumer_wake.Wake();
+        ConsumerWake().Wake();
         Room().Wake();
       }
     }
@@ -269,9 +271,9 @@ TEST_F(ShmSleepingTest, AProducerThatCannotUseMembarrierStillSleepsForRoom) {
 TEST_F(ShmSleepingTest, AWaiterCountWrittenWrongDoesNotLoseTheWakeUp) {
   Open(1h);
   const std::uint32_t wrong = 0xFFFFFFFFu;
-  static_assert(sizeof(Header().consumer_wake) >= sizeof(wrong));
-  std::memcpy(static_cast<void*>(&Header().consumer_wake), &wrong, sizeof(wrong));
-  ASSERT_EQ(Header().consumer_wake.Waiters(), wrong);  // the count is the signal's first word
+  static_assert(sizeof(ConsumerWake()) >= sizeof(wrong));
+  std::memcpy(static_cast<void*>(&ConsumerWake()), &wrong, sizeof(wrong));
+  ASSERT_EQ(ConsumerWake().Waiters(), wrong);  // the count is the signal's first word
   ChildProcess peer;
   ExpectWokenBy("publish-when-asleep", &peer);
   EXPECT_EQ(peer.Wait(kGuard), 0);

@@ -23,6 +23,7 @@
 #include <thread>
 #include <variant>
 
+#include "bus_view.hpp"
 #include "child_process.hpp"
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
@@ -66,9 +67,9 @@ class ShmWaitSetTest : public ::testing::Test {
   void Open(std::chrono::nanoseconds check_interval) {
     name_ = UniqueName();
     ASSERT_EQ(shm_.Create(name_, CheckingEvery(check_interval)), AttachError::kNone);
-    ASSERT_EQ(sluice::ipc::Segment::Open(name_, ShmBus::kSegmentSize, &view_), AttachError::kNone);
+    ASSERT_EQ(view_.Open(name_), AttachError::kNone);
   }
-  Layout::Signal& SegmentWake() { return Layout::HeaderOf(view_.Base())->consumer_wake; }
+  Layout::Signal& SegmentWake() { return view_.Wake()->consumer_wake; }
 
   // Wakes both words the set parks on: the segment's, and its own (by a
   // publish on the in-process bus).
@@ -88,7 +89,7 @@ class ShmWaitSetTest : public ::testing::Test {
   LocalBus local_{set_};
   ShmBus shm_;
   std::string name_;
-  sluice::ipc::Segment view_;
+  sluice_ipc_test::BusView<Layout> view_;
 };
 
 // A producer process publishes once the set sleeps (announced on the

@@ -23,7 +23,7 @@ namespace ipc {
 // Why an attach (or a create over an existing segment) was refused.
 enum class AttachError : std::uint8_t {
   kNone = 0,
-  kBadName,           // not "/name": one leading '/', no other, 2 to 255 characters
+  kBadName,           // not "/name": one leading '/', no other, 2 to 247 characters
   kNotFound,          // no segment of that name (no consumer has created it)
   kPermissionDenied,  // the segment's owner, group or mode does not admit this process
   kNotASegment,       // too small, or not written by Sluice (no magic number)
@@ -37,7 +37,9 @@ enum class AttachError : std::uint8_t {
   kSystemError,       // shm_open, ftruncate, mmap or fchown failed (see errno)
   kBadOptions,        // Create: invalid admission thresholds or check interval
   kNoFreeLane,        // Attach: every producer lane is taken (ShmBusTraits::kMaxProducers)
-  kUntrustedSegment,  // Create: the name's segment belongs to another user or has a wider mode
+  kUntrustedSegment,  // Create: the name's segment belongs to another user or has a wider mode;
+                      // Attach: a process of another user answered, or handed out another bus
+  kNoAnswer,          // Attach: the consumer's hand-out did not answer in time
 };
 
 constexpr const char* ToString(AttachError error) noexcept {
@@ -45,7 +47,7 @@ constexpr const char* ToString(AttachError error) noexcept {
     case AttachError::kNone:
       return "attached";
     case AttachError::kBadName:
-      return "bad segment name (want \"/name\", at most 255 characters, one '/')";
+      return "bad segment name (want \"/name\", at most 247 characters, one '/')";
     case AttachError::kNotFound:
       return "no such segment";
     case AttachError::kPermissionDenied:
@@ -74,7 +76,10 @@ constexpr const char* ToString(AttachError error) noexcept {
       return "every producer lane is taken (raise ShmBusTraits::kMaxProducers)";
     case AttachError::kUntrustedSegment:
       return "a segment of that name belongs to another user or group, or has a wider mode than "
-             "asked (left alone: remove it, or choose another name)";
+             "asked (left alone: remove it, or choose another name); or, attaching, a process "
+             "of another user answered for the bus";
+    case AttachError::kNoAnswer:
+      return "the consumer's hand-out did not answer in time (busy, or stopped)";
   }
   return "invalid";
 }

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,9 +45,20 @@ struct SegmentPermissions {
 // made here unnamed and then linked under their name (Segment::Link).
 inline constexpr const char* kSharedMemoryDirectory = "/dev/shm";
 
-// "/name": one leading '/', no other, 2 to 255 characters in all, and not
+// A bus's parts are named after it ("/name.wake", "/name.lane12"): a bus
+// name leaves room for the longest suffix.
+inline constexpr std::size_t kPartSuffixCapacity = 8;
+
+// "/name": one leading '/', no other, 2 to 247 characters in all, and not
 // "/." or "/.." (the directory itself and its parent).
 inline bool IsSegmentName(std::string_view name) noexcept {
+  return name.size() >= 2 && name.size() <= 255 - kPartSuffixCapacity && name[0] == '/' &&
+         name.find('/', 1) == std::string_view::npos && name.find('\0') == std::string_view::npos &&
+         name != "/." && name != "/..";
+}
+
+// The name of a bus's part: as a bus name, up to 255 characters.
+inline bool IsPartName(std::string_view name) noexcept {
   return name.size() >= 2 && name.size() <= 255 && name[0] == '/' &&
          name.find('/', 1) == std::string_view::npos && name.find('\0') == std::string_view::npos &&
          name != "/." && name != "/..";
@@ -59,6 +71,7 @@ class Segment {
       : base_(std::exchange(other.base_, nullptr)),
         size_(std::exchange(other.size_, 0)),
         fd_(std::exchange(other.fd_, -1)),
+        placed_(std::exchange(other.placed_, false)),
         object_(std::exchange(other.object_, Object{})) {}
   Segment& operator=(Segment&& other) noexcept {
     if (this != &other) {
@@ -66,6 +79,7 @@ class Segment {
       base_ = std::exchange(other.base_, nullptr);
       size_ = std::exchange(other.size_, 0);
       fd_ = std::exchange(other.fd_, -1);
+      placed_ = std::exchange(other.placed_, false);
       object_ = std::exchange(other.object_, Object{});
     }
     return *this;
@@ -80,9 +94,12 @@ class Segment {
   // half-made segment under a name, and a maker killed before Link leaves
   // nothing behind (the kernel frees an unnamed file with its last
   // descriptor). Mode and owner as `permissions` ask, whatever the umask.
+  // With `at` (a page of an AddressReservation, sluice/ipc/address_reservation.hpp),
+  // the segment is mapped there, over what the reservation held; such a
+  // placed segment leaves its pages to the reservation when it goes.
   [[nodiscard]] static AttachError CreateUnnamed(std::size_t size,
                                                  const SegmentPermissions& permissions,
-                                                 Segment* out) {
+                                                 Segment* out, void* at = nullptr) {
     const int fd = ::open(kSharedMemoryDirectory, O_TMPFILE | O_RDWR | O_CLOEXEC, permissions.mode);
     if (fd < 0) return errno == EACCES ? AttachError::kPermissionDenied : AttachError::kSystemError;
     // The owner first: fchown clears the set-user-ID and set-group-ID bits.
@@ -91,15 +108,84 @@ class Segment {
     if (!ok) ok = ::fchown(fd, permissions.owner, permissions.group) == 0;
     ok = ok && ::fchmod(fd, permissions.mode) == 0;
     ok = ok && ::ftruncate(fd, static_cast<off_t>(size)) == 0;
-    void* base = ok ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    void* base = ok ? MapAt(fd, size, /*writable=*/true, at) : MAP_FAILED;
     if (base == MAP_FAILED) {
       const int saved = errno;
       ::close(fd);
       errno = saved;
       return AttachError::kSystemError;
     }
-    *out = Segment(base, size, fd);
+    *out = Segment(base, size, fd, at != nullptr);
     return AttachError::kNone;
+  }
+
+  // A segment of a descriptor this process was given (a lane handed over
+  // a socket): `size` bytes of it mapped at `at` (or anywhere), writable or
+  // read-only. The descriptor is the Segment's from then on, mapped or not.
+  // kNotASegment when the file is no regular file of at least `size` bytes
+  // or is not owned by `owner`.
+  [[nodiscard]] static AttachError Adopt(int fd, std::size_t size, bool writable, uid_t owner,
+                                         void* at, Segment* out) {
+    struct stat status {};
+    if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_uid != owner ||
+        status.st_size < static_cast<off_t>(size)) {
+      ::close(fd);
+      return AttachError::kNotASegment;
+    }
+    void* base = MapAt(fd, size, writable, at);
+    if (base == MAP_FAILED) {
+      ::close(fd);
+      return AttachError::kSystemError;
+    }
+    *out = Segment(base, size, fd, at != nullptr);
+    return AttachError::kNone;
+  }
+
+  // Names this (unnamed) segment `name`, replacing whatever file of this
+  // user had the name (a part of a bus whose header is this process's:
+  // the name is this process's to give). Linked under a name of its own
+  // first, then renamed over `name` in one step, so `name` never names
+  // nothing. kPermissionDenied when `name` is another user's (/dev/shm is
+  // sticky), kSystemError when it is a directory.
+  [[nodiscard]] AttachError LinkReplacing(const std::string& name) {
+    if (!IsPartName(name)) return AttachError::kBadName;
+    if (fd_ < 0) return AttachError::kSystemError;
+    // A name no one can guess, so no one can take it first.
+    std::uint64_t token[2] = {0, 0};
+    if (::getrandom(token, sizeof(token), 0) != static_cast<ssize_t>(sizeof(token))) {
+      return AttachError::kSystemError;
+    }
+    char unique[64];
+    std::snprintf(unique, sizeof(unique), "/.sluice-part-%016llx%016llx",
+                  static_cast<unsigned long long>(token[0]),
+                  static_cast<unsigned long long>(token[1]));
+    const AttachError linked = Link(unique);
+    if (linked != AttachError::kNone) return linked;
+    const std::string from = std::string(kSharedMemoryDirectory) + unique;
+    const std::string to = std::string(kSharedMemoryDirectory) + name;
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      const int saved = errno;
+      (void)::unlink(from.c_str());
+      return saved == EPERM || saved == EACCES ? AttachError::kPermissionDenied
+                                               : AttachError::kSystemError;
+    }
+    return AttachError::kNone;
+  }
+
+  // A new open (a description of its own, with roles of its own) of this
+  // very object, through `name`, read-write or read-only: -1 when `name`
+  // names another object now or cannot be opened.
+  [[nodiscard]] int Reopen(const std::string& name, bool writable) const noexcept {
+    if (fd_ < 0 || !IsPartName(name)) return -1;
+    const int fd = ::shm_open(name.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct stat status {};
+    if (::fstat(fd, &status) != 0 || status.st_dev != object_.device ||
+        status.st_ino != object_.inode) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
   }
 
   // Names this (unnamed) segment `name`, in one step that fails when the
@@ -108,7 +194,7 @@ class Segment {
   // shm_open (a C library whose shared-memory directory is not
   // kSharedMemoryDirectory would make a name it cannot open: kSystemError).
   [[nodiscard]] AttachError Link(const std::string& name) {
-    if (!IsSegmentName(name)) return AttachError::kBadName;
+    if (!IsPartName(name)) return AttachError::kBadName;
     if (fd_ < 0) return AttachError::kSystemError;
     const std::string path = std::string(kSharedMemoryDirectory) + name;
     // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH on older kernels; the
@@ -139,7 +225,7 @@ class Segment {
   // cannot be replaced by another user before it is opened.
   [[nodiscard]] static AttachError Inspect(const std::string& name,
                                            const SegmentPermissions& trusted) {
-    if (!IsSegmentName(name)) return AttachError::kBadName;
+    if (!IsPartName(name)) return AttachError::kBadName;
     const std::string path = std::string(kSharedMemoryDirectory) + name;
     struct stat status {};
     if (::lstat(path.c_str(), &status) != 0) {
@@ -156,8 +242,9 @@ class Segment {
   // another group when it names one, or whose mode admits anyone `trusted`
   // does not, is refused kUntrustedSegment before it is mapped.
   [[nodiscard]] static AttachError Open(const std::string& name, std::size_t minimum, Segment* out,
-                                        const SegmentPermissions* trusted = nullptr) {
-    if (!IsSegmentName(name)) return AttachError::kBadName;
+                                        const SegmentPermissions* trusted = nullptr,
+                                        void* at = nullptr) {
+    if (!IsPartName(name)) return AttachError::kBadName;
     const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) {
       if (errno == ENOENT) return AttachError::kNotFound;
@@ -183,12 +270,13 @@ class Segment {
       ::close(fd);
       return AttachError::kNotASegment;
     }
-    void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    // Placed: the reservation's place holds `minimum` bytes, no more.
+    void* base = MapAt(fd, at != nullptr ? minimum : size, /*writable=*/true, at);
     if (base == MAP_FAILED) {
       ::close(fd);
       return AttachError::kSystemError;
     }
-    *out = Segment(base, size, fd);
+    *out = Segment(base, at != nullptr ? minimum : size, fd, at != nullptr);
     return AttachError::kNone;
   }
 
@@ -232,6 +320,25 @@ class Segment {
     if (fd_ < 0) return false;
     struct flock lock = RoleRange(role, F_WRLCK);
     return ::fcntl(fd_, F_OFD_SETLK, &lock) == 0;
+  }
+  // TakeRole for an open this process holds by its descriptor only (one it
+  // is about to hand to another process, role and all).
+  [[nodiscard]] static bool TakeRoleAt(int fd, std::uint32_t role) noexcept {
+    struct flock lock = RoleRange(role, F_WRLCK);
+    return fd >= 0 && ::fcntl(fd, F_OFD_SETLK, &lock) == 0;
+  }
+  // Maps this open again at `at` (a reservation's place, `size` bytes of
+  // it) and drops the mapping it had: the same object, at the place its
+  // bus's layout gives it. False (the old mapping kept) when refused.
+  [[nodiscard]] bool Place(void* at, std::size_t size) noexcept {
+    if (fd_ < 0 || base_ == nullptr || size > size_) return false;
+    void* placed = MapAt(fd_, size, /*writable=*/true, at);
+    if (placed == MAP_FAILED) return false;
+    if (!placed_) ::munmap(base_, size_);
+    base_ = placed;
+    size_ = size;
+    placed_ = true;
+    return true;
   }
   // Gives role `role` up (a role not held: nothing happens).
   void DropRole(std::uint32_t role) noexcept {
@@ -290,17 +397,26 @@ class Segment {
   bool IsMapped() const noexcept { return base_ != nullptr; }
 
  private:
-  Segment(void* base, std::size_t size, int fd) noexcept : base_(base), size_(size), fd_(fd) {
+  Segment(void* base, std::size_t size, int fd, bool placed = false) noexcept
+      : base_(base), size_(size), fd_(fd), placed_(placed) {
     struct stat status {};
     if (::fstat(fd, &status) == 0) object_ = Object{status.st_dev, status.st_ino};
   }
+  // A placed segment's pages are its reservation's: they stay mapped (a
+  // place another mapping of this process could take is never left open)
+  // until the reservation goes or another segment is placed over them.
   void Unmap() noexcept {
-    if (base_ != nullptr) ::munmap(base_, size_);
+    if (base_ != nullptr && !placed_) ::munmap(base_, size_);
     if (fd_ >= 0) ::close(fd_);
     base_ = nullptr;
     size_ = 0;
     fd_ = -1;
+    placed_ = false;
     object_ = Object{};
+  }
+  static void* MapAt(int fd, std::size_t size, bool writable, void* at) noexcept {
+    const int protection = writable ? PROT_READ | PROT_WRITE : PROT_READ;
+    return ::mmap(at, size, protection, at != nullptr ? MAP_SHARED | MAP_FIXED : MAP_SHARED, fd, 0);
   }
 
   static struct flock RoleRange(std::uint32_t role, short type) noexcept {
@@ -324,6 +440,7 @@ class Segment {
   void* base_ = nullptr;
   std::size_t size_ = 0;
   int fd_ = -1;
+  bool placed_ = false;  // mapped in a reservation (CreateUnnamed, Open, Adopt with `at`)
   Object object_;
 };
 

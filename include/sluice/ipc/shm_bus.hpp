@@ -35,9 +35,11 @@
 #include "sluice/detail/wait/waiting.hpp"
 #include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/error.hpp"
+#include "sluice/ipc/address_reservation.hpp"
 #include "sluice/ipc/create_steps.hpp"
 #include "sluice/ipc/fingerprint.hpp"
 #include "sluice/ipc/host_clock.hpp"
+#include "sluice/ipc/lane_handout.hpp"
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"
 #include "sluice/ipc/segment.hpp"
@@ -70,6 +72,7 @@ template <typename Payload, std::size_t kCapacity, typename Traits = ShmBusTrait
 class ShmBus {
   using LayoutType = detail::Layout<Payload, kCapacity, Traits>;
   using Header = typename LayoutType::Header;
+  using WakePage = typename LayoutType::WakePage;
   using LaneControl = typename LayoutType::LaneControl;
   // The consumer core's front: the core, the lanes, the batch and the counts.
   using Front = detail::ShmFront<Payload, kCapacity, Traits>;
@@ -110,15 +113,26 @@ class ShmBus {
     // The clock's offset, read now, before this process can move its
     // children into another time namespace.
     (void)HostMonotonicClock::OffsetNanos();
-    AttachError error = Segment::CreateUnnamed(kSegmentSize, options.permissions, &segment_);
-    if (error != AttachError::kNone) return error;
+    if (!reservation_.Reserve(kSegmentSize)) return AttachError::kSystemError;
+    // The header and the lanes are this user's alone; the wake page opens
+    // to whom the permissions name.
+    SegmentPermissions own = options.permissions;
+    own.mode = 0600;
+    AttachError error =
+        Segment::CreateUnnamed(LayoutType::kHeaderBytes, own, &segment_, reservation_.At(0));
+    if (error != AttachError::kNone) return Discard(error);
     // Held before anyone can find the segment, for as long as this open
     // lives: producers and later consumers read it to know this one runs.
-    if (!segment_.TakeRole(detail::kConsumerRole)) {
-      Discard();
-      return AttachError::kSystemError;
+    // The lock keeps a consumer judging the name out until every part is
+    // named (Begin).
+    if (!segment_.TakeRole(detail::kConsumerRole) || !segment_.Lock()) {
+      return Discard(AttachError::kSystemError);
     }
-    void* base = segment_.Base();
+    error = Segment::CreateUnnamed(LayoutType::kWakeBytes, options.permissions, &wake_,
+                                   reservation_.At(LayoutType::kWakeOffset));
+    if (error != AttachError::kNone) return Discard(error);
+    wake_page_ = new (wake_.Base()) WakePage();
+    void* base = reservation_.Base();
     header_ = new (base) Header();
     header_->fingerprint = LayoutType::Expected();
     header_->consumer_pid.store(ProcessIdentity::Self().pid, std::memory_order_relaxed);
@@ -126,8 +140,8 @@ class ShmBus {
     header_->peer_check_nanoseconds =
         static_cast<std::uint64_t>(detail::SleepSlice(options).count());
     header_->state.store(detail::kOpen, std::memory_order_relaxed);
-    front_.Lanes().Make(base, segment_.Descriptor(),
-                        segment_.Identity());  // every lane's rings, each lane free
+    // Every lane's object, rings and counters, each lane free.
+    if (!front_.Lanes().Make(base, name, own)) return Discard(AttachError::kSystemError);
     // SYNC POINT WRITE (T): the header and rings above, before any attach
     // (the name, below, is what lets a producer find the segment at all).
     header_->magic.store(detail::kMagic, std::memory_order_release);
@@ -138,8 +152,7 @@ class ShmBus {
       error = segment_.Link(name);
       if (error == AttachError::kNone) {
         SLUICE_IPC_CREATE_STEP(detail::CreateStep::kLinked);
-        Begin(name, options);
-        return AttachError::kNone;
+        return Begin(name, options, /*name_parts=*/true);
       }
       if (error != AttachError::kConsumerExists) break;
       SLUICE_IPC_CREATE_STEP(detail::CreateStep::kNameTaken);
@@ -148,7 +161,7 @@ class ShmBus {
           detail::JudgeName<LayoutType>(name, options.permissions, &old, &error);
       if (verdict == detail::NameVerdict::kRetry) continue;
       if (verdict == detail::NameVerdict::kTakeOver) {
-        Discard();
+        (void)Discard(AttachError::kNone);
         return TakeOver(name, std::move(old), options);
       }
       if (verdict == detail::NameVerdict::kReplace) {
@@ -157,14 +170,29 @@ class ShmBus {
         error = segment_.Link(name);
         if (error == AttachError::kNone) {
           SLUICE_IPC_CREATE_STEP(detail::CreateStep::kLinked);
-          Begin(name, options);
-          return AttachError::kNone;
+          return Begin(name, options, /*name_parts=*/true);
         }
       }
       break;  // kRefuse, or a consumer made the name between unlink and link
     }
-    Discard();
-    return error == AttachError::kNone ? AttachError::kNotReady : error;
+    return Discard(error == AttachError::kNone ? AttachError::kNotReady : error);
+  }
+
+  // Removes the names of the bus `name`: its header's, its wake page's,
+  // each lane's, and its hand-out socket (what Close removes of its own
+  // bus). For a bus whose consumer was killed and will not be started
+  // again; processes that have it mapped keep it, and a consumer that
+  // still runs dispatches on, but no producer can attach by that name, and
+  // no consumer take it over. Names of another user's bus are left (the
+  // directory is sticky).
+  static void RemoveName(const std::string& name) {
+    if (!IsSegmentName(name)) return;
+    detail::RemoveHandoutSocket(WakeName(name));
+    Segment::Unlink(name);
+    Segment::Unlink(WakeName(name));
+    for (std::size_t lane = 0; lane < LayoutType::kLanes; ++lane) {
+      Segment::Unlink(name + ".lane" + std::to_string(lane));
+    }
   }
 
   // Whether Create took over a segment whose consumer had been killed (its
@@ -179,6 +207,9 @@ class ShmBus {
   // copy of this object), it only unmaps: the bus is the parent's.
   void Close() noexcept {
     if (header_ == nullptr) return;
+    // No lane is handed out from here on (a request being answered is
+    // finished first).
+    handout_.Stop();
     if (::getpid() == creator_) {
       // (X): the state, then the cursors; a refused producer asks its
       // cursor too, so a refusal by a closed cursor says kClosed whichever
@@ -188,14 +219,18 @@ class ShmBus {
       // SYNC POINT WRITE (R): the state, then every producer waiting for
       // room wakes to read it.
       sluice::detail::FullFence();
-      for (LaneControl& control : header_->lanes) control.room.WakeIfWaiting();
+      front_.Lanes().WakeEveryRoom();
       front_.Counts().totals = GetStatistics();
-      // The name is removed only while it is still this segment's (under
+      // The names are removed only while they are still this bus's (under
       // the lock a consumer making the name again takes). A lock held for
-      // over a second (by any process that can open the segment) leaves
-      // the name: closed, it is the next Create's to replace.
+      // over a second (by a process of this user) leaves them: closed, the
+      // bus is the next Create's to replace.
       if (segment_.TryLockFor(1000)) {
-        if (segment_.IsNamed(name_)) Segment::Unlink(name_);
+        if (segment_.IsNamed(name_)) {
+          Segment::Unlink(name_);
+          if (wake_.IsNamed(WakeName(name_))) Segment::Unlink(WakeName(name_));
+          front_.Lanes().UnlinkLanes();
+        }
         segment_.Unlock();
       }
     }
@@ -203,12 +238,15 @@ class ShmBus {
       // From a callback: the message being dispatched may be a loan, read
       // in place by the subscribers still to come, so the mapping stays
       // until the batch ends (Run), and the batch takes nothing more.
-      retired_ = std::move(segment_);
+      retired_ = std::move(reservation_);
       front_.MarkClosed();
     }
     segment_ = Segment();
+    wake_ = Segment();
     header_ = nullptr;
-    front_.Lanes().Unmap();
+    wake_page_ = nullptr;
+    front_.Lanes().Unmap(/*hand_out_ran=*/::getpid() == creator_);
+    reservation_ = AddressReservation();
   }
 
   bool IsOpen() const noexcept { return header_ != nullptr; }
@@ -384,38 +422,100 @@ class ShmBus {
   // What a WaitSet reads of this bus (sluice/ipc/shm_set_view.hpp).
   detail::ShmSetView<ShmBus> WaitSetView() noexcept { return detail::ShmSetView<ShmBus>(this); }
 
-  // Drops the segment Create made and did not name (nothing else saw it).
-  void Discard() noexcept {
+  // Drops the parts Create made and did not name (nothing else saw them),
+  // or a takeover could not finish; returns `error`.
+  AttachError Discard(AttachError error) noexcept {
+    handout_.Stop();
     segment_ = Segment();
+    wake_ = Segment();
     header_ = nullptr;
+    wake_page_ = nullptr;
     front_.Lanes().Unmap();
+    reservation_ = AddressReservation();
+    return error;
   }
 
-  // Takes over the segment `old` (locked) of a consumer that was killed:
-  // every lane, queued message and producer as it left them. Its
+  static std::string WakeName(const std::string& name) { return name + ".wake"; }
+
+  // Takes over the bus `old` (its header, locked) of a consumer that was
+  // killed: every lane, queued message and producer as it left them. Its
   // thresholds and permissions stay; `options` gives the check interval.
   [[nodiscard]] AttachError TakeOver(const std::string& name, Segment old,
                                      const ShmBusOptions& options) {
+    if (!reservation_.Reserve(kSegmentSize)) return AttachError::kSystemError;
     segment_ = std::move(old);
+    // The consumer's role and the lock stay with this open of the header,
+    // now at its place in the reservation.
+    if (!segment_.Place(reservation_.At(0), LayoutType::kHeaderBytes)) {
+      segment_.Unlock();
+      return Discard(AttachError::kSystemError);
+    }
     header_ = LayoutType::HeaderOf(segment_.Base());
+    SegmentPermissions own = options.permissions;
+    own.mode = 0600;
+    AttachError error =
+        Segment::Open(WakeName(name), LayoutType::kWakeBytes, &wake_, &options.permissions,
+                      reservation_.At(LayoutType::kWakeOffset));
+    if (error == AttachError::kNone)
+      error = front_.Lanes().TakeOver(reservation_.Base(), name, own);
+    if (error != AttachError::kNone) {
+      // A part is missing or not this user's: the bus cannot be taken over.
+      // Its name is removed (under its lock), for the next Create to make anew.
+      Segment::Unlink(name);
+      segment_.Unlock();
+      return Discard(error);
+    }
+    wake_page_ = LayoutType::WakeOf(reservation_.Base());
     header_->consumer_pid.store(ProcessIdentity::Self().pid, std::memory_order_relaxed);
     SLUICE_IPC_CREATE_STEP(detail::CreateStep::kIdentityWritten);
     header_->peer_check_nanoseconds =
         static_cast<std::uint64_t>(detail::SleepSlice(options).count());
-    front_.Lanes().TakeOver(segment_.Base(), segment_.Descriptor(), segment_.Identity());
     const std::uint64_t lost_in_hand = front_.Lanes().TakeOverHand();
     // The killed consumer may have been counted asleep.
-    header_->consumer_wake.ForgetWaiters();
-    Begin(name, options);
+    wake_page_->consumer_wake.ForgetWaiters();
+    error = Begin(name, options, /*name_parts=*/false);
+    if (error != AttachError::kNone) return error;
     took_over_ = true;
     front_.Counts().totals.taken_over = QueueDepth();
     front_.Counts().totals.lost_in_hand = lost_in_hand;
-    segment_.Unlock();
     return AttachError::kNone;
   }
 
-  // What Create and TakeOver both set, in this process.
-  void Begin(const std::string& name, const ShmBusOptions& options) {
+  // What Create and TakeOver both set, in this process: the parts named
+  // (Create's), the hand-out started and the lock given up.
+  AttachError Begin(const std::string& name, const ShmBusOptions& options, bool name_parts) {
+    name_ = name;
+    // A killed consumer's socket, named in the wake page the name has now
+    // (the dead bus's, or this very one taken over).
+    detail::RemoveHandoutSocket(WakeName(name));
+    if (name_parts) {
+      AttachError named = wake_.LinkReplacing(WakeName(name));
+      if (named == AttachError::kNone) named = front_.Lanes().NameLanes();
+      if (named != AttachError::kNone) {
+        RemoveName(name);
+        segment_.Unlock();
+        return Discard(named);
+      }
+      // A consumer killed before this store leaves a bus no producer could
+      // reach: the next Create replaces it rather than take it over.
+      header_->parts_named.store(1, std::memory_order_release);
+    }
+    // A fresh address for this consumer's hand-out (another of the same
+    // name is drawn in the unlikely case that it is taken).
+    AttachError started = AttachError::kConsumerExists;
+    for (int attempt = 0; attempt < 8 && started == AttachError::kConsumerExists; ++attempt) {
+      started =
+          detail::DrawHandoutAddress(&wake_page_->handout)
+              ? handout_.Start(detail::HandoutSocketPath(wake_page_->handout), wake_.Identity(),
+                               options.permissions, &ShmBus::HandOutLane, this)
+              : AttachError::kSystemError;
+    }
+    if (started != AttachError::kNone) {
+      if (name_parts) RemoveName(name);
+      segment_.Unlock();
+      return Discard(AttachError::kSystemError);
+    }
+    segment_.Unlock();
     front_.Counts() = detail::ConsumerCounts();
     front_.Consumer().Latencies().Reset();
     took_over_ = false;
@@ -423,11 +523,42 @@ class ShmBus {
     check_interval_ = options.peer_check_interval;
     sleep_slice_ = detail::SleepSlice(options);
     last_check_ = std::chrono::steady_clock::now();
-    name_ = name;
     // The segment's (a taken-over one keeps its own); the refusals its
     // producers counted before this Create are not this period's.
     gauges_.Begin(header_->thresholds);
+    front_.Lanes().SetLimits(header_->thresholds);
     gauges_.ForgetRefusals(front_.Lanes());
+    return AttachError::kNone;
+  }
+
+  // The hand-out's answer to a producer that proved it may attach (on the
+  // hand-out thread; Close and Discard stop that thread before they change
+  // anything it reads here).
+  static AttachError HandOutLane(void* self, const detail::LaneRequest& request, std::int32_t peer,
+                                 detail::HandedLane* out) {
+    auto* bus = static_cast<ShmBus*>(self);
+    // The header as the producer will read it: refused here, before a lane
+    // is taken, for what the producer would refuse after.
+    const Header& header = *bus->header_;
+    const std::uint64_t magic = header.magic.load(std::memory_order_acquire);
+    if (magic == 0) return AttachError::kNotReady;
+    if (magic != detail::kMagic) return AttachError::kNotASegment;
+    const AttachError differs = header.fingerprint.Compare(request.fingerprint);
+    if (differs != AttachError::kNone) return differs;
+    if (!header.thresholds.IsValid()) return AttachError::kNotASegment;
+    if (header.state.load(std::memory_order_relaxed) != detail::kOpen) {
+      return AttachError::kConsumerGone;
+    }
+    // The producer's view of the header: read-only.
+    const int header_fd = bus->segment_.Reopen(bus->name_, /*writable=*/false);
+    if (header_fd < 0) return AttachError::kSystemError;
+    const AttachError handed = bus->front_.Lanes().HandOut(request.name, peer, out);
+    if (handed != AttachError::kNone) {
+      ::close(header_fd);
+      return handed;
+    }
+    out->header_fd = header_fd;
+    return AttachError::kNone;
   }
 
   template <typename Batch>
@@ -445,9 +576,10 @@ class ShmBus {
       if (left.count() == 0) return 0;
       // This thread is the signal's only waiter, and not counted now: a
       // count left by a killed consumer (or written by anyone) is wrong.
-      if (header_->consumer_wake.Waiters() != 0) header_->consumer_wake.ForgetWaiters();
+      auto& wake = wake_page_->consumer_wake;
+      if (wake.Waiters() != 0) wake.ForgetWaiters();
       (void)sluice::detail::WaitUntil(
-          header_->consumer_wake, Traits::kPollsBeforePark, left < slice ? left : slice,
+          wake, Traits::kPollsBeforePark, left < slice ? left : slice,
           [this] { return front_.Lanes().HasWork(); }, [] { return false; });
     }
   }
@@ -475,7 +607,7 @@ class ShmBus {
     if (front_.ClosedInBatch()) {
       // A callback closed the bus (and may have made it again): the
       // blocks dispatched were the closed segment's, now unmapped.
-      retired_ = Segment();
+      retired_ = AddressReservation();
       return taken;
     }
     front_.EndRun();
@@ -492,8 +624,15 @@ class ShmBus {
 
   static constexpr std::uint32_t kBatchesPerCheck = 4096;
 
+  // The bus's range and its parts: the header (segment_, the consumer's
+  // role and the name's lock on it), the wake page, the lanes (in front_).
+  AddressReservation reservation_;
   Segment segment_;
+  Segment wake_;
   Header* header_ = nullptr;
+  WakePage* wake_page_ = nullptr;
+  // Hands producers their lanes (sluice/ipc/lane_handout.hpp).
+  detail::LaneHandoutService handout_;
   pid_t creator_ = 0;       // the process that called Create
   bool took_over_ = false;  // Create took over a killed consumer's segment
   std::string name_;
@@ -503,8 +642,8 @@ class ShmBus {
   Front front_;
   // The segment's thresholds and the peak.
   detail::ShmGauges<Payload, kCapacity, Traits> gauges_;
-  // The segment a callback closed, mapped until its batch ends.
-  Segment retired_;
+  // The range a callback closed, mapped until its batch ends.
+  AddressReservation retired_;
   std::chrono::nanoseconds check_interval_{0};
   std::chrono::nanoseconds sleep_slice_{0};
   std::chrono::steady_clock::time_point last_check_{};

@@ -91,7 +91,7 @@ class ShmFront {
       // full fence, then the waiter counts of the lanes that got room.
       sluice::detail::FullFence();
       for (; touched != 0; touched &= touched - 1) {
-        lanes_.SegmentHeader()->lanes[LowestBit(touched)].room.WakeIfWaiting();
+        lanes_.Control(LowestBit(touched)).room.WakeIfWaiting();
       }
     }
   }
@@ -189,6 +189,9 @@ class ShmFront {
       if (front == nullptr) return nullptr;
       std::memcpy(batch_.bytes, static_cast<const void*>(front), sizeof(Envelope));
       Envelope& envelope = *std::launder(reinterpret_cast<Envelope*>(batch_.bytes));
+      // Its priority is its ring's, which decided its order and admission,
+      // whatever its producer wrote.
+      envelope.header.priority = static_cast<MessagePriority>(lanes_.FrontRing(lane));
       // The copy is checked before the pop: whether it is whole, and which
       // loan block it names, held before the pop (P).
       const bool whole = envelope.payload.index() < std::variant_size_v<Payload> &&
@@ -198,13 +201,15 @@ class ShmFront {
         if (whole) block = BlockOf(envelope);
       }
       const bool holds = block < LayoutType::kLoanBlocks;
+      // Before the pop: the count includes this message.
+      const bool over_limit = lanes_.OverLimit(lane);
       auto* header = lanes_.SegmentHeader();
       auto& queue = lanes_.QueueOf(lane);
       // SYNC POINT WRITE (I): which message is in hand, and its block,
       // before its pop (whose release stores keep these before them).
       header->in_hand.store(InHandMark(lane, holds ? block : kNoBlock, queue.Released()),
                             std::memory_order_relaxed);
-      if (holds) HoldBlock(header->lanes[lane].loans, block);
+      if (holds) HoldBlock(lanes_.Control(lane).loans, block);
       queue.PopFront();
       batch_.touched |= std::uint64_t{1} << lane;
       ++batch_.taken;
@@ -212,6 +217,14 @@ class ShmFront {
         // A priority or alternative index out of range, or a loan naming no
         // block of its lane.
         ++counts_.corrupt;
+        FinishInHand();
+        continue;
+      }
+      if (over_limit) {
+        // Past its priority's threshold in its lane: dropped, its loan
+        // block (if any) given back as a dispatched one's is.
+        ++counts_.over_limit;
+        if (holds) ReturnHeldBlocks(lanes_.Control(lane).loans, std::uint64_t{1} << block);
         FinishInHand();
         continue;
       }
@@ -272,7 +285,7 @@ class ShmFront {
   // (SYNC POINT WRITE (P), in ReturnHeldBlocks).
   void ReturnLoans(std::size_t lane, std::uint64_t* blocks) noexcept {
     if (*blocks == 0 || !lanes_.IsOpen()) return;
-    ReturnHeldBlocks(lanes_.SegmentHeader()->lanes[lane].loans, *blocks);
+    ReturnHeldBlocks(lanes_.Control(lane).loans, *blocks);
     *blocks = 0;
   }
 

@@ -12,11 +12,16 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <mutex>
 #include <new>
 #include <optional>
+#include <string>
 #include <utility>
 
+#include "sluice/admission.hpp"
 #include "sluice/config.hpp"
+#include "sluice/detail/observe/utf8.hpp"
+#include "sluice/ipc/lane_handout.hpp"
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"
 #include "sluice/ipc/segment.hpp"
@@ -35,6 +40,7 @@ struct ConsumerCounts {
   std::uint64_t processed = 0;
   std::uint64_t processed_by_priority[kPriorityCount] = {};
   std::uint64_t corrupt = 0;
+  std::uint64_t over_limit = 0;
   std::uint64_t callback_errors = 0;
   ShmBusStatistics totals;  // of lanes handed back
 };
@@ -59,24 +65,60 @@ class ConsumerLanes {
   ConsumerLanes& operator=(const ConsumerLanes&) = delete;
   ~ConsumerLanes() = default;
 
-  // A segment being made (`base`, its header constructed): every lane's
-  // rings and counters constructed, each lane free. `descriptor`: the
-  // consumer's open of the segment, through which it reads the producers'
-  // roles (Segment::HolderAt).
-  void Make(void* base, int descriptor, const Segment::Object& object) noexcept {
-    Map(base, descriptor, object);
-    for (std::size_t lane = 0; lane < kLanes; ++lane) ResetLane(lane);
+  // A bus being made (`base`: its reservation, the header constructed
+  // there): every lane's object made, unnamed (NameLanes names them once
+  // the header is named), its rings and counters constructed, each lane
+  // free. `name`: the bus's; `permissions`: the lanes' owner and group
+  // (their mode is 0600). False when the system refused.
+  [[nodiscard]] bool Make(void* base, const std::string& name,
+                          const SegmentPermissions& permissions) noexcept {
+    Map(base, name, permissions);
+    for (std::size_t lane = 0; lane < kLanes; ++lane) {
+      if (!ResetLane(lane)) return false;
+    }
+    header_->lanes_free.store(LayoutType::kAllLanes, std::memory_order_release);
+    return true;
+  }
+  // Names every lane made by Make (replacing what a dead bus of this name
+  // left). kNone, or why not.
+  [[nodiscard]] AttachError NameLanes() {
+    for (std::size_t lane = 0; lane < kLanes; ++lane) {
+      const AttachError named = objects_[lane].LinkReplacing(LaneName(lane));
+      if (named != AttachError::kNone) return named;
+    }
+    return AttachError::kNone;
   }
 
-  // A killed consumer's segment (`base`): every lane as it left them.
-  void TakeOver(void* base, int descriptor, const Segment::Object& object) noexcept {
-    Map(base, descriptor, object);
+  // A killed consumer's bus (`base`: the reservation, its header placed
+  // there): every lane's object opened by name and placed, as it left
+  // them. A lane the killed consumer had made and not yet marked free, or
+  // whose hand-out it left between taking it and marking it owned, is
+  // free again (tests/spin/lane_handout.pml). kNone, or why not.
+  [[nodiscard]] AttachError TakeOver(void* base, const std::string& name,
+                                     const SegmentPermissions& permissions) noexcept {
+    Map(base, name, permissions);
     for (std::size_t lane = 0; lane < kLanes; ++lane) {
+      const AttachError opened =
+          Segment::Open(LaneName(lane), LayoutType::kLaneStride, &objects_[lane], &permissions_,
+                        LayoutType::LaneAt(base, lane));
+      if (opened != AttachError::kNone) return opened;
       lanes_[lane].Clear();
       lanes_[lane].queue.emplace(LayoutType::RingsOf(base, lane));
       // The killed consumer may have been inside a release.
       lanes_[lane].queue->TakeOverConsumer();
+      // Nothing known of its claims yet: read at the first take.
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
+        lanes_[lane].claims_read[p] = lanes_[lane].queue->TakenIn(p);
+      }
+      const std::uint64_t bit = std::uint64_t{1} << lane;
+      const bool placed = ((header_->lanes_active.load(std::memory_order_relaxed) |
+                            header_->lanes_free.load(std::memory_order_relaxed)) &
+                           bit) != 0;
+      if (!placed && Control(lane).state.load(std::memory_order_acquire) == kLaneFree) {
+        header_->lanes_free.fetch_or(bit, std::memory_order_release);
+      }
     }
+    return AttachError::kNone;
   }
 
   // A killed consumer's segment, taken over (after TakeOver): what it had
@@ -113,7 +155,7 @@ class ConsumerLanes {
     }
     if constexpr (LayoutType::kLoanBlocks != 0) {
       for (std::size_t lane = 0; lane < kLanes; ++lane) {
-        ReclaimHeldBlocks(header_->lanes[lane].loans, LayoutType::kLoanBlocks,
+        ReclaimHeldBlocks(Control(lane).loans, LayoutType::kLoanBlocks,
                           lane == kept_lane ? kept_block : 0);
       }
     }
@@ -123,17 +165,86 @@ class ConsumerLanes {
 
   // (X): closes every lane's cursors (after the state was stored).
   void CloseQueues() noexcept {
-    for (auto& lane : lanes_) (void)lane.queue->Close();
+    for (auto& lane : lanes_) {
+      if (lane.queue) (void)lane.queue->Close();
+    }
   }
 
-  // Forgets the segment (closed, or never named): every view, and the
-  // lanes marked gone.
-  void Unmap() noexcept {
+  // The admission thresholds, as fills (the consumer's copy of the
+  // header's, read once at Create or takeover): what OverLimit checks.
+  void SetLimits(const AdmissionThresholds& thresholds) noexcept {
+    limits_[0] = FillLimit(thresholds.low_percent, kCapacity);
+    limits_[1] = FillLimit(thresholds.medium_percent, kCapacity);
+    limits_[2] = FillLimit(thresholds.high_percent, kCapacity);
+  }
+  // Whether lane `lane`, whose front TryFront just returned, holds more
+  // messages of that front's priority and below than the priority's
+  // threshold admits, by the claims this consumer last read there. A
+  // producer that keeps to admission never makes one: each message it
+  // claimed at priority p found fewer than p's threshold claimed and not
+  // taken in its lane, those below p included, all of them still held are
+  // among the claims read, and claims read earlier are never more than
+  // there are; so only the producer's own code, skipping the check, can
+  // get past it. A ring's claims are read again when the consumer has
+  // taken every one it knew of (not on every message: the line they live
+  // on is its producer's, and reading it on every message would pull it
+  // from the producer's core each time). A front in a slot its ring never
+  // claimed (its producer wrote the slot ahead of its claims) counts as
+  // over too.
+  bool OverLimit(std::size_t lane) noexcept {
+    ConsumerLane& consumer = lanes_[lane];
+    const Queue& queue = *consumer.queue;
+    const std::size_t ring = queue.FrontRing();
+    const Position taken = queue.TakenIn(ring);
+    if (taken - consumer.claims_read[ring] < kHalfRange) {
+      // Every claim it knew of is taken: read them again, and how many of
+      // the fronts from here on are past the threshold (the backlog the
+      // claims read make, less the threshold; dropped one by one below).
+      const Position claims = queue.ClaimedIn(ring);
+      consumer.claims_read[ring] = claims;
+      if (claims - taken - 1 >= kHalfRange) return true;  // never claimed
+      Position queued = 0;
+      for (std::size_t p = 0; p <= ring; ++p) {
+        const Position read = consumer.claims_read[p] - queue.TakenIn(p);
+        queued += read < kHalfRange ? read : 0;  // read before the last take: none
+      }
+      consumer.past_limit[ring] = queued > limits_[ring] ? queued - limits_[ring] : 0;
+    }
+    if (consumer.past_limit[ring] == 0) return false;
+    --consumer.past_limit[ring];
+    return true;
+  }
+  // The ring of the front TryFront returned for lane `lane`: its priority,
+  // whatever the message's header says.
+  std::size_t FrontRing(std::size_t lane) const noexcept { return lanes_[lane].queue->FrontRing(); }
+
+  // Wakes every producer waiting for room (Close, after its fence).
+  void WakeEveryRoom() noexcept {
+    for (std::size_t lane = 0; lane < kLanes; ++lane) {
+      if (objects_[lane].IsMapped()) Control(lane).room.WakeIfWaiting();
+    }
+  }
+  // Removes each lane's name that still names this bus's lane (Close).
+  void UnlinkLanes() {
+    for (std::size_t lane = 0; lane < kLanes; ++lane) {
+      const std::string name = LaneName(lane);
+      if (objects_[lane].IsNamed(name)) Segment::Unlink(name);
+    }
+  }
+
+  // Forgets the bus (closed, or never named): every view, every lane's
+  // object, and the lanes marked gone. The pages stay the reservation's
+  // (placed segments). `hand_out_ran`:
+  // whether this process's hand-out thread may have run (false in a child
+  // forked from the consumer, whose copy of the lock may have been taken by
+  // a thread the child does not have).
+  void Unmap(bool hand_out_ran = true) noexcept {
+    std::unique_lock<std::mutex> hold(handout_lock_, std::defer_lock);
+    if (hand_out_ran) hold.lock();
     header_ = nullptr;
     base_ = nullptr;
-    descriptor_ = -1;
-    object_ = Segment::Object{};
     for (auto& lane : lanes_) lane.Clear();
+    for (Segment& object : objects_) object = Segment();
     gone_ = 0;
   }
 
@@ -141,7 +252,52 @@ class ConsumerLanes {
   Header* SegmentHeader() const noexcept { return header_; }
   void* Base() const noexcept { return base_; }
   Queue& QueueOf(std::size_t lane) noexcept { return *lanes_[lane].queue; }
-  const LaneControl& Control(std::size_t lane) const noexcept { return header_->lanes[lane]; }
+  LaneControl& Control(std::size_t lane) const noexcept {
+    return *LayoutType::ControlOf(base_, lane);
+  }
+
+  // The hand-out (sluice/ipc/lane_handout.hpp), on its thread: a free lane
+  // for the producer process `peer`, its role taken on a new open of the
+  // lane's object, which *out carries to the producer. Serialised with
+  // the consumer thread's looks at the lanes (CheckProducers, hand-backs)
+  // by one lock: a lane is free, being handed out, or owned, never seen
+  // half way.
+  AttachError HandOut(const char* producer_name, std::int32_t peer, HandedLane* out) {
+    const std::lock_guard<std::mutex> hold(handout_lock_);
+    if (header_ == nullptr) return AttachError::kConsumerGone;
+    for (std::uint64_t free =
+             header_->lanes_free.load(std::memory_order_acquire) & LayoutType::kAllLanes;
+         free != 0; free &= free - 1) {
+      const auto lane = static_cast<std::size_t>(LowestBit(free));
+      const std::uint64_t bit = std::uint64_t{1} << lane;
+      // SYNC POINT (U), taking: not free from here on (a consumer killed
+      // from here to the owned mark leaves it for the next one's TakeOver).
+      header_->lanes_free.fetch_and(~bit, std::memory_order_relaxed);
+      const int fd = objects_[lane].Reopen(LaneName(lane), /*writable=*/true);
+      if (fd < 0 || !Segment::TakeRoleAt(fd, kLaneRole)) {
+        if (fd >= 0) ::close(fd);
+        header_->lanes_free.fetch_or(bit, std::memory_order_relaxed);
+        continue;
+      }
+      LaneControl& control = Control(lane);
+      control.owner.pid = peer;
+      char bytes[kProducerNameCapacity];
+      sluice::detail::CopyName(producer_name, bytes, kProducerNameCapacity);
+      for (std::size_t w = 0; w < LayoutType::kNameWords; ++w) {
+        std::uint32_t word;
+        std::memcpy(&word, bytes + w * 4, 4);
+        control.name[w].store(word, std::memory_order_relaxed);
+      }
+      // SYNC POINT WRITE (U): the owner and name, then the lane's bit;
+      // both before the descriptor (and with it any publish) leaves.
+      control.state.store(kLaneOwned, std::memory_order_release);
+      header_->lanes_active.fetch_or(bit, std::memory_order_release);
+      out->lane = static_cast<std::uint32_t>(lane);
+      out->lane_fd = fd;
+      return AttachError::kNone;
+    }
+    return AttachError::kNoFreeLane;
+  }
   // Whether a lane whose owner left is still to be handed back.
   bool AnyGone() const noexcept { return gone_ != 0; }
 
@@ -157,10 +313,11 @@ class ConsumerLanes {
   template <typename Front>
   void CheckProducers(Front& front, bool dispatching) {
     if (header_ == nullptr) return;
+    std::unique_lock<std::mutex> hold(handout_lock_);
     for (std::size_t lane = 0; lane < kLanes; ++lane) {
       const std::uint64_t bit = std::uint64_t{1} << lane;
-      if ((gone_ & bit) != 0) continue;
-      const LaneControl& control = header_->lanes[lane];
+      if ((gone_ & bit) != 0 || !objects_[lane].IsMapped()) continue;
+      const LaneControl& control = Control(lane);
       // SYNC POINT READ (U): the owner's identity, or its last publishes.
       const std::uint32_t state = control.state.load(std::memory_order_acquire);
       if (state == kLaneDetached) {
@@ -169,7 +326,7 @@ class ConsumerLanes {
         // The owner took its role before it stored kLaneOwned (Attach), so
         // a role held by no one now means that it exited or detached. Held
         // (or unknown), it runs.
-        if (Segment::HolderAt(descriptor_, object_, LaneRole(lane)) != Segment::RoleHolder::kNone) {
+        if (objects_[lane].HolderOf(kLaneRole) != Segment::RoleHolder::kNone) {
           continue;
         }
         // A killed owner stored nothing with release on its way out; its
@@ -187,6 +344,7 @@ class ConsumerLanes {
       lanes_[lane].pid = control.owner.pid;
       gone_ |= bit;
     }
+    hold.unlock();
     if (gone_ != 0) TendGoneLanes(front, dispatching);
   }
 
@@ -227,7 +385,7 @@ class ConsumerLanes {
       }
       // Its owner can claim no more: each ring's claims are exactly its
       // publishes and the claims skipped.
-      LaneControl& control = header_->lanes[lane];
+      LaneControl& control = Control(lane);
       ShmBusStatistics& totals = counts.totals;
       ProducerExit exit;
       for (std::size_t p = 0; p < kPriorityCount; ++p) {
@@ -247,7 +405,17 @@ class ConsumerLanes {
       // is not cleared after it was set.
       header_->lanes_active.fetch_and(~bit, std::memory_order_relaxed);
       gone_ &= ~bit;
-      ResetLane(lane);
+      {
+        const std::lock_guard<std::mutex> hold(handout_lock_);
+        // A fresh object: whoever mapped the old one (a producer that
+        // detached and kept its mapping) reaches nothing of the next owner's.
+        if (ResetLane(lane) && objects_[lane].LinkReplacing(LaneName(lane)) == AttachError::kNone) {
+          // SYNC POINT WRITE (U), handing back: the lane made, then free.
+          header_->lanes_free.fetch_or(bit, std::memory_order_release);
+        }
+        // Else the system refused a new object: the lane stays out of use
+        // (neither active nor free; a consumer taking over frees it).
+      }
       if (on_exit_) {
 #if SLUICE_HAS_EXCEPTIONS
         try {
@@ -303,10 +471,16 @@ class ConsumerLanes {
   // ---- Readings (the gauges and statistics) --------------------------------
 
   // Messages admitted and not yet taken in lane `lane`, and in every lane.
-  Position Fill(std::size_t lane) const noexcept { return lanes_[lane].queue->Depth(); }
+  // (A lane whose object the system refused to make anew holds nothing.)
+  // Read from positions its producer can write: at most kCapacity.
+  Position Fill(std::size_t lane) const noexcept {
+    if (!lanes_[lane].queue) return 0;
+    const Position depth = lanes_[lane].queue->Depth();
+    return depth < kCapacity ? depth : kCapacity;
+  }
   std::size_t Depth() const noexcept {
     std::size_t depth = 0;
-    for (const auto& lane : lanes_) depth += static_cast<std::size_t>(lane.queue->Depth());
+    for (std::size_t lane = 0; lane < kLanes; ++lane) depth += static_cast<std::size_t>(Fill(lane));
     return depth;
   }
 
@@ -315,6 +489,7 @@ class ConsumerLanes {
   // left are lost, not published.
   Position Published(std::size_t lane, std::size_t p) const noexcept {
     const ConsumerLane& consumer = lanes_[lane];
+    if (!consumer.queue) return 0;
     const Position claims = consumer.queue->RingClaims(p);
     return claims - (consumer.skipped[p] < claims ? consumer.skipped[p] : claims);
   }
@@ -328,9 +503,16 @@ class ConsumerLanes {
 
  private:
   // The consumer's side of one lane.
+  // Positions compare within half their range (they wrap).
+  static constexpr Position kHalfRange = ~Position{0} / 2;
+
   struct ConsumerLane {
     std::optional<Queue> queue;             // its view of the lane's rings
     Position skipped[kPriorityCount] = {};  // claims skipped since its owner left
+    // Each ring's claims as this consumer last read them, and how many of
+    // its next fronts are past its threshold by that reading (OverLimit).
+    Position claims_read[kPriorityCount] = {};
+    Position past_limit[kPriorityCount] = {};
     // Its producer's refusals for room the peak has noted (NoteRefusals).
     std::uint64_t refusals_noted[kPriorityCount] = {};
     std::int32_t pid = 0;  // the owner that left
@@ -339,42 +521,57 @@ class ConsumerLanes {
       queue.reset();  // a view holds references: made again, never assigned
       for (Position& count : skipped) count = 0;
       for (std::uint64_t& count : refusals_noted) count = 0;
+      for (Position& claims : claims_read) claims = 0;
+      for (Position& past : past_limit) past = 0;
       pid = 0;
       killed = false;
     }
   };
 
-  void Map(void* base, int descriptor, const Segment::Object& object) noexcept {
+  void Map(void* base, const std::string& name, const SegmentPermissions& permissions) {
+    const std::lock_guard<std::mutex> hold(handout_lock_);
     base_ = base;
-    descriptor_ = descriptor;
-    object_ = object;
     header_ = LayoutType::HeaderOf(base);
+    name_ = name;
+    permissions_ = permissions;
+    permissions_.mode = 0600;
   }
 
-  // Constructs lane `lane`'s rings and counters anew and makes its queue
-  // view; the lane is free afterwards (SYNC POINT WRITE (U)).
-  void ResetLane(std::size_t lane) noexcept {
-    LaneControl& control = header_->lanes[lane];
-    new (LayoutType::LaneAt(base_, lane)) Rings(0);
-    // A producer killed while it waited for room left itself counted, and
-    // its loans taken.
-    new (&control.room) typename LayoutType::RoomSignal();
+  std::string LaneName(std::size_t lane) const { return name_ + ".lane" + std::to_string(lane); }
+
+  // Makes lane `lane`'s object anew, unnamed, placed over its old one:
+  // its rings and counters constructed, free (its bit is the caller's to
+  // set, SYNC POINT WRITE (U)). False when the system refused (the place
+  // is then left inaccessible).
+  bool ResetLane(std::size_t lane) noexcept {
+    lanes_[lane].Clear();
+    Segment made;
+    if (Segment::CreateUnnamed(LayoutType::kLaneStride, permissions_, &made,
+                               LayoutType::LaneAt(base_, lane)) != AttachError::kNone) {
+      objects_[lane] = Segment();
+      return false;
+    }
+    objects_[lane] = std::move(made);
+    LaneControl& control = *new (LayoutType::LaneAt(base_, lane)) LaneControl();
+    new (LayoutType::RingsOf(base_, lane)) Rings(0);
     for (std::size_t w = 0; w < kLoanWords; ++w) {
       control.loans[w].store(AllFree(LayoutType::kLoanBlocks, w), std::memory_order_relaxed);
     }
-    for (std::size_t p = 0; p < kPriorityCount; ++p) {
-      control.dropped[p].store(0, std::memory_order_relaxed);
-      control.pool_empty[p].store(0, std::memory_order_relaxed);
-    }
-    lanes_[lane].Clear();
     lanes_[lane].queue.emplace(LayoutType::RingsOf(base_, lane));
     control.state.store(kLaneFree, std::memory_order_release);
+    return true;
   }
 
-  Header* header_ = nullptr;  // the segment's, while it is mapped
-  void* base_ = nullptr;
-  int descriptor_ = -1;     // the consumer's open of the segment: the producers' roles
-  Segment::Object object_;  // and which file it is of
+  Header* header_ = nullptr;        // the bus's, while it is mapped
+  void* base_ = nullptr;            // its reservation
+  std::string name_;                // the bus's name: each lane's object is name_ + ".laneN"
+  SegmentPermissions permissions_;  // the lanes' (mode 0600)
+  // Each lane's object, placed in the reservation: the consumer's open, on
+  // which it reads the producer's role.
+  Segment objects_[kLanes];
+  Position limits_[kPriorityCount] = {};  // SetLimits
+  // The hand-out thread's lock against this thread's looks at the lanes.
+  mutable std::mutex handout_lock_;
   ConsumerLane lanes_[kLanes];
   std::uint64_t gone_ = 0;  // bit l: lane l's owner left, its lane not yet handed back
   bool tending_ = false;    // inside TendGoneLanes

@@ -1,16 +1,21 @@
-// The shared-memory bus's segment: its layout and its protocol. The bus
+// The shared-memory bus's parts: their layout and their protocol. The bus
 // across processes on one host: the queue of the in-process bus
 // (detail/queue/message_queue.hpp: one ring per priority, HIGH first, one fill
-// cursor for admission) placed in a named shared-memory segment, once per
-// producer process (its lane). One consumer process creates the segment
-// and dispatches (ShmBus); producer processes attach, each taking a lane,
-// and publish (ShmProducer). No daemon. Linux.
+// cursor for admission) placed in shared memory, once per producer process
+// (its lane). One consumer process creates the bus and dispatches (ShmBus);
+// producer processes attach, each getting a lane from the consumer, and
+// publish (ShmProducer). No daemon. Linux.
 //
-// Segment layout: a Header (magic, fingerprint, consumer identity, admission
-// thresholds, state, one LaneControl per lane: owner, state, counters), then
-// each lane's rings at LaneOffset(lane). Everything in it is fixed-width or
-// a lock-free atomic, and holds offsets, never pointers, so each process
-// may map it at another address.
+// A bus is one object per part, each mapped at a fixed offset of one range
+// each process reserves (sluice/ipc/address_reservation.hpp), so one base and
+// the offsets below reach them all: the Header ("/name", mode 0600: the
+// consumer's user; producers map it read-only), the WakePage ("/name.wake",
+// the bus's permissions: the one part a producer opens by name, read-write)
+// and each lane ("/name.laneN", mode 0600: its LaneControl, its rings, its
+// loan blocks; mapped read-write by the consumer and by its producer only,
+// who gets it from the consumer: sluice/ipc/lane_handout.hpp). Everything in
+// them is fixed-width or a lock-free atomic, and holds offsets, never
+// pointers, so each process may map the range at another address.
 //
 // Why a lane per process: a process killed between its claim and its
 // publish leaves a claim no one will publish. In a lane only that
@@ -27,18 +32,25 @@
 //  (A), (B), (H) of the rings and the fill cursor, as in process
 //      (detail/queue/ring.hpp, detail/queue/claim_cursor.hpp): a lock-free atomic is
 //      address-free, so they hold between processes as between threads.
-//  (U) a lane changing hands. Taking, producer -> consumer: under the
-//      segment's lock (flock, which the kernel drops with a dead holder),
-//      Attach loads a lane's `state` with acquire, and on kLaneFree writes
-//      `owner`, stores kLaneOwned with release and sets the lane's bit in
-//      `lanes_active` with release; the consumer loads `lanes_active` with
-//      acquire before reading the lane's rings, and `state` with acquire
-//      before reading `owner`. Leaving, producer -> consumer: Detach stores
+//  (U) a lane changing hands. Taking, on the consumer's hand-out thread
+//      (ConsumerLanes::HandOut, under the lock it shares with the consumer
+//      thread's looks at the lanes): it clears the lane's bit in
+//      `lanes_free`, takes the lane's role on a new open of its object,
+//      writes `owner` and `name`, stores kLaneOwned with release and sets
+//      the bit in `lanes_active` with release, all before that open leaves
+//      for the producer; the consumer loads `lanes_active` with acquire
+//      before reading the lane's rings, and `state` with acquire before
+//      reading `owner`. Leaving, producer -> consumer: Detach stores
 //      kLaneDetached with release after its last publish; the consumer's
 //      acquire of `state` then sees every publish and count of the lane.
-//      Handing back, consumer -> next producer: the consumer clears the bit,
-//      constructs the lane's rings and counters anew, then stores
-//      kLaneFree with release, which the next Attach's acquire pairs with.
+//      Handing back: the consumer clears the bit in `lanes_active`, makes
+//      the lane's object anew (a producer that kept the old one mapped
+//      reaches nothing of the next owner's) with its rings and counters,
+//      then sets its bit in `lanes_free` with release, which the hand-out's
+//      acquire pairs with. A lane in neither set after a consumer's death
+//      (its hand-out or hand-back cut short) is freed by the next consumer
+//      if its object says kLaneFree, else looked at as a producer that left
+//      (tests/spin/lane_handout.pml).
 //  (W) and (R) sleeping, the in-process Dekker pairs of
 //      detail/wait/wake_signal.hpp with their signals in the segment and a
 //      futex any process can wait on (ipc/shared_futex_parker.hpp): (W) the
@@ -94,6 +106,7 @@
 #include "sluice/detail/queue/message_queue.hpp"
 #include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/ipc/fingerprint.hpp"
+#include "sluice/ipc/lane_handout.hpp"
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"
 #include "sluice/ipc/shared_futex_parker.hpp"
@@ -122,7 +135,7 @@ struct CrossProcessAlternatives<std::variant<Ts...>> {
 
 namespace detail {
 
-inline constexpr std::uint64_t kMagic = 0x534C554943453031ULL;  // "SLUICE01"
+inline constexpr std::uint64_t kMagic = 0x534C554943453032ULL;  // "SLUICE02": parts of their own
 
 constexpr std::size_t RoundUp(std::size_t value, std::size_t alignment) noexcept {
   return (value + alignment - 1) / alignment * alignment;
@@ -130,15 +143,15 @@ constexpr std::size_t RoundUp(std::size_t value, std::size_t alignment) noexcept
 
 enum SegmentState : std::uint32_t { kOpen = 1, kClosed = 2 };
 
-// Who is alive (Segment::TakeRole): the consumer holds kConsumerRole from
-// Create (or its takeover) until it closes or exits; a producer holds its
-// lane's role from before its lane reads as owned until it detaches or
-// exits. The kernel drops a dead holder's role; nothing in the segment
-// says who is alive.
+// Who is alive (Segment::TakeRole): the consumer holds kConsumerRole on the
+// header object from Create (or its takeover) until it closes or exits; a
+// producer holds kLaneRole on its lane's object from before its lane reads
+// as owned until it detaches or exits (the consumer takes it for the
+// producer on a description of its own and hands that description over:
+// sluice/ipc/lane_handout.hpp). The kernel drops a dead holder's role;
+// nothing in memory says who is alive.
 inline constexpr std::uint32_t kConsumerRole = 0;
-constexpr std::uint32_t LaneRole(std::size_t lane) noexcept {
-  return 1 + static_cast<std::uint32_t>(lane);
-}
+inline constexpr std::uint32_t kLaneRole = 0;
 enum LaneState : std::uint32_t { kLaneFree = 0, kLaneOwned = 1, kLaneDetached = 2 };
 
 template <typename Payload, std::size_t kCapacity, typename Traits>
@@ -179,9 +192,10 @@ struct Layout {
   struct alignas(kCacheLineSize) LaneControl {
     std::atomic<std::uint32_t> state;  // LaneState: (U)
     ProcessIdentity owner;             // written before kLaneOwned
-    // The name the owner gave at Attach (UTF-8, NUL-filled), written before
-    // kLaneOwned. A label, as `owner` is: any producer can write it, so
-    // the consumer cleans what it reads (ForEachProducerLane).
+    // The name the owner gave at Attach (UTF-8, NUL-filled), written by the
+    // consumer's hand-out before kLaneOwned. A label, as `owner` is: the
+    // lane's producer can write it, so the consumer cleans what it reads
+    // (ForEachProducerLane).
     std::atomic<std::uint32_t> name[kNameWords];
     RoomSignal room;  // the owner's PublishBlocking waits here: (R)
     // Which loan blocks are free, and which the consumer holds (LoanWords
@@ -196,6 +210,8 @@ struct Layout {
     std::atomic<std::uint64_t> pool_empty[kPriorityCount];
   };
 
+  // The header: the consumer's alone. Its object is mode 0600; a producer
+  // maps it read-only, through a descriptor the consumer hands it.
   struct alignas(kCacheLineSize) Header {
     std::atomic<std::uint64_t> magic;  // kMagic once ready: (T)
     Fingerprint fingerprint;
@@ -206,12 +222,24 @@ struct Layout {
     AdmissionThresholds thresholds;
     std::uint64_t peer_check_nanoseconds;  // how long a wait sleeps between looks
     std::atomic<std::uint32_t> state;
+    // Whether every part is linked under its name: a consumer killed
+    // before leaves a bus no producer ever reached, replaced, not taken
+    // over.
+    std::atomic<std::uint32_t> parts_named;
     std::atomic<std::uint64_t> lanes_active;  // bit l: lane l has an owner: (U)
-    Signal consumer_wake;                     // ProcessBatchWait sleeps here: (W)
+    std::atomic<std::uint64_t> lanes_free;    // bit l: lane l is ready to hand out: (U)
     // The message the consumer has taken and not finished dispatching, if
     // any: InHandMark(lane, its loan block, its position in the lane's fill), 0 when none. (I)
     alignas(kCacheLineSize) std::atomic<std::uint64_t> in_hand;
-    LaneControl lanes[kLanes];
+  };
+  // The wake page: the one part every producer writes (its mode is the
+  // bus's permissions). A producer can at most wake the consumer for
+  // nothing, or leave it asleep until its slice ends.
+  struct alignas(kCacheLineSize) WakePage {
+    // Where the consumer's hand-out listens (first, at offset 0: read by
+    // RemoveHandoutSocket without the layout).
+    HandoutAddress handout;
+    alignas(kCacheLineSize) Signal consumer_wake;  // ProcessBatchWait sleeps here: (W)
   };
 
   static constexpr std::size_t kRingsAlign = alignof(Rings) > kCacheLineSize ? alignof(Rings)
@@ -222,13 +250,21 @@ struct Layout {
                 "Sluice: ShmBusTraits::kLoanBlocks must be 1 to 64");
   static constexpr std::size_t kLaneAlign =
       kRingsAlign > Loans::kAlign ? kRingsAlign : Loans::kAlign;
-  // A lane: its rings, then its loan blocks.
-  static constexpr std::size_t kLoansOffset = RoundUp(sizeof(Rings), Loans::kAlign);
-  static constexpr std::size_t kLaneStride =
-      RoundUp(kLoansOffset + kLoanBlocks * Loans::kBlockBytes, kLaneAlign);
-  static constexpr std::size_t kLanesOffset = RoundUp(sizeof(Header), kLaneAlign);
-  static constexpr std::size_t kSegmentSize = RoundUp(kLanesOffset + kLanes * kLaneStride, 4096);
   static_assert(kLaneAlign <= 4096, "Sluice: a loaned type may be aligned to at most a page");
+  // The parts, each an object of its own mapped at a page of one reserved
+  // range (sluice/ipc/address_reservation.hpp): the header, the wake page,
+  // then each lane: its control, its rings, its loan blocks.
+  static constexpr std::size_t kPage = 4096;
+  static constexpr std::size_t kHeaderBytes = RoundUp(sizeof(Header), kPage);
+  static constexpr std::size_t kWakeOffset = kHeaderBytes;
+  static constexpr std::size_t kWakeBytes = RoundUp(sizeof(WakePage), kPage);
+  static constexpr std::size_t kRingsOffset = RoundUp(sizeof(LaneControl), kRingsAlign);
+  static constexpr std::size_t kLoansOffset = RoundUp(kRingsOffset + sizeof(Rings), Loans::kAlign);
+  static constexpr std::size_t kLaneStride =
+      RoundUp(kLoansOffset + kLoanBlocks * Loans::kBlockBytes, kPage);
+  static constexpr std::size_t kLanesOffset = kWakeOffset + kWakeBytes;
+  // The whole range: every part.
+  static constexpr std::size_t kSegmentSize = kLanesOffset + kLanes * kLaneStride;
 
   static Fingerprint Expected() {
     return MakeFingerprint<Payload, kCapacity, Envelope, Rings>(
@@ -236,12 +272,23 @@ struct Layout {
         Loans::kBlockBytes);
   }
   static Header* HeaderOf(void* base) noexcept { return static_cast<Header*>(base); }
+  static WakePage* WakeOf(void* base) noexcept {
+    return std::launder(
+        reinterpret_cast<WakePage*>(static_cast<unsigned char*>(base) + kWakeOffset));
+  }
+  static std::size_t LaneOffset(std::size_t lane) noexcept {
+    return kLanesOffset + lane * kLaneStride;
+  }
   // `lane` < kLanes (callers bound it).
   static void* LaneAt(void* base, std::size_t lane) noexcept {
-    return static_cast<unsigned char*>(base) + kLanesOffset + lane * kLaneStride;
+    return static_cast<unsigned char*>(base) + LaneOffset(lane);
+  }
+  static LaneControl* ControlOf(void* base, std::size_t lane) noexcept {
+    return std::launder(reinterpret_cast<LaneControl*>(LaneAt(base, lane)));
   }
   static Rings* RingsOf(void* base, std::size_t lane) noexcept {
-    return std::launder(reinterpret_cast<Rings*>(LaneAt(base, lane)));
+    return std::launder(
+        reinterpret_cast<Rings*>(static_cast<unsigned char*>(LaneAt(base, lane)) + kRingsOffset));
   }
   // `block` < kLoanBlocks (callers bound it).
   static void* LoanBlock(void* base, std::size_t lane, std::size_t block) noexcept {

@@ -82,7 +82,11 @@ struct ShmBusStatistics : BusStatisticsSnapshot {
   std::uint64_t published[kPriorityCount] = {};  // admitted, by every producer
   std::uint64_t dropped[kPriorityCount] = {};    // refused: for room, or an empty loan
   std::uint64_t processed = 0;                   // dispatched by this consumer
-  std::uint64_t corrupt = 0;             // skipped: a priority or alternative index out of range
+  std::uint64_t corrupt = 0;  // skipped: a priority or alternative index out of range
+  // Skipped: taken from a lane that held more messages of its priority and
+  // below than that priority's threshold admits (only a producer that
+  // skips admission makes one).
+  std::uint64_t over_limit = 0;
   std::uint64_t callback_errors = 0;     // a subscriber, visitor or exit handler threw (counted)
   std::uint64_t producers_attached = 0;  // lanes taken: held now, killed or detached
   std::uint64_t lost = 0;                // claims a killed producer never published, skipped
@@ -100,8 +104,8 @@ struct ShmBusStatistics : BusStatisticsSnapshot {
 // everything it published has been dispatched.
 struct ProducerExit {
   std::uint16_t lane = 0;  // 1..kMaxProducers, as MessageHeader::lane of its messages
-  std::int32_t pid = 0;    // its process, as it gave its own pid at Attach (a label)
-  bool killed = false;     // its process exited without detaching
+  std::int32_t pid = 0;  // its process, as the kernel named it to the consumer at Attach (a label)
+  bool killed = false;   // its process exited without detaching
   std::uint64_t lost = 0;  // its claims never published (killed between claim and publish)
 };
 

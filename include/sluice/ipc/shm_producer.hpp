@@ -4,7 +4,14 @@
 // The segment's layout and protocol: sluice/ipc/shm_layout.hpp.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +32,9 @@
 #include "sluice/detail/publish/publish_core.hpp"
 #include "sluice/detail/wait/waiting.hpp"
 #include "sluice/detail/wait/wake_signal.hpp"
+#include "sluice/ipc/address_reservation.hpp"
 #include "sluice/ipc/host_clock.hpp"
+#include "sluice/ipc/lane_handout.hpp"
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"
 #include "sluice/ipc/segment.hpp"
@@ -59,6 +68,7 @@ class ShmProducer
   using Api = sluice::detail::PublishApi<ShmProducer, Payload>;
   using LayoutType = detail::Layout<Payload, kCapacity, Traits>;
   using Header = typename LayoutType::Header;
+  using WakePage = typename LayoutType::WakePage;
   using LaneControl = typename LayoutType::LaneControl;
   using Queue = typename LayoutType::Queue;
   static constexpr std::size_t kLanes = LayoutType::kLanes;
@@ -71,8 +81,12 @@ class ShmProducer
   ShmProducer& operator=(ShmProducer&& other) noexcept {
     if (this != &other) {
       Detach();
+      reservation_ = std::move(other.reservation_);
       segment_ = std::move(other.segment_);
+      wake_ = std::move(other.wake_);
+      lane_object_ = std::move(other.lane_object_);
       header_ = std::exchange(other.header_, nullptr);
+      wake_page_ = std::exchange(other.wake_page_, nullptr);
       control_ = std::exchange(other.control_, nullptr);
       lane_ = std::exchange(other.lane_, 0);
       fence_free_ = other.fence_free_;
@@ -80,7 +94,7 @@ class ShmProducer
       loan_home_ = std::move(other.loan_home_);
       sleep_slice_ = other.sleep_slice_;
       // A view holds references into the mapping, which did not move.
-      if (other.queue_) queue_.emplace(LayoutType::RingsOf(segment_.Base(), lane_ - 1u));
+      if (other.queue_) queue_.emplace(LayoutType::RingsOf(reservation_.Base(), lane_ - 1u));
       other.queue_.reset();
       for (std::size_t p = 0; p < kPriorityCount; ++p) limits_[p] = other.limits_[p];
       // The observer goes with the lane where it can move (one of atomic
@@ -93,69 +107,74 @@ class ShmProducer
   }
   ~ShmProducer() { Detach(); }
 
-  // Maps the segment, checks that it is a ready Sluice bus of this
-  // payload, capacity and layout whose consumer runs, and takes a free
-  // lane; on any refusal nothing stays mapped and the error says why.
-  // `producer_name` (NUL-terminated, or null for none) names the lane in
-  // the consumer's per-producer statistics and exports, as
+  // Asks the consumer of the bus `name` for a lane of its own and maps it:
+  // opens the bus's wake page for writing (whether its mode admits this
+  // process is the kernel's word), sends that open to the consumer's
+  // hand-out as proof (sluice/ipc/lane_handout.hpp), and maps what it gets
+  // back: the header read-only, its own lane read-write, nothing of any
+  // other lane. Then checks that the bus is a ready Sluice bus of this
+  // payload, capacity and layout whose consumer runs. On any refusal
+  // nothing stays mapped and the error says why: kNotFound (no bus of that
+  // name), kPermissionDenied (its permissions do not admit this process),
+  // kConsumerGone (no consumer answers), kNoFreeLane, or a layout that
+  // differs. `producer_name` (NUL-terminated, or null for none) names the
+  // lane in the consumer's per-producer statistics and exports, as
   // RegisterProducer's name does in process: cut to fit
   // kProducerNameCapacity at a UTF-8 boundary, invalid bytes made '?'.
   [[nodiscard]] AttachError Attach(const std::string& name, const char* producer_name = nullptr) {
     Detach();
+    if (!IsSegmentName(name)) return AttachError::kBadName;
     // The clock's offset, read now (sluice/ipc/host_clock.hpp).
     (void)HostMonotonicClock::OffsetNanos();
-    Segment segment;
-    const AttachError opened = Segment::Open(name, sizeof(Header), &segment);
-    if (opened != AttachError::kNone) return opened;
-    Header* header = LayoutType::HeaderOf(segment.Base());
+    AddressReservation reservation;
+    if (!reservation.Reserve(LayoutType::kSegmentSize)) return AttachError::kSystemError;
+    Segment wake;
+    AttachError error = Segment::Open(name + ".wake", LayoutType::kWakeBytes, &wake, nullptr,
+                                      reservation.At(LayoutType::kWakeOffset));
+    if (error == AttachError::kNotFound) return NoWakePage(name);
+    if (error != AttachError::kNone) return error;
+    Segment::Object wake_file;
+    uid_t owner = 0;
+    if (!detail::FileOf(wake.Descriptor(), &wake_file, &owner)) return AttachError::kSystemError;
+    char bytes[kProducerNameCapacity];
+    sluice::detail::CopyName(producer_name, bytes, kProducerNameCapacity);
+    detail::HandedLane handed;
+    // Only a process of the parts' owner (or root) may answer at the
+    // address the wake page names.
+    error = detail::RequestLane(
+        wake.Descriptor(),
+        detail::HandoutSocketPath(LayoutType::WakeOf(reservation.Base())->handout), owner,
+        LayoutType::Expected(), bytes, &handed);
+    if (error != AttachError::kNone) return error;
+    // What came back must be this bus's header and one of its lanes: the
+    // very files the names hold (names of the owner's in a sticky
+    // directory, which no one else can replace), not another bus's.
+    Segment header_object;
+    Segment lane_object;
+    const std::size_t lane = handed.lane < kLanes ? handed.lane : 0;
+    error = Segment::Adopt(handed.header_fd, LayoutType::kHeaderBytes, /*writable=*/false, owner,
+                           reservation.At(0), &header_object);
+    const AttachError adopted =
+        Segment::Adopt(handed.lane_fd, LayoutType::kLaneStride, /*writable=*/true, owner,
+                       reservation.At(LayoutType::LaneOffset(lane)), &lane_object);
+    if (error == AttachError::kNone) error = adopted;
+    if (error != AttachError::kNone) return error;
+    if (handed.lane >= kLanes || !IsNamedAs(header_object, name) ||
+        !IsNamedAs(lane_object, name + ".lane" + std::to_string(lane))) {
+      return AttachError::kUntrustedSegment;
+    }
+    const Header* header = LayoutType::HeaderOf(reservation.Base());
     // SYNC POINT READ (T): see ShmBus::Create.
     const std::uint64_t magic = header->magic.load(std::memory_order_acquire);
     if (magic == 0) return AttachError::kNotReady;
     if (magic != detail::kMagic) return AttachError::kNotASegment;
     const AttachError differs = LayoutType::Expected().Compare(header->fingerprint);
     if (differs != AttachError::kNone) return differs;
-    // The fingerprint matched ours, so its size is ours; the mapping must
-    // hold it (a segment that lies about its size is refused here).
-    if (segment.Size() < LayoutType::kSegmentSize) return AttachError::kNotASegment;
-    if (header->state.load(std::memory_order_relaxed) != detail::kOpen ||
-        segment.HolderOf(detail::kConsumerRole) == Segment::RoleHolder::kNone) {
+    if (header->state.load(std::memory_order_relaxed) != detail::kOpen) {
       return AttachError::kConsumerGone;
     }
     const AdmissionThresholds thresholds = header->thresholds;
     if (!thresholds.IsValid()) return AttachError::kNotASegment;
-    // Producers take lanes in turn; the kernel drops a dead taker's lock.
-    if (!segment.Lock()) return AttachError::kSystemError;
-    std::size_t lane = kLanes;
-    for (std::size_t l = 0; l < kLanes && lane == kLanes; ++l) {
-      // SYNC POINT READ (U): a free lane's rings as the consumer reset them.
-      // Its role is taken before the lane reads as owned, so the consumer
-      // never sees an owned lane without its owner's role. A free lane
-      // whose role another open holds (a child its last owner forked, or
-      // anyone who opened the segment to hold it) is passed over.
-      if (header->lanes[l].state.load(std::memory_order_acquire) == detail::kLaneFree &&
-          segment.TakeRole(detail::LaneRole(l))) {
-        lane = l;
-      }
-    }
-    if (lane == kLanes) {
-      segment.Unlock();
-      return AttachError::kNoFreeLane;
-    }
-    LaneControl& control = header->lanes[lane];
-    control.owner = ProcessIdentity::Self();
-    char bytes[kProducerNameCapacity];
-    sluice::detail::CopyName(producer_name, bytes, kProducerNameCapacity);
-    for (std::size_t w = 0; w < LayoutType::kNameWords; ++w) {
-      std::uint32_t word;
-      std::memcpy(&word, bytes + w * 4, 4);
-      control.name[w].store(word, std::memory_order_relaxed);
-    }
-    // SYNC POINT WRITE (U): the owner and name, before the consumer reads
-    // them; then
-    // the lane's bit, before any publish into it.
-    control.state.store(detail::kLaneOwned, std::memory_order_release);
-    header->lanes_active.fetch_or(std::uint64_t{1} << lane, std::memory_order_release);
-    segment.Unlock();
     limits_[0] = FillLimit(thresholds.low_percent, kCapacity);
     limits_[1] = FillLimit(thresholds.medium_percent, kCapacity);
     limits_[2] = FillLimit(thresholds.high_percent, kCapacity);
@@ -166,19 +185,23 @@ class ShmProducer
         static_cast<std::chrono::nanoseconds::rep>(slice < kMinSliceNanos   ? kMinSliceNanos
                                                    : slice > kMaxSliceNanos ? kMaxSliceNanos
                                                                             : slice));
+    wake_page_ = LayoutType::WakeOf(reservation.Base());
     // Publishes skip their fence only if the consumer's sleep fences this
     // process too (both registered for the heavy fence).
-    fence_free_ = header->consumer_wake.Asymmetric() && SharedFutexParker::RegisterProcess();
-    segment_ = std::move(segment);
-    header_ = header;
-    control_ = &control;
+    fence_free_ = wake_page_->consumer_wake.Asymmetric() && SharedFutexParker::RegisterProcess();
+    reservation_ = std::move(reservation);
+    segment_ = std::move(header_object);
+    wake_ = std::move(wake);
+    lane_object_ = std::move(lane_object);
+    header_ = LayoutType::HeaderOf(reservation_.Base());
+    control_ = LayoutType::ControlOf(reservation_.Base(), lane);
     lane_ = static_cast<std::uint16_t>(lane + 1);
     attacher_ = ::getpid();
     if constexpr (LayoutType::kLoanBlocks != 0) {
       loan_home_ = std::make_shared<detail::LoanHome>();
-      loan_home_->words = control.loans;
+      loan_home_->words = control_->loans;
     }
-    queue_.emplace(LayoutType::RingsOf(segment_.Base(), lane));
+    queue_.emplace(LayoutType::RingsOf(reservation_.Base(), lane));
     return AttachError::kNone;
   }
 
@@ -199,12 +222,16 @@ class ShmProducer
       // consumer that finds it dropped reads the state after, so it sees
       // a detach, not a kill. A forked child shares the role's open and
       // must not drop it: it only closes its descriptor, below.
-      segment_.DropRole(detail::LaneRole(lane_ - 1U));
+      lane_object_.DropRole(detail::kLaneRole);
     }
-    segment_ = Segment();
-    header_ = nullptr;
-    control_ = nullptr;
     queue_.reset();
+    lane_object_ = Segment();
+    wake_ = Segment();
+    segment_ = Segment();
+    reservation_ = AddressReservation();
+    header_ = nullptr;
+    wake_page_ = nullptr;
+    control_ = nullptr;
     lane_ = 0;
   }
   bool IsAttached() const noexcept { return header_ != nullptr; }
@@ -296,7 +323,7 @@ class ShmProducer
     if (!detail::TakeFreeBlock(control_->loans, LayoutType::kLoanBlocks, &block)) {
       return ShmLoan<T>();
     }
-    void* place = LayoutType::LoanBlock(segment_.Base(), lane_ - 1u, block);
+    void* place = LayoutType::LoanBlock(reservation_.Base(), lane_ - 1u, block);
     return ShmLoan<T>(new (place) T, loan_home_, block);
   }
 
@@ -355,6 +382,32 @@ class ShmProducer
  private:
   friend Api;
   using Publisher = sluice::detail::PublishCore<Payload>;
+
+  // Whether the file `name` names (looked at, not opened: a producer may
+  // not open it) is `part`'s.
+  static bool IsNamedAs(const Segment& part, const std::string& name) {
+    struct stat named {};
+    const std::string path = std::string(kSharedMemoryDirectory) + name;
+    return ::lstat(path.c_str(), &named) == 0 && S_ISREG(named.st_mode) &&
+           named.st_dev == part.Identity().device && named.st_ino == part.Identity().inode;
+  }
+
+  // Why a bus `name` has no wake page: no such name (kNotFound); a header
+  // this process may read, being made (magic 0 or Sluice's: its parts are
+  // named after it; kNotReady) or another program's (kNotASegment); one it
+  // may not read: a bus of another user being made, as far as this
+  // process can tell (kNotReady).
+  static AttachError NoWakePage(const std::string& name) {
+    const int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) return errno == ENOENT ? AttachError::kNotFound : AttachError::kNotReady;
+    std::uint64_t magic = 0;
+    const ssize_t got = ::pread(fd, &magic, sizeof(magic), 0);
+    ::close(fd);
+    if (got == 0) return AttachError::kNotReady;  // not sized yet
+    if (got != static_cast<ssize_t>(sizeof(magic))) return AttachError::kNotASegment;
+    return magic == 0 || magic == detail::kMagic ? AttachError::kNotReady
+                                                 : AttachError::kNotASegment;
+  }
 
   // The slices a segment may set: 1 ms to an hour.
   static constexpr std::uint64_t kMinSliceNanos = 1'000'000;
@@ -432,7 +485,7 @@ class ShmProducer
       } else {
         sluice::detail::FullFence();
       }
-      producer.header_->consumer_wake.WakeIfWaiting();
+      producer.wake_page_->consumer_wake.WakeIfWaiting();
     }
     Observer& Watcher() const noexcept { return producer.observer_; }
   };
@@ -453,8 +506,15 @@ class ShmProducer
     return header_->state.load(std::memory_order_relaxed) == detail::kOpen &&
            segment_.HolderOf(detail::kConsumerRole) != Segment::RoleHolder::kNone;
   }
+  // The bus's range, of which this producer maps the header (segment_,
+  // read-only), the wake page and its own lane; the rest stays
+  // inaccessible (sluice/ipc/address_reservation.hpp).
+  AddressReservation reservation_;
   Segment segment_;
-  Header* header_ = nullptr;
+  Segment wake_;
+  Segment lane_object_;  // its open holds this producer's role
+  const Header* header_ = nullptr;
+  WakePage* wake_page_ = nullptr;
   LaneControl* control_ = nullptr;  // this producer's lane
   std::optional<Queue> queue_;      // its rings
   std::uint16_t lane_ = 0;

@@ -80,8 +80,10 @@ NameVerdict JudgeName(const std::string& name, const SegmentPermissions& permiss
   *error = AttachError::kNone;
   // A consumer that was killed (not closed), of this very layout: its
   // queue is taken over, not thrown away.
+  // One whose parts were never all named had no producer: made anew.
   if (!closed && LayoutType::Expected().Compare(header->fingerprint) == AttachError::kNone &&
-      old->Size() >= LayoutType::kSegmentSize) {
+      old->Size() >= LayoutType::kHeaderBytes &&
+      header->parts_named.load(std::memory_order_acquire) != 0) {
     return NameVerdict::kTakeOver;
   }
   Segment::Unlink(name);

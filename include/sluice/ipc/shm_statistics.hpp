@@ -167,6 +167,7 @@ ShmBusStatistics ReadStatistics(const Lanes& lanes, const ConsumerCounts& counts
   ShmBusStatistics s = counts.totals;
   s.processed = counts.processed;
   s.corrupt = counts.corrupt;
+  s.over_limit = counts.over_limit;
   s.callback_errors = counts.callback_errors;
   if (!lanes.IsOpen()) return WithSnapshot(s, counts);  // closed: as it was at Close
   s.producers_attached = counts.totals.producers_killed + counts.totals.producers_detached;

@@ -324,6 +324,22 @@ class PriorityQueue {
     return true;
   }
 
+  // Consumer, shared memory: the ring of the envelope TryFront returned.
+  template <typename P = Place, std::enable_if_t<std::is_same_v<P, RingsAt>, int> = 0>
+  std::size_t FrontRing() const noexcept {
+    return current_;
+  }
+  // Consumer, shared memory: ring `p`'s claims (read from the line its
+  // producers write) and its consumer position (this consumer's own).
+  template <typename P = Place, std::enable_if_t<std::is_same_v<P, RingsAt>, int> = 0>
+  Position ClaimedIn(std::size_t p) const noexcept {
+    return rings_[p].ClaimedTail();
+  }
+  template <typename P = Place, std::enable_if_t<std::is_same_v<P, RingsAt>, int> = 0>
+  Position TakenIn(std::size_t p) const noexcept {
+    return rings_[p].ConsumerPosition();
+  }
+
   int ReadyPriority(int* held) noexcept {
     *held = -1;
     for (int p = static_cast<int>(kTop); p >= 0; --p) {

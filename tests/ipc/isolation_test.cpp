@@ -1,0 +1,406 @@
+// Producers isolated from each other: each maps its own lane and nothing
+// of another's, by the kernel's rules (docs/ipc.md, "Security"). A producer
+// of another user than the consumer's cannot open the header or any lane
+// by name, maps only its own lane (and the header read-only), and cannot
+// pass another lane off as its own; a producer that kept its lane mapped
+// after it left reaches nothing of the next owner's; the hand-out gives a
+// lane only for a writable open of the bus's wake page.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <sluice/ipc/shm_bus.hpp>
+#include <string>
+#include <vector>
+
+#include "bus_view.hpp"
+#include "ipc_test_messages.hpp"
+#include "ipc_test_peer.hpp"
+
+namespace {
+
+using namespace sluice_ipc_test;
+using sluice::MessagePriority;
+using sluice::ipc::AttachError;
+using Bus = sluice::ipc::ShmBus<Payload, kCapacity>;
+using Producer = sluice::ipc::ShmProducer<Payload, kCapacity>;
+using Layout = sluice::ipc::detail::Layout<Payload, kCapacity, sluice::ipc::ShmBusTraits>;
+
+std::string OtherUserUnavailable() {
+  if (::geteuid() != 0) return "needs root, to run a producer as another user";
+  if (::access("/usr/bin/setpriv", X_OK) != 0) return "needs /usr/bin/setpriv (util-linux)";
+  return "";
+}
+
+// What was dispatched: each message's lane, sender id and Stop reason.
+struct Seen {
+  std::uint16_t lane;
+  std::uint32_t sender;
+  std::uint32_t reason;
+};
+
+// A producer of user nobody, attached to a bus that admits everyone (mode
+// 0666), beside this process's producer: it opens no part by name (the
+// header and the lanes are the consumer's user's alone), maps only its own
+// lane and the header read-only, and what it publishes with this
+// producer's sender id arrives under its own lane.
+TEST(ShmIsolationTest, AProducerOfAnotherUserReachesOnlyItsOwnLane) {
+  const std::string why = OtherUserUnavailable();
+  if (!why.empty()) GTEST_SKIP() << why;
+  const std::string name = UniqueName();
+  sluice::ipc::ShmBusOptions options;
+  options.permissions.mode = 0666;
+  Bus bus;
+  ASSERT_EQ(bus.Create(name, options), AttachError::kNone);
+  std::vector<Seen> seen;
+  auto handle = bus.Subscribe<Stop>([&seen](const Stop& stop, const sluice::MessageHeader& header) {
+    seen.push_back(Seen{header.lane, header.sender_id, stop.reason});
+  });
+  ASSERT_TRUE(handle.IsValid());
+  Producer mine;
+  ASSERT_EQ(mine.Attach(name, "mine"), AttachError::kNone);
+  for (std::uint64_t seq = 0; seq < 10; ++seq) {
+    ASSERT_TRUE(mine.PublishWithPriority(Stop{1, seq}, 1, MessagePriority::HIGH));
+  }
+  sluice_test::ChildProcess intruder;
+  ASSERT_TRUE(intruder.Start({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                              "--clear-groups", SLUICE_IPC_PEER, "probe-isolation", name},
+                             /*capture=*/true));
+  std::string line;
+  ASSERT_TRUE(intruder.WaitForLine("lane=", &line, kGuard)) << line;
+  EXPECT_EQ(intruder.Wait(kGuard), 0);
+  EXPECT_EQ(Field(line, "opened"), 0u) << "opened a part by name: " << line;
+  EXPECT_EQ(Field(line, "other_lanes_mapped"), 0u) << line;
+  EXPECT_EQ(Field(line, "own_lane_mapped"), 1u) << line;
+  EXPECT_EQ(Field(line, "header_writable"), 0u) << line;
+  EXPECT_EQ(Field(line, "published"), 10u) << line;
+  const auto intruder_lane = static_cast<std::uint16_t>(Field(line, "lane"));
+  ASSERT_NE(intruder_lane, mine.Lane());
+  const auto deadline = std::chrono::steady_clock::now() + kGuard;
+  while (seen.size() < 20 && std::chrono::steady_clock::now() < deadline) {
+    (void)bus.ProcessBatch();
+  }
+  ASSERT_EQ(seen.size(), 20u);
+  int mine_seen = 0;
+  for (const Seen& message : seen) {
+    EXPECT_EQ(message.sender, 1u);  // a claim the intruder may make
+    if (message.lane == mine.Lane()) {
+      EXPECT_EQ(message.reason, 1u) << "the intruder's message arrived under this lane";
+      ++mine_seen;
+    } else {
+      EXPECT_EQ(message.lane, intruder_lane);
+      EXPECT_EQ(message.reason, 2u);
+    }
+  }
+  EXPECT_EQ(mine_seen, 10);
+}
+
+// A producer that detached but kept its lane mapped (as a hostile one can:
+// it only has to keep its own mapping) writes over all of it: the next
+// owner of that lane number got a new object, and its messages arrive
+// intact.
+TEST(ShmIsolationTest, AProducerThatKeptItsLaneMappedReachesNothingOfTheNextOwner) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  std::uint64_t intact = 0;
+  std::uint64_t count = 0;
+  auto handle = bus.Subscribe<Stop>([&](const Stop& stop) {
+    ++count;
+    if (stop.reason == 3) ++intact;
+  });
+  ASSERT_TRUE(handle.IsValid());
+  Producer first;
+  ASSERT_EQ(first.Attach(name), AttachError::kNone);
+  const std::size_t lane = first.Lane() - 1u;
+  BusView<Layout> kept;  // the lane's object as the first owner had it
+  ASSERT_EQ(kept.Open(name), AttachError::kNone);
+  first.Detach();
+  bus.CheckProducers();  // handed back
+  Producer second;
+  ASSERT_EQ(second.Attach(name), AttachError::kNone);
+  ASSERT_EQ(second.Lane() - 1u, lane) << "the test needs the same lane number";
+  BusView<Layout> now;
+  ASSERT_EQ(now.Open(name), AttachError::kNone);
+  EXPECT_NE(kept.LaneObject(lane).Identity().inode, now.LaneObject(lane).Identity().inode);
+  const auto part = kept.PartAt(2 + lane);
+  for (std::uint64_t round = 0; round < 3; ++round) {
+    std::memset(part.bytes, 0xA5, part.size);
+    for (std::uint64_t seq = 0; seq < 5; ++seq) {
+      ASSERT_TRUE(second.PublishWithPriority(Stop{3, seq}, 2, MessagePriority::LOW));
+    }
+    std::memset(part.bytes, 0x5A, part.size);
+    EXPECT_EQ(bus.ProcessBatch(), 5u);
+  }
+  EXPECT_EQ(count, 15u);
+  EXPECT_EQ(intact, 15u);
+  EXPECT_EQ(bus.GetStatistics().corrupt, 0u);
+}
+
+// A bus whose Stop messages are counted, and a producer attached to it:
+// for the consumer's checks of what a producer wrote into its own lane.
+class ShmRecheckTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(bus.Create(name), AttachError::kNone);
+    handle = bus.Subscribe<Stop>([this](const Stop&) { ++dispatched; });
+    ASSERT_TRUE(handle.IsValid());
+    ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  }
+  const std::string name = UniqueName();
+  Bus bus;
+  std::uint64_t dispatched = 0;
+  sluice::SubscriptionHandle handle;
+  Producer producer;
+};
+
+// A producer that skips admission (its own code: it claims past the fill
+// limit, straight on its LOW ring) gets nothing past LOW's threshold
+// dispatched: the consumer counts each message that found its lane over
+// the threshold in `over_limit` and drops it, and dispatches the rest.
+TEST_F(ShmRecheckTest, MessagesPastTheirPrioritysThresholdAreCountedAndDropped) {
+  const sluice::Position low_limit =
+      sluice::FillLimit(sluice::AdmissionThresholds{}.low_percent, kCapacity);
+  sluice::Position admitted = 0;
+  while (producer.PublishWithPriority(Stop{4, admitted}, 3, MessagePriority::LOW)) ++admitted;
+  ASSERT_EQ(admitted, low_limit);
+  // Five more, claimed on the LOW ring alone: no fill claim, no limit.
+  BusView<Layout> lane;
+  ASSERT_EQ(lane.Open(name), AttachError::kNone);
+  auto& low = Layout::RingsOf(lane.Base(), producer.Lane() - 1u)->rings[0];
+  constexpr sluice::Position kPast = 5;
+  for (sluice::Position i = 0; i < kPast; ++i) {
+    sluice::Position slot = 0;
+    ASSERT_TRUE(low.TryClaimExactly(kCapacity, 1, &slot));
+    sluice::MessageHeader header;
+    header.sender_id = 3;
+    header.priority = MessagePriority::LOW;
+    new (low.Storage(slot)) sluice::MessageEnvelope<Payload>{header, Stop{4, admitted + i}};
+    low.Publish(slot);
+  }
+  while (bus.ProcessBatch() != 0) {
+  }
+  EXPECT_EQ(bus.GetStatistics().over_limit, kPast);
+  EXPECT_EQ(dispatched, low_limit);
+  // A producer that keeps to admission, filled to every threshold in
+  // turn, loses nothing.
+  Producer honest;
+  ASSERT_EQ(honest.Attach(name), AttachError::kNone);
+  std::uint64_t published = 0;
+  for (const MessagePriority priority :
+       {MessagePriority::LOW, MessagePriority::MEDIUM, MessagePriority::HIGH}) {
+    while (honest.PublishWithPriority(Stop{5, published}, 4, priority)) ++published;
+  }
+  ASSERT_GT(published, low_limit);
+  const std::uint64_t before = dispatched;
+  while (bus.ProcessBatch() != 0) {
+  }
+  EXPECT_EQ(dispatched - before, published);
+  EXPECT_EQ(bus.GetStatistics().over_limit, kPast);
+}
+
+// Sends a request to the bus's hand-out with `proof` (-1: none) and
+// returns the answer's error, or -1 when no answer came.
+int AskWith(const std::string& path, int proof,
+            std::uint64_t magic = sluice::ipc::detail::kHandoutMagic) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  const int socket = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (socket < 0) return -1;
+  sluice::ipc::detail::SetTimeouts(socket, 10);
+  int answer = -1;
+  if (::connect(socket, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) {
+    sluice::ipc::detail::LaneRequest request;
+    request.magic = magic;
+    request.fingerprint = Layout::Expected();
+    if (sluice::ipc::detail::SendWithDescriptors(socket, &request, sizeof(request), proof, -1)) {
+      sluice::ipc::detail::LaneReply reply;
+      int fds[2];
+      const int kept =
+          sluice::ipc::detail::ReceiveWithDescriptors(socket, &reply, sizeof(reply), fds, 2);
+      for (int i = 0; i < kept; ++i) ::close(fds[i]);
+      if (kept >= 0) answer = static_cast<int>(reply.error);
+    }
+  }
+  ::close(socket);
+  return answer;
+}
+
+// The hand-out gives a lane for a writable open of the bus's own wake page,
+// and for nothing else: no descriptor, another file, the wake page opened
+// read-only, or bytes that are no request (no answer at all).
+TEST(ShmIsolationTest, TheHandOutGivesALaneOnlyForAWritableOpenOfTheWakePage) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  const int writable = ::shm_open((name + ".wake").c_str(), O_RDWR | O_CLOEXEC, 0);
+  const int read_only = ::shm_open((name + ".wake").c_str(), O_RDONLY | O_CLOEXEC, 0);
+  const int other = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  ASSERT_GE(writable, 0);
+  ASSERT_GE(read_only, 0);
+  ASSERT_GE(other, 0);
+  BusView<Layout> view;
+  ASSERT_EQ(view.Open(name), AttachError::kNone);
+  const std::string path = sluice::ipc::detail::HandoutSocketPath(view.Wake()->handout);
+  const int denied = static_cast<int>(AttachError::kPermissionDenied);
+  EXPECT_EQ(AskWith(path, -1), denied);
+  EXPECT_EQ(AskWith(path, other), denied);
+  EXPECT_EQ(AskWith(path, read_only), denied);
+  EXPECT_EQ(AskWith(path, writable, 0x1234), -1);
+  EXPECT_EQ(AskWith(path, writable), static_cast<int>(AttachError::kNone));
+  // That lane's descriptors were closed unread: its producer is gone, and
+  // the lane comes back as a killed producer's.
+  std::vector<sluice::ipc::ProducerExit> exits;
+  bus.OnProducerExit([&exits](const sluice::ipc::ProducerExit& exit) { exits.push_back(exit); });
+  bus.CheckProducers();
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_TRUE(exits[0].killed);
+  EXPECT_EQ(exits[0].lost, 0u);
+  ::close(writable);
+  ::close(read_only);
+  ::close(other);
+}
+
+// Clients that connect and send nothing (a hundred, held open) do not keep
+// a producer that sends its request from being answered: the hand-out waits
+// on every connection at once, drops a silent one after a second, and drops
+// the oldest when too many wait.
+TEST(ShmIsolationTest, SilentClientsDoNotKeepAProducerFromAttaching) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  BusView<Layout> view;
+  ASSERT_EQ(view.Open(name), AttachError::kNone);
+  const std::string path = sluice::ipc::detail::HandoutSocketPath(view.Wake()->handout);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  std::vector<int> silent;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    ASSERT_GE(fd, 0);
+    (void)::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+    silent.push_back(fd);
+  }
+  for (int round = 0; round < 3; ++round) {
+    Producer producer;
+    EXPECT_EQ(producer.Attach(name), AttachError::kNone) << "round " << round;
+  }
+  for (const int fd : silent) ::close(fd);
+}
+
+// The wake page names where the hand-out listens, and producers may write
+// it: pointed at the hand-out of another bus, that bus refuses the proof (an
+// open of another wake page); pointed at a socket of another user, Attach
+// refuses who answers. Either way nothing is attached, and the right
+// address attaches again.
+TEST(ShmIsolationTest, AttachRefusesAHandOutThatIsNotItsBusesConsumer) {
+  const std::string name = UniqueName();
+  const std::string other_name = UniqueName();
+  Bus bus;
+  Bus other;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  ASSERT_EQ(other.Create(other_name), AttachError::kNone);
+  BusView<Layout> view;
+  BusView<Layout> other_view;
+  ASSERT_EQ(view.Open(name), AttachError::kNone);
+  ASSERT_EQ(other_view.Open(other_name), AttachError::kNone);
+  auto& handout = view.Wake()->handout;
+  const std::uint64_t own[2] = {handout.token[0].load(), handout.token[1].load()};
+  handout.token[0].store(other_view.Wake()->handout.token[0].load());
+  handout.token[1].store(other_view.Wake()->handout.token[1].load());
+  Producer producer;
+  EXPECT_EQ(producer.Attach(name), AttachError::kPermissionDenied);
+  EXPECT_FALSE(producer.IsAttached());
+  if (::geteuid() == 0) {
+    // A listener of user nobody at an address written into the wake page.
+    ASSERT_TRUE(sluice::ipc::detail::DrawHandoutAddress(&handout));
+    const std::string path = sluice::ipc::detail::HandoutSocketPath(handout);
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(1);
+      const int listener = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+      sockaddr_un address{};
+      address.sun_family = AF_UNIX;
+      std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+      if (::bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
+          ::listen(listener, 4) != 0) {
+        ::_exit(2);
+      }
+      (void)!::write(ready[1], "r", 1);
+      ::pause();
+      ::_exit(0);
+    }
+    char byte = 0;
+    ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+    EXPECT_EQ(producer.Attach(name), AttachError::kUntrustedSegment);
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    ::unlink(path.c_str());
+    ::close(ready[0]);
+    ::close(ready[1]);
+  }
+  handout.token[0].store(own[0]);
+  handout.token[1].store(own[1]);
+  EXPECT_EQ(producer.Attach(name), AttachError::kNone);
+}
+
+// A message's priority at the consumer is its ring's, whatever its producer
+// wrote in its header: a producer that labels the messages of its HIGH ring
+// LOW gets them dispatched, and counted, as HIGH.
+TEST(ShmIsolationTest, AMessagesPriorityIsItsRings) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  std::vector<MessagePriority> seen;
+  auto handle = bus.Subscribe<Stop>([&seen](const Stop&, const sluice::MessageHeader& header) {
+    seen.push_back(header.priority);
+  });
+  ASSERT_TRUE(handle.IsValid());
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  for (std::uint64_t seq = 0; seq < 4; ++seq) {
+    ASSERT_TRUE(producer.PublishWithPriority(Stop{6, seq}, 3, MessagePriority::HIGH));
+  }
+  BusView<Layout> lane;
+  ASSERT_EQ(lane.Open(name), AttachError::kNone);
+  auto& high = Layout::RingsOf(lane.Base(), producer.Lane() - 1u)->rings[2];
+  for (sluice::Position slot = 0; slot < 4; ++slot) {
+    auto* envelope = static_cast<sluice::MessageEnvelope<Payload>*>(high.Storage(slot));
+    envelope->header.priority = MessagePriority::LOW;
+  }
+  EXPECT_EQ(bus.ProcessBatch(), 4u);
+  ASSERT_EQ(seen.size(), 4u);
+  for (const MessagePriority priority : seen) EXPECT_EQ(priority, MessagePriority::HIGH);
+  EXPECT_EQ(bus.GetStatistics().high_priority_processed, 4u);
+}
+
+// A producer that writes and marks a slot its ring never claimed (so that
+// no count of claims shows it) gets it counted in `over_limit` and dropped.
+TEST_F(ShmRecheckTest, AMessageInASlotNeverClaimedIsDropped) {
+  BusView<Layout> lane;
+  ASSERT_EQ(lane.Open(name), AttachError::kNone);
+  auto& low = Layout::RingsOf(lane.Base(), producer.Lane() - 1u)->rings[0];
+  ASSERT_EQ(low.ClaimedTail(), 0u);
+  sluice::MessageHeader header;
+  header.priority = MessagePriority::LOW;
+  new (low.Storage(0)) sluice::MessageEnvelope<Payload>{header, Stop{7, 0}};
+  low.Publish(0);  // never claimed: the tail stays at 0
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  EXPECT_EQ(dispatched, 0u);
+  EXPECT_EQ(bus.GetStatistics().over_limit, 1u);
+}
+
+}  // namespace
