@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,8 +18,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <sluice/detail/test_access.hpp>
 #include <sluice/ipc/shm_bus.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bus_view.hpp"
@@ -39,6 +42,51 @@ std::string OtherUserUnavailable() {
   if (::access("/usr/bin/setpriv", X_OK) != 0) return "needs /usr/bin/setpriv (util-linux)";
   return "";
 }
+
+// A Unix socket's address at `path`.
+sockaddr_un SocketAddress(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  return address;
+}
+// A socket listening at `path` that never answers; -1 when refused.
+int ListenSilently(const std::string& path) {
+  const int listener = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  const sockaddr_un address = SocketAddress(path);
+  if (listener < 0 ||
+      ::bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::listen(listener, 4) != 0) {
+    return -1;
+  }
+  return listener;
+}
+// The wake page's hand-out address, written over as a producer may, and
+// put back when this goes.
+class RedirectedHandOut {
+ public:
+  explicit RedirectedHandOut(sluice::ipc::detail::HandoutAddress& address) : address_(address) {
+    for (int i = 0; i < 2; ++i) own_[i] = address.token[i].load();
+  }
+  ~RedirectedHandOut() {
+    for (int i = 0; i < 2; ++i) address_.token[i].store(own_[i]);
+  }
+  RedirectedHandOut(const RedirectedHandOut&) = delete;
+  RedirectedHandOut& operator=(const RedirectedHandOut&) = delete;
+  // Points it at the address `other` names.
+  void To(const sluice::ipc::detail::HandoutAddress& other) {
+    for (int i = 0; i < 2; ++i) address_.token[i].store(other.token[i].load());
+  }
+  // Points it at a fresh address, whose socket path it returns.
+  std::string ToFresh() {
+    (void)sluice::ipc::detail::DrawHandoutAddress(&address_);
+    return sluice::ipc::detail::HandoutSocketPath(address_);
+  }
+
+ private:
+  sluice::ipc::detail::HandoutAddress& address_;
+  std::uint64_t own_[2] = {0, 0};
+};
 
 // What was dispatched: each message's lane, sender id and Stop reason.
 struct Seen {
@@ -211,9 +259,7 @@ TEST_F(ShmRecheckTest, MessagesPastTheirPrioritysThresholdAreCountedAndDropped) 
 // returns the answer's error, or -1 when no answer came.
 int AskWith(const std::string& path, int proof,
             std::uint64_t magic = sluice::ipc::detail::kHandoutMagic) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  const sockaddr_un address = SocketAddress(path);
   const int socket = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (socket < 0) return -1;
   sluice::ipc::detail::SetTimeouts(socket, 10);
@@ -258,10 +304,15 @@ TEST(ShmIsolationTest, TheHandOutGivesALaneOnlyForAWritableOpenOfTheWakePage) {
   EXPECT_EQ(AskWith(path, writable, 0x1234), -1);
   EXPECT_EQ(AskWith(path, writable), static_cast<int>(AttachError::kNone));
   // That lane's descriptors were closed unread: its producer is gone, and
-  // the lane comes back as a killed producer's.
+  // the lane comes back as a killed producer's once the hand-out has closed
+  // its own copy too (right after its answer went out).
   std::vector<sluice::ipc::ProducerExit> exits;
   bus.OnProducerExit([&exits](const sluice::ipc::ProducerExit& exit) { exits.push_back(exit); });
-  bus.CheckProducers();
+  const auto deadline = std::chrono::steady_clock::now() + kGuard;
+  while (exits.empty() && std::chrono::steady_clock::now() < deadline) {
+    bus.CheckProducers();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   ASSERT_EQ(exits.size(), 1u);
   EXPECT_TRUE(exits[0].killed);
   EXPECT_EQ(exits[0].lost, 0u);
@@ -280,10 +331,8 @@ TEST(ShmIsolationTest, SilentClientsDoNotKeepAProducerFromAttaching) {
   ASSERT_EQ(bus.Create(name), AttachError::kNone);
   BusView<Layout> view;
   ASSERT_EQ(view.Open(name), AttachError::kNone);
-  const std::string path = sluice::ipc::detail::HandoutSocketPath(view.Wake()->handout);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  const sockaddr_un address =
+      SocketAddress(sluice::ipc::detail::HandoutSocketPath(view.Wake()->handout));
   std::vector<int> silent;
   for (int i = 0; i < 100; ++i) {
     const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -314,47 +363,99 @@ TEST(ShmIsolationTest, AttachRefusesAHandOutThatIsNotItsBusesConsumer) {
   BusView<Layout> other_view;
   ASSERT_EQ(view.Open(name), AttachError::kNone);
   ASSERT_EQ(other_view.Open(other_name), AttachError::kNone);
-  auto& handout = view.Wake()->handout;
-  const std::uint64_t own[2] = {handout.token[0].load(), handout.token[1].load()};
-  handout.token[0].store(other_view.Wake()->handout.token[0].load());
-  handout.token[1].store(other_view.Wake()->handout.token[1].load());
   Producer producer;
-  EXPECT_EQ(producer.Attach(name), AttachError::kPermissionDenied);
-  EXPECT_FALSE(producer.IsAttached());
-  if (::geteuid() == 0) {
-    // A listener of user nobody at an address written into the wake page.
-    ASSERT_TRUE(sluice::ipc::detail::DrawHandoutAddress(&handout));
-    const std::string path = sluice::ipc::detail::HandoutSocketPath(handout);
-    int ready[2];
-    ASSERT_EQ(::pipe(ready), 0);
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(1);
-      const int listener = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
-      sockaddr_un address{};
-      address.sun_family = AF_UNIX;
-      std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-      if (::bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
-          ::listen(listener, 4) != 0) {
-        ::_exit(2);
+  {
+    RedirectedHandOut redirected(view.Wake()->handout);
+    redirected.To(other_view.Wake()->handout);
+    EXPECT_EQ(producer.Attach(name), AttachError::kPermissionDenied);
+    EXPECT_FALSE(producer.IsAttached());
+    if (::geteuid() == 0) {
+      // A listener of user nobody at an address written into the wake page.
+      const std::string path = redirected.ToFresh();
+      int ready[2];
+      ASSERT_EQ(::pipe(ready), 0);
+      const pid_t child = ::fork();
+      ASSERT_GE(child, 0);
+      if (child == 0) {
+        if (::setgid(65534) != 0 || ::setuid(65534) != 0 || ListenSilently(path) < 0) ::_exit(1);
+        (void)!::write(ready[1], "r", 1);
+        ::pause();
+        ::_exit(0);
       }
-      (void)!::write(ready[1], "r", 1);
-      ::pause();
-      ::_exit(0);
+      char byte = 0;
+      ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+      EXPECT_EQ(producer.Attach(name), AttachError::kUntrustedSegment);
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+      ::unlink(path.c_str());
+      ::close(ready[0]);
+      ::close(ready[1]);
     }
-    char byte = 0;
-    ASSERT_EQ(::read(ready[0], &byte, 1), 1);
-    EXPECT_EQ(producer.Attach(name), AttachError::kUntrustedSegment);
-    ::kill(child, SIGKILL);
-    ::waitpid(child, nullptr, 0);
-    ::unlink(path.c_str());
-    ::close(ready[0]);
-    ::close(ready[1]);
   }
-  handout.token[0].store(own[0]);
-  handout.token[1].store(own[1]);
   EXPECT_EQ(producer.Attach(name), AttachError::kNone);
+}
+
+// A listener of the consumer's own user at the wake page's address that
+// never answers: Attach gives up after its wait, as kNoAnswer, and attaches
+// nothing.
+TEST(ShmIsolationTest, AHandOutThatNeverAnswersIsNoAnswer) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  BusView<Layout> view;
+  ASSERT_EQ(view.Open(name), AttachError::kNone);
+  Producer producer;
+  {
+    RedirectedHandOut redirected(view.Wake()->handout);
+    const std::string path = redirected.ToFresh();
+    const int listener = ListenSilently(path);
+    ASSERT_GE(listener, 0);
+    EXPECT_EQ(producer.Attach(name), AttachError::kNoAnswer);
+    EXPECT_FALSE(producer.IsAttached());
+    ::close(listener);
+    ::unlink(path.c_str());
+  }
+  EXPECT_EQ(producer.Attach(name), AttachError::kNone);
+}
+
+// RemoveName takes every name a bus has (its header's, its wake page's,
+// each lane's, and its hand-out socket) from a bus whose consumer is gone;
+// a running consumer dispatches on, but no producer attaches by that name.
+TEST(ShmIsolationTest, RemoveNameTakesEveryNameOfTheBus) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  BusView<Layout> view;
+  ASSERT_EQ(view.Open(name), AttachError::kNone);
+  const std::string socket = sluice::ipc::detail::HandoutSocketPath(view.Wake()->handout);
+  Producer attached;
+  ASSERT_EQ(attached.Attach(name), AttachError::kNone);
+  Bus::RemoveName(name);
+  const std::string directory = sluice::ipc::kSharedMemoryDirectory;
+  std::vector<std::string> names{directory + name, directory + name + ".wake", socket};
+  for (std::size_t lane = 0; lane < Layout::kLanes; ++lane) {
+    names.push_back(directory + name + ".lane" + std::to_string(lane));
+  }
+  for (const std::string& path : names) {
+    struct stat status {};
+    EXPECT_NE(::lstat(path.c_str(), &status), 0) << path << " is still there";
+  }
+  Producer late;
+  EXPECT_EQ(late.Attach(name), AttachError::kNotFound);
+  ASSERT_TRUE(attached.Publish(Stop{0, 1}));
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+}
+
+// A producer that writes its lane's fill cursor far ahead makes its own
+// lane read full, no more: the gauges read a fill of at most kCapacity.
+TEST_F(ShmRecheckTest, ALanesFillIsReadAsAtMostTheCapacity) {
+  BusView<Layout> lane;
+  ASSERT_EQ(lane.Open(name), AttachError::kNone);
+  auto* rings = Layout::RingsOf(lane.Base(), producer.Lane() - 1u);
+  sluice::detail::TestAccess::CursorTail(rings->fill).fetch_add(sluice::Position{1} << 40);
+  EXPECT_EQ(bus.QueueDepth(), kCapacity);
+  EXPECT_DOUBLE_EQ(bus.QueueUtilizationPercent(), 100.0);
+  EXPECT_EQ(bus.GetBackpressureLevel(), sluice::BackpressureLevel::FULL);
 }
 
 // A message's priority at the consumer is its ring's, whatever its producer

@@ -130,6 +130,12 @@ struct TestAccess {
     return ring.cursor_.producer_.tail;
   }
 
+  // A claim cursor's tail (a queue's fill), likewise.
+  template <typename Cursor>
+  static auto& CursorTail(Cursor& cursor) {
+    return cursor.producer_.tail;
+  }
+
   // The free-list tag of a LoanPool (advanced by every acquire and release).
   template <typename Pool>
   static Position LoanPoolTag(const Pool& pool) {
