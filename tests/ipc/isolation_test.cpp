@@ -7,6 +7,7 @@
 // lane only for a writable open of the bus's wake page.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -199,21 +200,26 @@ class ShmRecheckTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(bus.Create(name), AttachError::kNone);
-    handle = bus.Subscribe<Stop>([this](const Stop&) { ++dispatched; });
+    handle = bus.Subscribe<Stop>([this](const Stop& stop) {
+      ++dispatched;
+      if (stop.seq > highest) highest = stop.seq;
+    });
     ASSERT_TRUE(handle.IsValid());
     ASSERT_EQ(producer.Attach(name), AttachError::kNone);
   }
   const std::string name = UniqueName();
   Bus bus;
   std::uint64_t dispatched = 0;
+  std::uint64_t highest = 0;  // the highest seq dispatched
   sluice::SubscriptionHandle handle;
   Producer producer;
 };
 
 // A producer that skips admission (its own code: it claims past the fill
 // limit, straight on its LOW ring) gets nothing past LOW's threshold
-// dispatched: the consumer counts each message that found its lane over
-// the threshold in `over_limit` and drops it, and dispatches the rest.
+// dispatched: the consumer counts each message past the threshold in
+// `over_limit` and drops it (the ones claimed last, which admission would
+// have refused), and dispatches the rest.
 TEST_F(ShmRecheckTest, MessagesPastTheirPrioritysThresholdAreCountedAndDropped) {
   const sluice::Position low_limit =
       sluice::FillLimit(sluice::AdmissionThresholds{}.low_percent, kCapacity);
@@ -238,6 +244,8 @@ TEST_F(ShmRecheckTest, MessagesPastTheirPrioritysThresholdAreCountedAndDropped) 
   }
   EXPECT_EQ(bus.GetStatistics().over_limit, kPast);
   EXPECT_EQ(dispatched, low_limit);
+  // The ones past the threshold are the five claimed last, not the first.
+  EXPECT_EQ(highest, low_limit - 1);
   // A producer that keeps to admission, filled to every threshold in
   // turn, loses nothing.
   Producer honest;
@@ -321,18 +329,25 @@ TEST(ShmIsolationTest, TheHandOutGivesALaneOnlyForAWritableOpenOfTheWakePage) {
   ::close(other);
 }
 
+// A bus, a view of it, and its hand-out's address.
+class ShmHandOutTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(bus.Create(name), AttachError::kNone);
+    ASSERT_EQ(view.Open(name), AttachError::kNone);
+    address = SocketAddress(sluice::ipc::detail::HandoutSocketPath(view.Wake()->handout));
+  }
+  const std::string name = UniqueName();
+  Bus bus;
+  BusView<Layout> view;
+  sockaddr_un address{};
+};
+
 // Clients that connect and send nothing (a hundred, held open) do not keep
 // a producer that sends its request from being answered: the hand-out waits
 // on every connection at once, drops a silent one after a second, and drops
 // the oldest when too many wait.
-TEST(ShmIsolationTest, SilentClientsDoNotKeepAProducerFromAttaching) {
-  const std::string name = UniqueName();
-  Bus bus;
-  ASSERT_EQ(bus.Create(name), AttachError::kNone);
-  BusView<Layout> view;
-  ASSERT_EQ(view.Open(name), AttachError::kNone);
-  const sockaddr_un address =
-      SocketAddress(sluice::ipc::detail::HandoutSocketPath(view.Wake()->handout));
+TEST_F(ShmHandOutTest, SilentClientsDoNotKeepAProducerFromAttaching) {
   std::vector<int> silent;
   for (int i = 0; i < 100; ++i) {
     const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -347,22 +362,44 @@ TEST(ShmIsolationTest, SilentClientsDoNotKeepAProducerFromAttaching) {
   for (const int fd : silent) ::close(fd);
 }
 
+// A connection that sends nothing is dropped by the hand-out (after its
+// second): the client sees its end closed, and a producer then attaches.
+TEST_F(ShmHandOutTest, AConnectionThatSendsNothingIsDropped) {
+  const int silent = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(silent, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  pollfd watched{silent, POLLIN, 0};
+  ASSERT_EQ(::poll(&watched, 1, static_cast<int>(kGuard.count() * 1000)), 1)
+      << "the hand-out kept a silent connection";
+  char byte = 0;
+  EXPECT_EQ(::recv(silent, &byte, 1, 0), 0);  // closed by the hand-out, nothing sent
+  ::close(silent);
+  Producer producer;
+  EXPECT_EQ(producer.Attach(name), AttachError::kNone);
+}
+
+// Two buses of one consumer's user, and a view of each.
+class ShmTwoBusesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(bus.Create(name), AttachError::kNone);
+    ASSERT_EQ(other.Create(other_name), AttachError::kNone);
+    ASSERT_EQ(view.Open(name), AttachError::kNone);
+    ASSERT_EQ(other_view.Open(other_name), AttachError::kNone);
+  }
+  const std::string name = UniqueName();
+  const std::string other_name = UniqueName();
+  Bus bus;
+  Bus other;
+  BusView<Layout> view;
+  BusView<Layout> other_view;
+};
+
 // The wake page names where the hand-out listens, and producers may write
 // it: pointed at the hand-out of another bus, that bus refuses the proof (an
 // open of another wake page); pointed at a socket of another user, Attach
 // refuses who answers. Either way nothing is attached, and the right
 // address attaches again.
-TEST(ShmIsolationTest, AttachRefusesAHandOutThatIsNotItsBusesConsumer) {
-  const std::string name = UniqueName();
-  const std::string other_name = UniqueName();
-  Bus bus;
-  Bus other;
-  ASSERT_EQ(bus.Create(name), AttachError::kNone);
-  ASSERT_EQ(other.Create(other_name), AttachError::kNone);
-  BusView<Layout> view;
-  BusView<Layout> other_view;
-  ASSERT_EQ(view.Open(name), AttachError::kNone);
-  ASSERT_EQ(other_view.Open(other_name), AttachError::kNone);
+TEST_F(ShmTwoBusesTest, AttachRefusesAHandOutThatIsNotItsBusesConsumer) {
   Producer producer;
   {
     RedirectedHandOut redirected(view.Wake()->handout);
@@ -418,32 +455,90 @@ TEST(ShmIsolationTest, AHandOutThatNeverAnswersIsNoAnswer) {
   EXPECT_EQ(producer.Attach(name), AttachError::kNone);
 }
 
-// RemoveName takes every name a bus has (its header's, its wake page's,
-// each lane's, and its hand-out socket) from a bus whose consumer is gone;
-// a running consumer dispatches on, but no producer attaches by that name.
+// RemoveName takes every name a bus whose consumer was killed has: its
+// header's, its wake page's, each lane's, and its hand-out socket; no
+// producer attaches by that name after, and the next consumer makes the
+// bus anew rather than take it over.
 TEST(ShmIsolationTest, RemoveNameTakesEveryNameOfTheBus) {
   const std::string name = UniqueName();
-  Bus bus;
-  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  ASSERT_TRUE(LeaveKilledConsumersSegment(name));
   BusView<Layout> view;
   ASSERT_EQ(view.Open(name), AttachError::kNone);
   const std::string socket = sluice::ipc::detail::HandoutSocketPath(view.Wake()->handout);
-  Producer attached;
-  ASSERT_EQ(attached.Attach(name), AttachError::kNone);
-  Bus::RemoveName(name);
   const std::string directory = sluice::ipc::kSharedMemoryDirectory;
   std::vector<std::string> names{directory + name, directory + name + ".wake", socket};
   for (std::size_t lane = 0; lane < Layout::kLanes; ++lane) {
     names.push_back(directory + name + ".lane" + std::to_string(lane));
   }
+  struct stat status {};
+  for (const std::string& path : names) ASSERT_EQ(::lstat(path.c_str(), &status), 0) << path;
+  Bus::RemoveName(name);
   for (const std::string& path : names) {
-    struct stat status {};
     EXPECT_NE(::lstat(path.c_str(), &status), 0) << path << " is still there";
   }
-  Producer late;
-  EXPECT_EQ(late.Attach(name), AttachError::kNotFound);
-  ASSERT_TRUE(attached.Publish(Stop{0, 1}));
-  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  Producer producer;
+  EXPECT_EQ(producer.Attach(name), AttachError::kNotFound);
+  Bus next;
+  ASSERT_EQ(next.Create(name), AttachError::kNone);
+  EXPECT_FALSE(next.TookOver());
+}
+
+// A killed consumer's bus whose wake page was given a wider mode than the
+// next consumer asks is left alone, as an untrusted header is
+// (kUntrustedSegment; its names stay); one that lost a lane's name cannot
+// be taken over: its names are removed and the next Create makes it anew.
+TEST(ShmIsolationTest, ABusWithAPartUntrustedOrMissingIsNotTakenOver) {
+  const std::string name = UniqueName();
+  ASSERT_TRUE(LeaveKilledConsumersSegment(name));
+  const std::string directory = sluice::ipc::kSharedMemoryDirectory;
+  ASSERT_EQ(::chmod((directory + name + ".wake").c_str(), 0666), 0);
+  Bus bus;
+  EXPECT_EQ(bus.Create(name), AttachError::kUntrustedSegment);
+  struct stat status {};
+  EXPECT_EQ(::lstat((directory + name).c_str(), &status), 0) << "an untrusted bus was removed";
+  ASSERT_EQ(::chmod((directory + name + ".wake").c_str(), 0600), 0);
+  ASSERT_EQ(::unlink((directory + name + ".lane3").c_str()), 0);
+  EXPECT_EQ(bus.Create(name), AttachError::kNotReady);
+  EXPECT_NE(::lstat((directory + name).c_str(), &status), 0);
+  EXPECT_NE(::lstat((directory + name + ".wake").c_str(), &status), 0);
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  EXPECT_FALSE(bus.TookOver());
+  Producer producer;
+  EXPECT_EQ(producer.Attach(name), AttachError::kNone);
+}
+
+// A hand-out of the parts' own user at the wake page's address (a process
+// of that user, or one a producer pointed the page at) that hands out
+// another bus's header and lane: Attach refuses them before it maps them
+// (they are not the files its bus's names hold).
+TEST_F(ShmTwoBusesTest, AttachRefusesAnotherBusesPartsWhoeverHandsThemOut) {
+  Producer producer;
+  {
+    RedirectedHandOut redirected(view.Wake()->handout);
+    const std::string path = redirected.ToFresh();
+    const int listener = ListenSilently(path);
+    ASSERT_GE(listener, 0);
+    std::thread impostor([&] {
+      const int peer = ::accept(listener, nullptr, nullptr);
+      sluice::ipc::detail::LaneRequest request;
+      int proof = -1;
+      (void)sluice::ipc::detail::ReceiveWithDescriptors(peer, &request, sizeof(request), &proof, 1);
+      if (proof >= 0) ::close(proof);
+      const int header = ::shm_open(other_name.c_str(), O_RDONLY | O_CLOEXEC, 0);
+      const int lane = ::shm_open((other_name + ".lane0").c_str(), O_RDWR | O_CLOEXEC, 0);
+      sluice::ipc::detail::LaneReply reply;
+      (void)sluice::ipc::detail::SendWithDescriptors(peer, &reply, sizeof(reply), header, lane);
+      ::close(header);
+      ::close(lane);
+      ::close(peer);
+    });
+    EXPECT_EQ(producer.Attach(name), AttachError::kUntrustedSegment);
+    EXPECT_FALSE(producer.IsAttached());
+    impostor.join();
+    ::close(listener);
+    ::unlink(path.c_str());
+  }
+  EXPECT_EQ(producer.Attach(name), AttachError::kNone);
 }
 
 // A producer that writes its lane's fill cursor far ahead makes its own

@@ -104,11 +104,25 @@ inline void RemoveHandoutSocket(const std::string& wake_name) {
   ::close(fd);
   if (got != static_cast<ssize_t>(sizeof(token))) return;
   const std::string path = HandoutSocketPath(token[0], token[1]);
-  struct stat socket {};
-  if (::lstat(path.c_str(), &socket) == 0 && S_ISSOCK(socket.st_mode) &&
-      socket.st_uid == ::geteuid()) {
-    (void)::unlink(path.c_str());
+  struct stat status {};
+  if (::lstat(path.c_str(), &status) != 0 || !S_ISSOCK(status.st_mode) ||
+      status.st_uid != ::geteuid()) {
+    return;
   }
+  // Only a socket no one listens on (a producer may have written another
+  // bus's address into the wake page: that one answers, and stays).
+  const int probe = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (probe < 0) return;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() < sizeof(address.sun_path)) {
+    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+    if (::connect(probe, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 &&
+        errno == ECONNREFUSED) {
+      (void)::unlink(path.c_str());
+    }
+  }
+  ::close(probe);
 }
 
 // A descriptor's file, for comparing with Segment::Identity().

@@ -7,7 +7,8 @@
 // it judged (another may have made a new one under it meanwhile). Roles
 // (TakeRole, HolderOf) tell who is alive: a role is a lock the kernel
 // holds for this descriptor and drops when the process dies. Linux; no
-// layout: the bus (sluice/ipc/shm_bus.hpp) puts its header and rings inside.
+// layout: the bus (sluice/ipc/shm_bus.hpp) makes one per part (its header,
+// its wake page, each lane) and puts them side by side in one reservation.
 #pragma once
 
 #include <fcntl.h>

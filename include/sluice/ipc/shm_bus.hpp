@@ -1,8 +1,8 @@
-// The bus across processes on one host: one consumer process creates a
-// named shared-memory segment and dispatches (ShmBus, here); producer
-// processes attach, each taking a lane, and publish
-// (sluice/ipc/shm_producer.hpp). No daemon. Linux. The segment's layout and
-// its protocol, each release named with its acquire: sluice/ipc/shm_layout.hpp.
+// The bus across processes on one host: one consumer process creates the
+// bus's shared-memory objects and dispatches (ShmBus, here); producer
+// processes attach, each given a lane, and publish
+// (sluice/ipc/shm_producer.hpp). No daemon. Linux. The parts' layout and
+// their protocol, each release named with its acquire: sluice/ipc/shm_layout.hpp.
 //
 // ShmBus is the facade: it makes the segment, or takes it over
 // (sluice/ipc/shm_session.hpp judges a name another segment holds), runs
@@ -453,17 +453,23 @@ class ShmBus {
     header_ = LayoutType::HeaderOf(segment_.Base());
     SegmentPermissions own = options.permissions;
     own.mode = 0600;
-    AttachError error =
-        Segment::Open(WakeName(name), LayoutType::kWakeBytes, &wake_, &options.permissions,
-                      reservation_.At(LayoutType::kWakeOffset));
-    if (error == AttachError::kNone)
+    // Each part looked at before it is opened, and checked as the header
+    // was (a regular file of this user, no wider mode than asked).
+    AttachError error = Segment::Inspect(WakeName(name), options.permissions);
+    if (error == AttachError::kNone) {
+      error = Segment::Open(WakeName(name), LayoutType::kWakeBytes, &wake_, &options.permissions,
+                            reservation_.At(LayoutType::kWakeOffset));
+    }
+    if (error == AttachError::kNone) {
       error = front_.Lanes().TakeOver(reservation_.Base(), name, own);
+    }
     if (error != AttachError::kNone) {
-      // A part is missing or not this user's: the bus cannot be taken over.
-      // Its name is removed (under its lock), for the next Create to make anew.
-      Segment::Unlink(name);
+      // A part missing: the bus cannot be taken over, and its names are
+      // removed (under its lock) for the next Create to make it anew. A
+      // part not trusted is left alone, as an untrusted header is.
+      if (error == AttachError::kNotFound) RemoveName(name);
       segment_.Unlock();
-      return Discard(error);
+      return Discard(error == AttachError::kNotFound ? AttachError::kNotReady : error);
     }
     wake_page_ = LayoutType::WakeOf(reservation_.Base());
     header_->consumer_pid.store(ProcessIdentity::Self().pid, std::memory_order_relaxed);

@@ -98,9 +98,11 @@ class ConsumerLanes {
                                      const SegmentPermissions& permissions) noexcept {
     Map(base, name, permissions);
     for (std::size_t lane = 0; lane < kLanes; ++lane) {
-      const AttachError opened =
-          Segment::Open(LaneName(lane), LayoutType::kLaneStride, &objects_[lane], &permissions_,
-                        LayoutType::LaneAt(base, lane));
+      AttachError opened = Segment::Inspect(LaneName(lane), permissions_);
+      if (opened == AttachError::kNone) {
+        opened = Segment::Open(LaneName(lane), LayoutType::kLaneStride, &objects_[lane],
+                               &permissions_, LayoutType::LaneAt(base, lane));
+      }
       if (opened != AttachError::kNone) return opened;
       lanes_[lane].Clear();
       lanes_[lane].queue.emplace(LayoutType::RingsOf(base, lane));
@@ -109,6 +111,7 @@ class ConsumerLanes {
       // Nothing known of its claims yet: read at the first take.
       for (std::size_t p = 0; p < kPriorityCount; ++p) {
         lanes_[lane].claims_read[p] = lanes_[lane].queue->TakenIn(p);
+        lanes_[lane].past_limit_from[p] = lanes_[lane].claims_read[p];
       }
       const std::uint64_t bit = std::uint64_t{1} << lane;
       const bool placed = ((header_->lanes_active.load(std::memory_order_relaxed) |
@@ -186,33 +189,33 @@ class ConsumerLanes {
   // among the claims read, and claims read earlier are never more than
   // there are; so only the producer's own code, skipping the check, can
   // get past it. A ring's claims are read again when the consumer has
-  // taken every one it knew of (not on every message: the line they live
-  // on is its producer's, and reading it on every message would pull it
-  // from the producer's core each time). A front in a slot its ring never
-  // claimed (its producer wrote the slot ahead of its claims) counts as
-  // over too.
+  // taken every one it knew of, not on every message: the line they live
+  // on is its producer's (a consumer that keeps pace still reads it nearly
+  // every message; docs/ipc.md, "Measured", gives the cost). A front in a
+  // slot its ring never claimed (its producer wrote the slot ahead of its
+  // claims) counts as over too.
   bool OverLimit(std::size_t lane) noexcept {
     ConsumerLane& consumer = lanes_[lane];
     const Queue& queue = *consumer.queue;
     const std::size_t ring = queue.FrontRing();
     const Position taken = queue.TakenIn(ring);
     if (taken - consumer.claims_read[ring] < kHalfRange) {
-      // Every claim it knew of is taken: read them again, and how many of
-      // the fronts from here on are past the threshold (the backlog the
-      // claims read make, less the threshold; dropped one by one below).
+      // Every claim it knew of is taken: read them again, and from which
+      // position on this ring's messages are past the threshold (the last
+      // claims read, beyond the room the threshold leaves over the rings
+      // below: the ones admission would have refused).
       const Position claims = queue.ClaimedIn(ring);
       consumer.claims_read[ring] = claims;
       if (claims - taken - 1 >= kHalfRange) return true;  // never claimed
-      Position queued = 0;
-      for (std::size_t p = 0; p <= ring; ++p) {
+      Position below = 0;
+      for (std::size_t p = 0; p < ring; ++p) {
         const Position read = consumer.claims_read[p] - queue.TakenIn(p);
-        queued += read < kHalfRange ? read : 0;  // read before the last take: none
+        below += read < kHalfRange ? read : 0;  // read before the last take: none
       }
-      consumer.past_limit[ring] = queued > limits_[ring] ? queued - limits_[ring] : 0;
+      const Position room = limits_[ring] > below ? limits_[ring] - below : 0;
+      consumer.past_limit_from[ring] = claims - taken > room ? taken + room : claims;
     }
-    if (consumer.past_limit[ring] == 0) return false;
-    --consumer.past_limit[ring];
-    return true;
+    return taken - consumer.past_limit_from[ring] < kHalfRange;
   }
   // The ring of the front TryFront returned for lane `lane`: its priority,
   // whatever the message's header says.
@@ -323,7 +326,7 @@ class ConsumerLanes {
       if (state == kLaneDetached) {
         lanes_[lane].killed = false;
       } else if (state == kLaneOwned) {
-        // The owner took its role before it stored kLaneOwned (Attach), so
+        // The hand-out took the owner's role before it stored kLaneOwned, so
         // a role held by no one now means that it exited or detached. Held
         // (or unknown), it runs.
         if (objects_[lane].HolderOf(kLaneRole) != Segment::RoleHolder::kNone) {
@@ -375,8 +378,8 @@ class ConsumerLanes {
       // outside the active set that holds messages: batches read only the
       // active lanes, so they would never drain it (and a consumer waiting
       // for work would find it there and never sleep). No producer leaves
-      // one: Attach sets the lane's bit before its first publish, and only
-      // this thread clears it, when it hands the lane back.
+      // one: the hand-out sets the lane's bit before the producer gets the
+      // lane, and only this thread clears it, when it hands the lane back.
       const bool active = (header_->lanes_active.load(std::memory_order_acquire) & bit) != 0;
       if (consumer.queue->HasImpossibleClaims() || (!active && !consumer.queue->IsDrained())) {
         ++counts.corrupt;
@@ -509,10 +512,11 @@ class ConsumerLanes {
   struct ConsumerLane {
     std::optional<Queue> queue;             // its view of the lane's rings
     Position skipped[kPriorityCount] = {};  // claims skipped since its owner left
-    // Each ring's claims as this consumer last read them, and how many of
-    // its next fronts are past its threshold by that reading (OverLimit).
+    // Each ring's claims as this consumer last read them, and the position
+    // from which its messages are past its threshold by that reading (the
+    // claims read when none is: OverLimit).
     Position claims_read[kPriorityCount] = {};
-    Position past_limit[kPriorityCount] = {};
+    Position past_limit_from[kPriorityCount] = {};
     // Its producer's refusals for room the peak has noted (NoteRefusals).
     std::uint64_t refusals_noted[kPriorityCount] = {};
     std::int32_t pid = 0;  // the owner that left
@@ -522,7 +526,7 @@ class ConsumerLanes {
       for (Position& count : skipped) count = 0;
       for (std::uint64_t& count : refusals_noted) count = 0;
       for (Position& claims : claims_read) claims = 0;
-      for (Position& past : past_limit) past = 0;
+      for (Position& past : past_limit_from) past = 0;
       pid = 0;
       killed = false;
     }
@@ -541,8 +545,8 @@ class ConsumerLanes {
 
   // Makes lane `lane`'s object anew, unnamed, placed over its old one:
   // its rings and counters constructed, free (its bit is the caller's to
-  // set, SYNC POINT WRITE (U)). False when the system refused (the place
-  // is then left inaccessible).
+  // set, SYNC POINT WRITE (U)). False when the system refused: the place
+  // keeps the old object's mapping, which no producer is handed again.
   bool ResetLane(std::size_t lane) noexcept {
     lanes_[lane].Clear();
     Segment made;

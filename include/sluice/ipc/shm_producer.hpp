@@ -149,9 +149,16 @@ class ShmProducer
     // What came back must be this bus's header and one of its lanes: the
     // very files the names hold (names of the owner's in a sticky
     // directory, which no one else can replace), not another bus's.
+    // Checked before either is mapped.
+    const std::size_t lane = handed.lane < kLanes ? handed.lane : 0;
+    if (handed.lane >= kLanes || !IsNamedAs(handed.header_fd, name) ||
+        !IsNamedAs(handed.lane_fd, name + ".lane" + std::to_string(lane))) {
+      ::close(handed.header_fd);
+      ::close(handed.lane_fd);
+      return AttachError::kUntrustedSegment;
+    }
     Segment header_object;
     Segment lane_object;
-    const std::size_t lane = handed.lane < kLanes ? handed.lane : 0;
     error = Segment::Adopt(handed.header_fd, LayoutType::kHeaderBytes, /*writable=*/false, owner,
                            reservation.At(0), &header_object);
     const AttachError adopted =
@@ -159,10 +166,6 @@ class ShmProducer
                        reservation.At(LayoutType::LaneOffset(lane)), &lane_object);
     if (error == AttachError::kNone) error = adopted;
     if (error != AttachError::kNone) return error;
-    if (handed.lane >= kLanes || !IsNamedAs(header_object, name) ||
-        !IsNamedAs(lane_object, name + ".lane" + std::to_string(lane))) {
-      return AttachError::kUntrustedSegment;
-    }
     const Header* header = LayoutType::HeaderOf(reservation.Base());
     // SYNC POINT READ (T): see ShmBus::Create.
     const std::uint64_t magic = header->magic.load(std::memory_order_acquire);
@@ -284,7 +287,8 @@ class ShmProducer
     Source counting = PublishSource();
     if (Publisher::IsBadInput(message, priority)) return Publisher::Reject(counting, priority);
     // Each try reads the closed state only; whether the consumer still
-    // runs (a read of /proc) is looked at once a slice, by consumer_left.
+    // runs (its role: two system calls) is looked at once a slice, by
+    // consumer_left.
     // The message is copied in on every try (its types are trivially
     // copyable), never moved from.
     Source trying{*this, /*look_for_consumer=*/false};
@@ -384,12 +388,14 @@ class ShmProducer
   using Publisher = sluice::detail::PublishCore<Payload>;
 
   // Whether the file `name` names (looked at, not opened: a producer may
-  // not open it) is `part`'s.
-  static bool IsNamedAs(const Segment& part, const std::string& name) {
+  // not open it) is the one the descriptor `fd` is open on.
+  static bool IsNamedAs(int fd, const std::string& name) {
     struct stat named {};
+    struct stat opened {};
     const std::string path = std::string(kSharedMemoryDirectory) + name;
     return ::lstat(path.c_str(), &named) == 0 && S_ISREG(named.st_mode) &&
-           named.st_dev == part.Identity().device && named.st_ino == part.Identity().inode;
+           ::fstat(fd, &opened) == 0 && named.st_dev == opened.st_dev &&
+           named.st_ino == opened.st_ino;
   }
 
   // Why a bus `name` has no wake page: no such name (kNotFound); a header

@@ -197,8 +197,8 @@ void ForEachProducerLane(const Lanes& lanes, Visit& visit) {
     if (control.state.load(std::memory_order_relaxed) == kLaneFree) continue;
     ProducerStatisticsSnapshot producer;
     producer.lane = static_cast<std::uint16_t>(lane + 1);
-    // The name its producer gave, cleaned again here: any producer can
-    // write any lane's bytes, and a label must stay valid text that ends
+    // The name its producer gave, cleaned again here: a producer can
+    // write its lane's bytes, and a label must stay valid text that ends
     // within the field. None: its process id.
     char written[kProducerNameCapacity];
     for (std::size_t w = 0; w < kProducerNameCapacity / 4; ++w) {
