@@ -519,6 +519,10 @@ TEST_F(ShmTwoBusesTest, AttachRefusesAnotherBusesPartsWhoeverHandsThemOut) {
     const int listener = ListenSilently(path);
     ASSERT_GE(listener, 0);
     std::thread impostor([&] {
+      // Bounded: a producer that never connected leaves the test failing,
+      // not waiting.
+      pollfd incoming{listener, POLLIN, 0};
+      if (::poll(&incoming, 1, static_cast<int>(kGuard.count() * 1000)) != 1) return;
       const int peer = ::accept(listener, nullptr, nullptr);
       sluice::ipc::detail::LaneRequest request;
       int proof = -1;

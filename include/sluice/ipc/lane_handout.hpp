@@ -110,8 +110,9 @@ inline void RemoveHandoutSocket(const std::string& wake_name) {
     return;
   }
   // Only a socket no one listens on (a producer may have written another
-  // bus's address into the wake page: that one answers, and stays).
-  const int probe = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  // bus's address into the wake page: that one answers, and stays). Not
+  // blocking: a listener whose queue is full answers EAGAIN, and stays.
+  const int probe = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (probe < 0) return;
   sockaddr_un address{};
   address.sun_family = AF_UNIX;

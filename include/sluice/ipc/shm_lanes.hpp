@@ -21,6 +21,7 @@
 #include "sluice/admission.hpp"
 #include "sluice/config.hpp"
 #include "sluice/detail/observe/utf8.hpp"
+#include "sluice/ipc/admission_recheck.hpp"
 #include "sluice/ipc/lane_handout.hpp"
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"
@@ -109,10 +110,7 @@ class ConsumerLanes {
       // The killed consumer may have been inside a release.
       lanes_[lane].queue->TakeOverConsumer();
       // Nothing known of its claims yet: read at the first take.
-      for (std::size_t p = 0; p < kPriorityCount; ++p) {
-        lanes_[lane].claims_read[p] = lanes_[lane].queue->TakenIn(p);
-        lanes_[lane].past_limit_from[p] = lanes_[lane].claims_read[p];
-      }
+      lanes_[lane].recheck.Start(*lanes_[lane].queue);
       const std::uint64_t bit = std::uint64_t{1} << lane;
       const bool placed = ((header_->lanes_active.load(std::memory_order_relaxed) |
                             header_->lanes_free.load(std::memory_order_relaxed)) &
@@ -173,49 +171,15 @@ class ConsumerLanes {
     }
   }
 
-  // The admission thresholds, as fills (the consumer's copy of the
-  // header's, read once at Create or takeover): what OverLimit checks.
+  // The admission thresholds (the consumer's copy of the header's, read
+  // once at Create or takeover): what OverLimit checks.
   void SetLimits(const AdmissionThresholds& thresholds) noexcept {
-    limits_[0] = FillLimit(thresholds.low_percent, kCapacity);
-    limits_[1] = FillLimit(thresholds.medium_percent, kCapacity);
-    limits_[2] = FillLimit(thresholds.high_percent, kCapacity);
+    limits_.Set(thresholds, kCapacity);
   }
-  // Whether lane `lane`, whose front TryFront just returned, holds more
-  // messages of that front's priority and below than the priority's
-  // threshold admits, by the claims this consumer last read there. A
-  // producer that keeps to admission never makes one: each message it
-  // claimed at priority p found fewer than p's threshold claimed and not
-  // taken in its lane, those below p included, all of them still held are
-  // among the claims read, and claims read earlier are never more than
-  // there are; so only the producer's own code, skipping the check, can
-  // get past it. A ring's claims are read again when the consumer has
-  // taken every one it knew of, not on every message: the line they live
-  // on is its producer's (a consumer that keeps pace still reads it nearly
-  // every message; docs/ipc.md, "Measured", gives the cost). A front in a
-  // slot its ring never claimed (its producer wrote the slot ahead of its
-  // claims) counts as over too.
+  // Whether lane `lane`'s front, which TryFront just returned, is past its
+  // priority's threshold (sluice/ipc/admission_recheck.hpp).
   bool OverLimit(std::size_t lane) noexcept {
-    ConsumerLane& consumer = lanes_[lane];
-    const Queue& queue = *consumer.queue;
-    const std::size_t ring = queue.FrontRing();
-    const Position taken = queue.TakenIn(ring);
-    if (taken - consumer.claims_read[ring] < kHalfRange) {
-      // Every claim it knew of is taken: read them again, and from which
-      // position on this ring's messages are past the threshold (the last
-      // claims read, beyond the room the threshold leaves over the rings
-      // below: the ones admission would have refused).
-      const Position claims = queue.ClaimedIn(ring);
-      consumer.claims_read[ring] = claims;
-      if (claims - taken - 1 >= kHalfRange) return true;  // never claimed
-      Position below = 0;
-      for (std::size_t p = 0; p < ring; ++p) {
-        const Position read = consumer.claims_read[p] - queue.TakenIn(p);
-        below += read < kHalfRange ? read : 0;  // read before the last take: none
-      }
-      const Position room = limits_[ring] > below ? limits_[ring] - below : 0;
-      consumer.past_limit_from[ring] = claims - taken > room ? taken + room : claims;
-    }
-    return taken - consumer.past_limit_from[ring] < kHalfRange;
+    return lanes_[lane].recheck.PastLimit(*lanes_[lane].queue, limits_);
   }
   // The ring of the front TryFront returned for lane `lane`: its priority,
   // whatever the message's header says.
@@ -506,17 +470,10 @@ class ConsumerLanes {
 
  private:
   // The consumer's side of one lane.
-  // Positions compare within half their range (they wrap).
-  static constexpr Position kHalfRange = ~Position{0} / 2;
-
   struct ConsumerLane {
     std::optional<Queue> queue;             // its view of the lane's rings
     Position skipped[kPriorityCount] = {};  // claims skipped since its owner left
-    // Each ring's claims as this consumer last read them, and the position
-    // from which its messages are past its threshold by that reading (the
-    // claims read when none is: OverLimit).
-    Position claims_read[kPriorityCount] = {};
-    Position past_limit_from[kPriorityCount] = {};
+    AdmissionRecheck recheck;               // what it read of the rings' claims (OverLimit)
     // Its producer's refusals for room the peak has noted (NoteRefusals).
     std::uint64_t refusals_noted[kPriorityCount] = {};
     std::int32_t pid = 0;  // the owner that left
@@ -525,8 +482,7 @@ class ConsumerLanes {
       queue.reset();  // a view holds references: made again, never assigned
       for (Position& count : skipped) count = 0;
       for (std::uint64_t& count : refusals_noted) count = 0;
-      for (Position& claims : claims_read) claims = 0;
-      for (Position& past : past_limit_from) past = 0;
+      recheck = AdmissionRecheck();
       pid = 0;
       killed = false;
     }
@@ -573,7 +529,7 @@ class ConsumerLanes {
   // Each lane's object, placed in the reservation: the consumer's open, on
   // which it reads the producer's role.
   Segment objects_[kLanes];
-  Position limits_[kPriorityCount] = {};  // SetLimits
+  AdmissionLimits limits_;  // SetLimits
   // The hand-out thread's lock against this thread's looks at the lanes.
   mutable std::mutex handout_lock_;
   ConsumerLane lanes_[kLanes];
