@@ -270,7 +270,7 @@ int AskWith(const std::string& path, int proof,
   const sockaddr_un address = SocketAddress(path);
   const int socket = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (socket < 0) return -1;
-  sluice::ipc::detail::SetTimeouts(socket, 10);
+  sluice::ipc::detail::SetTimeouts(socket, std::chrono::seconds(10));
   int answer = -1;
   if (::connect(socket, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) {
     sluice::ipc::detail::LaneRequest request;
@@ -433,8 +433,8 @@ TEST_F(ShmTwoBusesTest, AttachRefusesAHandOutThatIsNotItsBusesConsumer) {
 }
 
 // A listener of the consumer's own user at the wake page's address that
-// never answers: Attach gives up after its wait, as kNoAnswer, and attaches
-// nothing.
+// never answers: Attach gives up after its answer timeout, as kNoAnswer,
+// and attaches nothing.
 TEST(ShmIsolationTest, AHandOutThatNeverAnswersIsNoAnswer) {
   const std::string name = UniqueName();
   Bus bus;
@@ -447,7 +447,14 @@ TEST(ShmIsolationTest, AHandOutThatNeverAnswersIsNoAnswer) {
     const std::string path = redirected.ToFresh();
     const int listener = ListenSilently(path);
     ASSERT_GE(listener, 0);
-    EXPECT_EQ(producer.Attach(name), AttachError::kNoAnswer);
+    // A short limit: the consumer's socket never answers, however long.
+    EXPECT_EQ(producer.Attach(name, nullptr, std::chrono::milliseconds(200)),
+              AttachError::kNoAnswer);
+    // None, or less than none, is a millisecond (the socket's zero would
+    // wait for ever).
+    EXPECT_EQ(producer.Attach(name, nullptr, std::chrono::milliseconds(0)), AttachError::kNoAnswer);
+    EXPECT_EQ(producer.Attach(name, nullptr, std::chrono::milliseconds(-5)),
+              AttachError::kNoAnswer);
     EXPECT_FALSE(producer.IsAttached());
     ::close(listener);
     ::unlink(path.c_str());

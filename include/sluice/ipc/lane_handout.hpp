@@ -135,8 +135,11 @@ inline bool FileOf(int fd, Segment::Object* object, uid_t* owner = nullptr) noex
   return true;
 }
 
-inline void SetTimeouts(int fd, int seconds) noexcept {
-  const timeval limit{seconds, 0};
+inline void SetTimeouts(int fd, std::chrono::milliseconds timeout) noexcept {
+  // SO_RCVTIMEO reads zero as "never": the least limit is one millisecond.
+  const auto milliseconds = timeout.count() < 1 ? 1 : timeout.count();
+  const timeval limit{static_cast<time_t>(milliseconds / 1000),
+                      static_cast<suseconds_t>(milliseconds % 1000 * 1000)};
   (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
   (void)::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
 }
@@ -223,10 +226,12 @@ struct HandedLane {
 // root may answer: kUntrustedSegment when another does (someone who wrote
 // another address into the wake page, or bound one of its own).
 // kConsumerGone when no consumer answers (none runs, or its hand-out has
-// stopped); kNoAnswer when it did not answer in time; otherwise the
-// consumer's answer.
+// stopped); kNoAnswer when it did not answer within `answer_timeout` (each
+// of the send and the receive; at least 1 ms); otherwise the consumer's
+// answer.
 inline AttachError RequestLane(int wake_fd, const std::string& path, uid_t owner,
-                               const Fingerprint& fingerprint, const char* name, HandedLane* out) {
+                               const Fingerprint& fingerprint, const char* name,
+                               std::chrono::milliseconds answer_timeout, HandedLane* out) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof(address.sun_path)) return AttachError::kSystemError;
@@ -237,9 +242,7 @@ inline AttachError RequestLane(int wake_fd, const std::string& path, uid_t owner
     int fd;
     ~Closer() { ::close(fd); }
   } closer{socket};
-  // A consumer answers within its hand-out's own limits (a second for a
-  // request's bytes); a few more for a loaded host.
-  SetTimeouts(socket, 10);
+  SetTimeouts(socket, answer_timeout);
   if (::connect(socket, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     if (errno == ECONNREFUSED || errno == ENOENT) return AttachError::kConsumerGone;
     return errno == EACCES ? AttachError::kPermissionDenied : AttachError::kSystemError;

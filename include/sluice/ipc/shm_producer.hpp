@@ -121,7 +121,14 @@ class ShmProducer
   // lane in the consumer's per-producer statistics and exports, as
   // RegisterProducer's name does in process: cut to fit
   // kProducerNameCapacity at a UTF-8 boundary, invalid bytes made '?'.
-  [[nodiscard]] AttachError Attach(const std::string& name, const char* producer_name = nullptr) {
+  // `answer_timeout` bounds each of the request's send and the wait for
+  // the consumer's answer (less than 1 ms counts as 1 ms): a consumer that
+  // does not answer in it gives kNoAnswer. A running consumer answers at
+  // once; the default leaves room for a host under heavy load.
+  static constexpr std::chrono::milliseconds kDefaultAnswerTimeout{10000};
+  [[nodiscard]] AttachError Attach(
+      const std::string& name, const char* producer_name = nullptr,
+      std::chrono::milliseconds answer_timeout = kDefaultAnswerTimeout) {
     Detach();
     if (!IsSegmentName(name)) return AttachError::kBadName;
     // The clock's offset, read now (sluice/ipc/host_clock.hpp).
@@ -144,7 +151,7 @@ class ShmProducer
     error = detail::RequestLane(
         wake.Descriptor(),
         detail::HandoutSocketPath(LayoutType::WakeOf(reservation.Base())->handout), owner,
-        LayoutType::Expected(), bytes, &handed);
+        LayoutType::Expected(), bytes, answer_timeout, &handed);
     if (error != AttachError::kNone) return error;
     // What came back must be this bus's header and one of its lanes: the
     // very files the names hold (names of the owner's in a sticky
