@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <sluice/detail/test_access.hpp>
 #include <sluice/ipc/address_reservation.hpp>
 #include <sluice/ipc/segment.hpp>
 #include <sluice/ipc/shm_layout.hpp>
@@ -77,6 +78,25 @@ class BusView {
   sluice::ipc::Segment header_;
   sluice::ipc::Segment wake_;
   sluice::ipc::Segment lanes_[Layout::kLanes];
+};
+
+// Lane `lane`'s rings as its producer sees them, at `base` (a BusView's or
+// a producer's range): views of the lines it writes (the fill's and each
+// ring's claims, the slots) and of the released positions it reads, to
+// claim, write and publish as a producer does, or to write what a hostile
+// one could.
+template <typename Layout>
+class LaneRings {
+ public:
+  LaneRings(void* base, std::size_t lane)
+      : queue_(Layout::RingsOf(base, lane), Layout::ReleasedOf(base, lane)) {}
+  auto& Fill() noexcept { return sluice::detail::TestAccess::QueueFill(queue_); }
+  auto& Ring(std::size_t priority) noexcept {
+    return sluice::detail::TestAccess::QueueRing(queue_, priority);
+  }
+
+ private:
+  typename Layout::Queue queue_;
 };
 
 }  // namespace sluice_ipc_test

@@ -215,6 +215,37 @@ class ShmRecheckTest : public ::testing::Test {
   Producer producer;
 };
 
+// The consumer's positions are in its own process, and its released ones in
+// the header, which no producer can write: taking a lane's messages writes
+// nothing into the lane's rings, and a producer that writes back every byte
+// of its lane as it was before they were taken (which would rewind any
+// position kept there) gets none of them dispatched again; its next
+// message is dispatched once.
+TEST_F(ShmRecheckTest, AProducerThatRewindsItsLaneGetsNothingDispatchedAgain) {
+  constexpr std::uint64_t kSent = 10;
+  for (std::uint64_t seq = 1; seq <= kSent; ++seq) {
+    ASSERT_TRUE(producer.PublishWithPriority(Stop{1, seq}, 3, MessagePriority::HIGH));
+  }
+  BusView<Layout> view;
+  ASSERT_EQ(view.Open(name), AttachError::kNone);
+  const auto lane = view.PartAt(2 + producer.Lane() - 1u);
+  const std::vector<unsigned char> before(lane.bytes, lane.bytes + lane.size);
+  while (bus.ProcessBatch() != 0) {
+  }
+  ASSERT_EQ(dispatched, kSent);
+  EXPECT_EQ(std::memcmp(before.data() + Layout::kRingsOffset, lane.bytes + Layout::kRingsOffset,
+                        Layout::kLoansOffset - Layout::kRingsOffset),
+            0)
+      << "the consumer wrote into its producer's rings";
+  std::memcpy(lane.bytes, before.data(), lane.size);
+  EXPECT_EQ(bus.ProcessBatch(), 0u);
+  EXPECT_EQ(dispatched, kSent);
+  ASSERT_TRUE(producer.PublishWithPriority(Stop{1, kSent + 1}, 3, MessagePriority::HIGH));
+  EXPECT_EQ(bus.ProcessBatch(), 1u);
+  EXPECT_EQ(dispatched, kSent + 1);
+  EXPECT_EQ(highest, kSent + 1);
+}
+
 // A producer that skips admission (its own code: it claims past the fill
 // limit, straight on its LOW ring) gets nothing past LOW's threshold
 // dispatched: the consumer counts each message past the threshold in
@@ -229,7 +260,8 @@ TEST_F(ShmRecheckTest, MessagesPastTheirPrioritysThresholdAreCountedAndDropped) 
   // Five more, claimed on the LOW ring alone: no fill claim, no limit.
   BusView<Layout> lane;
   ASSERT_EQ(lane.Open(name), AttachError::kNone);
-  auto& low = Layout::RingsOf(lane.Base(), producer.Lane() - 1u)->rings[0];
+  LaneRings<Layout> rings(lane.Base(), producer.Lane() - 1u);
+  auto& low = rings.Ring(0);
   constexpr sluice::Position kPast = 5;
   for (sluice::Position i = 0; i < kPast; ++i) {
     sluice::Position slot = 0;
@@ -557,8 +589,8 @@ TEST_F(ShmTwoBusesTest, AttachRefusesAnotherBusesPartsWhoeverHandsThemOut) {
 TEST_F(ShmRecheckTest, ALanesFillIsReadAsAtMostTheCapacity) {
   BusView<Layout> lane;
   ASSERT_EQ(lane.Open(name), AttachError::kNone);
-  auto* rings = Layout::RingsOf(lane.Base(), producer.Lane() - 1u);
-  sluice::detail::TestAccess::CursorTail(rings->fill).fetch_add(sluice::Position{1} << 40);
+  LaneRings<Layout> rings(lane.Base(), producer.Lane() - 1u);
+  sluice::detail::TestAccess::CursorTail(rings.Fill()).fetch_add(sluice::Position{1} << 40);
   EXPECT_EQ(bus.QueueDepth(), kCapacity);
   EXPECT_DOUBLE_EQ(bus.QueueUtilizationPercent(), 100.0);
   EXPECT_EQ(bus.GetBackpressureLevel(), sluice::BackpressureLevel::FULL);
@@ -583,7 +615,8 @@ TEST(ShmIsolationTest, AMessagesPriorityIsItsRings) {
   }
   BusView<Layout> lane;
   ASSERT_EQ(lane.Open(name), AttachError::kNone);
-  auto& high = Layout::RingsOf(lane.Base(), producer.Lane() - 1u)->rings[2];
+  LaneRings<Layout> rings(lane.Base(), producer.Lane() - 1u);
+  auto& high = rings.Ring(2);
   for (sluice::Position slot = 0; slot < 4; ++slot) {
     auto* envelope = static_cast<sluice::MessageEnvelope<Payload>*>(high.Storage(slot));
     envelope->header.priority = MessagePriority::LOW;
@@ -599,7 +632,8 @@ TEST(ShmIsolationTest, AMessagesPriorityIsItsRings) {
 TEST_F(ShmRecheckTest, AMessageInASlotNeverClaimedIsDropped) {
   BusView<Layout> lane;
   ASSERT_EQ(lane.Open(name), AttachError::kNone);
-  auto& low = Layout::RingsOf(lane.Base(), producer.Lane() - 1u)->rings[0];
+  LaneRings<Layout> rings(lane.Base(), producer.Lane() - 1u);
+  auto& low = rings.Ring(0);
   ASSERT_EQ(low.ClaimedTail(), 0u);
   sluice::MessageHeader header;
   header.priority = MessagePriority::LOW;

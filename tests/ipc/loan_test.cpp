@@ -355,7 +355,8 @@ TEST(ShmLoanTest, ABlockNumberOutOfRangeIsCorrupt) {
   // The message's block number, in the slot: the Loaned<T> starts with it.
   sluice_ipc_test::BusView<Layout> writer;
   ASSERT_EQ(writer.Open(name), AttachError::kNone);
-  auto& ring = Layout::RingsOf(writer.Base(), producer.Lane() - 1u)->rings[2];
+  sluice_ipc_test::LaneRings<Layout> rings(writer.Base(), producer.Lane() - 1u);
+  auto& ring = rings.Ring(2);
   auto* envelope = static_cast<sluice::MessageEnvelope<LoanPayload>*>(ring.Storage(0));
   ASSERT_EQ(envelope->payload.index(), 1u);
   const std::uint32_t forged = kBlocks + 5;

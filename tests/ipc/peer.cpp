@@ -287,11 +287,11 @@ bool PublishSeq(Producer& producer, std::uint64_t seq, MessagePriority priority)
 
 // Publishes `payload` at HIGH into `rings` as a publish does, but wakes no
 // one: a producer killed right after its publish.
-bool PublishBare(Layout::Rings* rings, const Payload& payload) {
-  auto& high = rings->rings[static_cast<int>(MessagePriority::HIGH)];
+bool PublishBare(sluice_ipc_test::LaneRings<Layout>& rings, const Payload& payload) {
+  auto& high = rings.Ring(static_cast<std::size_t>(MessagePriority::HIGH));
   sluice::Position id = 0;
   sluice::Position slot = 0;
-  if (!rings->fill.TryClaim(kCapacity, &id) || !high.TryClaimExactly(kCapacity, 1, &slot)) {
+  if (!rings.Fill().TryClaim(kCapacity, &id) || !high.TryClaimExactly(kCapacity, 1, &slot)) {
     return false;
   }
   sluice::MessageHeader header;
@@ -299,7 +299,7 @@ bool PublishBare(Layout::Rings* rings, const Payload& payload) {
   header.sender_id = 7;
   header.priority = MessagePriority::HIGH;
   new (high.Storage(slot)) sluice::MessageEnvelope<Payload>{header, payload};
-  rings->fill.Commit(id);
+  rings.Fill().Commit(id);
   high.Publish(slot);
   return true;
 }
@@ -319,8 +319,8 @@ int Die(const std::string& name, const std::string& phase) {
   if (segment.Open(name) != AttachError::kNone) {
     return Fail("map");
   }
-  auto* rings = Layout::RingsOf(segment.Base(), producer.Lane() - 1u);
-  auto& high = rings->rings[static_cast<int>(MessagePriority::HIGH)];
+  sluice_ipc_test::LaneRings<Layout> rings(segment.Base(), producer.Lane() - 1u);
+  auto& high = rings.Ring(static_cast<std::size_t>(MessagePriority::HIGH));
   sluice::Position id = 0;
   sluice::Position slot = 0;
   if (phase == "published") {
@@ -328,7 +328,7 @@ int Die(const std::string& name, const std::string& phase) {
   } else if (phase == "published-no-wake") {
     if (!PublishBare(rings, sluice_ipc_test::MakeMessage(5))) return Fail("claim");
   } else if (phase != "before-claim") {
-    if (!rings->fill.TryClaim(kCapacity, &id)) return Fail("fill claim");
+    if (!rings.Fill().TryClaim(kCapacity, &id)) return Fail("fill claim");
     if (phase != "fill-claimed") {
       if (!high.TryClaimExactly(kCapacity, 1, &slot)) return Fail("ring claim");
       if (phase == "half-written") {
@@ -377,7 +377,7 @@ int PublishWhenAsleep(const std::string& name, bool wake) {
     Say("published");
     return 0;
   }
-  auto* rings = Layout::RingsOf(segment.Base(), producer.Lane() - 1u);
+  sluice_ipc_test::LaneRings<Layout> rings(segment.Base(), producer.Lane() - 1u);
   if (!PublishBare(rings, sluice_ipc_test::Stop{0, 1})) return Fail("claim");
   Say("published-unwoken");
   ::raise(SIGKILL);

@@ -407,7 +407,8 @@ TEST(ShmProducerExitTest, ALeftLaneWithImpossibleClaimsIsHandedBackAtOnce) {
   using Layout = sluice::ipc::detail::Layout<Payload, kCapacity, sluice::ipc::ShmBusTraits>;
   sluice_ipc_test::BusView<Layout> writer;
   ASSERT_EQ(writer.Open(name), AttachError::kNone);
-  auto& high = Layout::RingsOf(writer.Base(), lane - 1u)->rings[2];
+  sluice_ipc_test::LaneRings<Layout> rings(writer.Base(), lane - 1u);
+  auto& high = rings.Ring(2);
   // 2^40 claims no one will publish.
   sluice::detail::TestAccess::RingTail(high).fetch_add(sluice::Position{1} << 40);
   EXPECT_EQ(bus.ProcessBatchWait(std::chrono::milliseconds(1)), 0u);

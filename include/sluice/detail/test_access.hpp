@@ -127,13 +127,24 @@ struct TestAccess {
   // would (shared memory).
   template <typename Ring>
   static auto& RingTail(Ring& ring) {
-    return ring.cursor_.producer_.tail;
+    return ring.cursor_.parts_.Producer().tail;
+  }
+
+  // A priority queue's ring p and its fill cursor (in shared memory: views
+  // of the producers' lines, to write them as a producer can).
+  template <typename Queue>
+  static auto& QueueRing(Queue& queue, std::size_t p) {
+    return queue.rings_[p];
+  }
+  template <typename Queue>
+  static auto& QueueFill(Queue& queue) {
+    return queue.fill_;
   }
 
   // A claim cursor's tail (a queue's fill), likewise.
   template <typename Cursor>
   static auto& CursorTail(Cursor& cursor) {
-    return cursor.producer_.tail;
+    return cursor.parts_.Producer().tail;
   }
 
   // The free-list tag of a LoanPool (advanced by every acquire and release).

@@ -106,8 +106,10 @@ class ConsumerLanes {
       }
       if (opened != AttachError::kNone) return opened;
       lanes_[lane].Clear();
-      lanes_[lane].queue.emplace(LayoutType::RingsOf(base, lane));
-      // The killed consumer may have been inside a release.
+      lanes_[lane].queue.emplace(LayoutType::RingsOf(base, lane),
+                                 LayoutType::ReleasedOf(base, lane));
+      // Where the killed consumer's releases got to (it may have been
+      // between a ring's release and the fill's).
       lanes_[lane].queue->TakeOverConsumer();
       // Nothing known of its claims yet: read at the first take.
       lanes_[lane].recheck.Start(*lanes_[lane].queue);
@@ -514,10 +516,12 @@ class ConsumerLanes {
     objects_[lane] = std::move(made);
     LaneControl& control = *new (LayoutType::LaneAt(base_, lane)) LaneControl();
     new (LayoutType::RingsOf(base_, lane)) Rings(0);
+    LayoutType::ReleasedOf(base_, lane)->Reset(0);
     for (std::size_t w = 0; w < kLoanWords; ++w) {
       control.loans[w].store(AllFree(LayoutType::kLoanBlocks, w), std::memory_order_relaxed);
     }
-    lanes_[lane].queue.emplace(LayoutType::RingsOf(base_, lane));
+    lanes_[lane].queue.emplace(LayoutType::RingsOf(base_, lane),
+                               LayoutType::ReleasedOf(base_, lane));
     control.state.store(kLaneFree, std::memory_order_release);
     return true;
   }

@@ -135,7 +135,8 @@ struct CrossProcessAlternatives<std::variant<Ts...>> {
 
 namespace detail {
 
-inline constexpr std::uint64_t kMagic = 0x534C554943453032ULL;  // "SLUICE02": parts of their own
+inline constexpr std::uint64_t kMagic =
+    0x534C554943453033ULL;  // "SLUICE03": released positions in the header
 
 constexpr std::size_t RoundUp(std::size_t value, std::size_t alignment) noexcept {
   return (value + alignment - 1) / alignment * alignment;
@@ -231,6 +232,12 @@ struct Layout {
     // The message the consumer has taken and not finished dispatching, if
     // any: InHandMark(lane, its loan block, its position in the lane's fill), 0 when none. (I)
     alignas(kCacheLineSize) std::atomic<std::uint64_t> in_hand;
+    // Each lane's released positions (its fill's and each ring's), a line
+    // per lane: the consumer stores them, the lane's producer reads them to
+    // admit (SYNC POINT (B) of detail/queue/claim_cursor.hpp). Here, where
+    // no producer can write, so that none moves what the consumer takes
+    // next; the consumer's positions themselves are in its own process.
+    sluice::detail::ReleasedLine released[kLanes];
   };
   // The wake page: the one part every producer writes (its mode is the
   // bus's permissions). A producer can at most wake the consumer for
@@ -289,6 +296,14 @@ struct Layout {
   static Rings* RingsOf(void* base, std::size_t lane) noexcept {
     return std::launder(
         reinterpret_cast<Rings*>(static_cast<unsigned char*>(LaneAt(base, lane)) + kRingsOffset));
+  }
+  static sluice::detail::ReleasedLine* ReleasedOf(void* base, std::size_t lane) noexcept {
+    return &HeaderOf(base)->released[lane];
+  }
+  // A producer's: its header is mapped read-only, and its queue only loads
+  // the released positions (a store would fault).
+  static sluice::detail::ReleasedLine* ReleasedOf(const void* base, std::size_t lane) noexcept {
+    return ReleasedOf(const_cast<void*>(base), lane);
   }
   // `block` < kLoanBlocks (callers bound it).
   static void* LoanBlock(void* base, std::size_t lane, std::size_t block) noexcept {

@@ -94,7 +94,10 @@ class ShmProducer
       loan_home_ = std::move(other.loan_home_);
       sleep_slice_ = other.sleep_slice_;
       // A view holds references into the mapping, which did not move.
-      if (other.queue_) queue_.emplace(LayoutType::RingsOf(reservation_.Base(), lane_ - 1u));
+      if (other.queue_) {
+        queue_.emplace(LayoutType::RingsOf(reservation_.Base(), lane_ - 1u),
+                       LayoutType::ReleasedOf(reservation_.Base(), lane_ - 1u));
+      }
       other.queue_.reset();
       for (std::size_t p = 0; p < kPriorityCount; ++p) limits_[p] = other.limits_[p];
       // The observer goes with the lane where it can move (one of atomic
@@ -211,7 +214,8 @@ class ShmProducer
       loan_home_ = std::make_shared<detail::LoanHome>();
       loan_home_->words = control_->loans;
     }
-    queue_.emplace(LayoutType::RingsOf(reservation_.Base(), lane));
+    queue_.emplace(LayoutType::RingsOf(reservation_.Base(), lane),
+                   LayoutType::ReleasedOf(reservation_.Base(), lane));
     return AttachError::kNone;
   }
 

@@ -24,6 +24,9 @@
 //  (Publish), and the consumer reads it as its index of what it may read
 //  (SYNC POINT (A) of detail/queue/ring.hpp, SPSC: a release store, an
 //  acquire load).
+//  With CursorHome::kApart the same words are where the caller put them
+//  (the claims in memory producers write, `released` in memory only the
+//  consumer writes, its positions in its own object): the same pairs.
 //  (H) depth, for observers: every position below `released` was claimed
 //      (the claim is sequenced before the caller's publication, which the
 //      consumer acquired before releasing), so Depth() loads `released` with
@@ -39,6 +42,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <type_traits>
 
 #include "sluice/config.hpp"
 #include "sluice/producer_model.hpp"
@@ -47,7 +51,28 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace detail {
 
-template <std::size_t kCapacity, ProducerModel kModel>
+// Where a cursor's two lines live. kTogether: both inside the cursor (a
+// bus). kApart: the producers' line (the claims) and the released
+// position each where the caller says, and the consumer's own positions in
+// the cursor object (a bus across processes keeps the claims in the lane
+// its producer writes, the released position in the header only the
+// consumer writes, and its positions in its own process: what a producer
+// can write never moves the consumer: sluice/ipc/shm_layout.hpp).
+enum class CursorHome { kTogether, kApart };
+
+// The producers' line of a cursor: the claims, and the producers' cache
+// of the consumer's released position. Written by producers only.
+struct alignas(kCacheLineSize) ClaimLine {
+  explicit ClaimLine(Position first_position = 0) noexcept
+      : tail(first_position), consumer_position_cache(first_position) {}
+  std::atomic<Position> tail;
+  // The last consumer position a producer read: lets admission skip the
+  // consumer's line until the queue may be near the caller's limit.
+  std::atomic<Position> consumer_position_cache;
+};
+static_assert(sizeof(ClaimLine) == kCacheLineSize, "the producers' line is one cache line");
+
+template <std::size_t kCapacity, ProducerModel kModel, CursorHome kHome = CursorHome::kTogether>
 class ClaimCursor {
  public:
   static constexpr bool kMultiProducer = kModel == ProducerModel::kMulti;
@@ -56,12 +81,26 @@ class ClaimCursor {
   // refused, while the true depth is still recoverable (Depth()).
   static constexpr Position kClosedJump = Position{1} << (SLUICE_ATOMIC_BITS - 1);
 
+  // kTogether: both lines inside the cursor, counting from `first_position`.
+  template <CursorHome kH = kHome, std::enable_if_t<kH == CursorHome::kTogether, int> = 0>
   explicit ClaimCursor(Position first_position = 0) noexcept {
-    producer_.tail.store(first_position, std::memory_order_relaxed);
-    producer_.consumer_position_cache.store(first_position, std::memory_order_relaxed);
-    consumer_.position = first_position;
-    consumer_.released.store(first_position, std::memory_order_relaxed);
-    consumer_.published = first_position;
+    parts_.Producer().tail.store(first_position, std::memory_order_relaxed);
+    parts_.Producer().consumer_position_cache.store(first_position, std::memory_order_relaxed);
+    parts_.position = first_position;
+    parts_.ReleasedWord().store(first_position, std::memory_order_relaxed);
+    parts_.published = first_position;
+  }
+  // kApart: the producers' line at `line` and the released position at
+  // `released`, both made already (ClaimLine's constructor, and a store of
+  // the first position) and outliving the cursor. A consumer's cursor
+  // starts at the released position: every position below it was taken.
+  // A producer's never reads its own `position` or `published`.
+  template <CursorHome kH = kHome, std::enable_if_t<kH == CursorHome::kApart, int> = 0>
+  ClaimCursor(ClaimLine* line, std::atomic<Position>* released) noexcept {
+    parts_.line = line;
+    parts_.released = released;
+    parts_.position = released->load(std::memory_order_relaxed);
+    parts_.published = parts_.position;
   }
 
   ClaimCursor(const ClaimCursor&) = delete;
@@ -97,9 +136,9 @@ class ClaimCursor {
   Position TryClaimUpTo(Position limit, Position wanted, Position* first) noexcept {
     if (wanted == 0) return 0;
     if constexpr (kMultiProducer) {
-      Position position = producer_.tail.load(std::memory_order_relaxed);
+      Position position = parts_.Producer().tail.load(std::memory_order_relaxed);
       // SYNC POINT READ (B), through another producer's refresh.
-      Position released = producer_.consumer_position_cache.load(std::memory_order_acquire);
+      Position released = parts_.Producer().consumer_position_cache.load(std::memory_order_acquire);
       for (;;) {
         Position fill = position - released;
         // The cache may be stale: unless it already leaves room for all
@@ -107,12 +146,12 @@ class ClaimCursor {
         // the queue's real fill (as a single claim is refused only then).
         if (fill > kCapacity || fill >= limit || wanted > limit - fill) {
           // SYNC POINT READ (B): see Release().
-          released = consumer_.released.load(std::memory_order_acquire);
-          producer_.consumer_position_cache.store(released, std::memory_order_release);
+          released = parts_.ReleasedWord().load(std::memory_order_acquire);
+          parts_.Producer().consumer_position_cache.store(released, std::memory_order_release);
           fill = position - released;
           if (fill > kCapacity || fill >= limit) {
             // As TryClaimShared: refuse only if the tail held still.
-            const Position tail = producer_.tail.load(std::memory_order_relaxed);
+            const Position tail = parts_.Producer().tail.load(std::memory_order_relaxed);
             if (tail == position) return 0;
             position = tail;
             continue;
@@ -120,7 +159,7 @@ class ClaimCursor {
         }
         const Position room = limit - fill;
         const Position count = wanted < room ? wanted : room;
-        if (producer_.tail.compare_exchange_weak(
+        if (parts_.Producer().tail.compare_exchange_weak(
                 position, position + count, std::memory_order_relaxed, std::memory_order_relaxed)) {
           *first = position;
           return count;
@@ -128,12 +167,12 @@ class ClaimCursor {
         // Another producer claimed; the CAS loaded the new tail.
       }
     } else {
-      const Position position = producer_.tail.load(std::memory_order_relaxed);
-      Position released = producer_.consumer_position_cache.load(std::memory_order_relaxed);
+      const Position position = parts_.Producer().tail.load(std::memory_order_relaxed);
+      Position released = parts_.Producer().consumer_position_cache.load(std::memory_order_relaxed);
       if (position - released + wanted > limit) {
         // SYNC POINT READ (B): see Release().
-        released = consumer_.released.load(std::memory_order_acquire);
-        producer_.consumer_position_cache.store(released, std::memory_order_relaxed);
+        released = parts_.ReleasedWord().load(std::memory_order_acquire);
+        parts_.Producer().consumer_position_cache.store(released, std::memory_order_relaxed);
       }
       const Position fill = position - released;
       if (fill >= limit) return 0;
@@ -150,7 +189,7 @@ class ClaimCursor {
     static_assert(!kMultiProducer, "several producers publish through their slots");
     // SYNC POINT WRITE (A), SPSC: the envelopes below position + 1 were
     // constructed before this store (each by the one producer, in order).
-    producer_.tail.store(position + 1, std::memory_order_release);
+    parts_.Producer().tail.store(position + 1, std::memory_order_release);
   }
 
   // Consumer, SPSC ring: whether the message at the front is published.
@@ -158,13 +197,13 @@ class ClaimCursor {
   // tail read again, so a consumer behind the producer reads the
   // producer's line once per catch-up, not a sequence word per message.
   SLUICE_ALWAYS_INLINE bool IsFrontPublished() noexcept {
-    const Position front = consumer_.position;
-    if (consumer_.published != front) return true;
+    const Position front = parts_.position;
+    if (parts_.published != front) return true;
     // SYNC POINT READ (A), SPSC: see Publish().
-    const Position tail = producer_.tail.load(std::memory_order_acquire);
+    const Position tail = parts_.Producer().tail.load(std::memory_order_acquire);
     if (tail == front) return false;
     if (SLUICE_UNLIKELY(tail - front > kCapacity)) return ReadBackTail(front, tail);
-    consumer_.published = tail;
+    parts_.published = tail;
     return true;
   }
 
@@ -173,25 +212,25 @@ class ClaimCursor {
   // copy is never more than a ring past the front, so it covers `position`
   // exactly when it is 1 to kCapacity past it.
   SLUICE_ALWAYS_INLINE bool IsPublished(Position position) noexcept {
-    if (consumer_.published - position - 1 < kCapacity) return true;
-    const Position front = consumer_.position;
+    if (parts_.published - position - 1 < kCapacity) return true;
+    const Position front = parts_.position;
     // SYNC POINT READ (A), SPSC: see Publish().
-    const Position tail = producer_.tail.load(std::memory_order_acquire);
+    const Position tail = parts_.Producer().tail.load(std::memory_order_acquire);
     if (SLUICE_UNLIKELY(tail - front > kCapacity)) return ReadBackTail(position, tail);
-    consumer_.published = tail;
+    parts_.published = tail;
     return position - front < tail - front;
   }
 
   // Consumer, SPSC ring: its copy of the tail (every position below it is
   // published, and was acquired as such by IsFrontPublished/IsPublished).
-  Position PublishedCopy() const noexcept { return consumer_.published; }
+  Position PublishedCopy() const noexcept { return parts_.published; }
 
   // Producer: takes the claim of `position` (SPSC; MPSC claims are taken by
   // the CAS). Call before the claimed position's message becomes visible, so
   // that observers (H) never see the tail behind `released`.
   void Commit(Position position) noexcept {
     if constexpr (!kMultiProducer) {
-      producer_.tail.store(position + 1, std::memory_order_relaxed);
+      parts_.Producer().tail.store(position + 1, std::memory_order_relaxed);
     } else {
       (void)position;
     }
@@ -199,17 +238,19 @@ class ClaimCursor {
 
   // The tail: every position below it is claimed (SPSC: committed just
   // before its publication). Relaxed: a claim carries no data.
-  Position ClaimedTail() const noexcept { return producer_.tail.load(std::memory_order_relaxed); }
+  Position ClaimedTail() const noexcept {
+    return parts_.Producer().tail.load(std::memory_order_relaxed);
+  }
 
   // Consumer: the next position to release.
-  Position ConsumerPosition() const noexcept { return consumer_.position; }
+  Position ConsumerPosition() const noexcept { return parts_.position; }
 
   // Consumer: hands the position at ConsumerPosition() back to the producers,
   // after destroying what it held.
   SLUICE_ALWAYS_INLINE void Release() noexcept {
-    ++consumer_.position;
+    ++parts_.position;
     // SYNC POINT WRITE (B): what the caller destroyed before this store.
-    consumer_.released.store(consumer_.position, std::memory_order_release);
+    parts_.ReleasedWord().store(parts_.position, std::memory_order_release);
   }
 
   // Consumer: moves past an unpublished position (a ring no producer
@@ -219,8 +260,8 @@ class ClaimCursor {
   void Skip() noexcept {
     Release();
     if constexpr (!kMultiProducer) {
-      if (consumer_.published - consumer_.position > kCapacity) {
-        consumer_.published = consumer_.position;
+      if (parts_.published - parts_.position > kCapacity) {
+        parts_.published = parts_.position;
       }
     }
   }
@@ -230,18 +271,18 @@ class ClaimCursor {
   // together). One store: the producers see the room of the whole run when
   // it ends, as they would have seen it from a consumer that much slower.
   SLUICE_ALWAYS_INLINE void ReleaseRun(Position count) noexcept {
-    consumer_.position += count;
+    parts_.position += count;
     // SYNC POINT WRITE (B): what the caller destroyed before this store.
-    consumer_.released.store(consumer_.position, std::memory_order_release);
+    parts_.ReleasedWord().store(parts_.position, std::memory_order_release);
   }
 
   // A consumer taking over the cursor from one killed (shared memory):
   // sets the consumer's position to `position` and releases up to it, which
   // finishes a Release the killed one was inside.
   void TakeOverConsumer(Position position) noexcept {
-    consumer_.position = position;
-    consumer_.published = position;  // read the tail again
-    consumer_.released.store(position, std::memory_order_release);
+    parts_.position = position;
+    parts_.published = position;  // read the tail again
+    parts_.ReleasedWord().store(position, std::memory_order_release);
   }
 
   // Closes the cursor to new claims and returns the tail it closed at: every
@@ -256,40 +297,42 @@ class ClaimCursor {
   Position Close() noexcept {
     if constexpr (kMultiProducer) {
       for (;;) {
-        const Position released = consumer_.released.load(std::memory_order_acquire);
-        Position tail = producer_.tail.load(std::memory_order_relaxed);
+        const Position released = parts_.ReleasedWord().load(std::memory_order_acquire);
+        Position tail = parts_.Producer().tail.load(std::memory_order_relaxed);
         if (IsClosedTail(tail, released)) return tail - kClosedJump;
-        if (producer_.tail.compare_exchange_weak(
+        if (parts_.Producer().tail.compare_exchange_weak(
                 tail, tail + kClosedJump, std::memory_order_relaxed, std::memory_order_relaxed)) {
           return tail;
         }
       }
     } else {
-      const Position released = consumer_.released.load(std::memory_order_acquire);
+      const Position released = parts_.ReleasedWord().load(std::memory_order_acquire);
       // Acquire and release: a consumer that reads the closed tail (the
       // SPSC index protocol) inherits the publications it carries, also
       // when another thread closes while the producer is idle.
-      const Position tail = producer_.tail.load(std::memory_order_acquire);
+      const Position tail = parts_.Producer().tail.load(std::memory_order_acquire);
       if (IsClosedTail(tail, released)) return tail - kClosedJump;
-      producer_.tail.store(tail + kClosedJump, std::memory_order_release);
+      parts_.Producer().tail.store(tail + kClosedJump, std::memory_order_release);
       return tail;
     }
   }
 
   // The consumer's position, for observers (Drain): every position below it
   // has been released. SYNC POINT READ (B).
-  Position Released() const noexcept { return consumer_.released.load(std::memory_order_acquire); }
+  Position Released() const noexcept {
+    return parts_.ReleasedWord().load(std::memory_order_acquire);
+  }
 
   // Positions claimed and not yet released, exactly, at one instant during
   // the call (the read of `released`): the tail is read on both sides of it
   // and the pair is retried until the tail held still. Lock-free: a retry
   // means a producer claimed meanwhile. Any thread or interrupt handler.
   Position Depth() const noexcept {
-    Position tail = producer_.tail.load(std::memory_order_relaxed);
+    Position tail = parts_.Producer().tail.load(std::memory_order_relaxed);
     for (;;) {
       // SYNC POINT READ (H): see the file comment.
-      const Position released = consumer_.released.load(std::memory_order_acquire);
-      const Position tail_after = producer_.tail.load(std::memory_order_relaxed);
+      const Position released = parts_.ReleasedWord().load(std::memory_order_acquire);
+      const Position tail_after = parts_.Producer().tail.load(std::memory_order_relaxed);
       // (H) gives tail_after >= released; equal tails bound the moment. A
       // closed cursor's tail is kClosedJump ahead of its last claim.
       if (tail_after == tail) {
@@ -304,8 +347,8 @@ class ClaimCursor {
   // refused for a closed tail sees it closed here (the tail's values come in
   // one order to every thread). Relaxed: it carries no data.
   bool IsClosed() const noexcept {
-    const Position released = consumer_.released.load(std::memory_order_relaxed);
-    return IsClosedTail(producer_.tail.load(std::memory_order_relaxed), released);
+    const Position released = parts_.ReleasedWord().load(std::memory_order_relaxed);
+    return IsClosedTail(parts_.Producer().tail.load(std::memory_order_relaxed), released);
   }
 
  private:
@@ -314,10 +357,10 @@ class ClaimCursor {
   // back to it; anything else (a tail written by something that breaks the
   // protocol, in shared memory) publishes nothing.
   SLUICE_NOINLINE bool ReadBackTail(Position position, Position tail) noexcept {
-    const Position front = consumer_.position;
+    const Position front = parts_.position;
     tail -= kClosedJump;
     if (tail - front > kCapacity) tail = front;
-    consumer_.published = tail;
+    parts_.published = tail;
     return position - front < tail - front;
   }
 
@@ -346,28 +389,28 @@ class ClaimCursor {
 
   template <bool kOne>
   bool TryClaimShared(Position limit, Position count, Position* claimed) noexcept {
-    Position position = producer_.tail.load(std::memory_order_relaxed);
+    Position position = parts_.Producer().tail.load(std::memory_order_relaxed);
     // SYNC POINT READ (B), through another producer's refresh.
-    Position released = producer_.consumer_position_cache.load(std::memory_order_acquire);
+    Position released = parts_.Producer().consumer_position_cache.load(std::memory_order_acquire);
     for (;;) {
       // Unsigned: a stale `position` behind `released` yields a huge fill and
       // takes the slow path, which re-reads the tail.
       if (OverLimit<kOne>(position - released, limit, count)) {
         // The cache says the queue may be at the limit: ask the consumer.
         // SYNC POINT READ (B): see Release().
-        released = consumer_.released.load(std::memory_order_acquire);
-        producer_.consumer_position_cache.store(released, std::memory_order_release);
+        released = parts_.ReleasedWord().load(std::memory_order_acquire);
+        parts_.Producer().consumer_position_cache.store(released, std::memory_order_release);
         if (position - released > kCapacity || OverLimit<kOne>(position - released, limit, count)) {
           // Refuse only if the tail has not moved since `released` was read:
           // then the queue held position - released >= limit messages at
           // that moment, so the refusal is real and not a lost race.
-          const Position tail = producer_.tail.load(std::memory_order_relaxed);
+          const Position tail = parts_.Producer().tail.load(std::memory_order_relaxed);
           if (tail == position) return false;
           position = tail;
           continue;
         }
       }
-      if (producer_.tail.compare_exchange_weak(
+      if (parts_.Producer().tail.compare_exchange_weak(
               position, position + count, std::memory_order_relaxed, std::memory_order_relaxed)) {
         *claimed = position;
         return true;
@@ -378,38 +421,48 @@ class ClaimCursor {
 
   template <bool kOne>
   bool TryClaimExclusive(Position limit, Position count, Position* claimed) noexcept {
-    const Position position = producer_.tail.load(std::memory_order_relaxed);
-    Position released = producer_.consumer_position_cache.load(std::memory_order_relaxed);
+    const Position position = parts_.Producer().tail.load(std::memory_order_relaxed);
+    Position released = parts_.Producer().consumer_position_cache.load(std::memory_order_relaxed);
     if (OverLimit<kOne>(position - released, limit, count)) {
       // SYNC POINT READ (B): see Release().
-      released = consumer_.released.load(std::memory_order_acquire);
-      producer_.consumer_position_cache.store(released, std::memory_order_relaxed);
+      released = parts_.ReleasedWord().load(std::memory_order_acquire);
+      parts_.Producer().consumer_position_cache.store(released, std::memory_order_relaxed);
       if (OverLimit<kOne>(position - released, limit, count)) return false;
     }
     *claimed = position;
     return true;
   }
 
-  // Written by producers. The consumer never touches this line.
-  struct alignas(kCacheLineSize) ProducerCursor {
-    std::atomic<Position> tail{0};
-    // The last consumer position a producer read: lets admission skip the
-    // consumer's line until the queue may be near the caller's limit.
-    std::atomic<Position> consumer_position_cache{0};
-  };
-  // Written by the consumer; producers read `released` only on refresh.
-  struct alignas(kCacheLineSize) ConsumerCursor {
-    Position position = 0;  // consumer-private
+  // kTogether: the producers' line, then the consumer's, each one cache
+  // line. The consumer never touches the first; producers read `released`
+  // only on refresh.
+  struct TogetherParts {
+    ClaimLine producer;
+    alignas(kCacheLineSize) Position position = 0;  // consumer-private
     std::atomic<Position> released{0};
     // SPSC: the tail as the consumer last read it (consumer-private).
     Position published = 0;
+    ClaimLine& Producer() noexcept { return producer; }
+    const ClaimLine& Producer() const noexcept { return producer; }
+    std::atomic<Position>& ReleasedWord() noexcept { return released; }
+    const std::atomic<Position>& ReleasedWord() const noexcept { return released; }
   };
-  static_assert(sizeof(ProducerCursor) == kCacheLineSize &&
-                    sizeof(ConsumerCursor) == kCacheLineSize,
+  static_assert(sizeof(TogetherParts) == 2 * kCacheLineSize,
                 "producer and consumer cursors must each fill one cache line");
+  // kApart: where the two shared words are, and the consumer's own
+  // positions in this object (a process's own memory).
+  struct ApartParts {
+    ClaimLine* line = nullptr;
+    std::atomic<Position>* released = nullptr;
+    Position position = 0;   // consumer-private
+    Position published = 0;  // SPSC: consumer-private
+    ClaimLine& Producer() noexcept { return *line; }
+    const ClaimLine& Producer() const noexcept { return *line; }
+    std::atomic<Position>& ReleasedWord() noexcept { return *released; }
+    const std::atomic<Position>& ReleasedWord() const noexcept { return *released; }
+  };
 
-  ProducerCursor producer_;
-  ConsumerCursor consumer_;
+  std::conditional_t<kHome == CursorHome::kTogether, TogetherParts, ApartParts> parts_;
   friend struct TestAccess;
 };
 

@@ -87,25 +87,39 @@ class FifoQueue {
   RingType ring_;
 };
 
-// What the producers and the consumer of a priority-ordered queue share:
-// the fill cursor and one ring per priority. Positions and inline slots
-// only, no pointers, so it may live in memory mapped by several processes
-// (sluice/ipc/shm_bus.hpp).
+// What the producers of a priority-ordered queue write, made where they
+// map it (shared memory: sluice/ipc/shm_layout.hpp): the fill's claims and
+// each ring's claims and slots. Positions and inline slots only, no
+// pointers. What the consumer releases is in a ReleasedLine of its own.
 template <typename Envelope, std::size_t kCapacity, ProducerModel kModel, SlotStorage kStorage>
 struct PriorityRings {
-  using RingType = Ring<Envelope, kCapacity, kModel, kStorage>;
+  using RingType = Ring<Envelope, kCapacity, kModel, kStorage, CursorHome::kApart>;
   explicit PriorityRings(Position first_position) noexcept
       : fill(first_position),
-        rings{RingType(first_position), RingType(first_position), RingType(first_position)} {}
+        rings{typename RingType::Shared(first_position), typename RingType::Shared(first_position),
+              typename RingType::Shared(first_position)} {}
 
-  ClaimCursor<kCapacity, kModel> fill;
-  RingType rings[kPriorityCount];
+  ClaimLine fill;
+  typename RingType::Shared rings[kPriorityCount];
+};
+
+// The consumer's released positions of a PriorityRings: the fill's and each
+// ring's, on one line only the consumer writes (producers read them to
+// admit). Stores of the first position make them.
+struct alignas(kCacheLineSize) ReleasedLine {
+  std::atomic<Position> fill;
+  std::atomic<Position> rings[kPriorityCount];
+  void Reset(Position first_position) noexcept {
+    fill.store(first_position, std::memory_order_relaxed);
+    for (auto& ring : rings) ring.store(first_position, std::memory_order_relaxed);
+  }
 };
 
 // Where a PriorityQueue keeps its fill cursor and rings: inside itself (a
-// bus), or in a PriorityRings at an address given at construction (a
-// segment of shared memory), while the consumer's own state stays in the
-// queue object either way.
+// bus), or a PriorityRings and a ReleasedLine at addresses given at
+// construction (shared memory), with the consumer's own positions in the
+// queue object (CursorHome::kApart). The consumer's other state (which
+// ring, how long a run) is in the queue object either way.
 struct RingsInside {};
 struct RingsAt {};
 
@@ -145,7 +159,9 @@ template <typename Envelope, std::size_t kCapacity, ProducerModel kModel, SlotSt
 class PriorityQueue {
   static_assert(kCheckInterval >= 1,
                 "Sluice: PriorityDelivery's check interval must be at least 1");
-  using RingType = Ring<Envelope, kCapacity, kModel, kStorage>;
+  static constexpr bool kInside = std::is_same_v<Place, RingsInside>;
+  static constexpr CursorHome kHome = kInside ? CursorHome::kTogether : CursorHome::kApart;
+  using RingType = Ring<Envelope, kCapacity, kModel, kStorage, kHome>;
   static constexpr std::uint8_t kTop = kPriorityCount - 1;
 
  public:
@@ -164,9 +180,14 @@ class PriorityQueue {
   explicit PriorityQueue(Position first_position) noexcept
       : fill_(first_position),
         rings_{RingType(first_position), RingType(first_position), RingType(first_position)} {}
-  // RingsAt: the rings constructed at `at` already, outliving the queue.
+  // RingsAt: the rings made at `at` and their released positions at
+  // `released` already, both outliving the queue.
   template <typename P = Place, std::enable_if_t<std::is_same_v<P, RingsAt>, int> = 0>
-  explicit PriorityQueue(Rings* at) noexcept : fill_(at->fill), rings_(at->rings) {}
+  PriorityQueue(Rings* at, ReleasedLine* released) noexcept
+      : fill_(&at->fill, &released->fill),
+        rings_{RingType(&at->rings[0], &released->rings[0]),
+               RingType(&at->rings[1], &released->rings[1]),
+               RingType(&at->rings[2], &released->rings[2])} {}
 
   using Run = Claim;  // the first of the run
 
@@ -295,10 +316,11 @@ class PriorityQueue {
     return rings_[p].ClaimedTail();
   }
   // A consumer taking over the rings from one killed (shared memory): each
-  // ring's release finished, and the fill's consumer position set to what
-  // the rings released (each message is released once in its ring and once
-  // in the fill, the ring first; the rings were made at position 0), so a
-  // consumer killed between the two releases leaves no position counted.
+  // ring's position is what the killed one released there, and the fill's
+  // is what the rings released (each message is released once in its ring
+  // and once in the fill, the ring first; the rings were made at position
+  // 0), so a consumer killed between the two releases leaves no position
+  // counted twice or not at all.
   template <typename P = Place, std::enable_if_t<std::is_same_v<P, RingsAt>, int> = 0>
   void TakeOverConsumer() noexcept {
     Position released = 0;
@@ -451,10 +473,8 @@ class PriorityQueue {
     }
   }
 
-  static constexpr bool kInside = std::is_same_v<Place, RingsInside>;
-  std::conditional_t<kInside, ClaimCursor<kCapacity, kModel>, ClaimCursor<kCapacity, kModel>&>
-      fill_;
-  std::conditional_t<kInside, RingType[kPriorityCount], RingType*> rings_;
+  ClaimCursor<kCapacity, kModel, kHome> fill_;
+  RingType rings_[kPriorityCount];
   // Consumer-private (never in the shared rings: a segment other processes
   // can write must not hold the index of the current ring).
   std::uint8_t current_ = 0;

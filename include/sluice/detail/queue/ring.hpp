@@ -52,7 +52,8 @@ struct FirstPosition {
   Position value = 0;
 };
 
-template <typename Envelope, std::size_t kCapacity, ProducerModel kModel, SlotStorage kStorage>
+template <typename Envelope, std::size_t kCapacity, ProducerModel kModel, SlotStorage kStorage,
+          CursorHome kHome = CursorHome::kTogether>
 class Ring {
   static_assert(kCapacity >= 2 && IsPowerOfTwo(kCapacity),
                 "Sluice: the bus capacity must be a power of two and at least 2");
@@ -67,27 +68,42 @@ class Ring {
   static constexpr bool kMultiProducer = kModel == ProducerModel::kMulti;
   static constexpr Position kClosedJump = ClaimCursor<kCapacity, kModel>::kClosedJump;
 
+  static constexpr bool kApart = kHome == CursorHome::kApart;
+
   struct Slot {
     std::atomic<Position> sequence{0};
     alignas(Envelope) unsigned char storage[sizeof(Envelope)];
   };
 
-  // `first_position` is where counting starts (0 normally). Tests start near
-  // the wrap of Position (2^64, or 2^32 with 32-bit positions) to prove that
-  // arithmetic wraps cleanly.
-  explicit Ring(Position first_position = 0) noexcept : cursor_(first_position) {
-    for (Position i = 0; i < kCapacity; ++i) {
-      const Position position = first_position + i;
-      // The value of the lap before `position`: never position + 1.
-      slots_[position & kIndexMask].sequence.store(position + 1 - kCapacity,
-                                                   std::memory_order_relaxed);
+  // kApart: what the ring's producers write, made by the consumer where
+  // they map it (the producers' line and the slots); the released position
+  // and the consumer's own positions live elsewhere (CursorHome).
+  struct Shared {
+    explicit Shared(Position first_position) noexcept : line(first_position) {
+      InitialSequences(slots, first_position);
     }
-  }
+    ClaimLine line;
+    SlotArray<Slot, kCapacity, kStorage> slots;
+  };
 
-  // Destroys every envelope still queued (none to destroy when the
-  // envelope's destructor does nothing). No thread may use the ring now.
+  // kTogether. `first_position` is where counting starts (0 normally). Tests
+  // start near the wrap of Position (2^64, or 2^32 with 32-bit positions) to
+  // prove that arithmetic wraps cleanly.
+  template <CursorHome kH = kHome, std::enable_if_t<kH == CursorHome::kTogether, int> = 0>
+  explicit Ring(Position first_position = 0) noexcept : cursor_(first_position) {
+    InitialSequences(slots_, first_position);
+  }
+  // kApart: a view of the ring `shared` whose released position is at
+  // `released` (see ClaimCursor's kApart constructor).
+  template <CursorHome kH = kHome, std::enable_if_t<kH == CursorHome::kApart, int> = 0>
+  Ring(Shared* shared, std::atomic<Position>* released) noexcept
+      : cursor_(&shared->line, released), slots_(&shared->slots[0]) {}
+
+  // kTogether: destroys every envelope still queued (none to destroy when
+  // the envelope's destructor does nothing). No thread may use the ring now.
+  // kApart: a view; what its slots hold is the consumer's to account for.
   ~Ring() {
-    if constexpr (!std::is_trivially_destructible_v<Envelope>) {
+    if constexpr (!kApart && !std::is_trivially_destructible_v<Envelope>) {
       for (Envelope* envelope = TryFront(); envelope != nullptr; envelope = TryFront()) {
         PopFront();
       }
@@ -260,10 +276,11 @@ class Ring {
   // Consumer: whether every claimed position has been taken or skipped.
   bool IsDrained() const noexcept { return cursor_.ClaimedTail() == cursor_.ConsumerPosition(); }
 
-  // A consumer taking over from one killed (shared memory): finishes the
-  // release it was inside, if any; returns the consumer's position.
+  // A consumer taking over from one killed (shared memory): its position
+  // is what the killed one released (a release it was inside and had not
+  // stored is not made: that message was not yet dispatched); returns it.
   Position TakeOverConsumer() noexcept {
-    const Position position = cursor_.ConsumerPosition();
+    const Position position = cursor_.Released();
     cursor_.TakeOverConsumer(position);
     return position;
   }
@@ -289,9 +306,19 @@ class Ring {
     }
   }
 
+  // The value of the lap before each position: never position + 1.
+  template <typename Slots>
+  static void InitialSequences(Slots& slots, Position first_position) noexcept {
+    for (Position i = 0; i < kCapacity; ++i) {
+      const Position position = first_position + i;
+      slots[position & kIndexMask].sequence.store(position + 1 - kCapacity,
+                                                  std::memory_order_relaxed);
+    }
+  }
+
   friend struct TestAccess;
-  ClaimCursor<kCapacity, kModel> cursor_;
-  SlotArray<Slot, kCapacity, kStorage> slots_;
+  ClaimCursor<kCapacity, kModel, kHome> cursor_;
+  std::conditional_t<kApart, Slot*, SlotArray<Slot, kCapacity, kStorage>> slots_;
 };
 
 }  // namespace detail
