@@ -295,6 +295,39 @@ TEST_F(ShmRecheckTest, MessagesPastTheirPrioritysThresholdAreCountedAndDropped) 
   EXPECT_EQ(bus.GetStatistics().over_limit, kPast);
 }
 
+// The consumer reads a ring's claims again only every kCapacity / 8
+// messages it takes there once it has caught up: a producer that skips
+// admission in a burst right after such a read gets every message up to the
+// threshold dispatched, and no more than kCapacity / 8 - 1 past it; every
+// other message of the burst is counted in `over_limit`, the last claimed.
+TEST_F(ShmRecheckTest, ABurstPastTheThresholdRightAfterARecheckGetsAtMostAStrideThrough) {
+  const sluice::Position low_limit =
+      sluice::FillLimit(sluice::AdmissionThresholds{}.low_percent, kCapacity);
+  constexpr sluice::Position kStride = kCapacity / 8;
+  ASSERT_TRUE(producer.PublishWithPriority(Stop{4, 0}, 3, MessagePriority::LOW));
+  ASSERT_EQ(bus.ProcessBatch(), 1u);  // the consumer reads the LOW ring's claims
+  BusView<Layout> lane;
+  ASSERT_EQ(lane.Open(name), AttachError::kNone);
+  LaneRings<Layout> rings(lane.Base(), producer.Lane() - 1u);
+  auto& low = rings.Ring(0);
+  constexpr sluice::Position kBurst = kCapacity - 4;
+  for (sluice::Position i = 1; i <= kBurst; ++i) {
+    sluice::Position slot = 0;
+    ASSERT_TRUE(low.TryClaimExactly(kCapacity, 1, &slot));
+    sluice::MessageHeader header;
+    header.sender_id = 3;
+    new (low.Storage(slot)) sluice::MessageEnvelope<Payload>{header, Stop{4, i}};
+    low.Publish(slot);
+  }
+  while (bus.ProcessBatch() != 0) {
+  }
+  const std::uint64_t through = dispatched - 1;
+  EXPECT_GE(through, low_limit);
+  EXPECT_LE(through, low_limit + kStride - 1);
+  EXPECT_EQ(bus.GetStatistics().over_limit, kBurst - through);
+  EXPECT_EQ(highest, through);  // the ones dropped are the last claimed
+}
+
 // Sends a request to the bus's hand-out with `proof` (-1: none) and
 // returns the answer's error, or -1 when no answer came.
 int AskWith(const std::string& path, int proof,
