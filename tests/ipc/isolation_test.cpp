@@ -297,9 +297,10 @@ TEST_F(ShmRecheckTest, MessagesPastTheirPrioritysThresholdAreCountedAndDropped) 
 
 // The consumer reads a ring's claims again only every kCapacity / 8
 // messages it takes there once it has caught up: a producer that skips
-// admission in a burst right after such a read gets every message up to the
-// threshold dispatched, and no more than kCapacity / 8 - 1 past it; every
-// other message of the burst is counted in `over_limit`, the last claimed.
+// admission in a burst right after such a read (one that found the lane
+// empty) gets every message up to the threshold dispatched, and no more
+// than kCapacity / 8 - 1 past it; every other message of the burst is
+// counted in `over_limit`, the last claimed.
 TEST_F(ShmRecheckTest, ABurstPastTheThresholdRightAfterARecheckGetsAtMostAStrideThrough) {
   const sluice::Position low_limit =
       sluice::FillLimit(sluice::AdmissionThresholds{}.low_percent, kCapacity);
@@ -326,6 +327,37 @@ TEST_F(ShmRecheckTest, ABurstPastTheThresholdRightAfterARecheckGetsAtMostAStride
   EXPECT_LE(through, low_limit + kStride - 1);
   EXPECT_EQ(bus.GetStatistics().over_limit, kBurst - through);
   EXPECT_EQ(highest, through);  // the ones dropped are the last claimed
+}
+
+// A producer that skips admission on every ring at once (39 LOW, 52 MEDIUM
+// and 64 HIGH claimed straight on its rings, in a lane of 64 slots) gets no
+// more dispatched than admission lets into an empty lane (HIGH's threshold)
+// and a stride per ring; every other message is counted in `over_limit`.
+// HIGH is judged before LOW or MEDIUM is taken: the rings below are read
+// when HIGH is, not counted from an earlier read.
+TEST_F(ShmRecheckTest, ABurstOnEveryRingGetsNoMoreThroughThanAdmissionLetsIntoTheLane) {
+  const sluice::Position high_limit =
+      sluice::FillLimit(sluice::AdmissionThresholds{}.high_percent, kCapacity);
+  constexpr sluice::Position kStride = kCapacity / 8;
+  BusView<Layout> lane;
+  ASSERT_EQ(lane.Open(name), AttachError::kNone);
+  LaneRings<Layout> rings(lane.Base(), producer.Lane() - 1u);
+  const sluice::Position burst[3] = {39, 52, kCapacity};
+  std::uint64_t seq = 0;
+  for (std::size_t ring = 0; ring < 3; ++ring) {
+    for (sluice::Position i = 0; i < burst[ring]; ++i) {
+      sluice::Position slot = 0;
+      ASSERT_TRUE(rings.Ring(ring).TryClaimExactly(kCapacity, 1, &slot));
+      sluice::MessageHeader header;
+      header.sender_id = 3;
+      new (rings.Ring(ring).Storage(slot)) sluice::MessageEnvelope<Payload>{header, Stop{4, ++seq}};
+      rings.Ring(ring).Publish(slot);
+    }
+  }
+  while (bus.ProcessBatch() != 0) {
+  }
+  EXPECT_LE(dispatched, high_limit + 3 * (kStride - 1));
+  EXPECT_EQ(dispatched + bus.GetStatistics().over_limit, seq);
 }
 
 // Sends a request to the bus's hand-out with `proof` (-1: none) and
@@ -520,6 +552,21 @@ TEST(ShmIsolationTest, AHandOutThatNeverAnswersIsNoAnswer) {
     EXPECT_EQ(producer.Attach(name, nullptr, std::chrono::milliseconds(0)), AttachError::kNoAnswer);
     EXPECT_EQ(producer.Attach(name, nullptr, std::chrono::milliseconds(-5)),
               AttachError::kNoAnswer);
+    // Its queue of connections filled (a stopped consumer, or a flood):
+    // the connect itself waits, and gives up as kNoAnswer too.
+    std::vector<int> queued;
+    for (int i = 0; i < 64; ++i) {
+      const int client = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      ASSERT_GE(client, 0);
+      const sockaddr_un address = SocketAddress(path);
+      const bool in =
+          ::connect(client, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+      queued.push_back(client);
+      if (!in) break;  // the queue is full
+    }
+    EXPECT_EQ(producer.Attach(name, nullptr, std::chrono::milliseconds(100)),
+              AttachError::kNoAnswer);
+    for (const int client : queued) ::close(client);
     EXPECT_FALSE(producer.IsAttached());
     ::close(listener);
     ::unlink(path.c_str());

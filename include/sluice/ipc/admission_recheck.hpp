@@ -30,9 +30,9 @@ struct AdmissionLimits {
   }
 };
 
-// One lane's re-check: what the consumer last read of each ring's claims,
-// up to which position it has judged each ring's messages, and from which
-// position they are past its threshold. The consumer thread only.
+// One lane's re-check: up to which position the consumer has judged each
+// ring's messages, and from which position they are past its threshold.
+// The consumer thread only.
 class AdmissionRecheck {
  public:
   // A lane whose consumer positions are as `queue` has them now (made
@@ -40,66 +40,80 @@ class AdmissionRecheck {
   template <typename Queue>
   void Start(const Queue& queue) noexcept {
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
-      claims_read_[p] = queue.TakenIn(p);
-      judged_until_[p] = claims_read_[p];
-      past_limit_from_[p] = claims_read_[p];
+      judged_until_[p] = queue.TakenIn(p);
+      past_limit_from_[p] = judged_until_[p];
     }
   }
 
   // Whether the front TryFront just returned from `queue` (the lane's) is
-  // past its priority's threshold. The consumer reads a ring's claims when
-  // it takes a position it has not judged. With `taken` the ring's
-  // position then and `room` its priority's limit less the lower rings'
-  // claims it last read and has not taken, the claims read past taken +
-  // room are past (the last claimed: the ones admission would have
-  // refused; each was claimed when the consumer had taken no more than
-  // `taken`, so more than room were ahead of it), and the rest are fine.
-  // So are the positions up to taken + min(room, stride) claimed after the
-  // read: fewer than room were ahead of each when it was claimed. The next
-  // read comes at the first position not judged, so a consumer that keeps
-  // pace reads its producer's line once every `stride` messages of a ring,
-  // not every message; a producer that skips admission in a burst right
-  // after a read gets at most stride - 1 more past the threshold than a
-  // read at once would have let through.
+  // past its priority's threshold. The consumer reads a ring's claims, and
+  // those of the rings below it, when it takes a position of the ring it
+  // has not judged. With `taken` the ring's position then and `room` its
+  // priority's limit less the lower rings' backlog (claimed and not
+  // taken), the ring's claims past taken + room are past (the last
+  // claimed: the ones admission would have refused, as far as the claims
+  // read can tell), and the rest are fine. So are the positions up to
+  // taken + min(room, stride) claimed after the read, claimed or not: a
+  // message claimed there found fewer than room of its ring ahead of it.
+  // The next read comes at the first position not judged, so a consumer
+  // that keeps pace reads its producer's lines once every `stride`
+  // messages of a ring, not every message. The price: a producer that
+  // skips admission gets up to stride - 1 messages of a ring more
+  // dispatched per read than a read at every catch-up would let through
+  // (claimed right after a read, or written into slots it never claimed).
   //
   // A producer that keeps to admission never makes a message past its
-  // limit: each message it claimed at priority p found fewer than p's
-  // threshold claimed and not taken in its lane, those below p included,
-  // all of them still held are among the claims read, and claims read
-  // earlier are never more than there are; so only the producer's own
-  // code, skipping the check, can get past it. A front at a position the
-  // consumer judges that its ring never claimed (its producer wrote the
-  // slot ahead of its claims) counts as past too.
+  // limit: its lane's backlog at priority p and below never exceeds p's
+  // threshold (each message it admits at q <= p found fewer than q's
+  // threshold, at most p's, claimed and not taken), claims only grow and
+  // the consumer takes nothing while it reads, so the backlog it counts
+  // from reads made one after another is at most the backlog at the last
+  // of them. Only the producer's own code, skipping the check, can get
+  // past it. A front at a position the read judges that its ring never
+  // claimed (its producer wrote the slot ahead of its claims) counts as
+  // past too.
   template <typename Queue>
-  bool PastLimit(const Queue& queue, const AdmissionLimits& limits) noexcept {
+  SLUICE_ALWAYS_INLINE bool PastLimit(const Queue& queue, const AdmissionLimits& limits) noexcept {
     const std::size_t ring = queue.FrontRing();
     const Position taken = queue.TakenIn(ring);
-    if (taken - judged_until_[ring] < kHalfRange) {
-      const Position claims = queue.ClaimedIn(ring);
-      claims_read_[ring] = claims;
-      if (claims - taken - 1 >= kHalfRange) {  // never claimed
-        judged_until_[ring] = taken;
-        past_limit_from_[ring] = taken;
-        return true;
-      }
-      Position below = 0;
-      for (std::size_t p = 0; p < ring; ++p) {
-        const Position read = claims_read_[p] - queue.TakenIn(p);
-        below += read < kHalfRange ? read : 0;  // read before the last take: none
-      }
-      const Position limit = limits.fill[ring];
-      const Position room = limit > below ? limit - below : 0;
-      const Position ahead = room < limits.stride ? room : limits.stride;
-      past_limit_from_[ring] = taken + room;
-      judged_until_[ring] = claims - taken > ahead ? claims : taken + ahead;
-    }
+    if (taken - judged_until_[ring] < kHalfRange) return Judge(queue, limits, ring, taken);
     return taken - past_limit_from_[ring] < kHalfRange;
   }
 
  private:
+  // A read of ring `ring`'s claims and those below it, at position `taken`
+  // (see PastLimit): once a stride, so out of the per-message path.
+  template <typename Queue>
+  SLUICE_NOINLINE bool Judge(const Queue& queue, const AdmissionLimits& limits, std::size_t ring,
+                             Position taken) noexcept {
+    const Position claims = queue.ClaimedIn(ring);
+    if (claims - taken - 1 >= kHalfRange) {  // never claimed
+      judged_until_[ring] = taken;
+      past_limit_from_[ring] = taken;
+      return true;
+    }
+    // The rings below, read now too: their backlog counts against this
+    // ring's threshold, and HIGH is judged before LOW is taken, so a count
+    // from an earlier read would miss what was claimed since.
+    Position below = 0;
+    for (std::size_t p = 0; p < ring; ++p) {
+      const Position backlog = queue.ClaimedIn(p) - queue.TakenIn(p);
+      // More than a ring holds only from claims written wrong: room 0.
+      below += backlog <= kCapacityBound ? backlog : kCapacityBound;
+    }
+    const Position limit = limits.fill[ring];
+    const Position room = limit > below ? limit - below : 0;
+    const Position ahead = room < limits.stride ? room : limits.stride;
+    past_limit_from_[ring] = taken + room;
+    judged_until_[ring] = claims - taken > ahead ? claims : taken + ahead;
+    return taken - past_limit_from_[ring] < kHalfRange;
+  }
+
   // Positions compare within half their range (they wrap).
   static constexpr Position kHalfRange = ~Position{0} / 2;
-  Position claims_read_[kPriorityCount] = {};
+  // A backlog past any ring's capacity (claims behind the consumer, or far
+  // ahead of it) counts as this much: more than any threshold, no wrap.
+  static constexpr Position kCapacityBound = kHalfRange / 4;
   Position judged_until_[kPriorityCount] = {};
   Position past_limit_from_[kPriorityCount] = {};
 };

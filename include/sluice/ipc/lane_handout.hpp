@@ -245,6 +245,11 @@ inline AttachError RequestLane(int wake_fd, const std::string& path, uid_t owner
   SetTimeouts(socket, answer_timeout);
   if (::connect(socket, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     if (errno == ECONNREFUSED || errno == ENOENT) return AttachError::kConsumerGone;
+    // A listener whose queue of connections is full (a stopped consumer,
+    // or a flood of connections): connect waits up to the send timeout.
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT || errno == EINPROGRESS) {
+      return AttachError::kNoAnswer;
+    }
     return errno == EACCES ? AttachError::kPermissionDenied : AttachError::kSystemError;
   }
   // Who listens: the credentials the kernel took at its listen().
