@@ -46,8 +46,8 @@ int main(int argc, char** argv) {
         stopped = true;
       });
   if (!sensor.IsValid() || !stop.IsValid()) return 1;
-  if (const natsStatus status = bridge.Start(); status != NATS_OK) {
-    std::fprintf(stderr, "cannot connect to %s: %s\n", url, natsStatus_GetText(status));
+  if (const sluice::nats::StartResult started = bridge.Start(); started != NATS_OK) {
+    std::fprintf(stderr, "cannot connect to %s: %s\n", url, started.error.c_str());
     return 1;
   }
   std::printf("controller: waiting on %s\n", url);

@@ -23,8 +23,8 @@ int main(int argc, char** argv) {
       !bridge.Forward<plant::EmergencyStop>(plant::kStopSubject, plant::kStopType)) {
     return 1;
   }
-  if (const natsStatus status = bridge.Start(); status != NATS_OK) {
-    std::fprintf(stderr, "cannot connect to %s: %s\n", url, natsStatus_GetText(status));
+  if (const sluice::nats::StartResult started = bridge.Start(); started != NATS_OK) {
+    std::fprintf(stderr, "cannot connect to %s: %s\n", url, started.error.c_str());
     return 1;
   }
   constexpr std::uint32_t kSender = 1;

@@ -53,13 +53,13 @@ std::string ReadLine(const std::string& path) {
 }
 
 // Starts a bridge with `options` and returns Start's status.
-natsStatus StartWith(const BridgeOptions& options) {
+sluice::nats::StartResult StartWith(const BridgeOptions& options) {
   Bus bus;
   Bridge bridge(bus, options);
   EXPECT_TRUE(bridge.Receive<EmergencyStop>("sec.stop", kStopType));
-  const natsStatus status = bridge.Start();
-  if (status == NATS_OK) (void)bridge.Shutdown(10s);
-  return status;
+  sluice::nats::StartResult result = bridge.Start();
+  if (result == NATS_OK) (void)bridge.Shutdown(10s);
+  return result;
 }
 
 // A stop sent through a bridge connected with `sending` arrives through
@@ -168,12 +168,18 @@ TEST_F(NatsTlsTest, TheServerRefusesAClientWithoutACertificate) {
   EXPECT_NE(StartWith(OptionsFor(server_.Url())), NATS_OK);
 }
 
+// Start's result says why, in the client's words: the certificate does not
+// name the host expected.
 TEST_F(NatsTlsTest, TheExpectedHostnameMustBeOnTheCertificate) {
   BridgeOptions options = Mutual();
   options.tls.expected_hostname = "localhost";
-  EXPECT_EQ(StartWith(options), NATS_OK);
+  const sluice::nats::StartResult started = StartWith(options);
+  EXPECT_EQ(started, NATS_OK);
+  EXPECT_EQ(started.error, "");
   options.tls.expected_hostname = "robot-7.fleet.example";
-  EXPECT_EQ(StartWith(options), NATS_SSL_ERROR);
+  const sluice::nats::StartResult refused = StartWith(options);
+  EXPECT_EQ(refused, NATS_SSL_ERROR);
+  EXPECT_NE(refused.error.find("mismatch"), std::string::npos) << refused.error;
 }
 
 // Without expected_hostname the client checks the URL's host: a server

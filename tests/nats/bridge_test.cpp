@@ -962,11 +962,15 @@ TEST_F(NatsBridgeTest, StartCanBeRetriedAfterItFailed) {
   Bridge bridge(bus, OptionsFor(server_.Url()));
   ASSERT_TRUE(bridge.Receive<SensorReading>("t.retry", kSensorType));
   server_.Kill();
-  EXPECT_NE(bridge.Start(), NATS_OK);
+  const sluice::nats::StartResult failed = bridge.Start();
+  EXPECT_NE(failed, NATS_OK);
+  EXPECT_FALSE(failed.error.empty()) << "Start's result carries the client's text";
   EXPECT_FALSE(bridge.GetStatistics().connected);
   ASSERT_TRUE(server_.Restart());
   ASSERT_EQ(bridge.Start(), NATS_OK);
-  EXPECT_EQ(bridge.Start(), NATS_ILLEGAL_STATE) << "a started bridge starts once";
+  const sluice::nats::StartResult again = bridge.Start();
+  EXPECT_EQ(again, NATS_ILLEGAL_STATE) << "a started bridge starts once";
+  EXPECT_FALSE(again.error.empty());
   Consumer<Bus> consumer(bus);
   sluice::nats::FrameHeader header;
   header.type_id = kSensorType;

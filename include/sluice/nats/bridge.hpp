@@ -234,12 +234,15 @@ class Bridge {
   // Connects, subscribes to the inbound subjects (and waits until the
   // server has them), then starts forwarding. Any thread; once it has
   // succeeded, later calls return NATS_ILLEGAL_STATE. A failed Start leaves
-  // no connection behind and may be called again.
-  [[nodiscard]] natsStatus Start() {
+  // no connection behind and may be called again. The result converts to
+  // its natsStatus and carries the client's text for a failure.
+  [[nodiscard]] StartResult Start() {
     const std::unique_lock<std::mutex> routes = routes_.Lock();
-    if (routes_.started()) return NATS_ILLEGAL_STATE;
+    if (routes_.started()) {
+      return StartResult{NATS_ILLEGAL_STATE, "Start: the bridge is started already"};
+    }
     natsStatus status = connection_.Connect();
-    if (status != NATS_OK) return status;
+    if (status != NATS_OK) return StartResult{status, connection_.ErrorText(status)};
     status = connection_.OpenJetStream(publisher_.ContextOptions());
     if (status == NATS_OK) publisher_.Start();
     if (status == NATS_OK) status = inbound_.SubscribeAll();
@@ -248,17 +251,22 @@ class Bridge {
     sender_.NewInstance();
     routes_.RestartSequences();
     // The bus's subscription table for a forwarded type is full.
-    if (status == NATS_OK && !routes_.SubscribeOutbound(sender_)) status = NATS_NO_MEMORY;
+    std::string error;
+    if (status != NATS_OK) error = connection_.ErrorText(status);
+    if (status == NATS_OK && !routes_.SubscribeOutbound(sender_)) {
+      status = NATS_NO_MEMORY;
+      error = "Start: a forwarded type's bus subscription table is full";
+    }
     if (status != NATS_OK) {
       Release();
       // Ready for another Start: Release has waited for the closed callback
       // and every subscription's completion, so no client thread writes
       // the connection's state any more.
       connection_.Reset();
-      return status;
+      return StartResult{status, std::move(error)};
     }
     routes_.set_started();
-    return NATS_OK;
+    return StartResult{};
   }
 
   // The orderly stop: closes the bus to new publishes, drains it (what it

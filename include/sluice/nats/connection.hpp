@@ -119,6 +119,22 @@ class Connection {
     return natsConnection_FlushTimeout(connection_, timeout.count());
   }
 
+  // What the client said of `status`, a failure on this thread: the
+  // connection's last error when it is open and has one, else the thread's
+  // last error (a failed connect has no connection), else the status's
+  // own text.
+  std::string ErrorText(natsStatus status) const {
+    const char* text = nullptr;
+    if (connection_ != nullptr && natsConnection_GetLastError(connection_, &text) != NATS_OK &&
+        text != nullptr && *text != '\0') {
+      return text;
+    }
+    natsStatus last = NATS_OK;
+    text = nats_GetLastError(&last);
+    if (text != nullptr && *text != '\0' && last == status) return text;
+    return natsStatus_GetText(status);
+  }
+
   // Whether the server refused one of `route_subject`'s subjects (with
   // priority suffixes) as a subscription: it answers a SUB it does not
   // permit with an error the client keeps as the connection's last, before

@@ -135,6 +135,17 @@ enum class ShutdownDrain : std::uint8_t {
   kDispatchHere,     // the caller is the consumer: Shutdown calls ProcessBatch
 };
 
+// What Start did: NATS_OK, or the status it failed with and, in `error`,
+// what the client said of it (its last error text on the failing call,
+// such as a TLS certificate's "IP address mismatch"; the status's own text
+// when the client said nothing). Converts to the status, so
+// `bridge.Start() != NATS_OK` reads as it did when Start returned one.
+struct StartResult {
+  natsStatus status = NATS_OK;
+  std::string error;                                       // empty on NATS_OK
+  operator natsStatus() const noexcept { return status; }  // NOLINT(google-explicit-constructor)
+};
+
 struct ShutdownResult {
   bool bus_drained = false;  // every message admitted before Close dispatched
   // JetStream routes: every publish acknowledged by its stream in time
