@@ -18,6 +18,7 @@
 #include <thread>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "bridge_test_support.hpp"
@@ -619,6 +620,79 @@ TEST_F(NatsJetStreamTest, AMessageAdmittedAfterItsHandBackIsRefusedWhenItComesAg
   EXPECT_EQ(times[2], 1);
   EXPECT_EQ(times[3], 1);
   EXPECT_EQ(stats.rejected[static_cast<std::size_t>(sluice::nats::FrameError::kDuplicate)], 1u);
+}
+
+// A bus of readings with provenance that refuses, as a full one would,
+// the first try of each reading numbered up to `refuse_once_up_to`: each
+// is handed back once, and admitted when the stream delivers it again.
+using RemotePayload = std::variant<sluice::nats::Remote<SensorReading>>;
+using RemoteBus = sluice::MpscBus<RemotePayload, 64>;
+class RefusingOnceBus : public RemoteBus {
+ public:
+  template <typename Message>
+  sluice::PublishResult PublishAttempt(Message&& message, std::uint32_t sender,
+                                       MessagePriority priority) {
+    const std::uint64_t seq = message.value.seq;
+    // Relaxed: the fetch thread's own record; the test reads it after Shutdown.
+    if (seq <= refuse_once_up_to && !refused[seq].exchange(true, std::memory_order_relaxed)) {
+      return sluice::PublishResult(sluice::PublishOutcome::kRefusedFull, priority);
+    }
+    return RemoteBus::PublishAttempt(std::forward<Message>(message), sender, priority);
+  }
+  static constexpr std::uint64_t refuse_once_up_to = 1;
+  std::atomic<bool> refused[refuse_once_up_to + 1] = {};
+};
+
+}  // namespace
+
+template <>
+struct sluice::nats::detail::BusInfo<RefusingOnceBus> : sluice::nats::detail::BusInfo<RemoteBus> {};
+
+namespace {
+
+// Over JetStream a message's provenance carries its sequence in the stream
+// and how many times the stream delivered it: reading 1, handed back once,
+// arrives on its second delivery; reading 2 on its first.
+TEST_F(NatsJetStreamTest, ProvenanceCarriesTheStreamSequenceAndTheDeliveryCount) {
+  static_assert(sizeof(sluice::nats::Remote<std::uint8_t>) == 72,
+                "docs/nats.md gives Remote<T>'s size");
+  ASSERT_TRUE(MakeStream(server_.Url()));
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "provenance";
+  BridgeOptions options = OptionsFor(server_.Url());
+  options.reconnect_wait = 200ms;  // the pause before a handed-back message comes again
+  RefusingOnceBus bus;
+  sluice::nats::Bridge<RefusingOnceBus> receiver(bus, options);
+  ASSERT_TRUE(
+      receiver.Receive<sluice::nats::Remote<SensorReading>>("js.prov", kSensorType, from_stream));
+  std::mutex mutex;
+  std::map<std::uint64_t, sluice::nats::Provenance> arrived;  // by seq, guarded by mutex
+  auto handle = bus.Subscribe<sluice::nats::Remote<SensorReading>>(
+      [&](const sluice::nats::Remote<SensorReading>& m) {
+        std::lock_guard<std::mutex> lock(mutex);
+        arrived[m.value.seq] = m.provenance;
+      });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  Consumer<RefusingOnceBus> consumer(bus);
+  PublishRaw(server_.Url(), {{"js.prov.low", ReadingFrame(1, 1, MessagePriority::LOW)},
+                             {"js.prov.low", ReadingFrame(2, 2, MessagePriority::LOW)}});
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    return arrived.size() == 2;
+  })) << "both readings dispatched";
+  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
+  consumer.Stop();
+  std::lock_guard<std::mutex> lock(mutex);
+  EXPECT_EQ(arrived[1].stream_sequence, 1u);
+  EXPECT_EQ(arrived[1].deliveries, 2u) << "handed back once";
+  EXPECT_EQ(arrived[2].stream_sequence, 2u);
+  EXPECT_EQ(arrived[2].deliveries, 1u);
+  EXPECT_EQ(arrived[1].sequence, 1u);  // the frame's own number is kept beside them
+  EXPECT_EQ(arrived[1].origin_id, 0xCDu);
+  EXPECT_GE(receiver.GetStatistics().handed_back[static_cast<std::size_t>(MessagePriority::LOW)],
+            1u);
 }
 
 // A message handed back by one bridge, which then stops, comes to the next

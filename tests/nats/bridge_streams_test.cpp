@@ -230,6 +230,8 @@ TEST_F(NatsBridgeTest, RemoteCarriesProvenanceAndARecordedStreamReplayedIsRefuse
     EXPECT_EQ(from.sender_id, kTestSender);
     EXPECT_EQ(from.type_id, kSensorType);
     EXPECT_EQ(from.priority, MessagePriority::MEDIUM);
+    EXPECT_EQ(from.stream_sequence, 0u) << "core NATS: no stream";
+    EXPECT_EQ(from.deliveries, 0u);
   }
   const auto stats = receiver.GetStatistics();
   EXPECT_EQ(stats.rejected[Index(FrameError::kDuplicate)], replay.size());

@@ -36,11 +36,13 @@ sluice::SubscriptionHandle SubscribeTo(FakeSender& sender, Table::Outbound&) {
   return sender.bus->Subscribe<T>([](const T&, const sluice::MessageHeader&) {});
 }
 
-sluice::nats::FrameError DeliverOne(FakeReceiver&, const sluice::nats::FrameView&, bool, bool*) {
+sluice::nats::FrameError DeliverOne(FakeReceiver&, const sluice::nats::FrameView&,
+                                    const sluice::nats::Arrival&, bool, bool*) {
   return sluice::nats::FrameError::kNone;
 }
 
-sluice::nats::FrameError DeliverTwo(FakeReceiver&, const sluice::nats::FrameView&, bool, bool*) {
+sluice::nats::FrameError DeliverTwo(FakeReceiver&, const sluice::nats::FrameView&,
+                                    const sluice::nats::Arrival&, bool, bool*) {
   return sluice::nats::FrameError::kNone;
 }
 

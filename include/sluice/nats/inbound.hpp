@@ -123,9 +123,10 @@ class Receiver {
   // its origin may send at its priority, and it is new on its stream.
   // `admitted` null: core NATS (the stream is noted before delivery, a
   // refusal by the bus is a counted drop). Not null: a JetStream message
-  // (noted only once admitted, a refusal is handed back: *admitted false).
+  // (noted only once admitted, a refusal is handed back: *admitted false),
+  // which arrived as `arrival` says.
   FrameError Route(const Subscription& inbound, std::string_view subject, const FrameView& view,
-                   bool* admitted) noexcept {
+                   bool* admitted, const Arrival& arrival = Arrival{}) noexcept {
     // Each priority has its own subscription, queue and thread: a frame on
     // another priority's subject would take the wrong one.
     if (view.header.priority != inbound.priority) return FrameError::kPriorityMismatch;
@@ -163,12 +164,12 @@ class Receiver {
     {
 #if SLUICE_HAS_EXCEPTIONS
       try {
-        result = type->deliver(*this, view, at_least_once, &was_admitted);
+        result = type->deliver(*this, view, arrival, at_least_once, &was_admitted);
       } catch (...) {
         result = FrameError::kDecodeThrew;
       }
 #else
-      result = type->deliver(*this, view, at_least_once, &was_admitted);
+      result = type->deliver(*this, view, arrival, at_least_once, &was_admitted);
 #endif
     }
     if (at_least_once) {
@@ -201,8 +202,8 @@ class Receiver {
 
   // Deliver<T, Codec>: an InboundType's deliver function.
   template <typename T, typename Codec>
-  static FrameError Deliver(Receiver& receiver, const FrameView& view, bool hand_back,
-                            bool* admitted) {
+  static FrameError Deliver(Receiver& receiver, const FrameView& view, const Arrival& arrival,
+                            bool hand_back, bool* admitted) {
     std::optional<WireType<T>> value = Codec::Decode(view.payload, view.payload_size);
     if (!value) return FrameError::kBadPayload;
     if constexpr (IsRemote<T>::value) {
@@ -216,6 +217,8 @@ class Receiver {
       provenance.sender_id = frame.sender_id;
       provenance.type_id = frame.type_id;
       provenance.priority = frame.priority;
+      provenance.stream_sequence = arrival.stream_sequence;
+      provenance.deliveries = arrival.deliveries;
       T message{std::move(*value), provenance};
       *admitted = receiver.Admit(message, frame, hand_back);
     } else {

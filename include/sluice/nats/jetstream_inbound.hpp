@@ -27,6 +27,7 @@
 #include "sluice/nats/frame.hpp"
 #include "sluice/nats/inbound.hpp"
 #include "sluice/nats/options.hpp"
+#include "sluice/nats/remote.hpp"
 #include "sluice/nats/routes.hpp"
 #include "sluice/nats/subjects.hpp"
 #include "sluice/nats/subscriptions.hpp"
@@ -169,7 +170,7 @@ class StreamFetcher {
         return;
       }
       error = receiver_.Route(inbound, subject == nullptr ? std::string_view() : subject, view,
-                              &admitted);
+                              &admitted, ArrivalOf(message));
     }
     if (error == FrameError::kNone) {
       if (admitted) {
@@ -191,6 +192,19 @@ class StreamFetcher {
       (void)natsMsg_Term(message, nullptr);
     }
     receiver_.Report(error, inbound.subject);
+  }
+
+  // The stream's sequence and delivery count of `message` (its reply
+  // subject's metadata); 0 and 0 when the client cannot read them.
+  static Arrival ArrivalOf(natsMsg* message) noexcept {
+    jsMsgMetaData* meta = nullptr;
+    Arrival arrival;
+    if (natsMsg_GetMetaData(&meta, message) == NATS_OK && meta != nullptr) {
+      arrival.stream_sequence = meta->Sequence.Stream;
+      arrival.deliveries = meta->NumDelivered;
+    }
+    if (meta != nullptr) jsMsgMetaData_Destroy(meta);
+    return arrival;
   }
 
   Bus& bus_;

@@ -2,8 +2,10 @@
 // put Remote<T> in the bus payload and Receive<Remote<T>> instead of
 // Receive<T>, and each message arrives with its frame's provenance (the
 // sending bridge, its stream and sequence number, the sender's msg_id,
-// sender id and clock). The frame carries T as a Receive<T> would (same
-// codec, same type id); Remote<T> costs the payload slot 48 more bytes.
+// sender id and clock; over JetStream, the stream's sequence and how many
+// times the message was delivered). The frame carries T as a Receive<T>
+// would (same codec, same type id); Remote<T> costs the payload slot 64 more
+// bytes.
 // Standard library only.
 #pragma once
 
@@ -17,8 +19,18 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace nats {
 
+// How a frame reached the receiving bridge: over a JetStream route, the
+// message's sequence in its stream and how many times the stream has
+// delivered it (1 the first time; more after hand-backs or a receiver
+// that stopped before acknowledging); over core NATS, both 0.
+struct Arrival {
+  std::uint64_t stream_sequence = 0;
+  std::uint64_t deliveries = 0;
+};
+
 // The frame's header fields, as the sending bridge wrote them (docs/nats.md,
-// "The frame"). A version 1 frame has instance_id and sequence 0.
+// "The frame"), and how it arrived. A version 1 frame has instance_id and
+// sequence 0.
 struct Provenance {
   std::uint64_t origin_id = 0;    // the sending bridge
   std::uint64_t instance_id = 0;  // its Start (a random id)
@@ -31,6 +43,10 @@ struct Provenance {
   std::uint32_t sender_id = 0;  // MessageHeader::sender_id on the sender's bus
   std::uint16_t type_id = 0;
   MessagePriority priority = MessagePriority::MEDIUM;
+  // JetStream: the stream's sequence of the message, and its delivery
+  // count (Arrival); 0 and 0 over core NATS.
+  std::uint64_t stream_sequence = 0;
+  std::uint64_t deliveries = 0;
 };
 
 template <typename T>

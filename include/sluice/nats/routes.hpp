@@ -22,6 +22,7 @@
 #include "sluice/message.hpp"
 #include "sluice/nats/frame.hpp"
 #include "sluice/nats/options.hpp"
+#include "sluice/nats/remote.hpp"
 #include "sluice/nats/subjects.hpp"
 #include "sluice/subscription_handle.hpp"
 
@@ -51,7 +52,7 @@ struct OutboundRoute {
 // part that delivers it into the bus.
 template <typename Receiver>
 struct InboundType {
-  using DeliverFunction = FrameError (*)(Receiver&, const FrameView&, bool, bool*);
+  using DeliverFunction = FrameError (*)(Receiver&, const FrameView&, const Arrival&, bool, bool*);
 
   std::uint16_t type_id;
   std::size_t variant_index;
