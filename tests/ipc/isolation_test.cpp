@@ -329,6 +329,32 @@ TEST_F(ShmRecheckTest, ABurstPastTheThresholdRightAfterARecheckGetsAtMostAStride
   EXPECT_EQ(highest, through);  // the ones dropped are the last claimed
 }
 
+// Slots a producer writes and marks past its ring's claims, right after
+// the consumer read them: the ones inside the read's window (kCapacity / 8
+// past the position it read at) are dispatched, the rest counted in
+// `over_limit` and dropped.
+TEST_F(ShmRecheckTest, SlotsNeverClaimedGetAtMostAStrideThroughAndTheRestAreCounted) {
+  constexpr sluice::Position kStride = kCapacity / 8;
+  ASSERT_TRUE(producer.PublishWithPriority(Stop{4, 0}, 3, MessagePriority::LOW));
+  ASSERT_EQ(bus.ProcessBatch(), 1u);  // the consumer reads the LOW ring's claims
+  BusView<Layout> lane;
+  ASSERT_EQ(lane.Open(name), AttachError::kNone);
+  LaneRings<Layout> rings(lane.Base(), producer.Lane() - 1u);
+  auto& low = rings.Ring(0);
+  constexpr sluice::Position kWritten = 10;
+  static_assert(kWritten > kStride, "some of them lie past the window");
+  for (sluice::Position slot = 1; slot <= kWritten; ++slot) {
+    sluice::MessageHeader header;
+    new (low.Storage(slot)) sluice::MessageEnvelope<Payload>{header, Stop{4, slot}};
+    low.Publish(slot);  // never claimed: the tail stays at 1
+  }
+  while (bus.ProcessBatch() != 0) {
+  }
+  const std::uint64_t through = dispatched - 1;
+  EXPECT_LE(through, kStride - 1);
+  EXPECT_EQ(bus.GetStatistics().over_limit, kWritten - through);
+}
+
 // A producer that skips admission on every ring at once (39 LOW, 52 MEDIUM
 // and 64 HIGH claimed straight on its rings, in a lane of 64 slots) gets no
 // more dispatched than admission lets into an empty lane (HIGH's threshold)
