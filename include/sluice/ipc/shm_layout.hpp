@@ -297,13 +297,10 @@ struct Layout {
     return std::launder(
         reinterpret_cast<Rings*>(static_cast<unsigned char*>(LaneAt(base, lane)) + kRingsOffset));
   }
+  // Lane `lane`'s released positions, in the header. A producer maps the
+  // header read-only: its queue only loads them (a store would fault).
   static sluice::detail::ReleasedLine* ReleasedOf(void* base, std::size_t lane) noexcept {
     return &HeaderOf(base)->released[lane];
-  }
-  // A producer's: its header is mapped read-only, and its queue only loads
-  // the released positions (a store would fault).
-  static sluice::detail::ReleasedLine* ReleasedOf(const void* base, std::size_t lane) noexcept {
-    return ReleasedOf(const_cast<void*>(base), lane);
   }
   // `block` < kLoanBlocks (callers bound it).
   static void* LoanBlock(void* base, std::size_t lane, std::size_t block) noexcept {
