@@ -9,11 +9,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sluice/nats/bridge.hpp>
+#include <sluice/nats/dispatch_acks.hpp>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -787,6 +790,323 @@ TEST_F(NatsJetStreamTest, ShutdownDoesNotWaitOutAFetchThreadsPause) {
   consumer.Stop();
   server_.Stop();
   EXPECT_LT(took, 30s) << "Shutdown waited out the fetch thread's 60 s pause";
+}
+
+}  // namespace
+
+namespace {
+
+// At least once through a receiver's crash: a stream of readings is read by
+// a receiver process (sluice_nats_peer backlog) whose one subscriber takes
+// 2 ms a reading, so its 256-slot bus holds a backlog; it is killed with
+// SIGKILL three times, each time with that backlog in its bus, and a fast
+// one reads on. By sequence number, every reading is dispatched: none
+// lost. What a killed receiver dispatched and the server had not yet seen
+// acknowledged (the reading its subscriber was running, and acknowledgements
+// still in the client's buffer) is delivered again; acknowledgements go out
+// in dispatch order, so those are the last readings it dispatched, never
+// one before a reading the stream saw acknowledged. Within one receiver
+// nothing is dispatched twice.
+// A receiving bus that tells the bridge what it dispatched.
+struct AckTraits : sluice::DefaultBusTraits {
+  using Observer = sluice::nats::AckOnDispatch<>;
+};
+using AckBus =
+    sluice::AsyncBus<sluice_nats_test::Payload, 256, sluice::ProducerModel::kMulti, AckTraits>;
+
+// A route of the stream SLUICE through `durable`, acknowledged after dispatch.
+sluice::nats::ReceiveOptions OnDispatch(const std::string& durable) {
+  sluice::nats::ReceiveOptions route;
+  route.stream = "SLUICE";
+  route.durable = durable;
+  route.ack = sluice::nats::AckTiming::kOnDispatch;
+  return route;
+}
+
+class NatsDispatchAckTest : public NatsJetStreamTest {
+ protected:
+  static constexpr std::uint64_t kReadings = 600;
+
+  // Stores readings 1..count on `subject` in the stream SLUICE (made here
+  // on first use), through a sending bridge.
+  void Store(const std::string& subject, std::uint64_t count) {
+    ASSERT_TRUE(MakeStream(server_.Url()));
+    Bus bus;
+    Bridge sender(bus, OptionsFor(server_.Url()));
+    sluice::nats::ForwardOptions at_least_once;
+    at_least_once.jetstream = true;
+    ASSERT_TRUE(sender.Forward<SensorReading>(subject, kSensorType, at_least_once));
+    ASSERT_EQ(sender.Start(), NATS_OK);
+    for (std::uint64_t seq = 1; seq <= count; ++seq) {
+      while (!bus.PublishWithPriority(SensorReading{1, 0.0f, seq}, kTestSender,
+                                      MessagePriority::MEDIUM)) {
+        (void)bus.ProcessBatch();
+      }
+    }
+    const auto sent = sender.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
+    ASSERT_EQ(sent.stream_acks, NATS_OK);
+  }
+  void SendReadings() { Store("js.backlog", kReadings); }
+
+  // Starts a receiver; false if it never says it is ready.
+  bool StartReceiver(sluice_test::ChildProcess& receiver, const std::string& ack, int ms) {
+    if (!receiver.Start(
+            {SLUICE_NATS_PEER, "backlog", server_.Url(), "backlog", ack, std::to_string(ms)},
+            /*capture=*/true)) {
+      return false;
+    }
+    std::string line;
+    return receiver.WaitForLine("ready", &line, kHangGuard);
+  }
+
+  // Reads "got=" lines into `order` until `count` more have come, or until
+  // `quiet` passes with none; how many came.
+  static std::uint64_t ReadGot(sluice_test::ChildProcess& receiver,
+                               std::vector<std::uint64_t>& order, std::uint64_t count,
+                               std::chrono::milliseconds quiet) {
+    std::uint64_t got = 0;
+    std::string line;
+    while (got < count && receiver.ReadLine(&line, quiet)) {
+      if (line.compare(0, 4, "got=") != 0) continue;
+      order.push_back(std::stoull(line.substr(4)));
+      ++got;
+    }
+    return got;
+  }
+
+  // Readings of 1..kReadings that no receiver dispatched.
+  static std::uint64_t Missing(const std::vector<std::vector<std::uint64_t>>& orders) {
+    std::set<std::uint64_t> seen;
+    for (const auto& order : orders) seen.insert(order.begin(), order.end());
+    std::uint64_t missing = 0;
+    for (std::uint64_t seq = 1; seq <= kReadings; ++seq) missing += seen.count(seq) == 0 ? 1 : 0;
+    return missing;
+  }
+};
+
+TEST_F(NatsDispatchAckTest, AReceiverKilledWithABacklogLosesNothing) {
+  constexpr int kKills = 3;
+  ASSERT_NO_FATAL_FAILURE(SendReadings());
+  // Each receiver's readings, in its dispatch order; the last is the fast one.
+  std::vector<std::vector<std::uint64_t>> orders(kKills + 1);
+  for (int kill = 0; kill < kKills; ++kill) {
+    sluice_test::ChildProcess receiver;
+    ASSERT_TRUE(StartReceiver(receiver, "dispatch", 2));
+    // 40 readings at 2 ms each: the bus has filled behind them.
+    ASSERT_EQ(ReadGot(receiver, orders[kill], 40, kHangGuard), 40u) << "kill " << kill + 1;
+    receiver.Kill(SIGKILL);
+    std::printf("[ jetstream] kill %d after %zu readings, with a backlog in its bus\n", kill + 1,
+                orders[kill].size());
+  }
+  sluice_test::ChildProcess last;
+  ASSERT_TRUE(StartReceiver(last, "dispatch", 0));
+  // The killed receivers' unacknowledged readings come again once the
+  // stream's ack wait (1 s) has passed.
+  while (Missing(orders) != 0 && ReadGot(last, orders[kKills], 1, kHangGuard) == 1) {
+  }
+  last.Kill(SIGTERM);
+  EXPECT_EQ(Missing(orders), 0u);
+  std::uint64_t again = 0;
+  for (std::size_t r = 0; r < orders.size(); ++r) {
+    const std::set<std::uint64_t> once(orders[r].begin(), orders[r].end());
+    EXPECT_EQ(once.size(), orders[r].size()) << "receiver " << r << " dispatched one twice";
+    EXPECT_TRUE(std::all_of(orders[r].begin(), orders[r].end(),
+                            [](std::uint64_t seq) { return seq >= 1 && seq <= kReadings; }));
+    // Dispatched again by a later receiver: a tail of this one's order.
+    std::set<std::uint64_t> later;
+    for (std::size_t l = r + 1; l < orders.size(); ++l)
+      later.insert(orders[l].begin(), orders[l].end());
+    bool in_tail = false;
+    for (const std::uint64_t seq : orders[r]) {
+      const bool repeated = later.count(seq) != 0;
+      EXPECT_FALSE(in_tail && !repeated)
+          << "receiver " << r << ": reading " << seq
+          << " was not delivered again, though one dispatched before it was";
+      in_tail = in_tail || repeated;
+      again += repeated ? 1 : 0;
+    }
+  }
+  std::printf("[ jetstream] %llu readings, none lost; %llu dispatched again after a kill\n",
+              static_cast<unsigned long long>(kReadings), static_cast<unsigned long long>(again));
+}
+
+// The cheaper default, on the same crash: what the killed receiver's bus
+// held was acknowledged on admission, so the stream never delivers it again
+// (what kOnDispatch is for; docs/nats.md says which guarantee needs which).
+TEST_F(NatsDispatchAckTest, AcknowledgedOnAdmissionWhatTheKilledBusHeldIsLost) {
+  ASSERT_NO_FATAL_FAILURE(SendReadings());
+  std::vector<std::vector<std::uint64_t>> orders(2);
+  {
+    sluice_test::ChildProcess receiver;
+    ASSERT_TRUE(StartReceiver(receiver, "admission", 2));
+    ASSERT_EQ(ReadGot(receiver, orders[0], 40, kHangGuard), 40u);
+    receiver.Kill(SIGKILL);
+  }
+  sluice_test::ChildProcess last;
+  ASSERT_TRUE(StartReceiver(last, "admission", 0));
+  // Everything the stream still has comes well within 3 s of quiet (its
+  // ack wait is 1 s); what the killed bus held never does.
+  (void)ReadGot(last, orders[1], kReadings, 3000ms);
+  last.Kill(SIGTERM);
+  std::printf("[ jetstream] acknowledged on admission: %llu of %llu readings lost\n",
+              static_cast<unsigned long long>(Missing(orders)),
+              static_cast<unsigned long long>(kReadings));
+  EXPECT_GT(Missing(orders), 0u);
+}
+
+// What the server's durable consumer `name` has handed out and not seen
+// acknowledged; -1 if it cannot say.
+std::int64_t AckPending(const std::string& url, const std::string& name) {
+  natsConnection* connection = nullptr;
+  jsCtx* js = nullptr;
+  std::int64_t pending = -1;
+  if (natsConnection_ConnectTo(&connection, url.c_str()) != NATS_OK) return -1;
+  if (natsConnection_JetStream(&js, connection, nullptr) == NATS_OK) {
+    jsConsumerInfo* info = nullptr;
+    jsErrCode error = static_cast<jsErrCode>(0);
+    if (js_GetConsumerInfo(&info, js, "SLUICE", name.c_str(), nullptr, &error) == NATS_OK) {
+      pending = info->NumAckPending;
+      jsConsumerInfo_Destroy(info);
+    }
+    jsCtx_Destroy(js);
+  }
+  natsConnection_Destroy(connection);
+  return pending;
+}
+
+// Acknowledged after dispatch, message by message: what the bus holds
+// undispatched stays unacknowledged on the server, and each dispatch
+// acknowledges exactly its message.
+TEST_F(NatsDispatchAckTest, OnlyDispatchedMessagesAreAcknowledged) {
+  constexpr std::uint64_t kHeld = 50;
+  ASSERT_NO_FATAL_FAILURE(Store("js.held", kHeld));
+  AckBus bus;
+  sluice::nats::Bridge<AckBus> receiver(bus, OptionsFor(server_.Url()));
+  const sluice::nats::ReceiveOptions route = OnDispatch("held");
+  ASSERT_TRUE(receiver.Receive<SensorReading>("js.held", kSensorType, route));
+  std::vector<std::uint64_t> dispatched;
+  auto handle = bus.Subscribe<SensorReading>(
+      [&dispatched](const SensorReading& reading) { dispatched.push_back(reading.seq); });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  const sluice::nats::DispatchAcks& acks = bus.GetObserver().DispatchAcknowledgements();
+  // Nothing dispatched yet: all in the bus, none acknowledged.
+  ASSERT_TRUE(Eventually([&] { return acks.Counts().filed == kHeld; }));
+  EXPECT_EQ(acks.Counts().acknowledged, 0u);
+  EXPECT_EQ(bus.QueueDepth(), kHeld);
+  EXPECT_TRUE(Eventually([&] { return AckPending(server_.Url(), "held_medium") == 50; }));
+  // Ten dispatched: exactly those ten acknowledged.
+  ASSERT_EQ(bus.ProcessBatch(10), 10u);
+  EXPECT_EQ(acks.Counts().acknowledged, 10u);
+  EXPECT_EQ(acks.Counts().pending, kHeld - 10);
+  EXPECT_TRUE(Eventually([&] { return AckPending(server_.Url(), "held_medium") == 40; }))
+      << AckPending(server_.Url(), "held_medium");
+  // The rest dispatched by the shutdown's drain, and acknowledged.
+  const auto result = receiver.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
+  EXPECT_TRUE(result.bus_drained);
+  EXPECT_EQ(dispatched.size(), kHeld);
+  EXPECT_EQ(acks.Counts().acknowledged, kHeld);
+  EXPECT_EQ(acks.Counts().pending, 0u);
+  EXPECT_TRUE(Eventually([&] { return AckPending(server_.Url(), "held_medium") == 0; }));
+}
+
+// A bridge shut down without a drain releases what its bus still holds,
+// unacknowledged: the next receiver on the durable gets it.
+TEST_F(NatsDispatchAckTest, WhatAShutdownLeftUndispatchedGoesToTheNextReceiver) {
+  constexpr std::uint64_t kHeld = 30;
+  ASSERT_NO_FATAL_FAILURE(Store("js.left", kHeld));
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  options.jetstream_ack_wait = 500ms;  // the released messages come again this soon
+  const sluice::nats::ReceiveOptions route = OnDispatch("left");
+  std::vector<std::uint64_t> first;
+  {
+    AckBus bus;
+    sluice::nats::Bridge<AckBus> receiver(bus, options);
+    ASSERT_TRUE(receiver.Receive<SensorReading>("js.left", kSensorType, route));
+    auto handle = bus.Subscribe<SensorReading>(
+        [&first](const SensorReading& reading) { first.push_back(reading.seq); });
+    ASSERT_TRUE(handle.IsValid());
+    ASSERT_EQ(receiver.Start(), NATS_OK);
+    const sluice::nats::DispatchAcks& acks = bus.GetObserver().DispatchAcknowledgements();
+    ASSERT_TRUE(Eventually([&] { return acks.Counts().filed == kHeld; }));
+    ASSERT_EQ(bus.ProcessBatch(5), 5u);
+    (void)receiver.Shutdown(0ms);  // no drain: 25 left in the bus
+    EXPECT_EQ(acks.Counts().acknowledged, 5u);
+    EXPECT_EQ(acks.Counts().withdrawn, kHeld - 5);
+    EXPECT_EQ(acks.Counts().pending, 0u);
+  }
+  std::vector<std::uint64_t> second;
+  {
+    AckBus bus;
+    sluice::nats::Bridge<AckBus> receiver(bus, options);
+    ASSERT_TRUE(receiver.Receive<SensorReading>("js.left", kSensorType, route));
+    auto handle = bus.Subscribe<SensorReading>(
+        [&second](const SensorReading& reading) { second.push_back(reading.seq); });
+    ASSERT_TRUE(handle.IsValid());
+    ASSERT_EQ(receiver.Start(), NATS_OK);
+    Consumer<AckBus> consumer(bus);
+    EXPECT_TRUE(Eventually([&] {
+      return bus.GetObserver().DispatchAcknowledgements().Counts().acknowledged == kHeld - 5;
+    }));
+    consumer.Stop();
+    (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  }
+  std::vector<std::uint64_t> all = first;
+  all.insert(all.end(), second.begin(), second.end());
+  std::sort(all.begin(), all.end());
+  std::vector<std::uint64_t> expected(kHeld);
+  for (std::uint64_t i = 0; i < kHeld; ++i) expected[i] = i + 1;
+  EXPECT_EQ(all, expected);  // each once
+}
+
+// A message that waits in the bus past the stream's ack wait is delivered
+// again; the redelivery is refused as a duplicate, and not acknowledged
+// either (the stream is told it is in progress), so until the first
+// delivery is dispatched the server still holds it unacknowledged: a crash
+// then would not lose it.
+TEST_F(NatsDispatchAckTest, ARedeliveryOfAMessageStillInTheBusIsNotAcknowledged) {
+  constexpr std::uint64_t kHeld = 20;
+  ASSERT_NO_FATAL_FAILURE(Store("js.slow", kHeld));
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  options.jetstream_ack_wait = 200ms;
+  AckBus bus;
+  sluice::nats::Bridge<AckBus> receiver(bus, options);
+  const sluice::nats::ReceiveOptions route = OnDispatch("slow");
+  ASSERT_TRUE(receiver.Receive<SensorReading>("js.slow", kSensorType, route));
+  std::vector<std::uint64_t> dispatched;
+  auto handle = bus.Subscribe<SensorReading>(
+      [&dispatched](const SensorReading& reading) { dispatched.push_back(reading.seq); });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  const auto duplicates = [&] {
+    return receiver.GetStatistics()
+        .rejected[static_cast<std::size_t>(sluice::nats::FrameError::kDuplicate)];
+  };
+  // Every message delivered again at least once while its first delivery
+  // waits in the bus.
+  ASSERT_TRUE(Eventually([&] { return duplicates() >= kHeld; })) << duplicates();
+  EXPECT_EQ(AckPending(server_.Url(), "slow_medium"), static_cast<std::int64_t>(kHeld));
+  EXPECT_EQ(bus.GetObserver().DispatchAcknowledgements().Counts().acknowledged, 0u);
+  (void)receiver.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
+  EXPECT_EQ(dispatched.size(), kHeld);  // each once
+  EXPECT_EQ(bus.GetObserver().DispatchAcknowledgements().Counts().acknowledged, kHeld);
+  EXPECT_TRUE(Eventually([&] { return AckPending(server_.Url(), "slow_medium") == 0; }));
+}
+
+// kOnDispatch needs a bus that tells the bridge (AckOnDispatch) and a stream.
+TEST(NatsDispatchAckOptionsTest, OnDispatchNeedsTheBusObserverAndAStream) {
+  const sluice::nats::ReceiveOptions route = OnDispatch("d");
+  {
+    Bus bus;  // its Observer is NoObserver
+    Bridge bridge(bus, OptionsFor("nats://127.0.0.1:1"));
+    EXPECT_FALSE(bridge.Receive<SensorReading>("js.x", kSensorType, route));
+  }
+  AckBus bus;
+  sluice::nats::Bridge<AckBus> bridge(bus, OptionsFor("nats://127.0.0.1:1"));
+  EXPECT_TRUE(bridge.Receive<SensorReading>("js.x", kSensorType, route));
+  sluice::nats::ReceiveOptions core;
+  core.ack = sluice::nats::AckTiming::kOnDispatch;  // core NATS acknowledges nothing
+  EXPECT_FALSE(bridge.Receive<SensorReading>("core.x", kSensorType, core));
 }
 
 }  // namespace

@@ -12,6 +12,11 @@
 //   sluice_nats_peer flood <url> <low> <high_every>
 //       Publishes <low> SensorReadings at LOW and an EmergencyStop at HIGH
 //       after every <high_every> of them on "t.flood", as fast as it can.
+//   sluice_nats_peer backlog <url> <durable> <dispatch|admission> <ms>
+//       Receives SensorReadings on "js.backlog" from the JetStream stream
+//       SLUICE through <durable>, acknowledged after dispatch or on
+//       admission, into a 256-slot bus whose one subscriber prints
+//       "got=<seq>" and then takes <ms> milliseconds, until SIGTERM.
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -19,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sluice/nats/bridge.hpp>
+#include <sluice/nats/dispatch_acks.hpp>
 #include <string>
 #include <thread>
 
@@ -175,6 +181,50 @@ int Flood(const char* url, std::uint64_t low, std::uint64_t high_every) {
   return 0;
 }
 
+// A receiver whose bus tells the bridge what it dispatched.
+struct BacklogTraits : sluice::DefaultBusTraits {
+  using Observer = sluice::nats::AckOnDispatch<>;
+};
+using BacklogBus = sluice::AsyncBus<Payload, 256, sluice::ProducerModel::kMulti, BacklogTraits>;
+
+int Backlog(const char* url, const char* durable, const std::string& ack, long per_message_ms) {
+  BacklogBus bus;
+  sluice::nats::BridgeOptions options = Options(url);
+  // The stream redelivers what a killed receiver left unacknowledged this
+  // long after it was delivered.
+  options.jetstream_ack_wait = std::chrono::milliseconds(1000);
+  sluice::nats::Bridge<BacklogBus> bridge(bus, options);
+  sluice::nats::ReceiveOptions route;
+  route.stream = "SLUICE";
+  route.durable = durable;
+  route.ack = ack == "dispatch" ? sluice::nats::AckTiming::kOnDispatch
+                                : sluice::nats::AckTiming::kOnAdmission;
+  auto handle = bus.Subscribe<SensorReading>([per_message_ms](const SensorReading& reading) {
+    std::printf("got=%llu\n", static_cast<unsigned long long>(reading.seq));
+    std::fflush(stdout);
+    if (per_message_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(per_message_ms));
+  });
+  if (!handle.IsValid() || !bridge.Receive<SensorReading>("js.backlog", kSensorType, route) ||
+      bridge.Start() != NATS_OK) {
+    return 2;
+  }
+  std::signal(SIGTERM, OnTerm);
+  std::printf("ready\n");
+  std::fflush(stdout);
+  while (g_stop == 0) {
+    if (bus.ProcessBatch() == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  (void)bridge.Shutdown(std::chrono::seconds(5), sluice::nats::ShutdownDrain::kDispatchHere);
+  const sluice::nats::DispatchAckCounts counts =
+      bus.GetObserver().DispatchAcknowledgements().Counts();
+  std::printf("acknowledged=%llu withdrawn=%llu pending=%llu\n",
+              static_cast<unsigned long long>(counts.acknowledged),
+              static_cast<unsigned long long>(counts.withdrawn),
+              static_cast<unsigned long long>(counts.pending));
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -185,6 +235,9 @@ int main(int argc, char** argv) {
   if (mode == "stream" && argc == 3) return Stream(argv[2]);
   if (mode == "flood" && argc == 5) {
     return Flood(argv[2], std::strtoull(argv[3], nullptr, 10), std::strtoull(argv[4], nullptr, 10));
+  }
+  if (mode == "backlog" && argc == 6) {
+    return Backlog(argv[2], argv[3], argv[4], std::strtol(argv[5], nullptr, 10));
   }
   return 2;
 }

@@ -40,6 +40,7 @@
 #include "sluice/nats/codec.hpp"
 #include "sluice/nats/connection.hpp"
 #include "sluice/nats/counters.hpp"
+#include "sluice/nats/dispatch_acks.hpp"
 #include "sluice/nats/inbound.hpp"
 #include "sluice/nats/inbound_routes.hpp"
 #include "sluice/nats/jetstream_inbound.hpp"
@@ -183,6 +184,11 @@ class Bridge {
   //
   // Receive<Remote<U>>: the frames carry a U (its codec, its type id), and
   // each arrives in the bus as a Remote<U> with the frame's Provenance.
+  //
+  // route.ack = AckTiming::kOnDispatch (a JetStream route) acknowledges each
+  // message once the bus has dispatched it; false when the bus's traits'
+  // Observer is not an AckOnDispatch (sluice/nats/dispatch_acks.hpp), which
+  // is how the bus tells the bridge, or without route.stream.
   template <typename T, typename Codec = DefaultCodec<WireType<T>>>
   [[nodiscard]] bool Receive(std::string subject, std::uint16_t type_id,
                              ReceiveOptions route = {}) {
@@ -195,6 +201,10 @@ class Bridge {
     if constexpr (!kIsCodecFor<Codec, WireType<T>>) {
       return false;  // not reached: the check above fails to compile
     } else {
+      if (route.ack == AckTiming::kOnDispatch &&
+          detail::DispatchAcksOf<Bus>::Get(bus_) == nullptr) {
+        return false;
+      }
       const std::unique_lock<std::mutex> routes = routes_.Lock();
       return inbound_.Add(std::move(subject), type_id, std::move(route),
                           sluice::detail::VariantIndex<T, Payload>::kValue,

@@ -25,6 +25,7 @@
 #include "sluice/message.hpp"
 #include "sluice/nats/connection.hpp"
 #include "sluice/nats/counters.hpp"
+#include "sluice/nats/dispatch_acks.hpp"
 #include "sluice/nats/frame.hpp"
 #include "sluice/nats/metrics.hpp"
 #include "sluice/nats/options.hpp"
@@ -74,6 +75,7 @@ class Receiver {
     // route loses nothing to count in any case).
     inbound->count_gaps = subject.queue_group.empty() && subject.stream.empty();
     inbound->types = std::move(types);
+    if (subject.ack == AckTiming::kOnDispatch) inbound->acks = DispatchAcksOf<Bus>::Get(bus_);
     return inbound;
   }
 
@@ -317,7 +319,7 @@ class Receiver {
     const std::uint32_t sender = header.sender_id | options_.remote_sender_flag;
     const auto wait = options_.admission_wait[p];
     if (wait.count() > 0 || hand_back) {
-      if (bus_.PublishAttempt(message, sender, header.priority)) {
+      if (Attempt(message, sender, header.priority)) {
         Count(counters_.delivered[p]);
         return true;
       }
@@ -329,7 +331,7 @@ class Receiver {
         const std::chrono::nanoseconds left = deadline.Left();
         if (left.count() == 0) break;
         if (!bus_.WaitForRoom(header.priority, left)) break;  // timed out, or closed
-        if (bus_.PublishAttempt(message, sender, header.priority)) {
+        if (Attempt(message, sender, header.priority)) {
           Count(counters_.delivered[p]);
           Count(counters_.admitted_after_wait[p]);
           return true;
@@ -344,6 +346,20 @@ class Receiver {
     }
     Count(counters_.bus_dropped[p]);
     return false;
+  }
+
+  // One PublishAttempt. A JetStream message acknowledged after dispatch
+  // (the fetcher's thread has an Expectation) is published through its
+  // DispatchAcks, which files it under the bus message it became.
+  template <typename T>
+  bool Attempt(T& message, std::uint32_t sender, MessagePriority priority) {
+    Expectation* expectation = tls_expectation;
+    if (expectation == nullptr) {
+      return static_cast<bool>(bus_.PublishAttempt(message, sender, priority));
+    }
+    return expectation->acks->AttemptPublish(*expectation, [&] {
+      return static_cast<bool>(bus_.PublishAttempt(message, sender, priority));
+    });
   }
 
   Bus& bus_;

@@ -2,7 +2,9 @@
 // once (ReceiveOptions::stream): a durable pull consumer per priority, read
 // by a thread of the bridge's own that fetches only what the bus can admit
 // at that priority, and acknowledges, hands back or terminates each message
-// by what the receiver (sluice/nats/inbound.hpp) made of it.
+// by what the receiver (sluice/nats/inbound.hpp) made of it: at once, or,
+// for a route acknowledged after dispatch, through the bus's DispatchAcks
+// (sluice/nats/dispatch_acks.hpp).
 #pragma once
 
 #include <nats/nats.h>
@@ -24,6 +26,7 @@
 #include "sluice/message.hpp"
 #include "sluice/nats/connection.hpp"
 #include "sluice/nats/counters.hpp"
+#include "sluice/nats/dispatch_acks.hpp"
 #include "sluice/nats/frame.hpp"
 #include "sluice/nats/inbound.hpp"
 #include "sluice/nats/options.hpp"
@@ -93,7 +96,7 @@ class StreamFetcher {
     const std::vector<Subscription*> pulls = subscriptions_.Pulls();
     for (Subscription* inbound : pulls) RequestStop(*inbound);
     for (Subscription* inbound : pulls) {
-      if (inbound->fetcher.joinable()) inbound->fetcher.join();
+      StopFetcher(*inbound);  // joined; what awaited dispatch released
       // Destroyed now, not drained with the connection: the client deletes
       // the durable consumer after an explicit unsubscribe or drain, but not
       // on destruction (the durable and what it holds are the route's), and
@@ -144,7 +147,10 @@ class StreamFetcher {
             options_.reconnect_wait.count() > 0 ? options_.reconnect_wait.count() : 10));
         continue;  // disconnected, or the server is not back yet
       }
-      for (int i = 0; i < list.Count; ++i) HandleStreamMessage(inbound, list.Msgs[i]);
+      for (int i = 0; i < list.Count; ++i) {
+        // One the bus's DispatchAcks now holds is no longer the list's.
+        if (HandleStreamMessage(inbound, list.Msgs[i])) list.Msgs[i] = nullptr;
+      }
       natsMsgList_Destroy(&list);
     }
   }
@@ -154,7 +160,12 @@ class StreamFetcher {
   // redelivery), terminated when it can never be admitted (a bad frame:
   // the stream stops redelivering it), and handed back (a negative
   // acknowledgement, redelivered after a pause) when the bus refused it.
-  void HandleStreamMessage(Subscription& inbound, natsMsg* message) noexcept {
+  // On a route acknowledged after dispatch (inbound.acks), an admitted
+  // message goes to the bus's DispatchAcks instead, which acknowledges it
+  // once dispatched: true, and the message is no longer the caller's (the
+  // consumer may acknowledge and free it at any moment after its admission,
+  // so nothing here reads it after Route).
+  bool HandleStreamMessage(Subscription& inbound, natsMsg* message) noexcept {
     Count(counters_.frames_received);
     const int length = natsMsg_GetDataLength(message);
     const char* subject = natsMsg_GetSubject(message);
@@ -162,18 +173,29 @@ class StreamFetcher {
     FrameError error =
         DecodeFrame(reinterpret_cast<const std::uint8_t*>(natsMsg_GetData(message)),
                     length < 0 ? 0 : static_cast<std::size_t>(length), &view, options_.max_payload);
+    const Arrival arrival = ArrivalOf(message);
     bool admitted = false;
+    Expectation expectation;
     if (error == FrameError::kNone) {
       if (view.header.origin_id == origin_id_) {
         Count(counters_.echo_suppressed);
         (void)natsMsg_Ack(message, nullptr);
-        return;
+        return false;
       }
-      error = receiver_.Route(inbound, subject == nullptr ? std::string_view() : subject, view,
-                              &admitted, ArrivalOf(message));
+      if (inbound.acks == nullptr) {
+        error = receiver_.Route(inbound, subject == nullptr ? std::string_view() : subject, view,
+                                &admitted, arrival);
+      } else {
+        expectation.acks = inbound.acks;
+        expectation.message = message;
+        expectation.route = &inbound;
+        expectation.stream_sequence = arrival.stream_sequence;
+        error = RouteAwaitingDispatch(inbound, subject, view, arrival, expectation, &admitted);
+      }
     }
     if (error == FrameError::kNone) {
       if (admitted) {
+        if (expectation.filed) return true;
         (void)natsMsg_Ack(message, nullptr);
       } else {
         Count(counters_.handed_back[static_cast<std::size_t>(inbound.priority)]);
@@ -181,17 +203,46 @@ class StreamFetcher {
             message, options_.reconnect_wait.count() > 0 ? options_.reconnect_wait.count() : 100,
             nullptr);
       }
-      return;
+      return false;
     }
     Count(counters_.rejected[static_cast<std::size_t>(error)]);
-    // Admitted before (a redelivery): acknowledged. Anything else refused
-    // would be refused again: terminated.
+    // Admitted before (a redelivery): acknowledged, unless it still awaits
+    // its dispatch in the bus (the stream's ack wait ran out first): then
+    // the stream is told it is in progress, and the first delivery's
+    // acknowledgement, after its dispatch, stands for both.
     if (error == FrameError::kDuplicate) {
-      (void)natsMsg_Ack(message, nullptr);
+      if (inbound.acks != nullptr &&
+          inbound.acks->AwaitsDispatch(&inbound, arrival.stream_sequence)) {
+        (void)natsMsg_InProgress(message, nullptr);
+      } else {
+        (void)natsMsg_Ack(message, nullptr);
+      }
     } else {
       (void)natsMsg_Term(message, nullptr);
     }
     receiver_.Report(error, inbound.subject);
+    return false;
+  }
+
+  // Route, for a message acknowledged after dispatch: the subject is
+  // copied (Route reads it after the publish, when the message may be
+  // gone), and the thread's expectation set for the receiver's publish.
+  FrameError RouteAwaitingDispatch(Subscription& inbound, const char* subject,
+                                   const FrameView& view, const Arrival& arrival,
+                                   Expectation& expectation, bool* admitted) noexcept {
+#if SLUICE_HAS_EXCEPTIONS
+    try {
+#endif
+      const std::string subject_copy = subject == nullptr ? std::string() : std::string(subject);
+      const AwaitingDispatch awaiting(&expectation);
+      return receiver_.Route(inbound, subject_copy, view, admitted, arrival);
+#if SLUICE_HAS_EXCEPTIONS
+    } catch (...) {
+      // No memory for the subject's copy: handed back, delivered again.
+      *admitted = false;
+      return FrameError::kNone;
+    }
+#endif
   }
 
   // The stream's sequence and delivery count of `message` (its reply

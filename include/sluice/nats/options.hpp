@@ -170,6 +170,17 @@ struct ForwardOptions {
 };
 
 // What an inbound route may add.
+// When a JetStream route acknowledges a message to its stream.
+enum class AckTiming : std::uint8_t {
+  // Once the bus has admitted it (the cheaper choice): what the bus held
+  // when the receiver died is lost.
+  kOnAdmission,
+  // Once the bus's consumer has dispatched it (its subscribers or visitor
+  // ran): a receiver that dies with a backlog loses none of it. Needs a bus
+  // whose traits' Observer is AckOnDispatch (sluice/nats/dispatch_acks.hpp).
+  kOnDispatch,
+};
+
 struct ReceiveOptions {
   // A NATS queue group: the bridges (or other subscribers) of one group share
   // the subject's frames, each frame going to one of them. Empty: none, every
@@ -186,6 +197,9 @@ struct ReceiveOptions {
   // stream for later redelivery. Empty: core NATS. Not with queue_group.
   std::string stream;
   std::string durable;
+  // With `stream`: when each message is acknowledged (AckTiming). Without:
+  // must stay kOnAdmission (core NATS acknowledges nothing).
+  AckTiming ack = AckTiming::kOnAdmission;
 };
 
 namespace detail {
@@ -194,7 +208,8 @@ namespace detail {
 // not a stream's consumer.
 inline bool IsValidRoute(const ReceiveOptions& route) noexcept {
   return route.stream.empty() == route.durable.empty() &&
-         (route.stream.empty() || route.queue_group.empty());
+         (route.stream.empty() || route.queue_group.empty()) &&
+         (route.ack == AckTiming::kOnAdmission || !route.stream.empty());
 }
 
 // Any TLS setting asks for TLS: a CA file or an expected hostname must

@@ -67,6 +67,7 @@ struct InboundSubject {
   std::string queue_group;
   std::string stream;  // JetStream: the stream, and the consumers' durable prefix
   std::string durable;
+  AckTiming ack = AckTiming::kOnAdmission;  // JetStream: when a message is acknowledged
 };
 
 template <typename Sender, typename Receiver>
@@ -198,7 +199,7 @@ class RouteTable {
         continue;
       }
       if (known.queue_group != route.queue_group || known.stream != route.stream ||
-          known.durable != route.durable) {
+          known.durable != route.durable || known.ack != route.ack) {
         return Added::kRefused;
       }
       const bool has_type =
@@ -216,7 +217,8 @@ class RouteTable {
                                  {type_id},
                                  std::move(route.queue_group),
                                  std::move(route.stream),
-                                 std::move(route.durable)});
+                                 std::move(route.durable),
+                                 route.ack});
     return Added::kNewSubject;
   }
 

@@ -23,6 +23,7 @@
 #include "sluice/config.hpp"
 #include "sluice/detail/wait/waiting.hpp"
 #include "sluice/message.hpp"
+#include "sluice/nats/dispatch_acks.hpp"
 #include "sluice/nats/metrics.hpp"
 #include "sluice/nats/routes.hpp"
 
@@ -45,6 +46,9 @@ struct InboundSubscription {
   std::string route_subject;                 // as given to Receive
   std::vector<InboundType<Receiver>> types;  // those the subject carries: a copy, never written
   bool count_gaps = true;  // false in a queue group (a member sees part of a stream)
+  // JetStream, AckTiming::kOnDispatch: the bus's table of messages awaiting
+  // dispatch (sluice/nats/dispatch_acks.hpp); null otherwise.
+  DispatchAcks* acks = nullptr;
   natsSubscription* subscription = nullptr;
   bool completed = false;  // its last handler call has returned; guarded by the set's mutex
   // JetStream: a pull subscription read by a thread of the bridge's own
@@ -74,11 +78,15 @@ void RequestStop(InboundSubscription<Receiver>& inbound) {
   inbound.stop_changed.notify_all();
 }
 
-// Stops a pull subscription's fetcher and joins it.
+// Stops a pull subscription's fetcher and joins it; releases what it
+// left awaiting dispatch.
 template <typename Receiver>
 void StopFetcher(InboundSubscription<Receiver>& inbound) {
   RequestStop(inbound);
   if (inbound.fetcher.joinable()) inbound.fetcher.join();
+  // What it filed and the bus has not dispatched goes back to the stream
+  // before the subscription its messages belong to is destroyed.
+  if (inbound.acks != nullptr) inbound.acks->Withdraw(&inbound);
 }
 
 // The fetcher's pause (its bus closed, or after an error): parked until
