@@ -408,6 +408,47 @@ TEST_F(NatsJetStreamTest, AMessageHandedBackIsAdmittedHoweverFarTheStreamMoved) 
               static_cast<unsigned long long>(kEarly));
 }
 
+// jetstream_max_deliver: a message the bus refuses on its last delivery is
+// terminated and counted as a drop (jetstream_gave_up), not handed back to
+// a stream that would never deliver it again.
+TEST_F(NatsJetStreamTest, AMessageRefusedOnItsLastDeliveryIsCountedAsDropped) {
+  constexpr std::uint64_t kRefused = 2;
+  constexpr int kMaxDeliver = 3;
+  ASSERT_TRUE(MakeStream(server_.Url()));
+  RefusingBus bus;
+  bus.refuse_up_to.store(kRefused);
+  BridgeOptions options = OptionsFor(server_.Url());
+  options.reconnect_wait = 50ms;  // the pause before the stream redelivers a handed-back message
+  options.jetstream_max_deliver = kMaxDeliver;
+  sluice::nats::Bridge<RefusingBus> receiver(bus, options);
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "maxdeliver";
+  ASSERT_TRUE(receiver.Receive<SensorReading>("js.max", kSensorType, from_stream));
+  ReadingLog log;
+  auto handle = log.Follow(bus);
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  Consumer<RefusingBus> consumer(bus);
+  std::vector<std::pair<std::string, std::string>> frames;
+  for (std::uint64_t n = 1; n <= 5; ++n) {
+    frames.emplace_back("js.max.low", ReadingFrame(n, n, MessagePriority::LOW));
+  }
+  PublishRaw(server_.Url(), frames);
+  constexpr auto kLow = static_cast<std::size_t>(MessagePriority::LOW);
+  ASSERT_TRUE(Eventually([&] {
+    return receiver.GetStatistics().jetstream_gave_up[kLow] == kRefused;
+  })) << receiver.GetStatistics().jetstream_gave_up[kLow];
+  ASSERT_TRUE(Eventually([&] { return log.Size() == 5 - kRefused; }));
+  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
+  consumer.Stop();
+  const auto stats = receiver.GetStatistics();
+  // Each refused reading: handed back on every delivery but its last.
+  EXPECT_EQ(stats.handed_back[kLow], kRefused * (kMaxDeliver - 1));
+  EXPECT_EQ(stats.jetstream_gave_up[kLow], kRefused);
+  EXPECT_EQ(stats.Dropped(MessagePriority::LOW), kRefused);
+}
+
 // Publishes the stream answers with an error (here: no stream yet, as
 // while a restarted server recovers its streams) are published again by
 // the resender until the stream takes them: none is lost, none stored twice.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -980,6 +981,28 @@ TEST_F(NatsBridgeTest, StartCanBeRetriedAfterItFailed) {
   EXPECT_TRUE(Eventually([&] { return bridge.GetStatistics().delivered[1] == 1; }));
   (void)bridge.Shutdown(10s);
   consumer.Stop();
+}
+
+// A server that stops answering (here: stopped with SIGSTOP, as a hung
+// host or a route black-holed by a firewall would be) keeps the TCP
+// connection open: only the client's pings find it. With a 100 ms ping
+// interval and 2 pings out, the bridge counts the disconnect and, once the
+// server answers again, reconnects; with nats.c's default (2 minutes) it
+// would not see it within the test's guard.
+TEST_F(NatsBridgeTest, PingsFindAServerThatStoppedAnswering) {
+  Bus bus;
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  options.ping_interval = 100ms;
+  options.max_pings_out = 2;
+  Bridge bridge(bus, options);
+  ASSERT_EQ(bridge.Start(), NATS_OK);
+  ASSERT_TRUE(bridge.GetStatistics().connected);
+  ASSERT_EQ(kill(server_.Pid(), SIGSTOP), 0);
+  const bool seen = Eventually([&] { return bridge.GetStatistics().disconnects >= 1; });
+  ASSERT_EQ(kill(server_.Pid(), SIGCONT), 0);
+  ASSERT_TRUE(seen) << "the bridge never noticed the silent server";
+  EXPECT_TRUE(Eventually([&] { return bridge.GetStatistics().reconnects >= 1; }));
+  (void)bridge.Shutdown(5s);
 }
 
 }  // namespace

@@ -156,7 +156,9 @@ TEST(NatsMetricsTest, SeveralBridgesShareEachFamilyOnce) {
   EXPECT_EQ(Occurrences(text, "# HELP sluice_nats_messages_dropped_total "), 1u);
   EXPECT_EQ(Occurrences(text, "sluice_nats_connected{bus=\"one\"} 1\n"), 1u);
   EXPECT_EQ(Occurrences(text, "sluice_nats_connected{bus=\"two\"} 0\n"), 1u);
-  EXPECT_EQ(Occurrences(text, "sluice_nats_messages_dropped_total{bus=\"two\""), 9u);
+  // Three priorities, four reasons (send, bus, slow_consumer, max_deliveries).
+  EXPECT_EQ(Occurrences(text, "sluice_nats_messages_dropped_total{bus=\"two\""), 12u);
+  EXPECT_EQ(Occurrences(text, "reason=\"max_deliveries\"} "), 6u);
 }
 
 // The bus's name is the label of both the bus's and the bridge's families,

@@ -66,6 +66,8 @@ class Connection {
     set(natsOptions_SetReconnectWait(opts, options_.reconnect_wait.count()));
     set(natsOptions_SetReconnectBufSize(opts, options_.reconnect_buffer_bytes));
     set(natsOptions_SetTimeout(opts, options_.connect_timeout.count()));
+    set(natsOptions_SetPingInterval(opts, options_.ping_interval.count()));
+    set(natsOptions_SetMaxPingsOut(opts, options_.max_pings_out));
     set(natsOptions_SetMaxPendingMsgs(opts, options_.pending_messages_limit));
     set(natsOptions_SetSendAsap(opts, options_.send_asap));
     set(natsOptions_SetErrorHandler(opts, &OnAsyncError, this));

@@ -27,6 +27,7 @@ struct Counters {
   std::array<std::atomic<std::uint64_t>, kPriorityCount> bus_dropped{};
   std::array<std::atomic<std::uint64_t>, kPriorityCount> admitted_after_wait{};
   std::array<std::atomic<std::uint64_t>, kPriorityCount> handed_back{};
+  std::array<std::atomic<std::uint64_t>, kPriorityCount> jetstream_gave_up{};
   std::atomic<std::uint64_t> jetstream_resent{0};
   std::atomic<std::uint64_t> jetstream_behind_window{0};
   std::atomic<std::uint64_t> permission_violations{0};
@@ -55,6 +56,7 @@ struct Counters {
       s.bus_dropped[p] = load(bus_dropped[p]);
       s.admitted_after_wait[p] = load(admitted_after_wait[p]);
       s.handed_back[p] = load(handed_back[p]);
+      s.jetstream_gave_up[p] = load(jetstream_gave_up[p]);
     }
     s.unsequenced = load(unsequenced);
     s.jetstream_resent = load(jetstream_resent);

@@ -78,6 +78,9 @@ class StreamFetcher {
     sub_options.Config.AckPolicy = js_AckExplicit;
     sub_options.Config.AckWait = options_.jetstream_ack_wait.count() * 1'000'000;  // ns
     sub_options.Config.MaxAckPending = options_.jetstream_max_ack_pending;
+    if (options_.jetstream_max_deliver > 0) {
+      sub_options.Config.MaxDeliver = options_.jetstream_max_deliver;
+    }
     jsErrCode error = static_cast<jsErrCode>(0);
     natsStatus status =
         js_PullSubscribe(&inbound->subscription, connection_.jetstream(), inbound->subject.c_str(),
@@ -197,6 +200,11 @@ class StreamFetcher {
       if (admitted) {
         if (expectation.filed) return true;
         (void)natsMsg_Ack(message, nullptr);
+      } else if (IsLastDelivery(arrival)) {
+        // The stream would not deliver it again: a drop, said to the
+        // stream as such.
+        Count(counters_.jetstream_gave_up[static_cast<std::size_t>(inbound.priority)]);
+        (void)natsMsg_Term(message, nullptr);
       } else {
         Count(counters_.handed_back[static_cast<std::size_t>(inbound.priority)]);
         (void)natsMsg_NakWithDelay(
@@ -243,6 +251,13 @@ class StreamFetcher {
       return FrameError::kNone;
     }
 #endif
+  }
+
+  // Whether the stream would not deliver a message again after this
+  // delivery (jetstream_max_deliver).
+  bool IsLastDelivery(const Arrival& arrival) const noexcept {
+    return options_.jetstream_max_deliver > 0 &&
+           arrival.deliveries >= static_cast<std::uint64_t>(options_.jetstream_max_deliver);
   }
 
   // The stream's sequence and delivery count of `message` (its reply

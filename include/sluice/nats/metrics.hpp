@@ -50,6 +50,10 @@ struct BridgeStatisticsSnapshot {
   // wait, or closed) and that were handed back to the stream, which
   // redelivers them: not drops.
   PriorityCounts handed_back{};
+  // JetStream routes: messages the bus refused on their last delivery
+  // (BridgeOptions::jetstream_max_deliver): terminated, never delivered
+  // again: drops.
+  PriorityCounts jetstream_gave_up{};
   // JetStream routes: publishes sent again because the stream had not
   // acknowledged them (a reconnection, an error such as no stream yet).
   std::uint64_t jetstream_resent = 0;
@@ -85,10 +89,11 @@ struct BridgeStatisticsSnapshot {
   bool connected = false;
 
   // Every message of `priority` lost on this bridge's side, whatever the
-  // cause: refused by the client, by the bus, or dropped as a slow consumer.
+  // cause: refused by the client, by the bus (also on a JetStream message's
+  // last delivery), or dropped as a slow consumer.
   std::uint64_t Dropped(MessagePriority priority) const noexcept {
     const auto p = static_cast<std::size_t>(priority);
-    return send_dropped[p] + bus_dropped[p] + slow_consumer_dropped[p];
+    return send_dropped[p] + bus_dropped[p] + slow_consumer_dropped[p] + jetstream_gave_up[p];
   }
   std::uint64_t Rejected() const noexcept {
     std::uint64_t total = 0;
@@ -162,13 +167,16 @@ void WriteBridgePrometheus(Sink&& sink, const BridgeMetrics* bridges, std::size_
   EmitFamily(sink, "sluice_nats_messages_dropped_total", "counter",
              "Messages lost at the bridge, by priority and reason: send (the client refused, "
              "reconnect buffer full or connection closed), bus (the local bus refused), "
-             "slow_consumer (the client's pending limit).");
+             "slow_consumer (the client's pending limit), max_deliveries (a JetStream "
+             "message the local bus refused on its last delivery).");
   for (const BridgeMetrics* b = bridges; b != end; ++b) {
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
       detail::EmitDropSample(sink, b->name, p, "send", b->statistics.send_dropped[p]);
       detail::EmitDropSample(sink, b->name, p, "bus", b->statistics.bus_dropped[p]);
       detail::EmitDropSample(sink, b->name, p, "slow_consumer",
                              b->statistics.slow_consumer_dropped[p]);
+      detail::EmitDropSample(sink, b->name, p, "max_deliveries",
+                             b->statistics.jetstream_gave_up[p]);
     }
   }
   per_bridge("sluice_nats_reconnect_buffer_overflows_total", "counter",

@@ -84,6 +84,12 @@ struct BridgeOptions {
   // (with max_reconnect = -1, until a server answers).
   bool retry_on_failed_connect = false;
   std::chrono::milliseconds connect_timeout{2000};
+  // How often the client pings the server, and how many pings may go
+  // unanswered before it deems the connection lost and reconnects (nats.c's
+  // defaults: 2 minutes and 2). A shorter interval finds a dead server or a
+  // silently dropped route sooner, at a ping a period.
+  std::chrono::milliseconds ping_interval{120'000};
+  int max_pings_out = 2;
   // Send each frame as it is published instead of letting the client
   // gather frames into larger writes (nats.c's SendAsap): lower latency for
   // a message on its own, fewer messages a second under load.
@@ -124,6 +130,12 @@ struct BridgeOptions {
   int jetstream_max_ack_pending = 1024;
   std::chrono::milliseconds jetstream_ack_wait{5000};
   int jetstream_fetch_batch = 256;
+  // JetStream routes received: how many times the stream delivers a message
+  // at most (the durable consumers' MaxDeliver); -1 (or 0): no limit. A
+  // message refused by the bus on its last delivery is terminated and
+  // counted in jetstream_gave_up: the stream would not deliver it again.
+  // The server keeps the limit a durable was made with.
+  int jetstream_max_deliver = -1;
   // Called on a client thread for each refused frame (after it is counted).
   // An exception it throws is caught and counted (on_reject_threw).
   std::function<void(FrameError, std::string_view subject)> on_reject;
