@@ -44,6 +44,35 @@ TEST(NatsConnection, HalfAnNKeyFailsBeforeConnecting) {
   ExpectNoConnection(other_half);
 }
 
+// A negative reconnect jitter (the client refuses it), a ping interval or
+// pings out below 1 (the bridge does) fails before connecting (and each valid value is accepted:
+// the unreachable server then gives NATS_NO_SERVER).
+TEST(NatsConnection, TimingOptionsOutOfRangeFailBeforeConnecting) {
+  Counters counters;
+  {
+    Connection valid(Unreachable(), counters, {});
+    EXPECT_EQ(valid.Connect(), NATS_NO_SERVER);
+  }
+  const auto refused = [&counters](BridgeOptions options) {
+    Connection connection(options, counters, {});
+    const natsStatus status = connection.Connect();
+    ExpectNoConnection(connection);
+    return status;
+  };
+  BridgeOptions options = Unreachable();
+  options.reconnect_jitter = std::chrono::milliseconds(-1);
+  EXPECT_EQ(refused(options), NATS_INVALID_ARG);
+  options = Unreachable();
+  options.reconnect_jitter_tls = std::chrono::milliseconds(-1);
+  EXPECT_EQ(refused(options), NATS_INVALID_ARG);
+  options = Unreachable();
+  options.ping_interval = std::chrono::milliseconds(0);
+  EXPECT_EQ(refused(options), NATS_INVALID_ARG);
+  options = Unreachable();
+  options.max_pings_out = 0;
+  EXPECT_EQ(refused(options), NATS_INVALID_ARG);
+}
+
 // A CA file that cannot be read fails as the client fails to load it.
 TEST(NatsConnection, AnUnreadableCaFileFailsBeforeConnecting) {
   const char* const kMissing = "/nonexistent/sluice-ca.pem";

@@ -64,8 +64,13 @@ class Connection {
     set(natsOptions_SetAllowReconnect(opts, true));
     set(natsOptions_SetMaxReconnect(opts, options_.max_reconnect));
     set(natsOptions_SetReconnectWait(opts, options_.reconnect_wait.count()));
+    set(natsOptions_SetReconnectJitter(opts, options_.reconnect_jitter.count(),
+                                       options_.reconnect_jitter_tls.count()));
     set(natsOptions_SetReconnectBufSize(opts, options_.reconnect_buffer_bytes));
     set(natsOptions_SetTimeout(opts, options_.connect_timeout.count()));
+    // The client takes any value; a ping interval or pings out below 1
+    // would never ping, or find every connection stale, so both are refused.
+    if (options_.ping_interval.count() < 1 || options_.max_pings_out < 1) set(NATS_INVALID_ARG);
     set(natsOptions_SetPingInterval(opts, options_.ping_interval.count()));
     set(natsOptions_SetMaxPingsOut(opts, options_.max_pings_out));
     set(natsOptions_SetMaxPendingMsgs(opts, options_.pending_messages_limit));

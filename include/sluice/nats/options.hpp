@@ -78,6 +78,11 @@ struct BridgeOptions {
   // default is 8 MiB; a publish that does not fit is dropped and counted).
   int max_reconnect = -1;
   std::chrono::milliseconds reconnect_wait{100};
+  // A random wait of up to this much added to reconnect_wait (nats.c's
+  // defaults: 100 ms, 1 s over TLS), so that a fleet whose server went away
+  // does not come back all at once.
+  std::chrono::milliseconds reconnect_jitter{100};
+  std::chrono::milliseconds reconnect_jitter_tls{1000};
   int reconnect_buffer_bytes = 8 * 1024 * 1024;
   // Keep retrying the first connection instead of failing Start(): Start
   // then blocks until a server answers or max_reconnect attempts are spent
@@ -87,7 +92,8 @@ struct BridgeOptions {
   // How often the client pings the server, and how many pings may go
   // unanswered before it deems the connection lost and reconnects (nats.c's
   // defaults: 2 minutes and 2). A shorter interval finds a dead server or a
-  // silently dropped route sooner, at a ping a period.
+  // silently dropped route sooner, at a ping a period. Each must be 1 or
+  // more: Start fails with NATS_INVALID_ARG otherwise.
   std::chrono::milliseconds ping_interval{120'000};
   int max_pings_out = 2;
   // Send each frame as it is published instead of letting the client
