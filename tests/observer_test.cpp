@@ -7,9 +7,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <type_traits>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "counting_observer.hpp"
 #include "sluice/extras/condition_variable_parker.hpp"
@@ -100,6 +103,57 @@ TYPED_TEST(ObserverTest, SeesWhatTheStatisticsCountAndNothingMore) {
   stats = bus.GetStatistics();
   EXPECT_EQ(seen.Taken(), stats.messages_processed);
   EXPECT_EQ(seen.Refused(PublishOutcome::kClosed), stats.messages_refused_closed);
+}
+
+// OnDispatched (optional: CountingObserver has none) follows each message's
+// callbacks or visitor, before its slot is released: the message is still
+// in the queue's depth, and every callback of it has run.
+struct DispatchEndObserver : sluice::NoObserver {
+  // What OnDispatched saw: the callbacks run so far, the queue's depth.
+  static inline std::vector<std::pair<std::uint32_t, std::size_t>> seen;
+  static inline const std::uint32_t* callbacks = nullptr;
+  static inline std::function<std::size_t()> depth;
+  void OnDispatched(const sluice::MessageHeader&) noexcept {
+    seen.emplace_back(*callbacks, depth());
+  }
+};
+struct DispatchEndTraits : sluice::DefaultBusTraits {
+  using Observer = DispatchEndObserver;
+};
+struct DispatchEndOrderedTraits : sluice::PriorityOrderTraits {
+  using Observer = DispatchEndObserver;
+};
+
+template <typename Bus>
+class DispatchEndTest : public ::testing::Test {};
+using DispatchEndBuses = ::testing::Types<sluice::MpscBus<Payload, 16, DispatchEndTraits>,
+                                          sluice::SpscBus<Payload, 16, DispatchEndTraits>,
+                                          sluice::MpscBus<Payload, 16, DispatchEndOrderedTraits>>;
+TYPED_TEST_SUITE(DispatchEndTest, DispatchEndBuses, IndexNames);
+
+TYPED_TEST(DispatchEndTest, ComesAfterEachMessagesCallbacksBeforeItsRelease) {
+  TypeParam bus;
+  std::uint32_t callbacks = 0;
+  DispatchEndObserver::callbacks = &callbacks;
+  DispatchEndObserver::depth = [&bus] { return bus.QueueDepth(); };
+  DispatchEndObserver::seen.clear();
+  // Two subscribers: each message's OnDispatched after both.
+  auto first = bus.template Subscribe<Item>([&callbacks](const Item&) { ++callbacks; });
+  auto second = bus.template Subscribe<Item>([&callbacks](const Item&) { ++callbacks; });
+  ASSERT_TRUE(first.IsValid() && second.IsValid());
+  for (std::uint32_t i = 0; i < 4; ++i) ASSERT_TRUE(bus.Publish(Item{i}));
+  EXPECT_EQ(bus.ProcessBatch(), 4u);
+  const std::vector<std::pair<std::uint32_t, std::size_t>> by_callbacks{
+      {2, 4}, {4, 3}, {6, 2}, {8, 1}};
+  EXPECT_EQ(DispatchEndObserver::seen, by_callbacks);
+  // Through a visitor: once each, after the visitor.
+  DispatchEndObserver::seen.clear();
+  callbacks = 0;
+  for (std::uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(bus.Publish(Item{i}));
+  EXPECT_EQ(bus.ProcessBatchWith([&callbacks](const auto&) { ++callbacks; }), 3u);
+  const std::vector<std::pair<std::uint32_t, std::size_t>> by_visitor{{1, 3}, {2, 2}, {3, 1}};
+  EXPECT_EQ(DispatchEndObserver::seen, by_visitor);
+  DispatchEndObserver::depth = nullptr;
 }
 
 #if SLUICE_HAS_EXCEPTIONS

@@ -20,6 +20,11 @@
 //                             message (the shared queue's fill then).
 //   OnTaken(header)           the consumer, per message, before its
 //                             callbacks or visitor run.
+//   OnDispatched(header)      the consumer, per message, once its callbacks
+//                             or visitor have returned (or thrown: after
+//                             OnError), before its slot is released, so
+//                             before the bus can read as drained. Optional:
+//                             an observer without it is not called.
 //   OnBatchEnd(count)         the consumer, after the batch's last message.
 //   OnError(error)            the consumer, when a callback or the visitor
 //                             threw, after the error is counted and before
@@ -67,6 +72,7 @@ struct NoObserver {
   void OnRefused(PublishOutcome, MessagePriority, std::uint64_t) noexcept {}
   void OnBatchBegin(std::uint64_t) noexcept {}
   void OnTaken(const MessageHeader&) noexcept {}
+  void OnDispatched(const MessageHeader&) noexcept {}
   void OnBatchEnd(std::uint32_t) noexcept {}
   void OnError(const BusError&) noexcept {}
 };

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "../counting_observer.hpp"
 #include "bus_view.hpp"
@@ -240,6 +241,36 @@ TEST(ShmObserverTest, AMovableObserverMovesWithItsProducer) {
   ASSERT_TRUE(second.Publish(Stop{0, 3}, 7));
   EXPECT_EQ(second.GetObserver().admitted, 4u);
   EXPECT_EQ(second.GetObserver().admitted, bus.GetStatistics().messages_published);
+}
+
+// OnDispatched (optional) follows each message's callbacks or visitor on
+// the shared bus as in process.
+struct DispatchEnds : sluice::NoObserver {
+  static inline const std::uint64_t* callbacks = nullptr;
+  static inline std::vector<std::uint64_t> seen;  // callbacks run at each OnDispatched
+  void OnDispatched(const sluice::MessageHeader&) noexcept { seen.push_back(*callbacks); }
+};
+struct DispatchEndsTraits : sluice::ipc::ShmBusTraits {
+  using Observer = DispatchEnds;
+};
+
+TEST(ShmObserverTest, OnDispatchedFollowsEachMessagesCallbacks) {
+  const std::string name = UniqueName();
+  sluice::ipc::ShmBus<Payload, kCapacity, DispatchEndsTraits> bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  sluice::ipc::ShmProducer<Payload, kCapacity, DispatchEndsTraits> producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  std::uint64_t callbacks = 0;
+  DispatchEnds::callbacks = &callbacks;
+  DispatchEnds::seen.clear();
+  auto handle = bus.Subscribe<Stop>([&callbacks](const Stop&) { ++callbacks; });
+  ASSERT_TRUE(handle.IsValid());
+  for (std::uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(producer.Publish(Stop{0, i}, 7));
+  EXPECT_EQ(bus.ProcessBatch(), 3u);
+  EXPECT_EQ(DispatchEnds::seen, (std::vector<std::uint64_t>{1, 2, 3}));
+  for (std::uint64_t i = 0; i < 2; ++i) ASSERT_TRUE(producer.Publish(Stop{0, i}, 7));
+  EXPECT_EQ(bus.ProcessBatchWith([&callbacks](const auto&) { callbacks += 10; }), 2u);
+  EXPECT_EQ(DispatchEnds::seen, (std::vector<std::uint64_t>{1, 2, 3, 13, 23}));
 }
 
 }  // namespace

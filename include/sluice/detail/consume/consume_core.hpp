@@ -228,6 +228,7 @@ class ConsumeCore {
             ResolveStamp(envelope->header);
             taken(envelope->header);
             dispatch_one(*envelope);
+            ObserveConsume::Dispatched(front, envelope->header);
             front.Release();
             --left;
           } while (left != 0 && (envelope = front.Next()) != nullptr);
@@ -300,6 +301,9 @@ class ConsumeCore {
                   ReportError<BatchKind::kSubscriptions>(front, BusErrorCode::kCallbackThrew,
                                                          current, what);
                 });
+            // An observing front's runs are one message long: `envelope`.
+            static_assert(!Front::kObserves || kLength == 1, "an observed run is one message");
+            ObserveConsume::Dispatched(front, envelope->header);
             front.ReleaseRun(length);
             count += length;
           } while (count < max_messages && (envelope = front.Next()) != nullptr);
@@ -341,6 +345,7 @@ class ConsumeCore {
               ResolveStamp(envelope->header);
               taken(envelope->header);
               dispatch_one(*envelope);
+              ObserveConsume::Dispatched(front, envelope->header);
               if (++length == most) break;
               // The slot after, within the array; its envelope is looked
               // at only once its position is known to be published.

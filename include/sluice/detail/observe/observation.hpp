@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
@@ -113,6 +114,13 @@ struct ObservePublish {
   }
 };
 
+// Whether an Observer has the optional OnDispatched(header).
+template <typename Observer, typename = void>
+struct HasOnDispatched : std::false_type {};
+template <typename Observer>
+struct HasOnDispatched<Observer, std::void_t<decltype(std::declval<Observer&>().OnDispatched(
+                                     std::declval<const MessageHeader&>()))>> : std::true_type {};
+
 // The events of one dispatch batch of `front`.
 struct ObserveConsume {
   // Before the batch's first message: the fill it starts from, for the
@@ -123,6 +131,22 @@ struct ObserveConsume {
       if (front.Mode() == PerformanceMode::FULL_FEATURED) front.NoteBatchFill();
     }
     if constexpr (Front::kObserves) front.Watcher().OnBatchBegin(front.BatchFill());
+  }
+
+  // A message's callbacks or visitor have returned (or thrown, reported),
+  // before its slot is released: the traits' Observer's OnDispatched, for
+  // an observer that has one (the event is optional, so observers written
+  // before it still compile). A front that observes dispatches one message
+  // at a time (ConsumeCore::kRunLength), so this follows each one.
+  template <typename Front>
+  SLUICE_ALWAYS_INLINE static void Dispatched(Front& front, const MessageHeader& header) noexcept {
+    if constexpr (Front::kObserves &&
+                  HasOnDispatched<std::decay_t<decltype(front.Watcher())>>::value) {
+      front.Watcher().OnDispatched(header);
+    } else {
+      (void)front;
+      (void)header;
+    }
   }
 
   // After the batch's last message.
