@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sluice/nats/bridge.hpp>
@@ -49,7 +50,8 @@ using sluice_nats_test::SensorReading;
 
 // The stream over the routes' subjects, on file storage (it survives the
 // kill), with a duplicate window for the Nats-Msg-Id of a publish sent again.
-bool MakeStream(const std::string& url) {
+// `max_messages` (> 0): the stream keeps that many, discarding the oldest.
+bool MakeStream(const std::string& url, std::int64_t max_messages = 0) {
   natsConnection* connection = nullptr;
   jsCtx* js = nullptr;
   if (natsConnection_ConnectTo(&connection, url.c_str()) != NATS_OK) return false;
@@ -63,6 +65,10 @@ bool MakeStream(const std::string& url) {
     config.SubjectsLen = 1;
     config.Storage = js_FileStorage;
     config.Duplicates = 120LL * 1000 * 1000 * 1000;  // 2 minutes, in nanoseconds
+    if (max_messages > 0) {
+      config.MaxMsgs = max_messages;
+      config.Discard = js_DiscardOld;
+    }
     jsStreamInfo* info = nullptr;
     jsErrCode error = static_cast<jsErrCode>(0);
     made = js_AddStream(&info, js, &config, nullptr, &error) == NATS_OK;
@@ -449,6 +455,49 @@ TEST_F(NatsJetStreamTest, AMessageRefusedOnItsLastDeliveryIsCountedAsDropped) {
   EXPECT_EQ(stats.Dropped(MessagePriority::LOW), kRefused);
 }
 
+// A stream that keeps 100 messages and discards the oldest loses what its
+// one reader had not fetched yet: the route, read by one bridge, counts
+// each lost frame as a gap, so dispatched + gaps is every frame sent.
+TEST_F(NatsJetStreamTest, FramesTheStreamDiscardedBeforeTheyWereFetchedAreCountedAsGaps) {
+  constexpr std::uint64_t kFrames = 300;
+  ASSERT_TRUE(MakeStream(server_.Url(), /*max_messages=*/100));
+  SmallBus bus;  // 64 slots: the fetcher stops when they are full
+  sluice::nats::Bridge<SmallBus> receiver(bus, OptionsFor(server_.Url()));
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "discard";
+  ASSERT_TRUE(receiver.Receive<SensorReading>("js.discard", kSensorType, from_stream));
+  ReadingLog log;
+  auto handle = log.Follow(bus);
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  // The first frame in the bus: the receiver has heard the stream begin.
+  PublishRaw(server_.Url(), {{"js.discard.high", ReadingFrame(1, 1, MessagePriority::HIGH)}});
+  ASSERT_TRUE(Eventually([&] { return bus.QueueDepth() == 1; }));
+  // No consumer yet: the bus fills (64 at most), and the stream discards
+  // the oldest of what stays in it (it keeps 100), so at least 136 are lost.
+  std::vector<std::pair<std::string, std::string>> frames;
+  for (std::uint64_t n = 2; n <= kFrames; ++n) {
+    frames.emplace_back("js.discard.high", ReadingFrame(n, n, MessagePriority::HIGH));
+  }
+  PublishRaw(server_.Url(), frames);
+  Consumer<SmallBus> consumer(bus);
+  const auto accounted = [&] { return log.Size() + receiver.GetStatistics().streams.gaps; };
+  ASSERT_TRUE(Eventually([&] { return accounted() >= kFrames; }))
+      << log.Size() << " dispatched, " << receiver.GetStatistics().streams.gaps << " gaps";
+  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
+  consumer.Stop();
+  const auto stats = receiver.GetStatistics();
+  std::printf("[ jetstream] discard-old: %zu dispatched, %llu counted as gaps, of %llu\n",
+              log.Size(), static_cast<unsigned long long>(stats.streams.gaps),
+              static_cast<unsigned long long>(kFrames));
+  EXPECT_GT(stats.streams.gaps, 0u);
+  EXPECT_EQ(log.Size() + stats.streams.gaps, kFrames);
+  std::lock_guard<std::mutex> lock(log.mutex);
+  EXPECT_EQ(log.order.back(), kFrames);
+  EXPECT_TRUE(std::is_sorted(log.order.begin(), log.order.end()));
+}
+
 // Publishes the stream answers with an error (here: no stream yet, as
 // while a restarted server recovers its streams) are published again by
 // the resender until the stream takes them: none is lost, none stored twice.
@@ -568,6 +617,7 @@ TEST_F(NatsJetStreamTest, BridgesSharingADurableCountNoGaps) {
   sluice::nats::ReceiveOptions from_stream;
   from_stream.stream = "SLUICE";
   from_stream.durable = "shared";
+  from_stream.shared_durable = true;
   Bus bus_a;
   Bus bus_b;
   Bridge receiver_a(bus_a, OptionsFor(server_.Url()));
@@ -1134,12 +1184,146 @@ TEST_F(NatsDispatchAckTest, ARedeliveryOfAMessageStillInTheBusIsNotAcknowledged)
   EXPECT_TRUE(Eventually([&] { return AckPending(server_.Url(), "slow_medium") == 0; }));
 }
 
+// A redelivery of a message still in the bus is caught by where it came
+// from (its stream sequence), not by its frame number: here frames 1-5 and
+// a frame numbered past the duplicate check's window after them wait in the
+// bus, so the redeliveries of the five are numbered behind the window, which
+// a route admits. They must still be neither admitted again nor
+// acknowledged: each reading is dispatched once.
+TEST_F(NatsDispatchAckTest, ARedeliveryBehindTheWindowOfAMessageInTheBusIsNotAdmittedAgain) {
+  constexpr std::uint64_t kWaiting = 5;
+  const std::uint64_t kFar = sluice::nats::StreamTracker::kWindow + 5000;
+  ASSERT_TRUE(MakeStream(server_.Url()));
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  options.jetstream_ack_wait = 200ms;
+  AckBus bus;
+  sluice::nats::Bridge<AckBus> receiver(bus, options);
+  ASSERT_TRUE(receiver.Receive<SensorReading>("js.far", kSensorType, OnDispatch("far")));
+  std::vector<std::uint64_t> dispatched;
+  auto handle = bus.Subscribe<SensorReading>(
+      [&dispatched](const SensorReading& reading) { dispatched.push_back(reading.seq); });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  std::vector<std::pair<std::string, std::string>> frames;
+  for (std::uint64_t n = 1; n <= kWaiting; ++n) {
+    frames.emplace_back("js.far.medium", ReadingFrame(n, n, MessagePriority::MEDIUM));
+  }
+  frames.emplace_back("js.far.medium", ReadingFrame(kFar, kFar, MessagePriority::MEDIUM));
+  PublishRaw(server_.Url(), frames);
+  const sluice::nats::DispatchAcks& acks = bus.GetObserver().DispatchAcknowledgements();
+  ASSERT_TRUE(Eventually([&] { return acks.Counts().filed == kWaiting + 1; }));
+  // All six wait undispatched; each is delivered again as its ack wait runs
+  // out, the first five numbered behind the window noted by the sixth.
+  const auto duplicates = [&] {
+    return receiver.GetStatistics()
+        .rejected[static_cast<std::size_t>(sluice::nats::FrameError::kDuplicate)];
+  };
+  ASSERT_TRUE(Eventually([&] { return duplicates() >= 2 * (kWaiting + 1); }));
+  EXPECT_EQ(bus.QueueDepth(), kWaiting + 1);  // nothing admitted twice
+  (void)receiver.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
+  std::vector<std::uint64_t> expected{1, 2, 3, 4, 5, kFar};
+  EXPECT_EQ(dispatched, expected);
+  EXPECT_EQ(acks.Counts().acknowledged, kWaiting + 1);
+}
+
+// A Shutdown that waits for another consumer thread's drain finds every
+// dispatched message acknowledged: the acknowledgement comes before the
+// message's slot is released, so before the bus reads as drained. The last
+// reading's callback unsubscribes itself and the callable's destruction,
+// deferred to the end of the dispatch, takes 300 ms: the bus has released
+// the slot by then, and the Shutdown must not release that reading
+// unacknowledged meanwhile.
+TEST_F(NatsDispatchAckTest, AShutdownWaitingForTheConsumerFindsEveryDispatchedMessageAcknowledged) {
+  constexpr std::uint64_t kHeld = 20;
+  ASSERT_NO_FATAL_FAILURE(Store("js.drain", kHeld));
+  AckBus bus;
+  sluice::nats::Bridge<AckBus> receiver(bus, OptionsFor(server_.Url()));
+  ASSERT_TRUE(receiver.Receive<SensorReading>("js.drain", kSensorType, OnDispatch("drain")));
+  struct SlowToDestroy {
+    ~SlowToDestroy() { std::this_thread::sleep_for(300ms); }
+  };
+  auto slow = std::make_shared<SlowToDestroy>();
+  std::atomic<std::uint64_t> dispatched{0};
+  sluice::SubscriptionHandle handle;
+  handle = bus.Subscribe<SensorReading>([&, slow](const SensorReading& reading) {
+    dispatched.fetch_add(1, std::memory_order_relaxed);
+    if (reading.seq == kHeld) (void)bus.Unsubscribe(handle);
+  });
+  slow.reset();  // the subscription holds the last reference
+  ASSERT_TRUE(handle.IsValid());
+  const sluice::nats::DispatchAcks& acks = bus.GetObserver().DispatchAcknowledgements();
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  ASSERT_TRUE(Eventually([&] { return acks.Counts().filed == kHeld; }));
+  Consumer<AckBus> consumer(bus);
+  const auto result = receiver.Shutdown(5s);  // kWaitForConsumer
+  consumer.Stop();
+  EXPECT_TRUE(result.bus_drained);
+  EXPECT_EQ(dispatched.load(), kHeld);
+  EXPECT_EQ(acks.Counts().acknowledged, kHeld);
+  EXPECT_EQ(acks.Counts().withdrawn, 0u);
+  EXPECT_TRUE(Eventually([&] { return AckPending(server_.Url(), "drain_medium") == 0; }));
+}
+
+// An observer composed with AckOnDispatch may read its counts from any
+// event, OnAdmitted on the fetcher's thread included.
+struct ReadsAckCounts {
+  static std::atomic<const sluice::nats::DispatchAcks*> acks;
+  void OnAdmitted(const sluice::MessageHeader&) noexcept {
+    const sluice::nats::DispatchAcks* table = acks.load();
+    if (table != nullptr) (void)table->Counts();
+  }
+  void OnRefused(sluice::PublishOutcome, MessagePriority, std::uint64_t) noexcept {}
+  void OnBatchBegin(std::uint64_t) noexcept {}
+  void OnTaken(const sluice::MessageHeader&) noexcept {}
+  void OnBatchEnd(std::uint32_t) noexcept {}
+  void OnError(const sluice::BusError&) noexcept {}
+};
+std::atomic<const sluice::nats::DispatchAcks*> ReadsAckCounts::acks{nullptr};
+struct ReadsAckCountsTraits : sluice::DefaultBusTraits {
+  using Observer = sluice::nats::AckOnDispatch<ReadsAckCounts>;
+};
+
+TEST_F(NatsDispatchAckTest, AComposedObserverMayReadTheCountsFromOnAdmitted) {
+  constexpr std::uint64_t kHeld = 10;
+  ASSERT_NO_FATAL_FAILURE(Store("js.compose", kHeld));
+  using ComposedBus = sluice::AsyncBus<sluice_nats_test::Payload, 256,
+                                       sluice::ProducerModel::kMulti, ReadsAckCountsTraits>;
+  ComposedBus bus;
+  const sluice::nats::DispatchAcks& acks = bus.GetObserver().DispatchAcknowledgements();
+  ReadsAckCounts::acks.store(&acks);
+  sluice::nats::Bridge<ComposedBus> receiver(bus, OptionsFor(server_.Url()));
+  ASSERT_TRUE(receiver.Receive<SensorReading>("js.compose", kSensorType, OnDispatch("compose")));
+  std::atomic<std::uint64_t> dispatched{0};
+  auto handle = bus.Subscribe<SensorReading>(
+      [&dispatched](const SensorReading&) { dispatched.fetch_add(1, std::memory_order_relaxed); });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  Consumer<ComposedBus> consumer(bus);
+  EXPECT_TRUE(Eventually([&] { return acks.Counts().acknowledged == kHeld; }));
+  consumer.Stop();
+  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  ReadsAckCounts::acks.store(nullptr);
+  EXPECT_EQ(dispatched.load(), kHeld);
+}
+
 // kOnDispatch needs a bus that tells the bridge (AckOnDispatch) and a stream.
 TEST(NatsDispatchAckOptionsTest, OnDispatchNeedsTheBusObserverAndAStream) {
   const sluice::nats::ReceiveOptions route = OnDispatch("d");
   {
     Bus bus;  // its Observer is NoObserver
     Bridge bridge(bus, OptionsFor("nats://127.0.0.1:1"));
+    EXPECT_FALSE(bridge.Receive<SensorReading>("js.x", kSensorType, route));
+  }
+  {
+    // Derived from AckOnDispatch, it could hide the events that acknowledge.
+    struct Derived : sluice::nats::AckOnDispatch<> {};
+    struct DerivedTraits : sluice::DefaultBusTraits {
+      using Observer = Derived;
+    };
+    using DerivedBus = sluice::AsyncBus<sluice_nats_test::Payload, 64,
+                                        sluice::ProducerModel::kMulti, DerivedTraits>;
+    DerivedBus bus;
+    sluice::nats::Bridge<DerivedBus> bridge(bus, OptionsFor("nats://127.0.0.1:1"));
     EXPECT_FALSE(bridge.Receive<SensorReading>("js.x", kSensorType, route));
   }
   AckBus bus;

@@ -32,6 +32,22 @@ TEST(NatsOptions, AStreamNeedsADurableAndNoQueueGroup) {
   EXPECT_FALSE(sluice::nats::detail::IsValidRoute(route));  // a durable without a stream
 }
 
+// Acknowledgement after dispatch and a shared durable are a stream's.
+TEST(NatsOptions, AckTimingAndASharedDurableNeedAStream) {
+  ReceiveOptions route;
+  route.ack = sluice::nats::AckTiming::kOnDispatch;
+  EXPECT_FALSE(sluice::nats::detail::IsValidRoute(route));
+  route.stream = "PLANT";
+  route.durable = "bridge";
+  EXPECT_TRUE(sluice::nats::detail::IsValidRoute(route));
+  route = {};
+  route.shared_durable = true;
+  EXPECT_FALSE(sluice::nats::detail::IsValidRoute(route));
+  route.stream = "PLANT";
+  route.durable = "bridge";
+  EXPECT_TRUE(sluice::nats::detail::IsValidRoute(route));
+}
+
 TEST(NatsOptions, AnyTlsSettingAsksForTls) {
   EXPECT_FALSE(sluice::nats::detail::WantsTls(TlsOptions{}));
   const auto wants = [](void (*set)(TlsOptions&)) {

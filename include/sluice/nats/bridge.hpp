@@ -201,8 +201,7 @@ class Bridge {
     if constexpr (!kIsCodecFor<Codec, WireType<T>>) {
       return false;  // not reached: the check above fails to compile
     } else {
-      if (route.ack == AckTiming::kOnDispatch &&
-          detail::DispatchAcksOf<Bus>::Get(bus_) == nullptr) {
+      if (route.ack == AckTiming::kOnDispatch && detail::DispatchAcksOf(bus_) == nullptr) {
         return false;
       }
       const std::unique_lock<std::mutex> routes = routes_.Lock();

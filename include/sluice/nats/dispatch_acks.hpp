@@ -28,12 +28,15 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <type_traits>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/observe/observation.hpp"
 #include "sluice/message.hpp"
 #include "sluice/observer.hpp"
 
@@ -101,7 +104,9 @@ class DispatchAcks {
   // files the message before the consumer can look it up. `tracked_` counts
   // it first: a consumer that takes the message has seen the count (the
   // increment is sequenced before the publish's release store, which the
-  // consumer's take acquires), so it never skips the lookup.
+  // consumer's take acquires), so it never skips the lookup. The bus's
+  // observer calls on this thread, the Next observer's OnAdmitted among
+  // them, run holding the mutex: they must not wait for the consumer.
   template <typename Attempt>
   bool AttemptPublish(detail::Expectation& expectation, Attempt&& attempt) {
     const std::lock_guard<std::mutex> lock(mutex_);
@@ -114,20 +119,11 @@ class DispatchAcks {
   }
 
   // Whether the message `route` delivered as `stream_sequence` is in the bus
-  // and not yet dispatched: a redelivery of it (the stream's ack wait ran
-  // out first) is then neither acknowledged nor dispatched again.
+  // and not yet acknowledged: a redelivery of it (the stream's ack wait ran
+  // out first) is then neither acknowledged nor admitted again.
   bool AwaitsDispatch(const void* route, std::uint64_t stream_sequence) const {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (in_hand_.message != nullptr && in_hand_.route == route &&
-        in_hand_.stream_sequence == stream_sequence) {
-      return true;
-    }
-    for (const auto& entry : pending_) {
-      if (entry.second.route == route && entry.second.stream_sequence == stream_sequence) {
-        return true;
-      }
-    }
-    return false;
+    return in_bus_.count(StreamKey{route, stream_sequence}) != 0;
   }
 
   // Releases, unacknowledged, every message `route` filed that is not yet
@@ -138,26 +134,27 @@ class DispatchAcks {
     const std::lock_guard<std::mutex> lock(mutex_);
     for (auto entry = pending_.begin(); entry != pending_.end();) {
       if (entry->second.route == route) {
-        natsMsg_Destroy(entry->second.message);
+        Release(entry->second);
         entry = pending_.erase(entry);
-        Forget();
-        ++counts_.withdrawn;
       } else {
         ++entry;
       }
     }
     if (in_hand_.message != nullptr && in_hand_.route == route) {
-      natsMsg_Destroy(in_hand_.message);
+      Release(in_hand_);
       in_hand_ = Entry{};
-      Forget();
-      ++counts_.withdrawn;
     }
   }
 
-  DispatchAckCounts Counts() const {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    DispatchAckCounts counts = counts_;
-    counts.pending = pending_.size() + (in_hand_.message != nullptr ? 1 : 0);
+  // Any thread, any time (an observer's own calls included): relaxed
+  // loads of counts kept under the mutex, so each is exact on its own.
+  DispatchAckCounts Counts() const noexcept {
+    DispatchAckCounts counts;
+    counts.filed = filed_.load(std::memory_order_relaxed);
+    counts.acknowledged = acknowledged_.load(std::memory_order_relaxed);
+    counts.withdrawn = withdrawn_.load(std::memory_order_relaxed);
+    const std::uint64_t done = counts.acknowledged + counts.withdrawn;
+    counts.pending = counts.filed > done ? counts.filed - done : 0;
     return counts;
   }
 
@@ -171,10 +168,15 @@ class DispatchAcks {
 #if SLUICE_HAS_EXCEPTIONS
     try {
 #endif
-      pending_.emplace(KeyOf(header), Entry{expectation->message, expectation->route,
-                                            expectation->stream_sequence});
+      const Entry entry{expectation->message, expectation->route, expectation->stream_sequence};
+      const StreamKey key{entry.route, entry.stream_sequence};
+      if (!in_bus_.insert(key).second) return;  // in the bus already: not filed twice
+      if (!pending_.emplace(KeyOf(header), entry).second) {
+        in_bus_.erase(key);
+        return;
+      }
       expectation->filed = true;
-      ++counts_.filed;
+      filed_.fetch_add(1, std::memory_order_relaxed);
 #if SLUICE_HAS_EXCEPTIONS
     } catch (...) {
       // No memory for the entry: not filed, so the fetcher acknowledges it
@@ -183,13 +185,11 @@ class DispatchAcks {
 #endif
   }
 
-  // The consumer, just before a message's dispatch: the one it took before
-  // (if ours) has been dispatched.
+  // The consumer, just before a message's dispatch: ours (filed) is in hand.
   void Taken(const MessageHeader& header) noexcept {
-    // Relaxed: see AttemptPublish. 0 and nothing in hand: not ours.
-    if (!holding_ && tracked_.load(std::memory_order_relaxed) == 0) return;
+    // Relaxed: see AttemptPublish. 0: nothing filed nor being filed.
+    if (tracked_.load(std::memory_order_relaxed) == 0) return;
     const std::lock_guard<std::mutex> lock(mutex_);
-    AcknowledgeInHand();
     const auto found = pending_.find(KeyOf(header));
     if (found == pending_.end()) return;
     in_hand_ = found->second;
@@ -197,11 +197,17 @@ class DispatchAcks {
     holding_ = true;
   }
 
-  // The consumer, after a batch's last message.
-  void BatchEnded() noexcept {
+  // The consumer, once the message's callbacks or visitor returned, before
+  // its slot is released (so before the bus can read as drained).
+  void Dispatched() noexcept {
     if (!holding_) return;
+    holding_ = false;
     const std::lock_guard<std::mutex> lock(mutex_);
-    AcknowledgeInHand();
+    if (in_hand_.message == nullptr) return;  // withdrawn meanwhile
+    (void)natsMsg_Ack(in_hand_.message, nullptr);
+    Forget(in_hand_);
+    in_hand_ = Entry{};
+    acknowledged_.fetch_add(1, std::memory_order_relaxed);
   }
 
  private:
@@ -210,41 +216,63 @@ class DispatchAcks {
     const void* route = nullptr;
     std::uint64_t stream_sequence = 0;
   };
+  // A message by where it came from: its pull subscription and its
+  // sequence in the stream.
+  struct StreamKey {
+    const void* route;
+    std::uint64_t stream_sequence;
+    bool operator==(const StreamKey& other) const noexcept {
+      return route == other.route && stream_sequence == other.stream_sequence;
+    }
+  };
+  struct StreamKeyHash {
+    std::size_t operator()(const StreamKey& key) const noexcept {
+      return std::hash<const void*>()(key.route) ^
+             std::hash<std::uint64_t>()(key.stream_sequence * 0x9E3779B97F4A7C15ull);
+    }
+  };
 
   // (lane, msg_id): unique per bus (MessageHeader).
   static std::uint64_t KeyOf(const MessageHeader& header) noexcept {
     return header.msg_id ^ (static_cast<std::uint64_t>(header.lane) << 48);
   }
 
-  // Holding the mutex; the consumer's thread.
-  void AcknowledgeInHand() noexcept {
-    holding_ = false;
-    if (in_hand_.message == nullptr) return;  // withdrawn meanwhile
-    (void)natsMsg_Ack(in_hand_.message, nullptr);
-    natsMsg_Destroy(in_hand_.message);
-    in_hand_ = Entry{};
-    Forget();
-    ++counts_.acknowledged;
+  // Holding the mutex: `entry` leaves the table (its message freed).
+  void Forget(const Entry& entry) noexcept {
+    in_bus_.erase(StreamKey{entry.route, entry.stream_sequence});
+    natsMsg_Destroy(entry.message);
+    tracked_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  void Release(const Entry& entry) noexcept {
+    Forget(entry);
+    withdrawn_.fetch_add(1, std::memory_order_relaxed);
   }
 
-  void Forget() noexcept { tracked_.fetch_sub(1, std::memory_order_relaxed); }
-
-  // Guards everything below but holding_ (the consumer's own).
+  // Guards everything below but the counts and holding_ (the consumer's).
   mutable std::mutex mutex_;
   // Filed and not yet taken, by KeyOf.
   std::unordered_map<std::uint64_t, Entry> pending_;
   // Taken by the consumer; its dispatch runs now.
   Entry in_hand_;
-  DispatchAckCounts counts_;
+  // Every filed message not yet acknowledged nor withdrawn (pending_ and
+  // in_hand_), by StreamKey.
+  std::unordered_set<StreamKey, StreamKeyHash> in_bus_;
   // Publish attempts in flight, plus filed messages not yet acknowledged
   // nor withdrawn; changed under the mutex, read by the consumer without it.
   std::atomic<std::uint64_t> tracked_{0};
-  // The consumer's: whether it may hold a message in hand.
+  std::atomic<std::uint64_t> filed_{0};
+  std::atomic<std::uint64_t> acknowledged_{0};
+  std::atomic<std::uint64_t> withdrawn_{0};
+  // The consumer's: whether it took a filed message whose dispatch has not
+  // ended.
   bool holding_ = false;
 };
 
 // The traits' Observer of a bus that receives JetStream routes with
-// AckTiming::kOnDispatch; forwards every event to `Next` as well.
+// AckTiming::kOnDispatch; forwards every event to `Next` as well (Next's
+// OnDispatched only if it has one). Bridge::Receive accepts kOnDispatch on
+// a bus whose Observer is exactly an AckOnDispatch: compose by Next, not
+// by deriving from it.
 template <typename Next = NoObserver>
 class AckOnDispatch : public Next {
  public:
@@ -256,9 +284,9 @@ class AckOnDispatch : public Next {
     acks_.Taken(header);
     Next::OnTaken(header);
   }
-  void OnBatchEnd(std::uint32_t count) noexcept {
-    acks_.BatchEnded();
-    Next::OnBatchEnd(count);
+  void OnDispatched(const MessageHeader& header) noexcept {
+    acks_.Dispatched();
+    if constexpr (sluice::detail::HasOnDispatched<Next>::value) Next::OnDispatched(header);
   }
   DispatchAcks& DispatchAcknowledgements() noexcept { return acks_; }
   const DispatchAcks& DispatchAcknowledgements() const noexcept { return acks_; }
@@ -269,18 +297,22 @@ class AckOnDispatch : public Next {
 
 namespace detail {
 
+template <typename Observer>
+struct IsAckOnDispatch : std::false_type {};
+template <typename Next>
+struct IsAckOnDispatch<AckOnDispatch<Next>> : std::true_type {};
+
 // The bus's DispatchAcks, when its Observer is an AckOnDispatch; else null.
-template <typename Bus, typename = void>
-struct DispatchAcksOf {
-  static DispatchAcks* Get(Bus&) noexcept { return nullptr; }
-};
 template <typename Bus>
-struct DispatchAcksOf<
-    Bus, std::void_t<decltype(std::declval<Bus&>().GetObserver().DispatchAcknowledgements())>> {
-  static DispatchAcks* Get(Bus& bus) noexcept {
+DispatchAcks* DispatchAcksOf(Bus& bus) noexcept {
+  using Observer = std::decay_t<decltype(bus.GetObserver())>;
+  if constexpr (IsAckOnDispatch<Observer>::value) {
     return &bus.GetObserver().DispatchAcknowledgements();
+  } else {
+    (void)bus;
+    return nullptr;
   }
-};
+}
 
 }  // namespace detail
 }  // namespace nats

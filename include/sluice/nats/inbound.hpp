@@ -71,11 +71,11 @@ class Receiver {
     inbound->subject = SubjectFor(subject.subject, priority);
     inbound->route_subject = subject.subject;
     // A member of a queue group, or one of the bridges sharing a durable
-    // consumer, sees part of each stream: no gaps counted (a JetStream
-    // route loses nothing to count in any case).
-    inbound->count_gaps = subject.queue_group.empty() && subject.stream.empty();
+    // consumer, sees part of each stream: no gaps counted. A JetStream
+    // route read alone counts what the stream lost before it was fetched.
+    inbound->count_gaps = subject.queue_group.empty() && !subject.shared_durable;
     inbound->types = std::move(types);
-    if (subject.ack == AckTiming::kOnDispatch) inbound->acks = DispatchAcksOf<Bus>::Get(bus_);
+    if (subject.ack == AckTiming::kOnDispatch) inbound->acks = DispatchAcksOf(bus_);
     return inbound;
   }
 

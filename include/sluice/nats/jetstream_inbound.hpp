@@ -185,6 +185,17 @@ class StreamFetcher {
         (void)natsMsg_Ack(message, nullptr);
         return false;
       }
+      if (inbound.acks != nullptr && arrival.deliveries > 1 &&
+          inbound.acks->AwaitsDispatch(&inbound, arrival.stream_sequence)) {
+        // A redelivery of a message still in the bus (the stream's ack
+        // wait ran out first), whatever its number: neither admitted again
+        // nor acknowledged; the first delivery's acknowledgement, after its
+        // dispatch, stands for both.
+        (void)natsMsg_InProgress(message, nullptr);
+        Count(counters_.rejected[static_cast<std::size_t>(FrameError::kDuplicate)]);
+        receiver_.Report(FrameError::kDuplicate, inbound.subject);
+        return false;
+      }
       if (inbound.acks == nullptr) {
         error = receiver_.Route(inbound, subject == nullptr ? std::string_view() : subject, view,
                                 &admitted, arrival);
@@ -214,17 +225,11 @@ class StreamFetcher {
       return false;
     }
     Count(counters_.rejected[static_cast<std::size_t>(error)]);
-    // Admitted before (a redelivery): acknowledged, unless it still awaits
-    // its dispatch in the bus (the stream's ack wait ran out first): then
-    // the stream is told it is in progress, and the first delivery's
-    // acknowledgement, after its dispatch, stands for both.
+    // Admitted before (a redelivery; one still in the bus was caught
+    // above): acknowledged. Anything else refused would be refused again:
+    // terminated.
     if (error == FrameError::kDuplicate) {
-      if (inbound.acks != nullptr &&
-          inbound.acks->AwaitsDispatch(&inbound, arrival.stream_sequence)) {
-        (void)natsMsg_InProgress(message, nullptr);
-      } else {
-        (void)natsMsg_Ack(message, nullptr);
-      }
+      (void)natsMsg_Ack(message, nullptr);
     } else {
       (void)natsMsg_Term(message, nullptr);
     }

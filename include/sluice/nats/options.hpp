@@ -215,6 +215,11 @@ struct ReceiveOptions {
   // stream for later redelivery. Empty: core NATS. Not with queue_group.
   std::string stream;
   std::string durable;
+  // With `stream`: whether other bridges read the same durable consumers.
+  // Each then sees part of every stream, so none counts gaps; alone, the
+  // route counts a gap for every frame the stream lost before the bridge
+  // fetched it (discard-old, max age, a purge).
+  bool shared_durable = false;
   // With `stream`: when each message is acknowledged (AckTiming). Without:
   // must stay kOnAdmission (core NATS acknowledges nothing).
   AckTiming ack = AckTiming::kOnAdmission;
@@ -227,7 +232,8 @@ namespace detail {
 inline bool IsValidRoute(const ReceiveOptions& route) noexcept {
   return route.stream.empty() == route.durable.empty() &&
          (route.stream.empty() || route.queue_group.empty()) &&
-         (route.ack == AckTiming::kOnAdmission || !route.stream.empty());
+         (route.ack == AckTiming::kOnAdmission || !route.stream.empty()) &&
+         (!route.shared_durable || !route.stream.empty());
 }
 
 // Any TLS setting asks for TLS: a CA file or an expected hostname must

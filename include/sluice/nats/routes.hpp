@@ -68,6 +68,7 @@ struct InboundSubject {
   std::string stream;  // JetStream: the stream, and the consumers' durable prefix
   std::string durable;
   AckTiming ack = AckTiming::kOnAdmission;  // JetStream: when a message is acknowledged
+  bool shared_durable = false;              // JetStream: other bridges read the durables too
 };
 
 template <typename Sender, typename Receiver>
@@ -199,7 +200,8 @@ class RouteTable {
         continue;
       }
       if (known.queue_group != route.queue_group || known.stream != route.stream ||
-          known.durable != route.durable || known.ack != route.ack) {
+          known.durable != route.durable || known.ack != route.ack ||
+          known.shared_durable != route.shared_durable) {
         return Added::kRefused;
       }
       const bool has_type =
@@ -218,7 +220,8 @@ class RouteTable {
                                  std::move(route.queue_group),
                                  std::move(route.stream),
                                  std::move(route.durable),
-                                 route.ack});
+                                 route.ack,
+                                 route.shared_durable});
     return Added::kNewSubject;
   }
 
