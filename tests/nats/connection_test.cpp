@@ -50,10 +50,11 @@ TEST(NatsConnection, HalfAnNKeyFailsBeforeConnecting) {
 TEST(NatsConnection, TimingOptionsOutOfRangeFailBeforeConnecting) {
   Counters counters;
   {
-    Connection valid(Unreachable(), counters, {});
+    const BridgeOptions defaults = Unreachable();  // outlives the connection
+    Connection valid(defaults, counters, {});
     EXPECT_EQ(valid.Connect(), NATS_NO_SERVER);
   }
-  const auto refused = [&counters](BridgeOptions options) {
+  const auto refused = [&counters](const BridgeOptions& options) {
     Connection connection(options, counters, {});
     const natsStatus status = connection.Connect();
     ExpectNoConnection(connection);
