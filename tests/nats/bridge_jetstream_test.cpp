@@ -812,9 +812,13 @@ TEST_F(NatsJetStreamTest, AMessageNeverAdmittedIsAdmittedByTheNextBridgeHoweverF
     ASSERT_TRUE(Eventually([&] { return first.GetStatistics().handed_back[kLow] >= 1; }));
     (void)first.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
   }
-  PublishRaw(server_.Url(), {{"js.next.low", ReadingFrame(2, 2, MessagePriority::LOW)},
-                             {"js.next.low", ReadingFrame(kJump, kJump, MessagePriority::LOW)}});
-  // The next bridge refuses reading 1 until the jump is admitted, so that
+  // kJump + 1 confirms the jump (a frame more than a window ahead is held
+  // until a later one confirms it).
+  PublishRaw(server_.Url(),
+             {{"js.next.low", ReadingFrame(2, 2, MessagePriority::LOW)},
+              {"js.next.low", ReadingFrame(kJump, kJump, MessagePriority::LOW)},
+              {"js.next.low", ReadingFrame(kJump + 1, kJump + 1, MessagePriority::LOW)}});
+  // The next bridge refuses reading 1 until the jump is taken, so that
   // reading 1 is admitted behind the window whichever the stream sends first.
   RefusingBus bus;
   bus.refuse_up_to.store(1);
@@ -827,11 +831,11 @@ TEST_F(NatsJetStreamTest, AMessageNeverAdmittedIsAdmittedByTheNextBridgeHoweverF
   Consumer<RefusingBus> consumer(bus);
   ASSERT_TRUE(Eventually([&] {
     std::lock_guard<std::mutex> lock(log.mutex);
-    return std::find(log.order.begin(), log.order.end(), kJump) != log.order.end();
+    return std::find(log.order.begin(), log.order.end(), kJump + 1) != log.order.end();
   })) << "the jump was not dispatched";
   bus.refuse_up_to.store(0);
-  ASSERT_TRUE(Eventually([&] { return log.Size() >= 3; }))
-      << "dispatched " << log.Size() << " of 3";
+  ASSERT_TRUE(Eventually([&] { return log.Size() >= 4; }))
+      << "dispatched " << log.Size() << " of 4";
   (void)second.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
   consumer.Stop();
   server_.Stop();
@@ -839,10 +843,11 @@ TEST_F(NatsJetStreamTest, AMessageNeverAdmittedIsAdmittedByTheNextBridgeHoweverF
   std::lock_guard<std::mutex> lock(log.mutex);
   std::map<std::uint64_t, int> times;
   for (const std::uint64_t seq : log.order) ++times[seq];
-  EXPECT_EQ(times.size(), 3u);
+  EXPECT_EQ(times.size(), 4u);
   EXPECT_EQ(times[1], 1);
   EXPECT_EQ(times[2], 1);
   EXPECT_EQ(times[kJump], 1);
+  EXPECT_EQ(times[kJump + 1], 1);
   EXPECT_EQ(stats.rejected[static_cast<std::size_t>(sluice::nats::FrameError::kStale)], 0u);
   EXPECT_EQ(stats.jetstream_behind_window, 1u);
 }

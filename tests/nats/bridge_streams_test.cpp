@@ -93,16 +93,18 @@ TEST_F(NatsBridgeTest, GapsLateFramesAndDuplicatesAreCountedAndReplaysRefused) {
   Consumer<Bus> consumer(bus);
 
   // One stream: 1, 2, then 4 (3 is a gap), 3 late, 3 again and 1 again
-  // (duplicates), 5000 (4995 more gaps: 5 to 4999), then 2 (stale: behind the window).
+  // (duplicates), 5000 (more than a window ahead: held), 5001 (confirms the
+  // jump: 4995 more gaps, 5 to 4999), then 2 (stale: behind the window).
   std::vector<std::pair<std::string, std::string>> frames;
   for (const std::uint64_t sequence : {1, 2, 4, 3, 3, 1}) {
     frames.emplace_back("s.stop.high", StopFrame(0xAB, 77, sequence, sequence));
   }
   frames.emplace_back("s.stop.high", StopFrame(0xAB, 77, 5000, 5000));
+  frames.emplace_back("s.stop.high", StopFrame(0xAB, 77, 5001, 5001));  // confirms 5000's jump
   frames.emplace_back("s.stop.high", StopFrame(0xAB, 77, 2, 2));
   // The same frames replayed 20 times: every one refused.
   const std::size_t first = frames.size();
-  ASSERT_EQ(first, 8u);
+  ASSERT_EQ(first, 9u);
   for (int replay = 0; replay < 20; ++replay) {
     for (std::size_t i = 0; i < first; ++i) frames.push_back(frames[i]);
   }
@@ -112,7 +114,7 @@ TEST_F(NatsBridgeTest, GapsLateFramesAndDuplicatesAreCountedAndReplaysRefused) {
 
   ASSERT_TRUE(Eventually([&] {
     return bridge.GetStatistics().frames_received >= frames.size() &&
-           log.count.load(std::memory_order_relaxed) >= 6;
+           log.count.load(std::memory_order_relaxed) >= 7;
   }));
   (void)bridge.Shutdown(10s);
   consumer.Stop();
@@ -120,16 +122,18 @@ TEST_F(NatsBridgeTest, GapsLateFramesAndDuplicatesAreCountedAndReplaysRefused) {
   const auto stats = bridge.GetStatistics();
   {
     std::lock_guard<std::mutex> lock(log.mutex);
-    const std::map<std::uint64_t, int> once = {{1, 1}, {2, 1},    {3, 1},
-                                               {4, 1}, {5000, 1}, {6001, 1}};
+    const std::map<std::uint64_t, int> once = {{1, 1},    {2, 1},    {3, 1},   {4, 1},
+                                               {5000, 1}, {5001, 1}, {6001, 1}};
     EXPECT_EQ(log.times, once) << "every frame dispatched once, no replay dispatched";
   }
-  EXPECT_EQ(stats.delivered[2], 6u);
+  EXPECT_EQ(stats.delivered[2], 7u);
+  EXPECT_EQ(stats.streams.jumps_held, 1u);
+  EXPECT_EQ(stats.streams.jumps_confirmed, 1u);
   EXPECT_EQ(stats.streams.gaps, 4995u) << "5..4999 never came; 3 came late";
   EXPECT_EQ(stats.streams.reordered, 1u);
-  // In each replay, 5000 is a duplicate and the seven others are behind
-  // the window (5000 - 4 >= 4096): stale.
-  EXPECT_EQ(stats.rejected[Index(FrameError::kDuplicate)], 2u + 20u);
+  // In each replay, 5000 and 5001 are duplicates and the seven others are
+  // behind the window (5001 - 4 >= 4096): stale.
+  EXPECT_EQ(stats.rejected[Index(FrameError::kDuplicate)], 2u + 20u * 2u);
   EXPECT_EQ(stats.rejected[Index(FrameError::kStale)], 1u + 20u * 7u);
   EXPECT_EQ(stats.streams.duplicates, stats.rejected[Index(FrameError::kDuplicate)]);
   EXPECT_EQ(stats.streams.stale, stats.rejected[Index(FrameError::kStale)]);
@@ -268,6 +272,86 @@ TEST_F(NatsBridgeTest, TheAllowListRefusesOtherOriginsAtItsPriorityOnly) {
   EXPECT_EQ(log.times, expected);
   EXPECT_EQ(stats.rejected[Index(FrameError::kOriginNotAllowed)], 1u);
   EXPECT_EQ(reported.load(), 1);
+}
+
+// Frames from made-up origins (here 1,100 LOW ones, each a new stream,
+// where no allow-list guards LOW) cannot push the streams the receiver
+// knows out of its table, so replays of their captured frames are still
+// refused: the made-up streams fill the unknown origins' part (1,024) and
+// the rest are refused and counted.
+TEST_F(NatsBridgeTest, MadeUpOriginsCannotPushKnownStreamsOutOfTheTable) {
+  constexpr std::uint64_t kReal = 0xA;
+  constexpr std::uint64_t kMadeUp = 1100;
+  Bus bus;
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  options.allowed_origins[static_cast<std::size_t>(MessagePriority::HIGH)] = {kReal};
+  Bridge bridge(bus, options);
+  ASSERT_TRUE(bridge.Receive<EmergencyStop>("t.stop", kStopType));
+  StopLog log;
+  auto handle = bus.Subscribe<EmergencyStop>([&](const EmergencyStop& m) { log.Add(m.seq); });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(bridge.Start(), NATS_OK);
+  Consumer<Bus> consumer(bus);
+  // The real sender's HIGH and LOW streams, and an unknown sender's LOW one.
+  const std::vector<std::pair<std::string, std::string>> real = {
+      {"t.stop.high", StopFrame(kReal, 1, 1, 1)},
+      {"t.stop.low", StopFrame(kReal, 1, 1, 2, MessagePriority::LOW)},
+      {"t.stop.low", StopFrame(0xB, 1, 1, 3, MessagePriority::LOW)}};
+  PublishRaw(server_.Url(), real);
+  ASSERT_TRUE(Eventually([&] { return Settled(bridge.GetStatistics()) >= 3; }));
+  std::vector<std::pair<std::string, std::string>> made_up;
+  for (std::uint64_t i = 0; i < kMadeUp; ++i) {
+    made_up.emplace_back("t.stop.low", StopFrame(0x1000 + i, 1, 1, 1000 + i, MessagePriority::LOW));
+  }
+  PublishRaw(server_.Url(), made_up);
+  ASSERT_TRUE(Eventually([&] { return Settled(bridge.GetStatistics()) >= 3 + kMadeUp; }));
+  PublishRaw(server_.Url(), real);  // captured frames replayed
+  ASSERT_TRUE(Eventually([&] { return Settled(bridge.GetStatistics()) >= 6 + kMadeUp; }));
+  (void)bridge.Shutdown(10s);
+  consumer.Stop();
+  const auto stats = bridge.GetStatistics();
+  // The unknown part: 0xB's stream and 1,023 made-up ones; 77 refused.
+  EXPECT_EQ(stats.rejected[Index(FrameError::kStreamTableFull)], kMadeUp - 1023);
+  EXPECT_EQ(stats.streams.refused_table_full, kMadeUp - 1023);
+  EXPECT_EQ(stats.rejected[Index(FrameError::kDuplicate)], 3u);  // every replay
+  EXPECT_EQ(stats.streams.streams_evicted, 0u);
+  EXPECT_EQ(log.count.load(), 3u + 1023u);
+  std::lock_guard<std::mutex> lock(log.mutex);
+  for (const std::uint64_t seq : {1, 2, 3}) EXPECT_EQ(log.times[seq], 1) << seq;
+}
+
+// One frame under a real stream's origin and instance, numbered 2^64 - 1,
+// is held: the sender's next frames are delivered as before (with the old
+// code, all of them were stale), and the gaps do not move.
+TEST_F(NatsBridgeTest, OneFrameNumberedFarAheadSilencesNoSender) {
+  Bus bus;
+  Bridge bridge(bus, OptionsFor(server_.Url()));
+  ASSERT_TRUE(bridge.Receive<EmergencyStop>("f.stop", kStopType));
+  StopLog log;
+  auto handle = bus.Subscribe<EmergencyStop>([&](const EmergencyStop& m) { log.Add(m.seq); });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(bridge.Start(), NATS_OK);
+  Consumer<Bus> consumer(bus);
+  std::vector<std::pair<std::string, std::string>> frames;
+  for (std::uint64_t n = 1; n <= 3; ++n)
+    frames.emplace_back("f.stop.high", StopFrame(0xA, 9, n, n));
+  frames.emplace_back("f.stop.high", StopFrame(0xA, 9, ~0ull, 666));  // forged
+  for (std::uint64_t n = 4; n <= 10; ++n)
+    frames.emplace_back("f.stop.high", StopFrame(0xA, 9, n, n));
+  frames.emplace_back("f.stop.high", StopFrame(0xA, 9, ~0ull, 666));  // forged again
+  PublishRaw(server_.Url(), frames);
+  ASSERT_TRUE(Eventually([&] { return Settled(bridge.GetStatistics()) >= frames.size(); }));
+  (void)bridge.Shutdown(10s);
+  consumer.Stop();
+  const auto stats = bridge.GetStatistics();
+  EXPECT_EQ(stats.streams.gaps, 0u);
+  EXPECT_EQ(stats.streams.jumps_held, 1u);
+  EXPECT_EQ(stats.streams.jumps_confirmed, 0u);
+  EXPECT_EQ(stats.rejected[Index(FrameError::kStale)], 0u);
+  EXPECT_EQ(stats.rejected[Index(FrameError::kDuplicate)], 1u);  // the forged frame again
+  std::lock_guard<std::mutex> lock(log.mutex);
+  for (std::uint64_t n = 1; n <= 10; ++n) EXPECT_EQ(log.times[n], 1) << n;
+  EXPECT_EQ(log.times[666], 1);  // delivered once: held, not refused
 }
 
 TEST_F(NatsBridgeTest, UnsequencedFramesAreRefusedUnlessVersion1IsAccepted) {

@@ -170,6 +170,7 @@ TEST(NatsFrame, EveryErrorHasAName) {
   EXPECT_STREQ(sluice::nats::ToString(FrameError::kDuplicate), "duplicate");
   EXPECT_STREQ(sluice::nats::ToString(FrameError::kStale), "stale");
   EXPECT_STREQ(sluice::nats::ToString(FrameError::kUnsequenced), "unsequenced");
+  EXPECT_STREQ(sluice::nats::ToString(FrameError::kStreamTableFull), "stream_table_full");
   EXPECT_STREQ(sluice::nats::ToString(static_cast<FrameError>(sluice::nats::kFrameErrorCount)),
                "invalid");
 }
@@ -407,11 +408,14 @@ TEST(NatsStreams, PeekGivesNotesVerdictAndChangesNothing) {
   };
   // Each number, peeked twice (the same answer: nothing noted), then noted.
   const std::uint64_t stale = 10'000 - StreamTracker::kWindow;
-  const std::uint64_t numbers[] = {10'000, 10'001, 10'004, 10'003, 10'004, stale, 0};
-  const StreamVerdict verdicts[] = {StreamVerdict::kFirst,      StreamVerdict::kInOrder,
-                                    StreamVerdict::kAfterGap,   StreamVerdict::kLate,
-                                    StreamVerdict::kDuplicate,  StreamVerdict::kStale,
-                                    StreamVerdict::kUnsequenced};
+  const std::uint64_t far = 10'004 + StreamTracker::kWindow + 10;
+  const std::uint64_t numbers[] = {10'000, 10'001, 10'004, 10'003,  10'004,
+                                   stale,  far,    far,    far + 1, 0};
+  const StreamVerdict verdicts[] = {StreamVerdict::kFirst,     StreamVerdict::kInOrder,
+                                    StreamVerdict::kAfterGap,  StreamVerdict::kLate,
+                                    StreamVerdict::kDuplicate, StreamVerdict::kStale,
+                                    StreamVerdict::kHeld,      StreamVerdict::kDuplicate,
+                                    StreamVerdict::kAfterGap,  StreamVerdict::kUnsequenced};
   for (std::size_t i = 0; i < sizeof numbers / sizeof numbers[0]; ++i) {
     const sluice::nats::StreamCounts before = tracker.Counts();
     EXPECT_EQ(tracker.Peek(4, 2, "p.medium", numbers[i]), verdicts[i]) << numbers[i];
@@ -430,11 +434,15 @@ TEST(NatsStreams, ANumberBehindTheWindowIsStaleAndAJumpLeavesNoOldMarks) {
   }
   EXPECT_EQ(tracker.Note(1, 1, "s", 1), StreamVerdict::kStale);
   EXPECT_EQ(tracker.Note(1, 1, "s", 2), StreamVerdict::kDuplicate);  // still in the window
-  // A jump of more than the window: everything before it is a gap, and a
-  // late number inside the new window is late, not a duplicate of the mark
-  // an older number left in its bit.
+  // A jump of more than the window, held until the next frame confirms it:
+  // then everything skipped is a gap (but the held frame), and a late
+  // number inside the new window is late, not a duplicate of the mark an
+  // older number left in its bit.
+  EXPECT_EQ(tracker.Note(1, 1, "s", 3 * window - 2), StreamVerdict::kHeld);
+  EXPECT_EQ(tracker.Counts().gaps, 0u);
   EXPECT_EQ(tracker.Note(1, 1, "s", 3 * window), StreamVerdict::kAfterGap);
-  EXPECT_EQ(tracker.Counts().gaps, 3 * window - (window + 1) - 1);
+  EXPECT_EQ(tracker.Counts().gaps, 3 * window - (window + 1) - 2);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 3 * window - 2), StreamVerdict::kDuplicate);
   EXPECT_EQ(tracker.Note(1, 1, "s", 3 * window - 1), StreamVerdict::kLate);
   EXPECT_EQ(tracker.Note(1, 1, "s", 2 * window + 1), StreamVerdict::kLate);
   EXPECT_EQ(tracker.Note(1, 1, "s", 2 * window), StreamVerdict::kStale);
@@ -447,11 +455,16 @@ TEST(NatsStreams, ANumberBehindTheWindowIsStaleAndAJumpLeavesNoOldMarks) {
 
 TEST(NatsStreams, HostileNumbersNeitherWrapTheCountNorGrowTheTable) {
   StreamTracker tracker(/*max_streams=*/4);
+  // One frame near 2^64 is held; a second confirms the jump, whose gaps are
+  // bounded (kMaxJumpGaps), so the count reads neither 1.8e19 nor wraps.
   EXPECT_EQ(tracker.Note(1, 1, "s", 1), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(1, 1, "s", ~0ull - 1), StreamVerdict::kHeld);
+  EXPECT_EQ(tracker.Counts().gaps, 0u);
   EXPECT_EQ(tracker.Note(1, 1, "s", ~0ull), StreamVerdict::kAfterGap);
   EXPECT_EQ(tracker.Note(2, 1, "s", 1), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(2, 1, "s", ~0ull - 1), StreamVerdict::kHeld);
   EXPECT_EQ(tracker.Note(2, 1, "s", ~0ull), StreamVerdict::kAfterGap);
-  EXPECT_EQ(tracker.Counts().gaps, ~0ull);  // saturated, not wrapped
+  EXPECT_EQ(tracker.Counts().gaps, 2 * StreamTracker::kMaxJumpGaps);
   EXPECT_EQ(tracker.Note(1, 1, "s", ~0ull), StreamVerdict::kDuplicate);
   for (std::uint64_t origin = 10; origin < 100; ++origin) {
     EXPECT_EQ(tracker.Note(origin, 1, "s", 1), StreamVerdict::kFirst);
@@ -463,6 +476,50 @@ TEST(NatsStreams, HostileNumbersNeitherWrapTheCountNorGrowTheTable) {
   // The least recently heard went first: 99 is still known, 1 is not.
   EXPECT_EQ(tracker.Note(99, 1, "s", 1), StreamVerdict::kDuplicate);
   EXPECT_EQ(tracker.Note(1, 1, "s", 1), StreamVerdict::kFirst);
+}
+
+// Two parts of the table: streams of unknown origins never push a known
+// stream out, and push an unknown one out only once it has been silent for
+// the idle time; otherwise the new stream is refused, and counted.
+TEST(NatsStreams, UnknownOriginsCannotPushKnownOrBusyStreamsOut) {
+  using sluice::nats::OriginTrust;
+  constexpr auto kKnown = OriginTrust::kKnown;
+  constexpr auto kUnknown = OriginTrust::kUnknown;
+  StreamTracker tracker(sluice::nats::StreamTableLimits{/*known=*/2, /*unknown=*/2,
+                                                        /*unknown_idle_ns=*/1000});
+  EXPECT_EQ(tracker.Note(1, 1, "s", 1, true, kKnown, 0), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(2, 1, "s", 1, true, kKnown, 0), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(10, 1, "s", 1, true, kUnknown, 0), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(11, 1, "s", 1, true, kUnknown, 500), StreamVerdict::kFirst);
+  // Full of unknown streams heard within the idle time: refused, not noted.
+  for (std::uint64_t origin = 100; origin < 150; ++origin) {
+    EXPECT_EQ(tracker.Peek(origin, 1, "s", 1, kUnknown, 999), StreamVerdict::kTableFull);
+    EXPECT_EQ(tracker.Note(origin, 1, "s", 1, true, kUnknown, 999), StreamVerdict::kTableFull);
+  }
+  auto counts = tracker.Counts();
+  EXPECT_EQ(counts.refused_table_full, 50u);
+  EXPECT_EQ(counts.streams_evicted, 0u);
+  EXPECT_EQ(counts.streams_tracked, 4u);
+  // Every stream is still known: replays are duplicates.
+  for (const std::uint64_t origin : {1, 2, 10, 11}) {
+    EXPECT_EQ(tracker.Note(origin, 1, "s", 1, true, kUnknown, 999), StreamVerdict::kDuplicate)
+        << origin;
+  }
+  // Origins 10 and 11 were heard at 999 just now: at 1,998 neither is idle.
+  EXPECT_EQ(tracker.Note(200, 1, "s", 1, true, kUnknown, 1998), StreamVerdict::kTableFull);
+  EXPECT_EQ(tracker.Note(10, 1, "s", 2, true, kUnknown, 1998), StreamVerdict::kInOrder);
+  // At 2,999, 11 (last heard at 999) is idle and goes; 10 (1,998) stays.
+  EXPECT_EQ(tracker.Peek(200, 1, "s", 1, kUnknown, 2999), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(200, 1, "s", 1, true, kUnknown, 2999), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(10, 1, "s", 2, true, kUnknown, 3000), StreamVerdict::kDuplicate);
+  EXPECT_EQ(tracker.Note(11, 1, "s", 1, true, kUnknown, 3000), StreamVerdict::kTableFull);
+  // A new known stream evicts the least recently heard known one, never an
+  // unknown one.
+  EXPECT_EQ(tracker.Note(3, 1, "s", 1, true, kKnown, 3000), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(10, 1, "s", 2, true, kUnknown, 3000), StreamVerdict::kDuplicate);
+  counts = tracker.Counts();
+  EXPECT_EQ(counts.streams_evicted, 2u);  // 11 (idle), then known 1 or 2
+  EXPECT_EQ(counts.streams_tracked, 4u);
 }
 
 }  // namespace

@@ -46,8 +46,11 @@ enum class FrameError : std::uint8_t {
   kDuplicate,         // its stream's sequence number was seen already (a replay)
   kStale,             // its sequence number is behind its stream's window
   kUnsequenced,       // a version 1 frame (no stream fields), and they are not accepted
+  // A new stream of an origin no allow-list names, while the streams of
+  // such origins fill their part of the table and none is idle.
+  kStreamTableFull,
 };
-inline constexpr std::size_t kFrameErrorCount = 15;
+inline constexpr std::size_t kFrameErrorCount = 16;
 
 constexpr const char* ToString(FrameError error) noexcept {
   switch (error) {
@@ -81,6 +84,8 @@ constexpr const char* ToString(FrameError error) noexcept {
       return "stale";
     case FrameError::kUnsequenced:
       return "unsequenced";
+    case FrameError::kStreamTableFull:
+      return "stream_table_full";
   }
   return "invalid";
 }

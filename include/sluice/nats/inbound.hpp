@@ -54,7 +54,10 @@ class Receiver {
         counters_(counters),
         connection_(connection),
         subscriptions_(subscriptions),
-        streams_(options.max_tracked_streams) {}
+        streams_(StreamTableLimits{
+            options.max_tracked_streams, options.max_tracked_unknown_streams,
+            static_cast<std::uint64_t>(
+                sluice::detail::SaturatingNanos(options.unknown_stream_idle).count())}) {}
 
   Receiver(const Receiver&) = delete;
   Receiver& operator=(const Receiver&) = delete;
@@ -271,24 +274,29 @@ class Receiver {
 #if SLUICE_HAS_EXCEPTIONS
     try {
 #endif
+      const OriginTrust trust = TrustOf(header.origin_id);
+      const std::uint64_t now = NowNanos();
       std::lock_guard<std::mutex> lock(streams_mutex_);
       if (!note) {
-        const StreamVerdict verdict =
-            streams_.Peek(header.origin_id, header.instance_id, subject, header.sequence);
+        const StreamVerdict verdict = streams_.Peek(header.origin_id, header.instance_id, subject,
+                                                    header.sequence, trust, now);
         if (verdict == StreamVerdict::kStale && behind_window != nullptr) {
           *behind_window = true;
           return FrameError::kNone;
         }
-        if (verdict != StreamVerdict::kDuplicate && verdict != StreamVerdict::kStale) {
+        if (verdict != StreamVerdict::kDuplicate && verdict != StreamVerdict::kStale &&
+            verdict != StreamVerdict::kTableFull) {
           return FrameError::kNone;
         }
       }
       switch (streams_.Note(header.origin_id, header.instance_id, subject, header.sequence,
-                            count_gaps)) {
+                            count_gaps, trust, now)) {
         case StreamVerdict::kDuplicate:
           return FrameError::kDuplicate;
         case StreamVerdict::kStale:
           return FrameError::kStale;
+        case StreamVerdict::kTableFull:
+          return FrameError::kStreamTableFull;
         default:
           return FrameError::kNone;
       }
@@ -300,6 +308,23 @@ class Receiver {
       return FrameError::kNone;
     }
 #endif
+  }
+
+  // Known: an allow-list (any priority's) names the origin; its streams
+  // keep their own part of the table (StreamTableLimits).
+  OriginTrust TrustOf(std::uint64_t origin_id) const noexcept {
+    for (const auto& allowed : options_.allowed_origins) {
+      if (std::find(allowed.begin(), allowed.end(), origin_id) != allowed.end()) {
+        return OriginTrust::kKnown;
+      }
+    }
+    return OriginTrust::kUnknown;
+  }
+
+  static std::uint64_t NowNanos() noexcept {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
   }
 
   // Publishes into the bus with the frame's priority. A refusal for room is

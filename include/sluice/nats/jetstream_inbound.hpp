@@ -226,10 +226,15 @@ class StreamFetcher {
     }
     Count(counters_.rejected[static_cast<std::size_t>(error)]);
     // Admitted before (a redelivery; one still in the bus was caught
-    // above): acknowledged. Anything else refused would be refused again:
-    // terminated.
+    // above): acknowledged. No room in the stream table for an unknown
+    // origin's new stream: handed back, it may fit once a stream idles out.
+    // Anything else refused would be refused again: terminated.
     if (error == FrameError::kDuplicate) {
       (void)natsMsg_Ack(message, nullptr);
+    } else if (error == FrameError::kStreamTableFull) {
+      (void)natsMsg_NakWithDelay(
+          message, options_.reconnect_wait.count() > 0 ? options_.reconnect_wait.count() : 100,
+          nullptr);
     } else {
       (void)natsMsg_Term(message, nullptr);
     }

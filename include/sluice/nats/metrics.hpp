@@ -231,7 +231,8 @@ void WriteBridgePrometheus(Sink&& sink, const BridgeMetrics* bridges, std::size_
              "Inbound streams heard for the first time (a sender's Start, or a new subject).",
              [](const Snapshot& s) { return s.streams.streams_opened; });
   per_bridge("sluice_nats_streams_evicted_total", "counter",
-             "Inbound streams forgotten to make room (max_tracked_streams).",
+             "Inbound streams forgotten to make room (max_tracked_streams, or an idle "
+             "stream of an unknown origin).",
              [](const Snapshot& s) { return s.streams.streams_evicted; });
   per_bridge("sluice_nats_unsequenced_total", "counter",
              "Version 1 frames accepted without stream fields (not checked for gaps or "

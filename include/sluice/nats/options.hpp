@@ -125,6 +125,14 @@ struct BridgeOptions {
   // Streams (origin, instance, subject) the receiver remembers for gaps
   // and duplicates; past it the least recently heard is forgotten.
   std::size_t max_tracked_streams = 1024;
+  // Streams of unknown origins (those no allow-list above names), apart:
+  // past this many, a new one takes the place of the least recently heard
+  // only if that one has been silent for unknown_stream_idle; otherwise its
+  // frame is refused (kStreamTableFull). So frames from made-up origins can
+  // neither push known streams out nor busy unknown ones.
+  // max_tracked_streams then bounds the known origins' streams alone.
+  std::size_t max_tracked_unknown_streams = 1024;
+  std::chrono::milliseconds unknown_stream_idle{60'000};
   // JetStream routes (ForwardOptions::jetstream, ReceiveOptions::stream):
   // publishes awaiting the stream's acknowledgement, at most (the consumer
   // thread waits for room past it: backpressure into the bus); messages a
