@@ -1095,6 +1095,9 @@ TEST_F(NatsDispatchAckTest, OnlyDispatchedMessagesAreAcknowledged) {
   ASSERT_EQ(bus.ProcessBatch(10), 10u);
   EXPECT_EQ(acks.Counts().acknowledged, 10u);
   EXPECT_EQ(acks.Counts().pending, kHeld - 10);
+  // The bridge's statistics read the same table.
+  EXPECT_EQ(receiver.GetStatistics().dispatch_acks.acknowledged, 10u);
+  EXPECT_EQ(receiver.GetStatistics().dispatch_acks.pending, kHeld - 10);
   EXPECT_TRUE(Eventually([&] { return AckPending(server_.Url(), "held_medium") == 40; }))
       << AckPending(server_.Url(), "held_medium");
   // The rest dispatched by the shutdown's drain, and acknowledged.

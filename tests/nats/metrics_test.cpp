@@ -40,6 +40,7 @@ BridgeStatisticsSnapshot Distinct() {
     s.handed_back[p] = next++;
     s.bus_dropped[p] = next++;
     s.slow_consumer_dropped[p] = next++;
+    s.jetstream_gave_up[p] = next++;
   }
   for (std::size_t e = 0; e < sluice::nats::kFrameErrorCount; ++e) s.rejected[e] = next++;
   s.reconnect_buffer_overflows = next++;
@@ -54,6 +55,11 @@ BridgeStatisticsSnapshot Distinct() {
   s.streams.streams_opened = next++;
   s.streams.streams_evicted = next++;
   s.streams.streams_tracked = next++;
+  s.streams.jumps_held = next++;
+  s.streams.jumps_confirmed = next++;
+  s.dispatch_acks.acknowledged = next++;
+  s.dispatch_acks.withdrawn = next++;
+  s.dispatch_acks.pending = next++;
   s.unsequenced = next++;
   s.echo_suppressed = next++;
   s.on_reject_threw = next++;
@@ -107,6 +113,10 @@ TEST(NatsMetricsTest, EveryFigureReachesItsOwnFamilyAndLabels) {
         Occurrences(text, Line("sluice_nats_messages_dropped_total",
                                priority + ",reason=\"slow_consumer\"", s.slow_consumer_dropped[p])),
         1u);
+    EXPECT_EQ(
+        Occurrences(text, Line("sluice_nats_messages_dropped_total",
+                               priority + ",reason=\"max_deliveries\"", s.jetstream_gave_up[p])),
+        1u);
   }
   // Each reason but kNone, by its name.
   for (std::size_t e = 1; e < sluice::nats::kFrameErrorCount; ++e) {
@@ -130,6 +140,11 @@ TEST(NatsMetricsTest, EveryFigureReachesItsOwnFamilyAndLabels) {
       {"sluice_nats_streams_tracked", s.streams.streams_tracked},
       {"sluice_nats_streams_opened_total", s.streams.streams_opened},
       {"sluice_nats_streams_evicted_total", s.streams.streams_evicted},
+      {"sluice_nats_stream_jumps_held_total", s.streams.jumps_held},
+      {"sluice_nats_stream_jumps_confirmed_total", s.streams.jumps_confirmed},
+      {"sluice_nats_jetstream_acknowledged_after_dispatch_total", s.dispatch_acks.acknowledged},
+      {"sluice_nats_jetstream_withdrawn_total", s.dispatch_acks.withdrawn},
+      {"sluice_nats_jetstream_awaiting_dispatch", s.dispatch_acks.pending},
       {"sluice_nats_unsequenced_total", s.unsequenced},
       {"sluice_nats_on_reject_exceptions_total", s.on_reject_threw},
       {"sluice_nats_echo_suppressed_total", s.echo_suppressed},

@@ -326,7 +326,12 @@ class Bridge {
   // ---- Observation (any thread) -------------------------------------------------
 
   BridgeStatisticsSnapshot GetStatistics() const {
-    return detail::ReadStatistics(counters_, receiver_, connection_, subscriptions_);
+    BridgeStatisticsSnapshot statistics =
+        detail::ReadStatistics(counters_, receiver_, connection_, subscriptions_);
+    if (const DispatchAcks* acks = detail::DispatchAcksOf(bus_)) {
+      statistics.dispatch_acks = acks->Counts();
+    }
+    return statistics;
   }
 
   std::uint64_t OriginId() const noexcept { return origin_id_; }

@@ -38,6 +38,7 @@
 #include "sluice/config.hpp"
 #include "sluice/detail/observe/observation.hpp"
 #include "sluice/message.hpp"
+#include "sluice/nats/metrics.hpp"
 #include "sluice/observer.hpp"
 
 namespace sluice {
@@ -74,16 +75,6 @@ class AwaitingDispatch {
 };
 
 }  // namespace detail
-
-// What the table has done, for tests and metrics.
-struct DispatchAckCounts {
-  std::uint64_t filed = 0;         // admitted into the bus, awaiting dispatch
-  std::uint64_t acknowledged = 0;  // acknowledged after their dispatch
-  // Still undispatched when their route stopped (StopReceiving, Shutdown):
-  // released unacknowledged, so the stream delivers them again.
-  std::uint64_t withdrawn = 0;
-  std::uint64_t pending = 0;  // filed and not yet acknowledged nor withdrawn
-};
 
 class DispatchAcks {
  public:

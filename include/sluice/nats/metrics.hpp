@@ -25,6 +25,17 @@ using PriorityCounts = std::array<std::uint64_t, kPriorityCount>;
 
 // A bridge's counters since it was built, read one by one (consistent per
 // field). Indexed by MessagePriority where they are per priority.
+// What a bus's DispatchAcks (sluice/nats/dispatch_acks.hpp) has done: the
+// JetStream messages acknowledged after their dispatch (AckTiming::kOnDispatch).
+struct DispatchAckCounts {
+  std::uint64_t filed = 0;         // admitted into the bus, awaiting dispatch
+  std::uint64_t acknowledged = 0;  // acknowledged after their dispatch
+  // Still undispatched when their route stopped (StopReceiving, Shutdown):
+  // released unacknowledged, so the stream delivers them again.
+  std::uint64_t withdrawn = 0;
+  std::uint64_t pending = 0;  // filed and not yet acknowledged nor withdrawn
+};
+
 struct BridgeStatisticsSnapshot {
   // Outbound: local messages of a forwarded type.
   PriorityCounts frames_sent{};  // handed to the NATS client
@@ -54,6 +65,9 @@ struct BridgeStatisticsSnapshot {
   // (BridgeOptions::jetstream_max_deliver): terminated, never delivered
   // again: drops.
   PriorityCounts jetstream_gave_up{};
+  // JetStream routes acknowledged after dispatch: the bus's DispatchAcks
+  // (all 0 for a bus without AckOnDispatch).
+  DispatchAckCounts dispatch_acks{};
   // JetStream routes: publishes sent again because the stream had not
   // acknowledged them (a reconnection, an error such as no stream yet).
   std::uint64_t jetstream_resent = 0;
@@ -213,6 +227,18 @@ void WriteBridgePrometheus(Sink&& sink, const BridgeMetrics* bridges, std::size_
   per_bridge("sluice_nats_jetstream_behind_window_total", "counter",
              "JetStream messages admitted though behind the duplicate check's window.",
              [](const Snapshot& s) { return s.jetstream_behind_window; });
+  per_bridge("sluice_nats_jetstream_acknowledged_after_dispatch_total", "counter",
+             "JetStream messages acknowledged once the local bus dispatched them "
+             "(AckTiming::kOnDispatch).",
+             [](const Snapshot& s) { return s.dispatch_acks.acknowledged; });
+  per_bridge("sluice_nats_jetstream_withdrawn_total", "counter",
+             "JetStream messages still undispatched when their route stopped, released "
+             "unacknowledged for redelivery (AckTiming::kOnDispatch).",
+             [](const Snapshot& s) { return s.dispatch_acks.withdrawn; });
+  per_bridge("sluice_nats_jetstream_awaiting_dispatch", "gauge",
+             "JetStream messages in the local bus, to be acknowledged once dispatched "
+             "(AckTiming::kOnDispatch).",
+             [](const Snapshot& s) { return s.dispatch_acks.pending; });
   per_bridge("sluice_nats_permission_violations_total", "counter",
              "Publishes or subscriptions the server refused for permissions (each refused "
              "publish is a frame lost).",
@@ -234,6 +260,14 @@ void WriteBridgePrometheus(Sink&& sink, const BridgeMetrics* bridges, std::size_
              "Inbound streams forgotten to make room (max_tracked_streams, or an idle "
              "stream of an unknown origin).",
              [](const Snapshot& s) { return s.streams.streams_evicted; });
+  per_bridge("sluice_nats_stream_jumps_held_total", "counter",
+             "Frames numbered more than 4,096 ahead of their stream: delivered, not taken "
+             "as its highest until a later frame confirmed them.",
+             [](const Snapshot& s) { return s.streams.jumps_held; });
+  per_bridge("sluice_nats_stream_jumps_confirmed_total", "counter",
+             "Held frames a later frame confirmed: the jump taken, its skipped numbers "
+             "counted as missing (at most 2^32 a jump).",
+             [](const Snapshot& s) { return s.streams.jumps_confirmed; });
   per_bridge("sluice_nats_unsequenced_total", "counter",
              "Version 1 frames accepted without stream fields (not checked for gaps or "
              "duplicates).",
