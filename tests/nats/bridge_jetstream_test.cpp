@@ -50,8 +50,9 @@ using sluice_nats_test::SensorReading;
 
 // The stream over the routes' subjects, on file storage (it survives the
 // kill), with a duplicate window for the Nats-Msg-Id of a publish sent again.
-// `max_messages` (> 0): the stream keeps that many, discarding the oldest.
-bool MakeStream(const std::string& url, std::int64_t max_messages = 0) {
+// `max_messages` (> 0): the stream keeps that many, discarding the oldest,
+// or with `discard_new` refusing what comes past them.
+bool MakeStream(const std::string& url, std::int64_t max_messages = 0, bool discard_new = false) {
   natsConnection* connection = nullptr;
   jsCtx* js = nullptr;
   if (natsConnection_ConnectTo(&connection, url.c_str()) != NATS_OK) return false;
@@ -67,7 +68,7 @@ bool MakeStream(const std::string& url, std::int64_t max_messages = 0) {
     config.Duplicates = 120LL * 1000 * 1000 * 1000;  // 2 minutes, in nanoseconds
     if (max_messages > 0) {
       config.MaxMsgs = max_messages;
-      config.Discard = js_DiscardOld;
+      config.Discard = discard_new ? js_DiscardNew : js_DiscardOld;
     }
     jsStreamInfo* info = nullptr;
     jsErrCode error = static_cast<jsErrCode>(0);
@@ -77,6 +78,25 @@ bool MakeStream(const std::string& url, std::int64_t max_messages = 0) {
   }
   natsConnection_Destroy(connection);
   return made;
+}
+
+// How many messages the stream SLUICE holds; -1 if it cannot say.
+std::int64_t StoredMessages(const std::string& url) {
+  natsConnection* connection = nullptr;
+  jsCtx* js = nullptr;
+  std::int64_t stored = -1;
+  if (natsConnection_ConnectTo(&connection, url.c_str()) != NATS_OK) return -1;
+  if (natsConnection_JetStream(&js, connection, nullptr) == NATS_OK) {
+    jsStreamInfo* info = nullptr;
+    jsErrCode error = static_cast<jsErrCode>(0);
+    if (js_GetStreamInfo(&info, js, "SLUICE", nullptr, &error) == NATS_OK) {
+      stored = static_cast<std::int64_t>(info->State.Msgs);
+      jsStreamInfo_Destroy(info);
+    }
+    jsCtx_Destroy(js);
+  }
+  natsConnection_Destroy(connection);
+  return stored;
 }
 
 // Each test's own nats-server with JetStream on a scratch store directory
@@ -412,6 +432,57 @@ TEST_F(NatsJetStreamTest, AMessageHandedBackIsAdmittedHoweverFarTheStreamMoved) 
   std::printf("[ jetstream] %llu hand-backs of %llu readings, each admitted once later\n",
               static_cast<unsigned long long>(stats.handed_back[kLow]),
               static_cast<unsigned long long>(kEarly));
+}
+
+// A stream full with discard-new refuses every publish past its limit. The
+// refused publishes wait to be sent again, at most jetstream_max_pending of
+// them; past that the forwarding callback waits too, so the sender's bus
+// fills and refuses (backpressure) instead of a retry queue growing. The
+// Shutdown that gives up on them does not report the acknowledgements as
+// OK, and counts every one it gave up: what the stream stored is exactly
+// what was sent less what was dropped.
+TEST_F(NatsJetStreamTest, AFullStreamWithDiscardNewPushesBackAndShutdownCountsWhatItGaveUp) {
+  constexpr std::uint64_t kReadings = 300;
+  constexpr std::int64_t kKept = 50;
+  ASSERT_TRUE(MakeStream(server_.Url(), kKept, /*discard_new=*/true));
+  SmallBus bus;  // 64 slots
+  BridgeOptions options = OptionsFor(server_.Url());
+  options.jetstream_max_pending = 16;
+  sluice::nats::Bridge<SmallBus> sender(bus, options);
+  sluice::nats::ForwardOptions at_least_once;
+  at_least_once.jetstream = true;
+  ASSERT_TRUE(sender.Forward<SensorReading>("js.full", kSensorType, at_least_once));
+  ASSERT_EQ(sender.Start(), NATS_OK);
+  Consumer<SmallBus> consumer(bus);
+  // Each reading offered once: what the bus refuses is the backpressure.
+  std::uint64_t admitted = 0;
+  for (std::uint64_t seq = 1; seq <= kReadings; ++seq) {
+    if (bus.PublishWithPriority(SensorReading{1, 0.0f, seq}, kTestSender,
+                                MessagePriority::MEDIUM)) {
+      ++admitted;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  // The forwarding callback is waiting for room among the refused
+  // publishes: the stream will take none of them.
+  const auto result = sender.Shutdown(1s);
+  consumer.Stop();
+  const auto stats = sender.GetStatistics();
+  constexpr auto kMedium = static_cast<std::size_t>(MessagePriority::MEDIUM);
+  const std::int64_t stored = StoredMessages(server_.Url());
+  std::printf(
+      "[ jetstream] discard-new: %llu of %llu admitted by the sender's bus, %llu sent, %llu "
+      "refused by the stream (each sent again), %llu dropped at Shutdown, %lld stored\n",
+      static_cast<unsigned long long>(admitted), static_cast<unsigned long long>(kReadings),
+      static_cast<unsigned long long>(stats.frames_sent[kMedium]),
+      static_cast<unsigned long long>(stats.jetstream_refused[kMedium]),
+      static_cast<unsigned long long>(stats.send_dropped[kMedium]), static_cast<long long>(stored));
+  EXPECT_LT(admitted, kReadings);  // the sender's bus refused: backpressure reached it
+  EXPECT_NE(result.stream_acks, NATS_OK);
+  EXPECT_EQ(stored, kKept);
+  EXPECT_GT(stats.jetstream_refused[kMedium], 0u);
+  EXPECT_EQ(stats.frames_sent[kMedium] - stats.send_dropped[kMedium],
+            static_cast<std::uint64_t>(kKept));
 }
 
 // jetstream_max_deliver: a message the bus refuses on its last delivery is

@@ -41,6 +41,7 @@ BridgeStatisticsSnapshot Distinct() {
     s.bus_dropped[p] = next++;
     s.slow_consumer_dropped[p] = next++;
     s.jetstream_gave_up[p] = next++;
+    s.jetstream_refused[p] = next++;
   }
   for (std::size_t e = 0; e < sluice::nats::kFrameErrorCount; ++e) s.rejected[e] = next++;
   s.reconnect_buffer_overflows = next++;
@@ -102,6 +103,9 @@ TEST(NatsMetricsTest, EveryFigureReachesItsOwnFamilyAndLabels) {
               1u);
     EXPECT_EQ(Occurrences(
                   text, Line("sluice_nats_messages_handed_back_total", priority, s.handed_back[p])),
+              1u);
+    EXPECT_EQ(Occurrences(text, Line("sluice_nats_jetstream_refused_total", priority,
+                                     s.jetstream_refused[p])),
               1u);
     EXPECT_EQ(Occurrences(text, Line("sluice_nats_messages_dropped_total",
                                      priority + ",reason=\"send\"", s.send_dropped[p])),

@@ -28,6 +28,7 @@ struct Counters {
   std::array<std::atomic<std::uint64_t>, kPriorityCount> admitted_after_wait{};
   std::array<std::atomic<std::uint64_t>, kPriorityCount> handed_back{};
   std::array<std::atomic<std::uint64_t>, kPriorityCount> jetstream_gave_up{};
+  std::array<std::atomic<std::uint64_t>, kPriorityCount> jetstream_refused{};
   std::atomic<std::uint64_t> jetstream_resent{0};
   std::atomic<std::uint64_t> jetstream_behind_window{0};
   std::atomic<std::uint64_t> permission_violations{0};
@@ -57,6 +58,7 @@ struct Counters {
       s.admitted_after_wait[p] = load(admitted_after_wait[p]);
       s.handed_back[p] = load(handed_back[p]);
       s.jetstream_gave_up[p] = load(jetstream_gave_up[p]);
+      s.jetstream_refused[p] = load(jetstream_refused[p]);
     }
     s.unsequenced = load(unsequenced);
     s.jetstream_resent = load(jetstream_resent);

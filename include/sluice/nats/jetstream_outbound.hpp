@@ -7,6 +7,7 @@
 
 #include <nats/nats.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/wait/waiting.hpp"
 #include "sluice/nats/connection.hpp"
 #include "sluice/nats/counters.hpp"
 #include "sluice/nats/frame.hpp"
@@ -70,9 +72,21 @@ class StreamPublisher {
   // stream acknowledges it, with a Nats-Msg-Id the stream deduplicates by.
   // With jetstream_max_pending unacknowledged, the client stalls the call;
   // the consumer thread tries again until there is room or the bridge
-  // closes: backpressure into the bus, never a silent drop.
+  // closes: backpressure into the bus, never a silent drop. Publishes the
+  // stream refused (a full stream with discard-new, no stream yet) wait to
+  // be sent again; while jetstream_max_pending of them wait, this waits as
+  // well, so a stream that refuses pushes back into the bus instead of
+  // growing the retry queue.
   void Publish(const std::string& subject, std::size_t p, const std::string& frame,
                const FrameHeader& header) {
+    {
+      std::unique_lock<std::mutex> lock(resend_mutex_);
+      // Acquire: pairs with GiveUpStreamWaits's release.
+      room_for_retries_.wait(lock, [this] {
+        return retry_.size() + resending_ < RetryBound() ||
+               give_up_stream_waits_.load(std::memory_order_acquire);
+      });
+    }
     natsMsg* message = nullptr;
     natsStatus status = natsMsg_Create(&message, subject.c_str(), nullptr, frame.data(),
                                        static_cast<int>(frame.size()));
@@ -104,27 +118,49 @@ class StreamPublisher {
       std::lock_guard<std::mutex> lock(resend_mutex_);
       resend_requested_ = true;
     }
-    resend_changed_.notify_one();
+    resend_changed_.notify_all();
   }
 
   // Set by Shutdown and the destructor: the consumer thread stops waiting
   // for room in the JetStream window. Release: pairs with Publish's acquire
   // load.
   void GiveUpStreamWaits() noexcept {
-    give_up_stream_waits_.store(true, std::memory_order_release);
+    {
+      const std::lock_guard<std::mutex> lock(resend_mutex_);
+      give_up_stream_waits_.store(true, std::memory_order_release);
+    }
+    room_for_retries_.notify_all();
   }
 
   // Shutdown: waits up to `timeout` for the stream to acknowledge every
-  // publish (js_PublishAsyncComplete); NATS_TIMEOUT at once for a timeout
-  // of 0, NATS_OK without a context.
+  // publish: none pending in the client (js_PublishAsyncComplete), none
+  // waiting to be sent again. NATS_OK only then, so a publish the stream
+  // keeps refusing (a full stream with discard-new) makes it NATS_TIMEOUT,
+  // and what is left is counted as send_dropped at close. NATS_TIMEOUT at
+  // once for a timeout of 0; NATS_OK without a context.
   natsStatus WaitForAcknowledgements(std::chrono::milliseconds timeout) {
     jsCtx* js = connection_.jetstream();
     if (js == nullptr) return NATS_OK;
     if (timeout.count() <= 0) return NATS_TIMEOUT;
-    jsPubOptions wait;
-    jsPubOptions_Init(&wait);
-    wait.MaxWait = timeout.count();
-    return js_PublishAsyncComplete(js, &wait);
+    const sluice::detail::Deadline deadline(sluice::detail::SaturatingNanos(timeout));
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.Left());
+      if (left.count() <= 0) return NATS_TIMEOUT;
+      jsPubOptions wait;
+      jsPubOptions_Init(&wait);
+      wait.MaxWait = left.count();
+      const natsStatus status = js_PublishAsyncComplete(js, &wait);
+      if (status != NATS_OK) return status;
+      // The client has none pending: an error answered meanwhile is in
+      // retry_ already (the client calls the error handler before it
+      // forgets the publish).
+      std::unique_lock<std::mutex> lock(resend_mutex_);
+      if (retry_.empty() && resending_ == 0) return NATS_OK;
+      // Some wait to be sent again: until they are back in the client.
+      (void)resend_changed_.wait_for(
+          lock,
+          std::min(deadline.Left(), std::chrono::nanoseconds(std::chrono::milliseconds(100))));
+    }
   }
 
   // Stops and joins the resender.
@@ -133,7 +169,7 @@ class StreamPublisher {
       std::lock_guard<std::mutex> lock(resend_mutex_);
       resend_stop_ = true;
     }
-    resend_changed_.notify_one();
+    resend_changed_.notify_all();
     if (resender_.joinable()) resender_.join();
   }
 
@@ -142,6 +178,7 @@ class StreamPublisher {
   // one waiting to be published again, is lost: counted as send_dropped
   // (each was counted in frames_sent when handed over).
   void CountUnacknowledged() {
+    room_for_retries_.notify_all();
     std::vector<natsMsg*> retry;
     {
       std::lock_guard<std::mutex> lock(resend_mutex_);
@@ -188,7 +225,22 @@ class StreamPublisher {
       std::lock_guard<std::mutex> lock(self->resend_mutex_);
       self->retry_.push_back(message);
     }
-    self->resend_changed_.notify_one();
+    const char* subject = natsMsg_GetSubject(message);
+    Count(self->counters_.jetstream_refused[PriorityIndexOf(subject == nullptr ? "" : subject)]);
+    self->resend_changed_.notify_all();
+  }
+
+  static std::size_t PriorityOf(natsMsg* message) noexcept {
+    const char* subject = natsMsg_GetSubject(message);
+    return PriorityIndexOf(subject == nullptr ? "" : subject);
+  }
+
+  // Publishes waiting to be sent again (retry_ and resending_) past which
+  // Publish waits: the window's size.
+  std::size_t RetryBound() const noexcept {
+    return options_.jetstream_max_pending > 0
+               ? static_cast<std::size_t>(options_.jetstream_max_pending)
+               : std::size_t{1};
   }
 
   // A message the client gave back (an error, or unacknowledged at close):
@@ -227,14 +279,24 @@ class StreamPublisher {
       if (resend_stop_) return;
       // Errors answered by the stream: published again after a pause (a
       // restarted server recovering its streams answers "no stream" for a
-      // moment), on this thread.
+      // moment), on this thread, HIGH first.
       std::vector<natsMsg*> retry;
       retry.swap(retry_);
       if (!retry.empty()) {
+        resending_ = retry.size();
+        std::stable_sort(retry.begin(), retry.end(),
+                         [](natsMsg* a, natsMsg* b) { return PriorityOf(a) > PriorityOf(b); });
         resend_changed_.wait_for(lock, options_.reconnect_wait, [this] { return resend_stop_; });
         lock.unlock();
-        for (natsMsg*& message : retry) Republish(message);
+        for (natsMsg*& message : retry) {
+          Republish(message);
+          lock.lock();
+          --resending_;
+          lock.unlock();
+          room_for_retries_.notify_all();
+        }
         lock.lock();
+        resend_changed_.notify_all();
         continue;
       }
       resend_requested_ = false;
@@ -263,6 +325,12 @@ class StreamPublisher {
   bool resend_requested_ = false;  // guarded by resend_mutex_
   bool resend_stop_ = false;       // guarded by resend_mutex_
   std::vector<natsMsg*> retry_;    // answered with an error; guarded by resend_mutex_
+  // Taken from retry_ by the resender, not yet back in the client; guarded
+  // by resend_mutex_.
+  std::size_t resending_ = 0;
+  // Publish waits on it for room in retry_ (RetryBound); notified as the
+  // resender hands each back, and by GiveUpStreamWaits.
+  std::condition_variable room_for_retries_;
   std::atomic<bool> published_to_stream_{false};
   std::atomic<bool> give_up_stream_waits_{false};
 };

@@ -68,6 +68,11 @@ struct BridgeStatisticsSnapshot {
   // JetStream routes acknowledged after dispatch: the bus's DispatchAcks
   // (all 0 for a bus without AckOnDispatch).
   DispatchAckCounts dispatch_acks{};
+  // JetStream routes forwarded: publishes the stream answered with an error
+  // (a full stream with discard-new, no stream yet), each sent again (a
+  // publish refused several times counts each time): not drops until
+  // Shutdown gives up on them (then send_dropped).
+  PriorityCounts jetstream_refused{};
   // JetStream routes: publishes sent again because the stream had not
   // acknowledged them (a reconnection, an error such as no stream yet).
   std::uint64_t jetstream_resent = 0;
@@ -221,6 +226,10 @@ void WriteBridgePrometheus(Sink&& sink, const BridgeMetrics* bridges, std::size_
                "JetStream messages the local bus refused and the bridge handed back to the "
                "stream for redelivery (not drops), by priority.",
                [](const Snapshot& s) { return s.handed_back; });
+  per_priority("sluice_nats_jetstream_refused_total",
+               "JetStream publishes the stream answered with an error (full with "
+               "discard-new, no stream), each sent again, by priority.",
+               [](const Snapshot& s) { return s.jetstream_refused; });
   per_bridge("sluice_nats_jetstream_resent_total", "counter",
              "JetStream publishes sent again because the stream had not acknowledged them.",
              [](const Snapshot& s) { return s.jetstream_resent; });

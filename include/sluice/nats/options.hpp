@@ -174,8 +174,10 @@ struct StartResult {
 
 struct ShutdownResult {
   bool bus_drained = false;  // every message admitted before Close dispatched
-  // JetStream routes: every publish acknowledged by its stream in time
-  // (js_PublishAsyncComplete); NATS_OK also when there were none.
+  // JetStream routes: every publish acknowledged by its stream in time,
+  // none left pending nor waiting to be sent again after an error (a full
+  // stream with discard-new); NATS_OK also when there were none. Anything
+  // else is lost at close and counted in send_dropped.
   natsStatus stream_acks = NATS_OK;
   natsStatus flush = NATS_OK;
   natsStatus drain = NATS_OK;  // natsConnection_DrainTimeout
