@@ -1005,4 +1005,26 @@ TEST_F(NatsBridgeTest, PingsFindAServerThatStoppedAnswering) {
   (void)bridge.Shutdown(5s);
 }
 
+// The stream table's bounds: a bound of 0, or a negative idle time, fails
+// Start before it connects.
+TEST(NatsBridgeOptionsTest, AStreamTableOutOfRangeFailsStart) {
+  const auto start_with = [](const sluice::nats::BridgeOptions& options) {
+    Bus bus;
+    Bridge bridge(bus, options);
+    return bridge.Start().status;
+  };
+  sluice::nats::BridgeOptions options = OptionsFor("nats://127.0.0.1:1");
+  options.max_tracked_streams = 0;
+  EXPECT_EQ(start_with(options), NATS_INVALID_ARG);
+  options = OptionsFor("nats://127.0.0.1:1");
+  options.max_tracked_unknown_streams = 0;
+  EXPECT_EQ(start_with(options), NATS_INVALID_ARG);
+  options = OptionsFor("nats://127.0.0.1:1");
+  options.stream_idle = std::chrono::milliseconds(-1);
+  EXPECT_EQ(start_with(options), NATS_INVALID_ARG);
+  options = OptionsFor("nats://127.0.0.1:1");
+  options.stream_idle = std::chrono::milliseconds(0);  // allowed: replaced at once
+  EXPECT_EQ(start_with(options), NATS_NO_SERVER);
+}
+
 }  // namespace

@@ -171,6 +171,7 @@ TEST(NatsFrame, EveryErrorHasAName) {
   EXPECT_STREQ(sluice::nats::ToString(FrameError::kStale), "stale");
   EXPECT_STREQ(sluice::nats::ToString(FrameError::kUnsequenced), "unsequenced");
   EXPECT_STREQ(sluice::nats::ToString(FrameError::kStreamTableFull), "stream_table_full");
+  EXPECT_STREQ(sluice::nats::ToString(FrameError::kTooFarAhead), "too_far_ahead");
   EXPECT_STREQ(sluice::nats::ToString(static_cast<FrameError>(sluice::nats::kFrameErrorCount)),
                "invalid");
 }
@@ -486,7 +487,7 @@ TEST(NatsStreams, UnknownOriginsCannotPushKnownOrBusyStreamsOut) {
   constexpr auto kKnown = OriginTrust::kKnown;
   constexpr auto kUnknown = OriginTrust::kUnknown;
   StreamTracker tracker(sluice::nats::StreamTableLimits{/*known=*/2, /*unknown=*/2,
-                                                        /*unknown_idle_ns=*/1000});
+                                                        /*idle_ns=*/1000});
   EXPECT_EQ(tracker.Note(1, 1, "s", 1, true, kKnown, 0), StreamVerdict::kFirst);
   EXPECT_EQ(tracker.Note(2, 1, "s", 1, true, kKnown, 0), StreamVerdict::kFirst);
   EXPECT_EQ(tracker.Note(10, 1, "s", 1, true, kUnknown, 0), StreamVerdict::kFirst);
@@ -513,13 +514,97 @@ TEST(NatsStreams, UnknownOriginsCannotPushKnownOrBusyStreamsOut) {
   EXPECT_EQ(tracker.Note(200, 1, "s", 1, true, kUnknown, 2999), StreamVerdict::kFirst);
   EXPECT_EQ(tracker.Note(10, 1, "s", 2, true, kUnknown, 3000), StreamVerdict::kDuplicate);
   EXPECT_EQ(tracker.Note(11, 1, "s", 1, true, kUnknown, 3000), StreamVerdict::kTableFull);
-  // A new known stream evicts the least recently heard known one, never an
-  // unknown one.
+  // A new known stream evicts the least recently heard known one once it is
+  // idle, never an unknown one.
   EXPECT_EQ(tracker.Note(3, 1, "s", 1, true, kKnown, 3000), StreamVerdict::kFirst);
   EXPECT_EQ(tracker.Note(10, 1, "s", 2, true, kUnknown, 3000), StreamVerdict::kDuplicate);
   counts = tracker.Counts();
   EXPECT_EQ(counts.streams_evicted, 2u);  // 11 (idle), then known 1 or 2
   EXPECT_EQ(counts.streams_tracked, 4u);
+}
+
+// Made-up instances of a known origin fill the known part only while the
+// known streams in use are heard: those are never pushed out.
+TEST(NatsStreams, MadeUpInstancesOfAKnownOriginCannotPushKnownStreamsOut) {
+  using sluice::nats::OriginTrust;
+  StreamTracker tracker(sluice::nats::StreamTableLimits{/*known=*/2, /*unknown=*/2,
+                                                        /*idle_ns=*/1000});
+  EXPECT_EQ(tracker.Note(0xA, 1, "s", 1, true, OriginTrust::kKnown, 0), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(0xA, 2, "s", 1, true, OriginTrust::kKnown, 0), StreamVerdict::kFirst);
+  for (std::uint64_t instance = 100; instance < 200; ++instance) {
+    EXPECT_EQ(tracker.Note(0xA, instance, "s", 1, true, OriginTrust::kKnown, 10),
+              StreamVerdict::kTableFull);
+  }
+  EXPECT_EQ(tracker.Note(0xA, 1, "s", 1, true, OriginTrust::kKnown, 20), StreamVerdict::kDuplicate);
+  EXPECT_EQ(tracker.Note(0xA, 2, "s", 1, true, OriginTrust::kKnown, 20), StreamVerdict::kDuplicate);
+  EXPECT_EQ(tracker.Counts().streams_evicted, 0u);
+  EXPECT_EQ(tracker.Counts().refused_table_full, 100u);
+}
+
+// A held frame stays a duplicate whatever comes after it: another far
+// frame, below or above it, or the sender reaching it.
+TEST(NatsStreams, AHeldFrameStaysADuplicateWhateverComesAfterIt) {
+  StreamTracker tracker;
+  for (std::uint64_t s = 1; s <= 3; ++s)
+    ASSERT_NE(tracker.Note(1, 1, "s", s), StreamVerdict::kStale);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 10'000), StreamVerdict::kHeld);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 9'999), StreamVerdict::kHeld);  // below it: held too
+  EXPECT_EQ(tracker.Note(1, 1, "s", 10'000), StreamVerdict::kDuplicate);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 9'999), StreamVerdict::kDuplicate);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 50'000), StreamVerdict::kAfterGap);  // above both: taken
+  EXPECT_EQ(tracker.Note(1, 1, "s", 10'000), StreamVerdict::kStale);     // far behind now
+  EXPECT_EQ(tracker.Counts().gaps, 50'000u - 3u - 1u - 2u);              // but the two held
+  // The sender reaching a held number: a duplicate (marked in the window).
+  StreamTracker other;
+  EXPECT_EQ(other.Note(2, 1, "s", 1), StreamVerdict::kFirst);
+  EXPECT_EQ(other.Note(2, 1, "s", 5'000), StreamVerdict::kHeld);
+  for (std::uint64_t s = 2; s < 5'000; ++s)
+    ASSERT_EQ(other.Note(2, 1, "s", s), StreamVerdict::kInOrder) << s;
+  EXPECT_EQ(other.Note(2, 1, "s", 5'000), StreamVerdict::kDuplicate);
+  // At most kMaxHeld: a flood of far numbers, each below the others, is
+  // refused past them (not delivered, counted).
+  StreamTracker flooded;
+  EXPECT_EQ(flooded.Note(3, 1, "s", 1), StreamVerdict::kFirst);
+  for (std::uint64_t i = 0; i < StreamTracker::kMaxHeld; ++i) {
+    EXPECT_EQ(flooded.Note(3, 1, "s", ~0ull - i), StreamVerdict::kHeld);
+  }
+  EXPECT_EQ(flooded.Note(3, 1, "s", 1'000'000), StreamVerdict::kHeldFull);
+  EXPECT_EQ(flooded.Counts().jumps_refused, 1u);
+  EXPECT_EQ(flooded.Note(3, 1, "s", 2), StreamVerdict::kInOrder);  // the sender goes on
+}
+
+// A stream that loses more than a window between each two frames it hears
+// (a JetStream stream discarding what a slow reader had not fetched): each
+// frame far ahead is held and the next one confirms it, so the gaps are
+// exact, but for the last jump if it is not confirmed.
+TEST(NatsStreams, LossesWiderThanTheWindowAreCountedExactly) {
+  StreamTracker tracker;
+  EXPECT_EQ(tracker.Note(1, 1, "s", 1), StreamVerdict::kFirst);
+  std::uint64_t heard = 1;
+  for (std::uint64_t s = 5'001; s <= 1'000'001; s += 5'000) {
+    const StreamVerdict verdict = tracker.Note(1, 1, "s", s);
+    ASSERT_TRUE(verdict == StreamVerdict::kHeld || verdict == StreamVerdict::kAfterGap) << s;
+    ++heard;
+  }
+  // 200 frames after the first: 100 held, each confirmed by the next.
+  EXPECT_EQ(heard, 201u);
+  EXPECT_EQ(heard + tracker.Counts().gaps, 1'000'001u);
+}
+
+// One first frame numbered far ahead (the first this receiver heard of the
+// stream) does not make the sender's frames stale: the stream starts again
+// at the sender's frame, and the forged one, held, stays a duplicate.
+TEST(NatsStreams, AFirstFrameNumberedFarAheadSilencesNoSender) {
+  StreamTracker tracker;
+  EXPECT_EQ(tracker.Note(1, 1, "s", ~0ull), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Peek(1, 1, "s", 4), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 4), StreamVerdict::kFirst);
+  for (std::uint64_t s = 5; s <= 10; ++s)
+    EXPECT_EQ(tracker.Note(1, 1, "s", s), StreamVerdict::kInOrder);
+  EXPECT_EQ(tracker.Note(1, 1, "s", ~0ull), StreamVerdict::kDuplicate);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 3), StreamVerdict::kLate);  // before the new baseline
+  EXPECT_EQ(tracker.Counts().stale, 0u);
+  EXPECT_EQ(tracker.Counts().gaps, 0u);
 }
 
 }  // namespace

@@ -250,6 +250,11 @@ class Bridge {
     if (routes_.started()) {
       return StartResult{NATS_ILLEGAL_STATE, "Start: the bridge is started already"};
     }
+    if (!detail::IsValidStreamTable(options_)) {
+      return StartResult{NATS_INVALID_ARG,
+                         "Start: max_tracked_streams and max_tracked_unknown_streams must be 1 "
+                         "or more, stream_idle 0 or more"};
+    }
     natsStatus status = connection_.Connect();
     if (status != NATS_OK) return StartResult{status, connection_.ErrorText(status)};
     status = connection_.OpenJetStream(publisher_.ContextOptions());

@@ -46,11 +46,14 @@ enum class FrameError : std::uint8_t {
   kDuplicate,         // its stream's sequence number was seen already (a replay)
   kStale,             // its sequence number is behind its stream's window
   kUnsequenced,       // a version 1 frame (no stream fields), and they are not accepted
-  // A new stream of an origin no allow-list names, while the streams of
-  // such origins fill their part of the table and none is idle.
+  // A new stream while the streams of its part of the table (known or
+  // unknown origins) fill it and none is idle.
   kStreamTableFull,
+  // Numbered more than a window ahead of its stream while the stream holds
+  // as many such frames as it may (StreamTracker::kMaxHeld), none below it.
+  kTooFarAhead,
 };
-inline constexpr std::size_t kFrameErrorCount = 16;
+inline constexpr std::size_t kFrameErrorCount = 17;
 
 constexpr const char* ToString(FrameError error) noexcept {
   switch (error) {
@@ -86,6 +89,8 @@ constexpr const char* ToString(FrameError error) noexcept {
       return "unsequenced";
     case FrameError::kStreamTableFull:
       return "stream_table_full";
+    case FrameError::kTooFarAhead:
+      return "too_far_ahead";
   }
   return "invalid";
 }

@@ -54,10 +54,12 @@ class Receiver {
         counters_(counters),
         connection_(connection),
         subscriptions_(subscriptions),
-        streams_(StreamTableLimits{
-            options.max_tracked_streams, options.max_tracked_unknown_streams,
-            static_cast<std::uint64_t>(
-                sluice::detail::SaturatingNanos(options.unknown_stream_idle).count())}) {}
+        streams_(
+            StreamTableLimits{options.max_tracked_streams, options.max_tracked_unknown_streams,
+                              static_cast<std::uint64_t>(
+                                  sluice::detail::SaturatingNanos(
+                                      std::max(options.stream_idle, std::chrono::milliseconds(0)))
+                                      .count())}) {}
 
   Receiver(const Receiver&) = delete;
   Receiver& operator=(const Receiver&) = delete;
@@ -285,7 +287,7 @@ class Receiver {
           return FrameError::kNone;
         }
         if (verdict != StreamVerdict::kDuplicate && verdict != StreamVerdict::kStale &&
-            verdict != StreamVerdict::kTableFull) {
+            verdict != StreamVerdict::kTableFull && verdict != StreamVerdict::kHeldFull) {
           return FrameError::kNone;
         }
       }
@@ -297,6 +299,8 @@ class Receiver {
           return FrameError::kStale;
         case StreamVerdict::kTableFull:
           return FrameError::kStreamTableFull;
+        case StreamVerdict::kHeldFull:
+          return FrameError::kTooFarAhead;
         default:
           return FrameError::kNone;
       }

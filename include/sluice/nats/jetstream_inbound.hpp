@@ -226,15 +226,21 @@ class StreamFetcher {
     }
     Count(counters_.rejected[static_cast<std::size_t>(error)]);
     // Admitted before (a redelivery; one still in the bus was caught
-    // above): acknowledged. No room in the stream table for an unknown
-    // origin's new stream: handed back, it may fit once a stream idles out.
-    // Anything else refused would be refused again: terminated.
+    // above): acknowledged. No room in the stream table, or too far ahead
+    // of a stream holding all it may: handed back, it may fit later (on its
+    // last delivery: given up, a drop). Anything else refused would be
+    // refused again: terminated.
+    const bool may_fit_later =
+        error == FrameError::kStreamTableFull || error == FrameError::kTooFarAhead;
     if (error == FrameError::kDuplicate) {
       (void)natsMsg_Ack(message, nullptr);
-    } else if (error == FrameError::kStreamTableFull) {
+    } else if (may_fit_later && !IsLastDelivery(arrival)) {
       (void)natsMsg_NakWithDelay(
           message, options_.reconnect_wait.count() > 0 ? options_.reconnect_wait.count() : 100,
           nullptr);
+    } else if (may_fit_later) {
+      Count(counters_.jetstream_gave_up[static_cast<std::size_t>(inbound.priority)]);
+      (void)natsMsg_Term(message, nullptr);
     } else {
       (void)natsMsg_Term(message, nullptr);
     }

@@ -123,16 +123,18 @@ struct BridgeOptions {
   // (kUnsequenced).
   bool accept_version_1 = false;
   // Streams (origin, instance, subject) the receiver remembers for gaps
-  // and duplicates; past it the least recently heard is forgotten.
+  // and duplicates. max_tracked_streams bounds the streams of known origins (those an
+  // allow-list above names), max_tracked_unknown_streams those of the
+  // others. Past its bound, a new stream takes the place of its part's
+  // least recently heard only if that one has been silent for stream_idle;
+  // otherwise its frame is refused (kStreamTableFull). So frames from
+  // made-up origins, or made-up instances of a known one, cannot push out
+  // streams in use. Each bound 1 or more, stream_idle 0 or more (0: the
+  // least recently heard is replaced at once); else Start fails with
+  // NATS_INVALID_ARG. A stream takes about 600 bytes.
   std::size_t max_tracked_streams = 1024;
-  // Streams of unknown origins (those no allow-list above names), apart:
-  // past this many, a new one takes the place of the least recently heard
-  // only if that one has been silent for unknown_stream_idle; otherwise its
-  // frame is refused (kStreamTableFull). So frames from made-up origins can
-  // neither push known streams out nor busy unknown ones.
-  // max_tracked_streams then bounds the known origins' streams alone.
   std::size_t max_tracked_unknown_streams = 1024;
-  std::chrono::milliseconds unknown_stream_idle{60'000};
+  std::chrono::milliseconds stream_idle{60'000};
   // JetStream routes (ForwardOptions::jetstream, ReceiveOptions::stream):
   // publishes awaiting the stream's acknowledgement, at most (the consumer
   // thread waits for room past it: backpressure into the bus); messages a
@@ -244,6 +246,12 @@ inline bool IsValidRoute(const ReceiveOptions& route) noexcept {
          (route.stream.empty() || route.queue_group.empty()) &&
          (route.ack == AckTiming::kOnAdmission || !route.stream.empty()) &&
          (!route.shared_durable || !route.stream.empty());
+}
+
+// The stream table's bounds (max_tracked_streams and the rest).
+inline bool IsValidStreamTable(const BridgeOptions& options) noexcept {
+  return options.max_tracked_streams > 0 && options.max_tracked_unknown_streams > 0 &&
+         options.stream_idle.count() >= 0;
 }
 
 // Any TLS setting asks for TLS: a CA file or an expected hostname must

@@ -3,14 +3,19 @@
 // (origin id, instance id, subject), numbered from 1. From the numbers it
 // counts the frames that never came (gaps), the ones that came late
 // (reordered) and refuses the ones it has seen (duplicates: a redelivery
-// or a replay) or can no longer tell (stale: behind the window).
+// or a replay) or can no longer tell (stale: behind the window). Numbers
+// are claims anyone who may publish on the subject can make: a frame far
+// ahead is held until a later one confirms it, and the table is split so
+// that streams made up in a flood cannot push out the ones in use.
 // Standard library only; not thread-safe (the bridge holds a mutex).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <list>
 #include <map>
 #include <string>
 #include <string_view>
@@ -23,62 +28,70 @@ inline namespace SLUICE_ABI_NAMESPACE {
 namespace nats {
 
 enum class StreamVerdict : std::uint8_t {
-  kFirst,        // the first frame heard of the stream: its baseline, delivered
+  // The first frame heard of the stream: its baseline, delivered. Also a
+  // stream whose only frame so far is followed by one more than a window
+  // behind it: that first frame is then taken as the held one (below) and
+  // the stream starts again here (one forged first frame numbered far ahead
+  // cannot make the sender's frames stale).
+  kFirst,
   kInOrder,      // the next number, delivered
   kAfterGap,     // ahead of the next number; the numbers skipped are counted as gaps
   kLate,         // a number skipped earlier, now here: delivered, one gap fewer
-  kDuplicate,    // seen already: refused
+  kDuplicate,    // seen already (or held): refused
   kStale,        // behind the window, so it cannot be told from a duplicate: refused
   kUnsequenced,  // sequence 0 (a version 1 frame): not tracked
-  // A new stream of an unknown origin while the unknown origins' streams
-  // fill their part of the table and each was heard within the idle time:
-  // refused, not noted (known streams are never evicted for it).
+  // A new stream while its part of the table is full of streams heard
+  // within the idle time: refused, not noted.
   kTableFull,
-  // More than a window ahead of the highest: delivered, but not taken as
-  // the stream's highest until a later frame less than a window past it
-  // confirms it (then kAfterGap), so one forged frame numbered far ahead
-  // cannot make the sender's next frames stale, nor add its jump to gaps.
-  kHeld
+  // More than a window ahead of the highest: delivered and remembered,
+  // but not taken as the stream's highest until a later frame above it
+  // confirms it (that frame is then kAfterGap): one forged frame numbered
+  // far ahead cannot make the sender's next frames stale, nor add to gaps.
+  kHeld,
+  // As kHeld, while the stream already holds kMaxHeld such frames, none
+  // below this one: refused, not delivered (a flood of forged far numbers
+  // cannot grow the table).
+  kHeldFull,
 };
 
 struct StreamCounts {
   // Numbers skipped and not (yet) arrived, over every stream: frames lost
-  // between the senders' bridges and this one.
+  // between the senders' bridges and this one. One jump adds at most
+  // StreamTracker::kMaxJumpGaps, and one stream at most kMaxStreamGaps.
   std::uint64_t gaps = 0;
   std::uint64_t reordered = 0;   // arrived after a later number
   std::uint64_t duplicates = 0;  // refused: seen already
   std::uint64_t stale = 0;       // refused: behind the window
   std::uint64_t streams_opened = 0;
-  // Forgotten to make room for a new stream of their class (the least
-  // recently heard); a duplicate of an evicted stream's frame is no longer
-  // recognised.
+  // Forgotten to make room for a new stream of their part (the least
+  // recently heard, once silent for the idle time); a duplicate of an
+  // evicted stream's frame is no longer recognised.
   std::uint64_t streams_evicted = 0;
-  std::uint64_t streams_tracked = 0;  // now, both classes
-  // New streams of unknown origins refused: their part of the table was
-  // full of streams heard within the idle time.
+  std::uint64_t streams_tracked = 0;  // now, both parts
+  // New streams refused: their part of the table was full of streams
+  // heard within the idle time.
   std::uint64_t refused_table_full = 0;
-  // Frames numbered more than a window ahead of their stream (kHeld), and
-  // those of them a later frame confirmed (the jump then taken, its skipped
-  // numbers counted as gaps: at most kMaxJumpGaps for one jump).
+  // Frames numbered more than a window ahead of their stream and held
+  // (kHeld); those a later frame confirmed (the jump then taken); those
+  // refused while the stream held kMaxHeld (kHeldFull).
   std::uint64_t jumps_held = 0;
   std::uint64_t jumps_confirmed = 0;
+  std::uint64_t jumps_refused = 0;
 };
 
-// Which part of the table a stream belongs to. A known origin is one the
-// receiver's allow-lists name; its streams are evicted only for another
-// known stream. Any other origin is unknown: its streams are evicted only
-// when idle, so unknown origins cannot push known streams (or busy unknown
-// ones) out of the table.
+// Which part of the table a stream belongs to: known origins (those the
+// receiver's allow-lists name) or unknown ones. Each part has its own
+// bound, so a flood of made-up origins fills the unknown part only.
 enum class OriginTrust : std::uint8_t { kKnown, kUnknown };
 
-// The table's bounds: streams of known origins (the least recently heard is
-// forgotten for a new one), streams of unknown origins, and how long an
-// unknown stream must go unheard before a new unknown stream may take its
-// place (nanoseconds of the caller's clock, the `now` given to Note).
+// The table's bounds: streams of known origins, streams of unknown origins,
+// and how long a stream must go unheard before a new stream of its part may
+// take its place (nanoseconds of the caller's clock, the `now` given to
+// Note). 0: any stream may be replaced, the least recently heard first.
 struct StreamTableLimits {
   std::size_t known = 1024;
   std::size_t unknown = 1024;
-  std::uint64_t unknown_idle_ns = 60'000'000'000;
+  std::uint64_t idle_ns = 60'000'000'000;
 };
 
 class StreamTracker {
@@ -86,17 +99,23 @@ class StreamTracker {
   // Sequence numbers remembered per stream behind its highest.
   static constexpr std::uint64_t kWindow = 4096;
   // The most gaps one confirmed jump adds (2^32: over an hour of a million
-  // frames a second), so that two frames numbered near 2^64 cannot make
-  // the gaps read 1.8e19.
+  // frames a second), and one stream in all, so that frames numbered near
+  // 2^64 cannot make the gaps read 1.8e19.
   static constexpr std::uint64_t kMaxJumpGaps = std::uint64_t{1} << 32;
+  static constexpr std::uint64_t kMaxStreamGaps = std::uint64_t{1} << 32;
+  // Frames held per stream at most (kHeld).
+  static constexpr std::size_t kMaxHeld = 4;
 
-  // `max_streams`: both classes' bound (unknown streams never idle out).
+  // `max_streams`: each part's bound; a stream is replaced whenever its
+  // part is full (no idle time), the least recently heard first.
   explicit StreamTracker(std::size_t max_streams = 1024) noexcept
       : StreamTracker(StreamTableLimits{max_streams, max_streams, 0}) {}
-  explicit StreamTracker(const StreamTableLimits& limits) noexcept
-      : max_known_(limits.known == 0 ? 1 : limits.known),
-        max_unknown_(limits.unknown == 0 ? 1 : limits.unknown),
-        unknown_idle_ns_(limits.unknown_idle_ns) {}
+  explicit StreamTracker(const StreamTableLimits& limits) noexcept : idle_ns_(limits.idle_ns) {
+    parts_[kKnownPart].most = limits.known == 0 ? 1 : limits.known;
+    parts_[kUnknownPart].most = limits.unknown == 0 ? 1 : limits.unknown;
+  }
+  StreamTracker(const StreamTracker&) = delete;
+  StreamTracker& operator=(const StreamTracker&) = delete;
 
   // Judges one frame and counts it. The first frame of a stream is its
   // baseline: numbers before it were sent before this receiver listened,
@@ -109,35 +128,32 @@ class StreamTracker {
                      std::uint64_t sequence, bool count_gaps = true,
                      OriginTrust trust = OriginTrust::kKnown, std::uint64_t now_ns = 0) {
     if (sequence == 0) return StreamVerdict::kUnsequenced;
-    ++clock_;
     Key key{origin_id, instance_id, std::string(subject)};
     auto found = streams_.find(key);
     if (found == streams_.end()) {
-      if (!MakeRoom(trust, now_ns)) {
+      Part& part = parts_[PartOf(trust)];
+      if (!MakeRoom(part, now_ns)) {
         ++counts_.refused_table_full;
         return StreamVerdict::kTableFull;
       }
-      Stream& stream = streams_[std::move(key)];
-      stream.baseline = sequence;
-      stream.highest = sequence;
-      stream.Mark(sequence);
-      stream.last_heard = clock_;
+      const auto added = streams_.emplace(std::move(key), Stream{}).first;
+      Stream& stream = added->second;
+      stream.part = PartOf(trust);
+      stream.place = part.order.insert(part.order.end(), &added->first);
+      ++part.count;
+      Begin(stream, sequence);
       stream.last_heard_ns = now_ns;
-      stream.trust = trust;
-      ++(trust == OriginTrust::kKnown ? known_ : unknown_);
       ++counts_.streams_opened;
       return StreamVerdict::kFirst;
     }
     Stream& stream = found->second;
-    stream.last_heard = clock_;
-    stream.last_heard_ns = now_ns;
-    if (sequence > stream.highest && sequence - stream.highest > kWindow) {
-      return FarAhead(stream, sequence, count_gaps);
-    }
+    Heard(stream, now_ns);
     if (sequence > stream.highest) {
+      if (stream.IsHeld(sequence)) return Duplicate();
+      if (sequence - stream.highest > kWindow) return FarAhead(stream, sequence, count_gaps);
       const std::uint64_t skipped = sequence - stream.highest - 1;
       // The skipped numbers still inside the window are marked as not
-      // arrived; a jump of a window or more leaves nothing of it.
+      // arrived; a jump of a whole window leaves nothing of it.
       if (skipped >= kWindow - 1) {
         stream.seen.fill(0);
       } else {
@@ -145,18 +161,21 @@ class StreamTracker {
       }
       stream.Mark(sequence);
       stream.highest = sequence;
+      stream.confirmed = true;
+      AbsorbHeld(stream);
       if (count_gaps) AddGaps(stream, skipped);
       return skipped == 0 ? StreamVerdict::kInOrder : StreamVerdict::kAfterGap;
     }
     if (stream.highest - sequence >= kWindow) {
+      // A first frame far ahead of the sender's: held, and the stream
+      // starts again here (the sender's frames go on).
+      if (!stream.confirmed) return Rebegin(stream, sequence);
       ++counts_.stale;
       return StreamVerdict::kStale;
     }
-    if (stream.Marked(sequence)) {
-      ++counts_.duplicates;
-      return StreamVerdict::kDuplicate;
-    }
+    if (stream.Marked(sequence)) return Duplicate();
     stream.Mark(sequence);
+    stream.confirmed = true;
     if (count_gaps) {
       ++counts_.reordered;
       // Only a number this stream skipped (after its baseline) was a gap; one
@@ -176,17 +195,21 @@ class StreamTracker {
     if (sequence == 0) return StreamVerdict::kUnsequenced;
     const auto found = streams_.find(Key{origin_id, instance_id, std::string(subject)});
     if (found == streams_.end()) {
-      return HasRoom(trust, now_ns) ? StreamVerdict::kFirst : StreamVerdict::kTableFull;
+      return HasRoom(parts_[PartOf(trust)], now_ns) ? StreamVerdict::kFirst
+                                                    : StreamVerdict::kTableFull;
     }
     const Stream& stream = found->second;
-    if (sequence > stream.highest && sequence - stream.highest > kWindow) {
-      if (sequence == stream.held) return StreamVerdict::kDuplicate;
-      return Confirms(stream, sequence) ? StreamVerdict::kAfterGap : StreamVerdict::kHeld;
-    }
     if (sequence > stream.highest) {
+      if (stream.IsHeld(sequence)) return StreamVerdict::kDuplicate;
+      if (sequence - stream.highest > kWindow) {
+        if (stream.HasHeldBelow(sequence)) return StreamVerdict::kAfterGap;
+        return stream.held_count < kMaxHeld ? StreamVerdict::kHeld : StreamVerdict::kHeldFull;
+      }
       return sequence == stream.highest + 1 ? StreamVerdict::kInOrder : StreamVerdict::kAfterGap;
     }
-    if (stream.highest - sequence >= kWindow) return StreamVerdict::kStale;
+    if (stream.highest - sequence >= kWindow) {
+      return stream.confirmed ? StreamVerdict::kStale : StreamVerdict::kFirst;
+    }
     return stream.Marked(sequence) ? StreamVerdict::kDuplicate : StreamVerdict::kLate;
   }
 
@@ -216,17 +239,29 @@ class StreamTracker {
              std::tie(other.origin_id, other.instance_id, other.subject);
     }
   };
+  // A part's streams, least recently heard first (each stream's key; the
+  // map's nodes do not move).
+  using Order = std::list<const Key*>;
+
+  static constexpr std::size_t kKnownPart = 0;
+  static constexpr std::size_t kUnknownPart = 1;
+  static std::size_t PartOf(OriginTrust trust) noexcept {
+    return trust == OriginTrust::kKnown ? kKnownPart : kUnknownPart;
+  }
 
   struct Stream {
     std::uint64_t baseline = 0;  // the first number heard
     std::uint64_t highest = 0;
     std::uint64_t missing = 0;        // this stream's part of counts_.gaps
-    std::uint64_t last_heard = 0;     // the tracker's frame count then
     std::uint64_t last_heard_ns = 0;  // the caller's clock then
-    OriginTrust trust = OriginTrust::kKnown;
-    // A frame more than a window ahead, delivered and not yet confirmed
-    // (kHeld); 0: none.
-    std::uint64_t held = 0;
+    std::size_t part = kKnownPart;
+    Order::iterator place;  // in its part's order
+    // Whether a frame other than the first was taken in the window: until
+    // then a frame more than a window behind starts the stream again.
+    bool confirmed = false;
+    // Frames more than a window ahead, delivered and not yet confirmed.
+    std::array<std::uint64_t, kMaxHeld> held{};
+    std::size_t held_count = 0;
     // Bit s % kWindow: whether s arrived, for s in (highest - kWindow, highest].
     std::array<std::uint64_t, kWindow / 64> seen{};
 
@@ -239,100 +274,149 @@ class StreamTracker {
     void Unmark(std::uint64_t s) noexcept {
       seen[(s % kWindow) / 64] &= ~(std::uint64_t{1} << (s % 64));
     }
+    bool IsHeld(std::uint64_t s) const noexcept {
+      return std::find(held.begin(), held.begin() + held_count, s) != held.begin() + held_count;
+    }
+    bool HasHeldBelow(std::uint64_t s) const noexcept {
+      return std::any_of(held.begin(), held.begin() + held_count,
+                         [s](std::uint64_t h) { return h < s; });
+    }
+  };
+  using Streams = std::map<Key, Stream>;
+
+  struct Part {
+    std::size_t most = 1;
+    std::size_t count = 0;
+    Order order;
   };
 
-  // Saturating: a hostile number must not wrap a count.
-  void AddGaps(Stream& stream, std::uint64_t skipped) noexcept {
-    const auto add = [skipped](std::uint64_t& count) {
-      count = skipped > ~std::uint64_t{0} - count ? ~std::uint64_t{0} : count + skipped;
-    };
-    add(stream.missing);
-    add(counts_.gaps);
+  static void Begin(Stream& stream, std::uint64_t sequence) noexcept {
+    stream.baseline = sequence;
+    stream.highest = sequence;
+    stream.seen.fill(0);
+    stream.Mark(sequence);
+    stream.confirmed = false;
   }
 
-  // Whether `sequence` (more than a window past the highest) confirms the
-  // held frame: after it, less than a window past it.
-  static bool Confirms(const Stream& stream, std::uint64_t sequence) noexcept {
-    return stream.held != 0 && sequence > stream.held && sequence - stream.held < kWindow;
+  // `stream` was heard now: last in its part's order.
+  void Heard(Stream& stream, std::uint64_t now_ns) noexcept {
+    Order& order = parts_[stream.part].order;
+    order.splice(order.end(), order, stream.place);
+    stream.last_heard_ns = now_ns;
+  }
+
+  StreamVerdict Duplicate() noexcept {
+    ++counts_.duplicates;
+    return StreamVerdict::kDuplicate;
+  }
+
+  // An unconfirmed stream's first frame was far ahead of this one: that
+  // frame becomes a held one (so its replay is a duplicate, and a frame
+  // after it confirms it as a jump), and the stream starts again here.
+  StreamVerdict Rebegin(Stream& stream, std::uint64_t sequence) noexcept {
+    const std::uint64_t first = stream.highest;
+    Begin(stream, sequence);
+    if (stream.held_count < kMaxHeld) {
+      stream.held[stream.held_count++] = first;
+      ++counts_.jumps_held;
+    }
+    return StreamVerdict::kFirst;
   }
 
   // A frame more than a window ahead of `stream`'s highest (Note).
   StreamVerdict FarAhead(Stream& stream, std::uint64_t sequence, bool count_gaps) {
-    if (sequence == stream.held) {
-      ++counts_.duplicates;
-      return StreamVerdict::kDuplicate;
-    }
-    if (!Confirms(stream, sequence)) {
-      stream.held = sequence;
+    if (!stream.HasHeldBelow(sequence)) {
+      if (stream.held_count == kMaxHeld) {
+        ++counts_.jumps_refused;
+        return StreamVerdict::kHeldFull;
+      }
+      stream.held[stream.held_count++] = sequence;
       ++counts_.jumps_held;
       return StreamVerdict::kHeld;
     }
-    // The jump is real (or two frames forged it): taken. The numbers
-    // between the held frame and this one may still come, late.
-    const std::uint64_t held = stream.held;
-    const std::uint64_t skipped = sequence - stream.highest - 1 - 1;  // but the held one
-    stream.held = 0;
+    // Above a held frame: the jump is taken (real, or forged by two
+    // frames). The held frames below this one were delivered: not gaps,
+    // and marked if they are in the new window.
+    std::uint64_t delivered = 0;
+    std::size_t kept = 0;
     stream.seen.fill(0);
-    stream.Mark(held);
+    for (std::size_t i = 0; i < stream.held_count; ++i) {
+      const std::uint64_t h = stream.held[i];
+      if (h < sequence) {
+        ++delivered;
+        if (sequence - h < kWindow) stream.Mark(h);
+      } else {
+        stream.held[kept++] = h;
+      }
+    }
+    stream.held_count = kept;
+    const std::uint64_t skipped = sequence - stream.highest - 1 - delivered;
     stream.Mark(sequence);
     stream.highest = sequence;
+    stream.confirmed = true;
+    AbsorbHeld(stream);
     ++counts_.jumps_confirmed;
     if (count_gaps) AddGaps(stream, skipped < kMaxJumpGaps ? skipped : kMaxJumpGaps);
     return StreamVerdict::kAfterGap;
   }
 
-  using Streams = std::map<Key, Stream>;
+  // Held frames the highest has reached are no longer ahead: those in the
+  // window are marked (a replay stays a duplicate), the rest dropped.
+  static void AbsorbHeld(Stream& stream) noexcept {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < stream.held_count; ++i) {
+      const std::uint64_t h = stream.held[i];
+      if (h > stream.highest) {
+        stream.held[kept++] = h;
+      } else if (stream.highest - h < kWindow) {
+        stream.Mark(h);
+      }
+    }
+    stream.held_count = kept;
+  }
+
+  // Saturating at the stream's bound: a hostile number must not wrap a
+  // count, nor make it meaningless.
+  void AddGaps(Stream& stream, std::uint64_t skipped) noexcept {
+    const std::uint64_t room = kMaxStreamGaps - std::min(stream.missing, kMaxStreamGaps);
+    const std::uint64_t added = skipped < room ? skipped : room;
+    stream.missing += added;
+    counts_.gaps += added;
+  }
 
   typename Streams::iterator Erase(typename Streams::iterator it) {
-    --(it->second.trust == OriginTrust::kKnown ? known_ : unknown_);
+    Part& part = parts_[it->second.part];
+    part.order.erase(it->second.place);
+    --part.count;
     return streams_.erase(it);
   }
 
-  // The least recently heard stream of `trust`'s class; end() if none.
-  template <typename Self>
-  static auto LeastRecent(Self& self, OriginTrust trust) {
-    auto oldest = self.streams_.end();
-    for (auto it = self.streams_.begin(); it != self.streams_.end(); ++it) {
-      if (it->second.trust != trust) continue;
-      if (oldest == self.streams_.end() || it->second.last_heard < oldest->second.last_heard) {
-        oldest = it;
-      }
-    }
-    return oldest;
+  bool IsIdle(const Stream& stream, std::uint64_t now_ns) const noexcept {
+    return now_ns >= stream.last_heard_ns && now_ns - stream.last_heard_ns >= idle_ns_;
   }
 
-  // Whether a new stream of `trust` fits, evicting nothing (Peek).
-  bool HasRoom(OriginTrust trust, std::uint64_t now_ns) const {
-    if (trust == OriginTrust::kKnown || unknown_ < max_unknown_) return true;
-    const auto oldest = LeastRecent(*this, OriginTrust::kUnknown);
-    return oldest != streams_.end() && IsIdle(oldest->second, now_ns);
+  // Whether a new stream fits in `part`, evicting nothing (Peek): room, or
+  // its least recently heard stream idle.
+  bool HasRoom(const Part& part, std::uint64_t now_ns) const {
+    if (part.count < part.most) return true;
+    if (part.order.empty()) return true;
+    return IsIdle(streams_.find(*part.order.front())->second, now_ns);
   }
 
-  // Room for a new stream of `trust`: a known one evicts the least recently
-  // heard known stream; an unknown one, the least recently heard unknown
-  // stream if it is idle. False: no room (unknown, none idle).
-  bool MakeRoom(OriginTrust trust, std::uint64_t now_ns) {
-    const bool known = trust == OriginTrust::kKnown;
-    if ((known ? known_ : unknown_) < (known ? max_known_ : max_unknown_)) return true;
-    const auto oldest = LeastRecent(*this, trust);
-    if (oldest == streams_.end()) return true;
-    if (!known && !IsIdle(oldest->second, now_ns)) return false;
+  // Room for a new stream in `part`: its least recently heard stream goes
+  // if it is idle. False: full, none idle.
+  bool MakeRoom(Part& part, std::uint64_t now_ns) {
+    if (part.count < part.most || part.order.empty()) return true;
+    const auto oldest = streams_.find(*part.order.front());
+    if (!IsIdle(oldest->second, now_ns)) return false;
     (void)Erase(oldest);
     ++counts_.streams_evicted;
     return true;
   }
 
-  bool IsIdle(const Stream& stream, std::uint64_t now_ns) const noexcept {
-    return now_ns >= stream.last_heard_ns && now_ns - stream.last_heard_ns >= unknown_idle_ns_;
-  }
-
-  std::size_t max_known_;
-  std::size_t max_unknown_;
-  std::uint64_t unknown_idle_ns_;
-  std::size_t known_ = 0;
-  std::size_t unknown_ = 0;
-  std::uint64_t clock_ = 0;
-  std::map<Key, Stream> streams_;
+  std::uint64_t idle_ns_;
+  std::array<Part, 2> parts_;
+  Streams streams_;
   StreamCounts counts_;
 };
 
