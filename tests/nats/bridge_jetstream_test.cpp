@@ -437,6 +437,52 @@ TEST_F(NatsJetStreamTest, AMessageHandedBackIsAdmittedHoweverFarTheStreamMoved) 
               static_cast<unsigned long long>(kEarly));
 }
 
+// The last delivery is the durable's: a durable made with MaxDeliver 3 by
+// an earlier bridge keeps it, and a bridge without jetstream_max_deliver
+// still gives up on, and counts, a reading refused on its third delivery.
+TEST_F(NatsJetStreamTest, TheLastDeliveryIsTheDurablesWhateverTheOptionsSay) {
+  constexpr std::uint64_t kRefused = 2;
+  ASSERT_TRUE(MakeStream(server_.Url()));
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "kept";
+  {
+    Bus bus;
+    BridgeOptions with_limit = OptionsFor(server_.Url());
+    with_limit.jetstream_max_deliver = 3;
+    Bridge maker(bus, with_limit);
+    ASSERT_TRUE(maker.Receive<SensorReading>("js.kept", kSensorType, from_stream));
+    ASSERT_EQ(maker.Start(), NATS_OK);
+    (void)maker.Shutdown(5s, sluice::nats::ShutdownDrain::kDispatchHere);
+  }
+  RefusingBus bus;
+  bus.refuse_up_to.store(kRefused);
+  BridgeOptions options = OptionsFor(server_.Url());  // no jetstream_max_deliver
+  options.reconnect_wait = 50ms;
+  sluice::nats::Bridge<RefusingBus> receiver(bus, options);
+  ASSERT_TRUE(receiver.Receive<SensorReading>("js.kept", kSensorType, from_stream));
+  ReadingLog log;
+  auto handle = log.Follow(bus);
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  Consumer<RefusingBus> consumer(bus);
+  std::vector<std::pair<std::string, std::string>> frames;
+  for (std::uint64_t n = 1; n <= 4; ++n) {
+    frames.emplace_back("js.kept.low", ReadingFrame(n, n, MessagePriority::LOW));
+  }
+  PublishRaw(server_.Url(), frames);
+  constexpr auto kLow = static_cast<std::size_t>(MessagePriority::LOW);
+  ASSERT_TRUE(Eventually([&] {
+    return receiver.GetStatistics().jetstream_gave_up[kLow] == kRefused;
+  })) << "given up "
+      << receiver.GetStatistics().jetstream_gave_up[kLow] << ", handed back "
+      << receiver.GetStatistics().handed_back[kLow] << ", dispatched " << log.Size();
+  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
+  consumer.Stop();
+  EXPECT_EQ(log.Size(), 4 - kRefused);
+  EXPECT_EQ(receiver.GetStatistics().handed_back[kLow], kRefused * 2);
+}
+
 // A frame refused for want of room in the stream table (a new stream of an
 // unknown origin while a busy one fills that part) is handed back: it may
 // fit later. On its last delivery (jetstream_max_deliver) it is given up

@@ -459,10 +459,12 @@ TEST(NatsStreams, HostileNumbersNeitherWrapTheCountNorGrowTheTable) {
   // One frame near 2^64 is held; a second confirms the jump, whose gaps are
   // bounded (kMaxJumpGaps), so the count reads neither 1.8e19 nor wraps.
   EXPECT_EQ(tracker.Note(1, 1, "s", 1), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 2), StreamVerdict::kInOrder);  // the stream's place confirmed
   EXPECT_EQ(tracker.Note(1, 1, "s", ~0ull - 1), StreamVerdict::kHeld);
   EXPECT_EQ(tracker.Counts().gaps, 0u);
   EXPECT_EQ(tracker.Note(1, 1, "s", ~0ull), StreamVerdict::kAfterGap);
   EXPECT_EQ(tracker.Note(2, 1, "s", 1), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(2, 1, "s", 2), StreamVerdict::kInOrder);
   EXPECT_EQ(tracker.Note(2, 1, "s", ~0ull - 1), StreamVerdict::kHeld);
   EXPECT_EQ(tracker.Note(2, 1, "s", ~0ull), StreamVerdict::kAfterGap);
   EXPECT_EQ(tracker.Counts().gaps, 2 * StreamTracker::kMaxJumpGaps);
@@ -580,15 +582,16 @@ TEST(NatsStreams, AHeldFrameStaysADuplicateWhateverComesAfterIt) {
 TEST(NatsStreams, LossesWiderThanTheWindowAreCountedExactly) {
   StreamTracker tracker;
   EXPECT_EQ(tracker.Note(1, 1, "s", 1), StreamVerdict::kFirst);
-  std::uint64_t heard = 1;
-  for (std::uint64_t s = 5'001; s <= 1'000'001; s += 5'000) {
+  EXPECT_EQ(tracker.Note(1, 1, "s", 2), StreamVerdict::kInOrder);
+  std::uint64_t heard = 2;
+  for (std::uint64_t s = 5'002; s <= 1'000'002; s += 5'000) {
     const StreamVerdict verdict = tracker.Note(1, 1, "s", s);
     ASSERT_TRUE(verdict == StreamVerdict::kHeld || verdict == StreamVerdict::kAfterGap) << s;
     ++heard;
   }
-  // 200 frames after the first: 100 held, each confirmed by the next.
-  EXPECT_EQ(heard, 201u);
-  EXPECT_EQ(heard + tracker.Counts().gaps, 1'000'001u);
+  // 200 frames after the first two: 100 held, each confirmed by the next.
+  EXPECT_EQ(heard, 202u);
+  EXPECT_EQ(heard + tracker.Counts().gaps, 1'000'002u);
 }
 
 // One first frame numbered far ahead (the first this receiver heard of the
@@ -605,6 +608,47 @@ TEST(NatsStreams, AFirstFrameNumberedFarAheadSilencesNoSender) {
   EXPECT_EQ(tracker.Note(1, 1, "s", 3), StreamVerdict::kLate);  // before the new baseline
   EXPECT_EQ(tracker.Counts().stale, 0u);
   EXPECT_EQ(tracker.Counts().gaps, 0u);
+}
+
+// A held frame the sender's numbering passes inside the window was
+// delivered: never a gap (reordered frames, no forgery).
+TEST(NatsStreams, AHeldFramePassedInsideTheWindowIsNoGap) {
+  StreamTracker tracker;
+  for (std::uint64_t s = 1; s <= 10; ++s)
+    ASSERT_NE(tracker.Note(1, 1, "s", s), StreamVerdict::kStale);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 5'000), StreamVerdict::kHeld);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 4'000), StreamVerdict::kAfterGap);
+  for (std::uint64_t s = 11; s < 4'000; ++s)
+    ASSERT_EQ(tracker.Note(1, 1, "s", s), StreamVerdict::kLate);
+  for (std::uint64_t s = 4'001; s < 5'000; ++s)
+    ASSERT_EQ(tracker.Note(1, 1, "s", s), StreamVerdict::kInOrder);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 5'001), StreamVerdict::kInOrder);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 5'000), StreamVerdict::kDuplicate);
+  EXPECT_EQ(tracker.Counts().gaps, 0u);
+}
+
+// One forged frame far behind a stream heard once, then the sender's next
+// frame: the stream goes back to the sender's numbering, and no gap is
+// counted for the forged one's distance.
+TEST(NatsStreams, OneForgedFrameBehindAStreamHeardOnceAddsNoGaps) {
+  constexpr std::uint64_t kReal = std::uint64_t{1} << 40;
+  StreamTracker tracker;
+  EXPECT_EQ(tracker.Note(1, 1, "s", kReal), StreamVerdict::kFirst);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 1), StreamVerdict::kFirst);  // forged: the stream restarts
+  EXPECT_EQ(tracker.Note(1, 1, "s", kReal + 1), StreamVerdict::kAfterGap);
+  EXPECT_EQ(tracker.Note(1, 1, "s", kReal + 2), StreamVerdict::kInOrder);
+  EXPECT_EQ(tracker.Note(1, 1, "s", kReal), StreamVerdict::kDuplicate);
+  EXPECT_EQ(tracker.Note(1, 1, "s", 1), StreamVerdict::kStale);
+  EXPECT_EQ(tracker.Counts().gaps, 0u);
+  // With 4 held already, a frame that would start the stream again is
+  // refused: the first frame could not be kept, and its replay must fail.
+  StreamTracker full;
+  EXPECT_EQ(full.Note(2, 1, "s", 10'000), StreamVerdict::kFirst);
+  for (std::uint64_t i = 0; i < StreamTracker::kMaxHeld; ++i) {
+    EXPECT_EQ(full.Note(2, 1, "s", ~0ull - i), StreamVerdict::kHeld);
+  }
+  EXPECT_EQ(full.Note(2, 1, "s", 1), StreamVerdict::kHeldFull);
+  EXPECT_EQ(full.Note(2, 1, "s", 10'000), StreamVerdict::kDuplicate);
 }
 
 }  // namespace

@@ -86,6 +86,16 @@ class StreamFetcher {
         js_PullSubscribe(&inbound->subscription, connection_.jetstream(), inbound->subject.c_str(),
                          durable.c_str(), nullptr, &sub_options, &error);
     if (status != NATS_OK) return status;
+    // The limit the durable has (made now, or earlier with another one).
+    jsConsumerInfo* info = nullptr;
+    if (js_GetConsumerInfo(&info, connection_.jetstream(), subject.stream.c_str(), durable.c_str(),
+                           nullptr, &error) == NATS_OK &&
+        info != nullptr && info->Config != nullptr) {
+      inbound->max_deliver = info->Config->MaxDeliver;
+    } else {
+      inbound->max_deliver = options_.jetstream_max_deliver;
+    }
+    if (info != nullptr) jsConsumerInfo_Destroy(info);
     Subscription* added = subscriptions_.AddPull(std::move(inbound));
     // The subscription's fields are complete: thread creation orders them
     // before everything the thread does.
@@ -211,7 +221,7 @@ class StreamFetcher {
       if (admitted) {
         if (expectation.filed) return true;
         (void)natsMsg_Ack(message, nullptr);
-      } else if (IsLastDelivery(arrival)) {
+      } else if (IsLastDelivery(inbound, arrival)) {
         // The stream would not deliver it again: a drop, said to the
         // stream as such.
         Count(counters_.jetstream_gave_up[static_cast<std::size_t>(inbound.priority)]);
@@ -234,7 +244,7 @@ class StreamFetcher {
         error == FrameError::kStreamTableFull || error == FrameError::kTooFarAhead;
     if (error == FrameError::kDuplicate) {
       (void)natsMsg_Ack(message, nullptr);
-    } else if (may_fit_later && !IsLastDelivery(arrival)) {
+    } else if (may_fit_later && !IsLastDelivery(inbound, arrival)) {
       (void)natsMsg_NakWithDelay(
           message, options_.reconnect_wait.count() > 0 ? options_.reconnect_wait.count() : 100,
           nullptr);
@@ -270,10 +280,12 @@ class StreamFetcher {
   }
 
   // Whether the stream would not deliver a message again after this
-  // delivery (jetstream_max_deliver).
-  bool IsLastDelivery(const Arrival& arrival) const noexcept {
-    return options_.jetstream_max_deliver > 0 &&
-           arrival.deliveries >= static_cast<std::uint64_t>(options_.jetstream_max_deliver);
+  // delivery: the durable's own limit, read when it was subscribed (a
+  // durable keeps the limit it was made with, whatever
+  // jetstream_max_deliver says now).
+  static bool IsLastDelivery(const Subscription& inbound, const Arrival& arrival) noexcept {
+    return inbound.max_deliver > 0 &&
+           arrival.deliveries >= static_cast<std::uint64_t>(inbound.max_deliver);
   }
 
   // The stream's sequence and delivery count of `message` (its reply

@@ -136,10 +136,24 @@ class StreamTracker {
         ++counts_.refused_table_full;
         return StreamVerdict::kTableFull;
       }
-      const auto added = streams_.emplace(std::move(key), Stream{}).first;
+      // The order's place first: if the map's insert then throws, the place
+      // goes again, and the table is as it was.
+      const Order::iterator place = part.order.insert(part.order.end(), nullptr);
+      typename Streams::iterator added;
+#if SLUICE_HAS_EXCEPTIONS
+      try {
+#endif
+        added = streams_.emplace(std::move(key), Stream{}).first;
+#if SLUICE_HAS_EXCEPTIONS
+      } catch (...) {
+        part.order.erase(place);
+        throw;
+      }
+#endif
+      *place = &added->first;
       Stream& stream = added->second;
       stream.part = PartOf(trust);
-      stream.place = part.order.insert(part.order.end(), &added->first);
+      stream.place = place;
       ++part.count;
       Begin(stream, sequence);
       stream.last_heard_ns = now_ns;
@@ -151,7 +165,9 @@ class StreamTracker {
     if (sequence > stream.highest) {
       if (stream.IsHeld(sequence)) return Duplicate();
       if (sequence - stream.highest > kWindow) return FarAhead(stream, sequence, count_gaps);
-      const std::uint64_t skipped = sequence - stream.highest - 1;
+      // Held frames passed here were delivered: not gaps.
+      const std::uint64_t skipped =
+          sequence - stream.highest - 1 - stream.HeldIn(stream.highest, sequence);
       // The skipped numbers still inside the window are marked as not
       // arrived; a jump of a whole window leaves nothing of it.
       if (skipped >= kWindow - 1) {
@@ -277,6 +293,12 @@ class StreamTracker {
     bool IsHeld(std::uint64_t s) const noexcept {
       return std::find(held.begin(), held.begin() + held_count, s) != held.begin() + held_count;
     }
+    // Held numbers in (low, high).
+    std::uint64_t HeldIn(std::uint64_t low, std::uint64_t high) const noexcept {
+      return static_cast<std::uint64_t>(
+          std::count_if(held.begin(), held.begin() + held_count,
+                        [low, high](std::uint64_t h) { return h > low && h < high; }));
+    }
     bool HasHeldBelow(std::uint64_t s) const noexcept {
       return std::any_of(held.begin(), held.begin() + held_count,
                          [s](std::uint64_t h) { return h < s; });
@@ -313,13 +335,17 @@ class StreamTracker {
   // An unconfirmed stream's first frame was far ahead of this one: that
   // frame becomes a held one (so its replay is a duplicate, and a frame
   // after it confirms it as a jump), and the stream starts again here.
+  // With kMaxHeld held already, the first frame could not be kept: this
+  // one is refused instead (else a replay of the first would pass).
   StreamVerdict Rebegin(Stream& stream, std::uint64_t sequence) noexcept {
+    if (stream.held_count == kMaxHeld) {
+      ++counts_.jumps_refused;
+      return StreamVerdict::kHeldFull;
+    }
     const std::uint64_t first = stream.highest;
     Begin(stream, sequence);
-    if (stream.held_count < kMaxHeld) {
-      stream.held[stream.held_count++] = first;
-      ++counts_.jumps_held;
-    }
+    stream.held[stream.held_count++] = first;
+    ++counts_.jumps_held;
     return StreamVerdict::kFirst;
   }
 
@@ -336,21 +362,31 @@ class StreamTracker {
     }
     // Above a held frame: the jump is taken (real, or forged by two
     // frames). The held frames below this one were delivered: not gaps,
-    // and marked if they are in the new window.
+    // and marked if they are in the new window. A stream not yet confirmed
+    // (one frame taken, perhaps a forged one) starts again at its lowest
+    // such held frame instead: nothing before it is a gap.
     std::uint64_t delivered = 0;
+    std::uint64_t lowest = sequence;
     std::size_t kept = 0;
     stream.seen.fill(0);
     for (std::size_t i = 0; i < stream.held_count; ++i) {
       const std::uint64_t h = stream.held[i];
       if (h < sequence) {
         ++delivered;
+        lowest = std::min(lowest, h);
         if (sequence - h < kWindow) stream.Mark(h);
       } else {
         stream.held[kept++] = h;
       }
     }
     stream.held_count = kept;
-    const std::uint64_t skipped = sequence - stream.highest - 1 - delivered;
+    std::uint64_t skipped;
+    if (stream.confirmed) {
+      skipped = sequence - stream.highest - 1 - delivered;
+    } else {
+      stream.baseline = lowest;
+      skipped = sequence - lowest - 1 - (delivered - 1);
+    }
     stream.Mark(sequence);
     stream.highest = sequence;
     stream.confirmed = true;

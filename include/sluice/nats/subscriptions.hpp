@@ -49,6 +49,9 @@ struct InboundSubscription {
   // JetStream, AckTiming::kOnDispatch: the bus's table of messages awaiting
   // dispatch (sluice/nats/dispatch_acks.hpp); null otherwise.
   DispatchAcks* acks = nullptr;
+  // JetStream: the durable's MaxDeliver (below 1: no limit), read when
+  // subscribed.
+  std::int64_t max_deliver = -1;
   natsSubscription* subscription = nullptr;
   bool completed = false;  // its last handler call has returned; guarded by the set's mutex
   // JetStream: a pull subscription read by a thread of the bridge's own
