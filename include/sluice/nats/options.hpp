@@ -131,7 +131,7 @@ struct BridgeOptions {
   // made-up origins, or made-up instances of a known one, cannot push out
   // streams in use. Each bound 1 or more, stream_idle 0 or more (0: the
   // least recently heard is replaced at once); else Start fails with
-  // NATS_INVALID_ARG. A stream takes about 600 bytes.
+  // NATS_INVALID_ARG. Each stream keeps a 512-byte window besides its key.
   std::size_t max_tracked_streams = 1024;
   std::size_t max_tracked_unknown_streams = 1024;
   std::chrono::milliseconds stream_idle{60'000};
