@@ -334,6 +334,19 @@ std::string ReadingFrame(std::uint64_t sequence, std::uint64_t seq, MessagePrior
   return EncodedFrame(header, payload);
 }
 
+// Readings numbered first..last (each its own frame number) on `subject`,
+// as PublishRaw takes them.
+std::vector<std::pair<std::string, std::string>> ReadingFrames(const std::string& subject,
+                                                               std::uint64_t first,
+                                                               std::uint64_t last,
+                                                               MessagePriority priority) {
+  std::vector<std::pair<std::string, std::string>> frames;
+  for (std::uint64_t n = first; n <= last; ++n) {
+    frames.emplace_back(subject, ReadingFrame(n, n, priority));
+  }
+  return frames;
+}
+
 // Readings dispatched by seq, in dispatch order, on the consumer thread.
 struct ReadingLog {
   std::mutex mutex;
@@ -402,10 +415,7 @@ TEST_F(NatsJetStreamTest, AMessageHandedBackIsAdmittedHoweverFarTheStreamMoved) 
   ASSERT_TRUE(handle.IsValid());
   ASSERT_EQ(receiver.Start(), NATS_OK);
   Consumer<RefusingBus> consumer(bus);
-  std::vector<std::pair<std::string, std::string>> early;
-  for (std::uint64_t n = 1; n <= kEarly; ++n) {
-    early.emplace_back("js.handback.low", ReadingFrame(n, n, MessagePriority::LOW));
-  }
+  const auto early = ReadingFrames("js.handback.low", 1, kEarly, MessagePriority::LOW);
   PublishRaw(server_.Url(), early);
   constexpr auto kLow = static_cast<std::size_t>(MessagePriority::LOW);
   ASSERT_TRUE(Eventually([&] { return receiver.GetStatistics().handed_back[kLow] >= kEarly; }))
@@ -466,10 +476,7 @@ TEST_F(NatsJetStreamTest, TheLastDeliveryIsTheDurablesWhateverTheOptionsSay) {
   ASSERT_TRUE(handle.IsValid());
   ASSERT_EQ(receiver.Start(), NATS_OK);
   Consumer<RefusingBus> consumer(bus);
-  std::vector<std::pair<std::string, std::string>> frames;
-  for (std::uint64_t n = 1; n <= 4; ++n) {
-    frames.emplace_back("js.kept.low", ReadingFrame(n, n, MessagePriority::LOW));
-  }
+  const auto frames = ReadingFrames("js.kept.low", 1, 4, MessagePriority::LOW);
   PublishRaw(server_.Url(), frames);
   constexpr auto kLow = static_cast<std::size_t>(MessagePriority::LOW);
   ASSERT_TRUE(Eventually([&] {
@@ -601,10 +608,7 @@ TEST_F(NatsJetStreamTest, AMessageRefusedOnItsLastDeliveryIsCountedAsDropped) {
   ASSERT_TRUE(handle.IsValid());
   ASSERT_EQ(receiver.Start(), NATS_OK);
   Consumer<RefusingBus> consumer(bus);
-  std::vector<std::pair<std::string, std::string>> frames;
-  for (std::uint64_t n = 1; n <= 5; ++n) {
-    frames.emplace_back("js.max.low", ReadingFrame(n, n, MessagePriority::LOW));
-  }
+  const auto frames = ReadingFrames("js.max.low", 1, 5, MessagePriority::LOW);
   PublishRaw(server_.Url(), frames);
   constexpr auto kLow = static_cast<std::size_t>(MessagePriority::LOW);
   ASSERT_TRUE(Eventually([&] {
@@ -641,10 +645,7 @@ TEST_F(NatsJetStreamTest, FramesTheStreamDiscardedBeforeTheyWereFetchedAreCounte
   ASSERT_TRUE(Eventually([&] { return bus.QueueDepth() == 1; }));
   // No consumer yet: the bus fills (64 at most), and the stream discards
   // the oldest of what stays in it (it keeps 100), so at least 136 are lost.
-  std::vector<std::pair<std::string, std::string>> frames;
-  for (std::uint64_t n = 2; n <= kFrames; ++n) {
-    frames.emplace_back("js.discard.high", ReadingFrame(n, n, MessagePriority::HIGH));
-  }
+  const auto frames = ReadingFrames("js.discard.high", 2, kFrames, MessagePriority::HIGH);
   PublishRaw(server_.Url(), frames);
   Consumer<SmallBus> consumer(bus);
   const auto accounted = [&] { return log.Size() + receiver.GetStatistics().streams.gaps; };
@@ -1377,10 +1378,7 @@ TEST_F(NatsDispatchAckTest, ARedeliveryBehindTheWindowOfAMessageInTheBusIsNotAdm
       [&dispatched](const SensorReading& reading) { dispatched.push_back(reading.seq); });
   ASSERT_TRUE(handle.IsValid());
   ASSERT_EQ(receiver.Start(), NATS_OK);
-  std::vector<std::pair<std::string, std::string>> frames;
-  for (std::uint64_t n = 1; n <= kWaiting; ++n) {
-    frames.emplace_back("js.far.medium", ReadingFrame(n, n, MessagePriority::MEDIUM));
-  }
+  auto frames = ReadingFrames("js.far.medium", 1, kWaiting, MessagePriority::MEDIUM);
   frames.emplace_back("js.far.medium", ReadingFrame(kFar, kFar, MessagePriority::MEDIUM));
   PublishRaw(server_.Url(), frames);
   const sluice::nats::DispatchAcks& acks = bus.GetObserver().DispatchAcknowledgements();
