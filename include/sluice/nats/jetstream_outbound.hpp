@@ -221,12 +221,13 @@ class StreamPublisher {
     if (error->Msg == nullptr) return;
     natsMsg* message = error->Msg;
     error->Msg = nullptr;
+    // Read before the message is queued: from then on the resender may
+    // hand it back to the client, which frees it once acknowledged.
+    Count(self->counters_.jetstream_refused[PriorityOf(message)]);
     {
       std::lock_guard<std::mutex> lock(self->resend_mutex_);
       self->retry_.push_back(message);
     }
-    const char* subject = natsMsg_GetSubject(message);
-    Count(self->counters_.jetstream_refused[PriorityIndexOf(subject == nullptr ? "" : subject)]);
     self->resend_changed_.notify_all();
   }
 
@@ -246,8 +247,7 @@ class StreamPublisher {
   // A message the client gave back (an error, or unacknowledged at close):
   // counted as send_dropped under its subject's priority, and freed.
   void CountLost(natsMsg* message) noexcept {
-    const char* subject = natsMsg_GetSubject(message);
-    Count(counters_.send_dropped[PriorityIndexOf(subject == nullptr ? "" : subject)]);
+    Count(counters_.send_dropped[PriorityOf(message)]);
     natsMsg_Destroy(message);
   }
 
