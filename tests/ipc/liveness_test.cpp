@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -257,6 +258,65 @@ TEST(ShmLivenessTest, AProducerThatExecsGivesItsLaneBack) {
   EXPECT_EQ(exits.seen.front().lost, 0U);
   EXPECT_EQ(::kill(producer.Pid(), 0), 0);  // /bin/sleep, the same process, still runs
   producer.Kill(SIGKILL);
+}
+
+// The hand-out thread, held between sending a lane and closing its own
+// copy of the lane's descriptor (lane_sent_seam): it waits for the test to
+// say it is about to check, then for the check to return, 2 s at most.
+// Until it closes, the role of a lane whose producer died is held by that
+// copy; a check that can run then reads the dead producer as running.
+std::atomic<bool> about_to_check{false};
+std::atomic<bool> checked{false};
+void HoldTheSentLaneOpen() {
+  const auto guard = std::chrono::steady_clock::now() + kGuard;
+  while (!about_to_check.load() && std::chrono::steady_clock::now() < guard) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!checked.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// A producer killed right after its lane was sent, while the consumer's
+// hand-out still holds its own copy of the lane's descriptor: the one
+// CheckProducers the test makes after the producer was reaped reports it
+// killed. (The hand-out delivers under the lock the check takes, so the
+// check waits for the copy to be closed; were it not, the check would read
+// the role held, and the exit would wait for a later check.)
+TEST(ShmLivenessTest, OneCheckAfterAProducerDiedFindsItGoneWhileItsLaneIsStillBeingSent) {
+  const std::string name = UniqueName();
+  Bus bus;
+  sluice::ipc::ShmBusOptions options;
+  options.peer_check_interval = std::chrono::hours(1);  // looks only when told
+  ASSERT_EQ(bus.Create(name, options), AttachError::kNone);
+  Exits exits;
+  bus.OnProducerExit([&exits](const ProducerExit& exit) { exits.seen.push_back(exit); });
+  about_to_check = false;
+  checked = false;
+  layout::lane_sent_seam.store(&HoldTheSentLaneOpen);
+  struct Unset {
+    ~Unset() { layout::lane_sent_seam.store(nullptr); }
+  } unset;
+  sluice_test::ChildProcess producer;
+  std::string line;
+  ASSERT_TRUE(StartPeer(producer, {"die", name, "before-claim"}));
+  ASSERT_TRUE(producer.WaitForLine("dying", &line, kGuard)) << line;
+  const pid_t pid = producer.Pid();
+  const int status = producer.Wait(kGuard);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  about_to_check = true;
+  bus.CheckProducers();
+  checked = true;
+  // Only batches from here on: the exit is reported once what the producer
+  // published (8 messages) is dispatched.
+  std::uint64_t received = 0;
+  const auto count = [&received](const sluice::MessageEnvelope<Payload>&) { ++received; };
+  ASSERT_TRUE(DispatchWithUntil(bus, count, [&exits] { return exits.Any(); }))
+      << "the dead producer was read as running";
+  EXPECT_TRUE(exits.seen.front().killed);
+  EXPECT_EQ(exits.seen.front().pid, pid);
+  EXPECT_EQ(received, 8U);
 }
 
 // The offset of a time namespace, as /proc/self/timens_offsets gives it.

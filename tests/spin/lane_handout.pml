@@ -34,7 +34,9 @@
  * HandOut, one request at a time: (U1) a lane with F; (U2) clear F; (U3)
  * open cur and take the role on that open (held: set F back, next lane);
  * (U4) S = Owned (release); (U5) A = 1 (release); (U6) send the descriptor
- * and close our copy. Attach: receive, map, write; Detach: S = Detached
+ * and close our copy. U1 to U6 hold the lock that CheckProducers' reads
+ * take (`lk`), so a pass never sees the role held by our copy of a lane
+ * whose producer already died. Attach: receive, map, write; Detach: S = Detached
  * (release), drop the role, unmap. CheckProducers, every lane whatever its
  * A: S (acquire) Detached: gone; Owned with no role held: S read again,
  * gone (killed unless Detached). TendGoneLanes, each gone lane: clear A;
@@ -63,8 +65,9 @@
  *
  * Steps merged where nothing can tell them apart: the request read with U1
  * to U3 (until U3 the lane is the server's alone and nothing is held: a
- * kill among them is a kill after them); U6's send and close (a kill
- * between them closes our copy); CheckProducers' reads of a pass, and the
+ * kill among them is a kill after them); U6's send and close (under the
+ * lock, so no pass runs between them; a kill between them closes our
+ * copy); CheckProducers' reads of a pass, and the
  * clearing of A with them (reads, then a store to a gone lane, which has
  * no F and so is no lane the server touches); a producer's role drop,
  * unmap and close (a kill after Detached does the same); the hostile
@@ -86,7 +89,11 @@
  *    Free (assertion at U3);
  *  - no lane leaked: at the end every lane is free (F);
  *  - the exit report: a lane judged killed is mapped by no live producer
- *    (no owner that is still detaching).
+ *    (no owner that is still detaching);
+ *  - no dead producer read as running: a pass finds gone every lane whose
+ *    owner was sent its object and has died, so one CheckProducers after
+ *    a producer's death reports it (the pass runs whenever such a lane
+ *    exists, besides when one would find a lane gone).
  *
  * SPIN interleaves statements one at a time, a sequentially consistent
  * execution: each release store is read by its acquire in order; the
@@ -123,7 +130,12 @@
  *     the role dropped and the lane still Owned, and reports a producer
  *     that is detaching as killed (the exit report);
  *  7: ResetLane sets F before the rename: the server hands out the old
- *     object, Detached (U3).
+ *     object, Detached (U3);
+ *  8: HandOut releases the lock after U5 and sends the descriptor and
+ *     closes our copy as two steps outside it: the producer receives it
+ *     and dies, and a pass between the send and the close finds the role
+ *     held by our copy and reads the dead producer as running (the pass's
+ *     assertion).
  */
 
 #ifndef LANES
@@ -157,6 +169,7 @@ bit pdead[NP];
 byte ndone = 0;       /* producers done: detached, killed or refused */
 bit srv_done = 0;     /* the server has stopped taking requests */
 bit asked = 0;        /* producer 0 has asked for a lane */
+bit lk = 0;           /* the hand-out holds the lock CheckProducers takes */
 
 /* Ghosts. */
 byte mapped[NP];      /* the object each producer maps, + 1 */
@@ -192,6 +205,7 @@ inline close_ref(o) {
   :: skip \
   :: g == 0 && !killed -> \
      if :: sd != 0 -> close_ref(sd - 1); sd = 0 :: else -> skip fi; \
+     lk = 0; \
      if \
      :: serving != 0 -> \
         if :: !pdead[serving - 1] -> rep[serving - 1]!0 :: else -> skip fi; \
@@ -206,7 +220,9 @@ inline close_ref(o) {
 #define FORGET  p = 0; l = 0; o = 0
 
 /* (U6) the descriptor sent (to a dead producer the send fails) and our
- * copy closed: one step, since a kill between them closes it anyway. */
+ * copy closed, under the lock: one step, since no pass runs between them
+ * and a kill between them closes it anyway. Bug 8 makes them two steps
+ * after the lock is released. */
 inline send_and_close() {
   atomic {
     if
@@ -219,8 +235,15 @@ inline send_and_close() {
        refs[o]++
     fi;
     serving = 0;
+#if PLANTED_BUG == 8
+    MAY_KILL
+  };
+  atomic {
+    (sd != 0) ->
+#endif
     close_ref(o);
     sd = 0;
+    lk = 0;
 #if PLANTED_BUG != 3
     FORGET;
 #endif
@@ -250,7 +273,8 @@ proctype Server(bit g) {
             refused = 1;
             break
          :: l < LANES && !F[l] -> l++
-         :: l < LANES && F[l] ->   /* (U1) */
+         :: l < LANES && F[l] ->   /* (U1), the lock taken */
+            lk = 1;
 #if PLANTED_BUG != 4
             /* (U2) F cleared before anything is done to the lane. Bug 4
              * breaks this line: the clear moved after U5. */
@@ -261,6 +285,7 @@ proctype Server(bit g) {
             if
             :: R[o] ->
                /* Held elsewhere: not ours, F set back. */
+               lk = 0;
 #if PLANTED_BUG != 4
                F[l] = 1;
 #endif
@@ -293,7 +318,12 @@ proctype Server(bit g) {
 #if PLANTED_BUG == 3
        atomic { A[l] = 1; FORGET; MAY_KILL };
 #else
+#if PLANTED_BUG == 8
+       /* Bug 8: the lock released before the descriptor leaves. */
+       atomic { A[l] = 1; lk = 0; MAY_KILL };
+#else
        atomic { A[l] = 1; MAY_KILL };
+#endif
 #if PLANTED_BUG == 4
        /* Bug 4: U2's clear of F, late. */
        atomic { F[l] = 0; MAY_KILL };
@@ -319,10 +349,17 @@ next:
 #else
 #define LEFT(l) (S[cur[l]] == DETACHED || S[cur[l]] == OWNED && !R[cur[l]])
 #endif
+/* A lane whose owner was sent its object and has died since (ghosts). */
+#define DEAD_OWNER(l) \
+  (S[cur[l]] == OWNED && handed[cur[l]] && owner[l] != 0 && pdead[owner[l] - 1])
+/* Such a lane that a pass would not find gone: what a pass must never see. */
+#define DEAD_HELD(l) (DEAD_OWNER(l) && !LEFT(l))
 #if LANES == 1
 #define WORK LEFT(0)
+#define MISJUDGED DEAD_HELD(0)
 #else
 #define WORK (LEFT(0) || LEFT(1))
+#define MISJUDGED (DEAD_HELD(0) || DEAD_HELD(1))
 #endif
 #define FIN (srv_done && ndone == NP)
 
@@ -334,8 +371,9 @@ proctype Consumer(bit g) {
   {
     do
     :: atomic {
-         /* A pass when it would find a lane gone, and once at the end. */
-         (WORK || FIN) ->
+         /* A pass when it would find a lane gone, or misjudge one, and
+          * once at the end; never while the hand-out holds the lock. */
+         !lk && (WORK || MISJUDGED || FIN) ->
          fin = FIN;
          /* CheckProducers, every lane whatever its A. SYNC POINT READ
           * (U): S; an owned lane's role; S again, which tells a detach
@@ -345,6 +383,8 @@ proctype Consumer(bit g) {
          l = 0;
          do
          :: l < LANES ->
+            /* A producer that died is not read as running. */
+            assert(!DEAD_HELD(l));
             if
             :: LEFT(l) ->
                /* Judged killed (not Detached): no live producer maps it. */

@@ -220,6 +220,50 @@ struct HandedLane {
   int lane_fd = -1;
 };
 
+// Test seam: when set, called on the hand-out thread after a lane's
+// descriptors were sent and before this process's copies are closed, the
+// moment at which the lane's role is held by two opens' descriptors.
+inline std::atomic<void (*)()> lane_sent_seam{nullptr};
+
+// The consumer's answer to one producer (the connection `peer`): a lane and
+// its descriptors (Deliver), or an error (Refuse).
+class LaneDelivery {
+ public:
+  explicit LaneDelivery(int peer) noexcept : peer_(peer) {}
+
+  // Sends lane `lane` (0-based) with the header's and the lane's
+  // descriptors, then closes them here. From its return the lane's role is
+  // held only by the producer's open, or by none when the producer is gone
+  // (a descriptor in flight to a dead process dies with its socket). The
+  // bus calls it under the lock its liveness check (CheckProducers) takes:
+  // the check never sees the role held by this process's copy after its
+  // producer died, and so never reports a dead producer as running.
+  void Deliver(std::uint32_t lane, int header_fd, int lane_fd) noexcept {
+    LaneReply reply;
+    reply.error = static_cast<std::uint32_t>(AttachError::kNone);
+    reply.lane = lane;
+    // The socket is non-blocking and its buffer empty: this never waits.
+    (void)SendWithDescriptors(peer_, &reply, sizeof(reply), header_fd, lane_fd);
+    if (void (*seam)() = lane_sent_seam.load(std::memory_order_acquire)) seam();
+    ::close(header_fd);
+    ::close(lane_fd);
+    answered_ = true;
+  }
+  // Sends `error` (not kNone), unless an answer was sent already.
+  void Refuse(AttachError error) noexcept {
+    if (answered_) return;
+    LaneReply reply;
+    reply.error = static_cast<std::uint32_t>(error);
+    (void)SendWithDescriptors(peer_, &reply, sizeof(reply), -1, -1);
+    answered_ = true;
+  }
+  bool Answered() const noexcept { return answered_; }
+
+ private:
+  int peer_;
+  bool answered_ = false;
+};
+
 // The producer's side: asks the consumer of the bus whose wake page
 // `wake_fd` is open (for writing) for a lane, at the socket `path` the
 // wake page names. Only a process of `owner` (the bus's parts' owner) or
@@ -295,10 +339,10 @@ inline AttachError RequestLane(int wake_fd, const std::string& path, uid_t owner
 class LaneHandoutService {
  public:
   // The bus's answer to a proven request from process `peer` (its pid, a
-  // label): kNone with the lane and two descriptors the service sends and
-  // then closes, or the error to send.
+  // label): kNone once it has delivered a lane (`delivery.Deliver`), or the
+  // error the service sends.
   using HandOut = AttachError (*)(void* bus, const LaneRequest& request, std::int32_t peer,
-                                  HandedLane* lane);
+                                  LaneDelivery& delivery);
   static constexpr std::size_t kPending = 32;
 
   LaneHandoutService() noexcept = default;
@@ -451,24 +495,19 @@ class LaneHandoutService {
       if (proof >= 0) ::close(proof);
       return;  // not a request: dropped without an answer
     }
-    LaneReply reply;
-    reply.error = static_cast<std::uint32_t>(CheckProof(proof));
+    AttachError error = CheckProof(proof);
     if (proof >= 0) ::close(proof);
-    HandedLane lane;
-    if (reply.error == static_cast<std::uint32_t>(AttachError::kNone)) {
+    LaneDelivery delivery(peer);
+    if (error == AttachError::kNone) {
       ucred credentials{};
       socklen_t length = sizeof(credentials);
       (void)::getsockopt(peer, SOL_SOCKET, SO_PEERCRED, &credentials, &length);
       request.name[kProducerNameCapacity - 1] = '\0';
-      reply.error = static_cast<std::uint32_t>(hand_out_(bus_, request, credentials.pid, &lane));
-      reply.lane = lane.lane;
+      error = hand_out_(bus_, request, credentials.pid, delivery);
     }
-    // A producer gone before it reads this loses the descriptors in flight
-    // with its socket: the lane's role drops with them, and the consumer
-    // hands the lane back as it would a producer killed after attaching.
-    (void)SendWithDescriptors(peer, &reply, sizeof(reply), lane.header_fd, lane.lane_fd);
-    if (lane.header_fd >= 0) ::close(lane.header_fd);
-    if (lane.lane_fd >= 0) ::close(lane.lane_fd);
+    // A lane delivered, or the error. (kNone with nothing delivered would
+    // be the bus's mistake: the producer is told the system failed.)
+    delivery.Refuse(error != AttachError::kNone ? error : AttachError::kSystemError);
   }
 
   // The proof: an open, for writing, of this bus's wake page, which the

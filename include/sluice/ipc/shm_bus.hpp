@@ -541,7 +541,7 @@ class ShmBus {
   // hand-out thread; Close and Discard stop that thread before they change
   // anything it reads here).
   static AttachError HandOutLane(void* self, const detail::LaneRequest& request, std::int32_t peer,
-                                 detail::HandedLane* out) {
+                                 detail::LaneDelivery& delivery) {
     auto* bus = static_cast<ShmBus*>(self);
     // The header as the producer will read it: refused here, before a lane
     // is taken, for what the producer would refuse after.
@@ -558,13 +558,11 @@ class ShmBus {
     // The producer's view of the header: read-only.
     const int header_fd = bus->segment_.Reopen(bus->name_, /*writable=*/false);
     if (header_fd < 0) return AttachError::kSystemError;
-    const AttachError handed = bus->front_.Lanes().HandOut(request.name, peer, out);
-    if (handed != AttachError::kNone) {
-      ::close(header_fd);
-      return handed;
-    }
-    out->header_fd = header_fd;
-    return AttachError::kNone;
+    const AttachError handed = bus->front_.Lanes().HandOut(
+        request.name, peer,
+        [&](std::uint32_t lane, int lane_fd) { delivery.Deliver(lane, header_fd, lane_fd); });
+    if (handed != AttachError::kNone) ::close(header_fd);
+    return handed;
   }
 
   template <typename Batch>

@@ -227,11 +227,14 @@ class ConsumerLanes {
 
   // The hand-out (sluice/ipc/lane_handout.hpp), on its thread: a free lane
   // for the producer process `peer`, its role taken on a new open of the
-  // lane's object, which *out carries to the producer. Serialised with
-  // the consumer thread's looks at the lanes (CheckProducers, hand-backs)
-  // by one lock: a lane is free, being handed out, or owned, never seen
-  // half way.
-  AttachError HandOut(const char* producer_name, std::int32_t peer, HandedLane* out) {
+  // lane's object, which `deliver(lane, descriptor)` sends to the producer
+  // and closes here. Serialised with the consumer thread's looks at the
+  // lanes (CheckProducers, hand-backs) by one lock, the delivery included:
+  // a lane is free, being handed out, or owned, never seen half way, and
+  // an owned lane's role is never seen held by this process's copy of the
+  // descriptor (which would make a producer dead since read as running).
+  template <typename Deliver>
+  AttachError HandOut(const char* producer_name, std::int32_t peer, Deliver&& deliver) {
     const std::lock_guard<std::mutex> hold(handout_lock_);
     if (header_ == nullptr) return AttachError::kConsumerGone;
     for (std::uint64_t free =
@@ -261,8 +264,7 @@ class ConsumerLanes {
       // both before the descriptor (and with it any publish) leaves.
       control.state.store(kLaneOwned, std::memory_order_release);
       header_->lanes_active.fetch_or(bit, std::memory_order_release);
-      out->lane = static_cast<std::uint32_t>(lane);
-      out->lane_fd = fd;
+      deliver(static_cast<std::uint32_t>(lane), fd);
       return AttachError::kNone;
     }
     return AttachError::kNoFreeLane;
