@@ -42,6 +42,10 @@
 #include "sluice/ipc/segment.hpp"
 #include "sluice/statistics.hpp"
 
+#ifndef SLUICE_IPC_TEST_SEAMS
+#define SLUICE_IPC_TEST_SEAMS 0
+#endif
+
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace ipc {
@@ -220,10 +224,15 @@ struct HandedLane {
   int lane_fd = -1;
 };
 
-// Test seam: when set, called on the hand-out thread after a lane's
-// descriptors were sent and before this process's copies are closed, the
-// moment at which the lane's role is held by two opens' descriptors.
+// Test seam, compiled only into the tests (SLUICE_IPC_TEST_SEAMS; even an
+// unused call through a pointer changes how the compiler lays out the
+// consumer's dispatch in the same unit): when set, called on the hand-out
+// thread after a lane's descriptors were sent and before this process's
+// copies are closed, the moment at which the lane's role is held by two
+// opens' descriptors.
+#if SLUICE_IPC_TEST_SEAMS
 inline std::atomic<void (*)()> lane_sent_seam{nullptr};
+#endif
 
 // The consumer's answer to one producer (the connection `peer`): a lane and
 // its descriptors (Deliver), or an error (Refuse).
@@ -244,7 +253,9 @@ class LaneDelivery {
     reply.lane = lane;
     // The socket is non-blocking and its buffer empty: this never waits.
     (void)SendWithDescriptors(peer_, &reply, sizeof(reply), header_fd, lane_fd);
+#if SLUICE_IPC_TEST_SEAMS
     if (void (*seam)() = lane_sent_seam.load(std::memory_order_acquire)) seam();
+#endif
     ::close(header_fd);
     ::close(lane_fd);
     answered_ = true;
