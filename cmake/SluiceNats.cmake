@@ -42,6 +42,18 @@ add_library(sluice::nats ALIAS sluice_nats)
 target_link_libraries(sluice_nats INTERFACE sluice::sluice ${sluice_nats_client})
 target_compile_features(sluice_nats INTERFACE cxx_std_17)
 
+# Signed frames (sluice/nats/frame_signature.hpp) need OpenSSL's libcrypto,
+# for HMAC-SHA256. Without it the bridge builds without them, and a Start
+# whose options name a key fails.
+find_package(OpenSSL QUIET COMPONENTS Crypto)
+if(OpenSSL_FOUND)
+  target_link_libraries(sluice_nats INTERFACE OpenSSL::Crypto)
+  target_compile_definitions(sluice_nats INTERFACE SLUICE_NATS_HAS_SIGNING=1)
+else()
+  message(STATUS "Sluice: OpenSSL's libcrypto not found (Debian: libssl-dev); the NATS bridge "
+                 "is built without signed frames, and their tests skip")
+endif()
+
 find_program(SLUICE_NATS_SERVER nats-server)
 if(SLUICE_NATS_SERVER)
   message(STATUS "Sluice: NATS bridge on (${sluice_nats_client}); tests use ${SLUICE_NATS_SERVER}")

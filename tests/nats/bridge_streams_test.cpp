@@ -32,6 +32,7 @@ using sluice_nats_test::Consumer;
 using sluice_nats_test::EmergencyStop;
 using sluice_nats_test::EncodedFrame;
 using sluice_nats_test::Eventually;
+using sluice_nats_test::Index;
 using sluice_nats_test::kHangGuard;
 using sluice_nats_test::kSensorType;
 using sluice_nats_test::kStopType;
@@ -40,47 +41,9 @@ using sluice_nats_test::NatsBridgeTest;
 using sluice_nats_test::OptionsFor;
 using sluice_nats_test::PublishRaw;
 using sluice_nats_test::SensorReading;
-
-std::size_t Index(FrameError error) { return static_cast<std::size_t>(error); }
-
-// Frames whose handling has ended: admitted, dropped or refused. (Waiting
-// for frames_received instead would let Shutdown close the bus under a
-// frame still on its way in.)
-std::uint64_t Settled(const sluice::nats::BridgeStatisticsSnapshot& s) {
-  std::uint64_t total = s.Rejected();
-  for (std::size_t p = 0; p < sluice::kPriorityCount; ++p)
-    total += s.delivered[p] + s.bus_dropped[p];
-  return total;
-}
-
-// An EmergencyStop frame of stream (origin, instance) numbered `sequence`,
-// carrying `seq` in its payload.
-std::string StopFrame(std::uint64_t origin, std::uint64_t instance, std::uint64_t sequence,
-                      std::uint64_t seq, MessagePriority priority = MessagePriority::HIGH) {
-  FrameHeader header;
-  header.priority = priority;
-  header.type_id = kStopType;
-  header.origin_id = origin;
-  header.instance_id = instance;
-  header.sequence = sequence;
-  std::string payload;
-  EXPECT_TRUE(sluice::nats::DefaultCodec<EmergencyStop>::Encode(EmergencyStop{1, 2, seq}, payload));
-  return EncodedFrame(header, payload);
-}
-
-// Every EmergencyStop the bus dispatches, by its seq, on the consumer thread.
-struct StopLog {
-  std::mutex mutex;
-  std::map<std::uint64_t, int> times;  // seq -> how many times dispatched
-  std::atomic<std::uint64_t> count{0};
-
-  void Add(std::uint64_t seq) {
-    std::lock_guard<std::mutex> lock(mutex);
-    ++times[seq];
-    // Relaxed: a progress count the test polls; the map is read under the mutex.
-    count.fetch_add(1, std::memory_order_relaxed);
-  }
-};
+using sluice_nats_test::Settled;
+using sluice_nats_test::StopFrame;
+using sluice_nats_test::StopLog;
 
 TEST_F(NatsBridgeTest, GapsLateFramesAndDuplicatesAreCountedAndReplaysRefused) {
   Bus bus;

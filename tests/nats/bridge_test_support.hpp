@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <sluice/nats/bridge.hpp>
 #include <sstream>
 #include <string>
@@ -97,6 +99,49 @@ inline std::string EncodedFrame(sluice::nats::FrameHeader header, const std::str
   sluice::nats::EncodeFrameHeader(header, reinterpret_cast<std::uint8_t*>(bytes.data()));
   return bytes + payload;
 }
+
+// A refusal reason's index in the statistics' rejected counts.
+inline std::size_t Index(sluice::nats::FrameError error) { return static_cast<std::size_t>(error); }
+
+// Frames whose handling has ended: admitted, dropped or refused. (Waiting
+// for frames_received instead would let Shutdown close the bus under a
+// frame still on its way in.)
+inline std::uint64_t Settled(const sluice::nats::BridgeStatisticsSnapshot& s) {
+  std::uint64_t total = s.Rejected();
+  for (std::size_t p = 0; p < sluice::kPriorityCount; ++p)
+    total += s.delivered[p] + s.bus_dropped[p];
+  return total;
+}
+
+// An EmergencyStop frame of stream (origin, instance) numbered `sequence`,
+// carrying `seq` in its payload.
+inline std::string StopFrame(std::uint64_t origin, std::uint64_t instance, std::uint64_t sequence,
+                             std::uint64_t seq,
+                             sluice::MessagePriority priority = sluice::MessagePriority::HIGH) {
+  sluice::nats::FrameHeader header;
+  header.priority = priority;
+  header.type_id = kStopType;
+  header.origin_id = origin;
+  header.instance_id = instance;
+  header.sequence = sequence;
+  std::string payload;
+  EXPECT_TRUE(sluice::nats::DefaultCodec<EmergencyStop>::Encode(EmergencyStop{1, 2, seq}, payload));
+  return EncodedFrame(header, payload);
+}
+
+// Every EmergencyStop the bus dispatches, by its seq, on the consumer thread.
+struct StopLog {
+  std::mutex mutex;
+  std::map<std::uint64_t, int> times;  // seq -> how many times dispatched
+  std::atomic<std::uint64_t> count{0};
+
+  void Add(std::uint64_t seq) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    ++times[seq];
+    // Relaxed: a progress count the test polls; the map is read under the mutex.
+    count.fetch_add(1, std::memory_order_relaxed);
+  }
+};
 
 // Publishes raw bytes from a connection of its own, then waits until the
 // server has them.

@@ -45,10 +45,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const bool version1 = view.header.version == sluice::nats::kFrameVersion1;
     const std::size_t header_size =
         version1 ? sluice::nats::kFrameHeaderSizeV1 : sluice::nats::kFrameHeaderSize;
-    Check(view.payload_size + header_size == size, "the sizes disagree");
+    const std::size_t trailer_size = view.signature.present ? sluice::nats::kFrameSignatureSize : 0;
+    Check(view.payload_size + header_size + trailer_size == size, "the sizes disagree");
     Check(view.payload == data + header_size, "the payload is not after the header");
+    Check(!view.signature.present ||
+              (view.signature.mac == data + size - sluice::nats::kFrameMacSize &&
+               view.signature.signed_bytes == data &&
+               view.signature.signed_size == size - sluice::nats::kFrameMacSize),
+          "the signature block is not the frame's last bytes");
     std::uint8_t header[sluice::nats::kFrameHeaderSize];
-    sluice::nats::EncodeFrameHeader(view.header, header);
+    sluice::nats::EncodeFrameHeader(view.header, header, view.signature.present);
     if (!version1) {
       Check(std::memcmp(header, data, sizeof header) == 0, "the header re-encodes differently");
     } else {

@@ -120,7 +120,7 @@ TEST(NatsFrame, RejectsEachKindOfBadFrame) {
   frame[0] = 'X';
   EXPECT_EQ(DecodeFrame(frame.data(), frame.size(), &view), FrameError::kBadMagic);
   frame = good;
-  frame[4] = 3;
+  frame[4] = 4;  // 1 to 3 are read
   EXPECT_EQ(DecodeFrame(frame.data(), frame.size(), &view), FrameError::kUnknownVersion);
   frame[4] = 0;
   EXPECT_EQ(DecodeFrame(frame.data(), frame.size(), &view), FrameError::kUnknownVersion);
@@ -172,6 +172,8 @@ TEST(NatsFrame, EveryErrorHasAName) {
   EXPECT_STREQ(sluice::nats::ToString(FrameError::kUnsequenced), "unsequenced");
   EXPECT_STREQ(sluice::nats::ToString(FrameError::kStreamTableFull), "stream_table_full");
   EXPECT_STREQ(sluice::nats::ToString(FrameError::kTooFarAhead), "too_far_ahead");
+  EXPECT_STREQ(sluice::nats::ToString(FrameError::kUnsigned), "unsigned");
+  EXPECT_STREQ(sluice::nats::ToString(FrameError::kBadSignature), "bad_signature");
   EXPECT_STREQ(sluice::nats::ToString(static_cast<FrameError>(sluice::nats::kFrameErrorCount)),
                "invalid");
 }

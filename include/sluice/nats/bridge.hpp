@@ -41,6 +41,7 @@
 #include "sluice/nats/connection.hpp"
 #include "sluice/nats/counters.hpp"
 #include "sluice/nats/dispatch_acks.hpp"
+#include "sluice/nats/frame_signature.hpp"
 #include "sluice/nats/inbound.hpp"
 #include "sluice/nats/inbound_routes.hpp"
 #include "sluice/nats/jetstream_inbound.hpp"
@@ -189,6 +190,10 @@ class Bridge {
   // message once the bus has dispatched it; false when the bus's traits'
   // Observer is not an AckOnDispatch (sluice/nats/dispatch_acks.hpp), which
   // is how the bus tells the bridge, or without route.stream.
+  //
+  // route.require_signed accepts only frames a key of the options'
+  // frame_keys verifies; false without such a key (or without signing
+  // built in: kHasFrameSigning).
   template <typename T, typename Codec = DefaultCodec<WireType<T>>>
   [[nodiscard]] bool Receive(std::string subject, std::uint16_t type_id,
                              ReceiveOptions route = {}) {
@@ -202,6 +207,10 @@ class Bridge {
       return false;  // not reached: the check above fails to compile
     } else {
       if (route.ack == AckTiming::kOnDispatch && detail::DispatchAcksOf(bus_) == nullptr) {
+        return false;
+      }
+      // Signed frames only: some key must be able to verify one.
+      if (route.require_signed && (!kHasFrameSigning || options_.frame_keys.empty())) {
         return false;
       }
       const std::unique_lock<std::mutex> routes = routes_.Lock();
@@ -254,6 +263,17 @@ class Bridge {
       return StartResult{NATS_INVALID_ARG,
                          "Start: max_tracked_streams and max_tracked_unknown_streams must be 1 "
                          "or more, stream_idle 0 or more"};
+    }
+    if (!kHasFrameSigning && detail::WantsSigning(options_)) {
+      return StartResult{NATS_INVALID_ARG,
+                         "Start: signing_key or frame_keys given, but the bridge was built "
+                         "without OpenSSL's libcrypto (SLUICE_NATS_HAS_SIGNING)"};
+    }
+    if (!detail::IsValidSigning(options_)) {
+      return StartResult{NATS_INVALID_ARG,
+                         "Start: each signing secret must have 32 bytes or more and an origin "
+                         "other than 0, no origin and key id named twice, and signing_key's "
+                         "origin must be origin_id's (set, not drawn)"};
     }
     natsStatus status = connection_.Connect();
     if (status != NATS_OK) return StartResult{status, connection_.ErrorText(status)};

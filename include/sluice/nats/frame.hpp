@@ -1,5 +1,7 @@
 // The NATS bridge's wire frame: a fixed 56-byte header (version 2; 40 bytes
-// in version 1, which is still read), then the payload bytes a codec wrote. Standard library only
+// in version 1, which is still read), then the payload bytes a codec wrote;
+// version 3 is version 2 followed by a signature block (the key id and an
+// HMAC-SHA256: sluice/nats/frame_signature.hpp checks it). Standard library only
 // (no NATS client), so the decoder can be fuzzed and tested on its own. Every multi-byte field is
 // little-endian, written and read byte by byte: no alignment, no aliasing,
 // the same bytes on every host. docs/nats.md has the layout.
@@ -23,6 +25,13 @@ inline constexpr std::uint8_t kFrameVersion = 2;
 inline constexpr std::size_t kFrameHeaderSize = 56;
 inline constexpr std::uint8_t kFrameVersion1 = 1;
 inline constexpr std::size_t kFrameHeaderSizeV1 = 40;
+// A signed frame: version 2's header (with this version), the payload, then
+// the signature block: the key id (4 bytes) and the MAC (32 bytes) over
+// every byte before the MAC.
+inline constexpr std::uint8_t kFrameVersionSigned = 3;
+inline constexpr std::size_t kFrameKeyIdSize = 4;
+inline constexpr std::size_t kFrameMacSize = 32;
+inline constexpr std::size_t kFrameSignatureSize = kFrameKeyIdSize + kFrameMacSize;
 // The payload bound a decoder applies unless told another (NATS's own
 // default max_payload is 1 MiB, which also bounds the frame).
 inline constexpr std::uint32_t kDefaultMaxFramePayload = 1024 * 1024;
@@ -52,8 +61,15 @@ enum class FrameError : std::uint8_t {
   // Numbered more than a window ahead of its stream while the stream holds
   // as many such frames as it may (StreamTracker::kMaxHeld), none below it.
   kTooFarAhead,
+  // Without a signature, on a route that takes signed frames only
+  // (ReceiveOptions::require_signed).
+  kUnsigned,
+  // Signed, and its MAC is not the one a key of its origin and key id gives
+  // (BridgeOptions::frame_keys); or, on a route that takes signed frames
+  // only, no such key is known.
+  kBadSignature,
 };
-inline constexpr std::size_t kFrameErrorCount = 17;
+inline constexpr std::size_t kFrameErrorCount = 19;
 
 constexpr const char* ToString(FrameError error) noexcept {
   switch (error) {
@@ -91,6 +107,10 @@ constexpr const char* ToString(FrameError error) noexcept {
       return "stream_table_full";
     case FrameError::kTooFarAhead:
       return "too_far_ahead";
+    case FrameError::kUnsigned:
+      return "unsigned";
+    case FrameError::kBadSignature:
+      return "bad_signature";
   }
   return "invalid";
 }
@@ -114,11 +134,25 @@ struct FrameHeader {
   std::uint64_t sequence = 0;
 };
 
+// A version 3 frame's signature block, as read (not checked: see
+// sluice/nats/frame_signature.hpp).
+struct FrameSignature {
+  bool present = false;
+  std::uint32_t key_id = 0;
+  const std::uint8_t* mac = nullptr;  // kFrameMacSize bytes inside the input
+  // The bytes the MAC is over: the input's first signed_size bytes.
+  const std::uint8_t* signed_bytes = nullptr;
+  std::size_t signed_size = 0;
+};
+
 // A decoded frame: the header and a view of the payload inside the input.
+// header.version is 2 for a signed frame (its layout); signature.present
+// tells it apart.
 struct FrameView {
   FrameHeader header;
   const std::uint8_t* payload = nullptr;
   std::size_t payload_size = 0;
+  FrameSignature signature;
 };
 
 namespace detail {
@@ -141,12 +175,14 @@ constexpr T LoadLittle(const std::uint8_t* in) noexcept {
 
 }  // namespace detail
 
-// Writes a version 2 header into out[0, kFrameHeaderSize).
+// Writes a version 2 header into out[0, kFrameHeaderSize), or with
+// `signed_frame` a version 3 one (a signature block to follow the payload).
 // `header.payload_size` must be the number of payload bytes that follow;
-// the version written is always kFrameVersion.
-inline void EncodeFrameHeader(const FrameHeader& header, std::uint8_t* out) noexcept {
+// header.version is not read.
+inline void EncodeFrameHeader(const FrameHeader& header, std::uint8_t* out,
+                              bool signed_frame = false) noexcept {
   for (std::size_t i = 0; i < 4; ++i) out[i] = kFrameMagic[i];
-  out[4] = kFrameVersion;
+  out[4] = signed_frame ? kFrameVersionSigned : kFrameVersion;
   out[5] = static_cast<std::uint8_t>(header.priority);
   detail::StoreLittle<std::uint16_t>(out + 6, header.type_id);
   detail::StoreLittle<std::uint32_t>(out + 8, header.sender_id);
@@ -159,8 +195,9 @@ inline void EncodeFrameHeader(const FrameHeader& header, std::uint8_t* out) noex
 }
 
 // Checks and decodes `size` bytes at `data` (which may be null when size is
-// 0): a version 2 frame, or a version 1 frame (its timestamp converted to
-// nanoseconds, no stream fields). On success fills `out` (its payload
+// 0): a version 2 frame, a version 3 frame (version 2 signed: its signature
+// block read, not checked), or a version 1 frame (its timestamp converted
+// to nanoseconds, no stream fields). On success fills `out` (its payload
 // points into `data`) and returns FrameError::kNone; otherwise returns the
 // first failed check, in the order of the enum, and leaves `out`
 // unspecified. Reads only inside [data, data + size), for any input.
@@ -171,10 +208,13 @@ inline FrameError DecodeFrame(const std::uint8_t* data, std::size_t size, FrameV
   for (std::size_t i = 0; i < 4; ++i) {
     if (data[i] != kFrameMagic[i]) return FrameError::kBadMagic;
   }
-  const std::uint8_t version = data[4];
+  std::uint8_t version = data[4];
+  const bool signed_frame = version == kFrameVersionSigned;
+  if (signed_frame) version = kFrameVersion;  // the same header
   if (version != kFrameVersion && version != kFrameVersion1) return FrameError::kUnknownVersion;
   const std::size_t header_size = version == kFrameVersion ? kFrameHeaderSize : kFrameHeaderSizeV1;
-  if (size < header_size) return FrameError::kTooShort;
+  const std::size_t trailer_size = signed_frame ? kFrameSignatureSize : 0;
+  if (size < header_size + trailer_size) return FrameError::kTooShort;
   if (data[5] >= kPriorityCount) return FrameError::kBadPriority;
   FrameHeader& header = out->header;
   header.version = version;
@@ -197,10 +237,20 @@ inline FrameError DecodeFrame(const std::uint8_t* data, std::size_t size, FrameV
     header.sequence = 0;
   }
   if (header.payload_size > max_payload) return FrameError::kOversized;
-  // No overflow: size >= header_size here.
-  if (header.payload_size != size - header_size) return FrameError::kLengthMismatch;
+  // No overflow: size >= header_size + trailer_size here.
+  if (header.payload_size != size - header_size - trailer_size) return FrameError::kLengthMismatch;
   out->payload = data + header_size;
   out->payload_size = header.payload_size;
+  FrameSignature& signature = out->signature;
+  signature = FrameSignature{};
+  if (signed_frame) {
+    const std::uint8_t* block = data + header_size + header.payload_size;
+    signature.present = true;
+    signature.key_id = detail::LoadLittle<std::uint32_t>(block);
+    signature.mac = block + kFrameKeyIdSize;
+    signature.signed_bytes = data;
+    signature.signed_size = size - kFrameMacSize;
+  }
   return FrameError::kNone;
 }
 

@@ -27,6 +27,7 @@
 #include "sluice/nats/counters.hpp"
 #include "sluice/nats/dispatch_acks.hpp"
 #include "sluice/nats/frame.hpp"
+#include "sluice/nats/frame_signature.hpp"
 #include "sluice/nats/metrics.hpp"
 #include "sluice/nats/options.hpp"
 #include "sluice/nats/remote.hpp"
@@ -59,7 +60,8 @@ class Receiver {
                               static_cast<std::uint64_t>(
                                   sluice::detail::SaturatingNanos(
                                       std::max(options.stream_idle, std::chrono::milliseconds(0)))
-                                      .count())}) {}
+                                      .count())}),
+        verifier_(options.frame_keys) {}
 
   Receiver(const Receiver&) = delete;
   Receiver& operator=(const Receiver&) = delete;
@@ -79,6 +81,7 @@ class Receiver {
     // consumer, sees part of each stream: no gaps counted. A JetStream
     // route read alone counts what the stream lost before it was fetched.
     inbound->count_gaps = subject.queue_group.empty() && !subject.shared_durable;
+    inbound->require_signed = subject.require_signed;
     inbound->types = std::move(types);
     if (subject.ack == AckTiming::kOnDispatch) inbound->acks = DispatchAcksOf(bus_);
     return inbound;
@@ -134,6 +137,9 @@ class Receiver {
   // which arrived as `arrival` says.
   FrameError Route(const Subscription& inbound, std::string_view subject, const FrameView& view,
                    bool* admitted, const Arrival& arrival = Arrival{}) noexcept {
+    // Its signature first: nothing a forged frame claims is looked at.
+    const FrameError signature = CheckSignature(inbound, view);
+    if (signature != FrameError::kNone) return signature;
     // Each priority has its own subscription, queue and thread: a frame on
     // another priority's subject would take the wrong one.
     if (view.header.priority != inbound.priority) return FrameError::kPriorityMismatch;
@@ -256,6 +262,24 @@ class Receiver {
                                    reinterpret_cast<const std::uint8_t*>(natsMsg_GetData(message)),
                                    length < 0 ? 0 : static_cast<std::size_t>(length));
     natsMsg_Destroy(message);
+  }
+
+  // A signed frame is checked whatever its route: refused when a key of
+  // its origin and key id gives another MAC. On a route that takes signed
+  // frames only, a frame no key verifies is refused too.
+  FrameError CheckSignature(const Subscription& inbound, const FrameView& view) const noexcept {
+    if (!view.signature.present) {
+      return inbound.require_signed ? FrameError::kUnsigned : FrameError::kNone;
+    }
+    switch (verifier_.Check(view)) {
+      case FrameVerifier::Verdict::kVerified:
+        return FrameError::kNone;
+      case FrameVerifier::Verdict::kNoKey:
+        return inbound.require_signed ? FrameError::kBadSignature : FrameError::kNone;
+      case FrameVerifier::Verdict::kMismatch:
+        break;
+    }
+    return FrameError::kBadSignature;
   }
 
   // The frame's place in its stream: a duplicate or a stale number is
@@ -400,6 +424,8 @@ class Receiver {
   // The inbound streams, shared by the client's threads and the fetchers.
   mutable std::mutex streams_mutex_;
   StreamTracker streams_;
+  // The keys of signed frames: made here, read only after.
+  const FrameVerifier verifier_;
 };
 
 }  // namespace detail

@@ -45,6 +45,18 @@ struct TlsOptions {
   bool skip_verification = false;
 };
 
+// A key of signed frames (docs/nats.md, "Signed frames"): a secret that one
+// origin signs its frames with, shared by it and the receivers that check
+// them. An HMAC key: whoever holds it can sign as that origin.
+struct FrameKey {
+  std::uint64_t origin_id = 0;  // the origin whose frames it signs (not 0)
+  std::uint32_t key_id = 0;     // which of that origin's keys (to roll keys over)
+  std::string secret;           // kMinFrameKeySize bytes or more
+};
+// The shortest secret a FrameKey may have: 32 bytes, SHA-256's output, as
+// RFC 2104 advises for HMAC keys.
+inline constexpr std::size_t kMinFrameKeySize = 32;
+
 struct BridgeOptions {
   std::string url = "nats://127.0.0.1:4222";
   // Several servers (a cluster, or one server's addresses): when not empty,
@@ -118,6 +130,18 @@ struct BridgeOptions {
   // (kOriginNotAllowed). An origin id is what the sender claims: make it
   // mean something with the server's permissions (docs/nats.md, Trust).
   std::array<std::vector<std::uint64_t>, kPriorityCount> allowed_origins;
+  // Signed frames (docs/nats.md, "Signed frames"; needs the bridge built
+  // with OpenSSL's libcrypto, SLUICE_NATS_HAS_SIGNING). signing_key: with a
+  // secret, every frame this bridge sends is signed with it (version 3);
+  // its origin_id must be origin_id's, which must then be set, not drawn.
+  // frame_keys: the keys a receiver checks signed frames with, any number
+  // per origin (one per key id). A signed frame whose origin and key id
+  // name a key here and whose MAC that key does not give is refused on
+  // every route (kBadSignature); a route with require_signed accepts only
+  // frames a key here verifies. Otherwise Start fails with NATS_INVALID_ARG
+  // (a secret too short, an origin 0, a key named twice).
+  FrameKey signing_key;
+  std::vector<FrameKey> frame_keys;
   // Accept version 1 frames, which carry no stream fields: they cannot be
   // checked for gaps or replays (counted as unsequenced). Off: refused
   // (kUnsequenced).
@@ -235,6 +259,10 @@ struct ReceiveOptions {
   // With `stream`: when each message is acknowledged (AckTiming). Without:
   // must stay kOnAdmission (core NATS acknowledges nothing).
   AckTiming ack = AckTiming::kOnAdmission;
+  // Only frames signed with a key of BridgeOptions::frame_keys: one without
+  // a signature is refused (kUnsigned), one no key verifies too
+  // (kBadSignature). Needs at least one key, and signing built in.
+  bool require_signed = false;
 };
 
 namespace detail {
@@ -252,6 +280,24 @@ inline bool IsValidRoute(const ReceiveOptions& route) noexcept {
 inline bool IsValidStreamTable(const BridgeOptions& options) noexcept {
   return options.max_tracked_streams > 0 && options.max_tracked_unknown_streams > 0 &&
          options.stream_idle.count() >= 0;
+}
+
+// The signing keys: each secret long enough, each verifying key of an
+// origin, none named twice, and the sending key the bridge's own origin's.
+inline bool IsValidSigning(const BridgeOptions& options) noexcept {
+  const FrameKey& own = options.signing_key;
+  if (!own.secret.empty() && (own.secret.size() < kMinFrameKeySize || options.origin_id == 0 ||
+                              own.origin_id != options.origin_id)) {
+    return false;
+  }
+  const std::vector<FrameKey>& keys = options.frame_keys;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].origin_id == 0 || keys[i].secret.size() < kMinFrameKeySize) return false;
+    for (std::size_t j = 0; j < i; ++j) {
+      if (keys[j].origin_id == keys[i].origin_id && keys[j].key_id == keys[i].key_id) return false;
+    }
+  }
+  return true;
 }
 
 // Any TLS setting asks for TLS: a CA file or an expected hostname must

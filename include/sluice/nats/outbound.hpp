@@ -16,6 +16,7 @@
 #include "sluice/nats/connection.hpp"
 #include "sluice/nats/counters.hpp"
 #include "sluice/nats/frame.hpp"
+#include "sluice/nats/frame_signature.hpp"
 #include "sluice/nats/jetstream_outbound.hpp"
 #include "sluice/nats/options.hpp"
 #include "sluice/nats/routes.hpp"
@@ -72,7 +73,10 @@ class Sender {
     }
     std::string& frame = route.buffer;
     frame.assign(kFrameHeaderSize, '\0');
-    if (!Encode<T, Codec>(message, frame) || !FitsBound(frame.size())) {
+    const bool signing = !options_.signing_key.secret.empty();
+    if (!Encode<T, Codec>(message, frame) ||
+        !FitsBound(frame.size() - kFrameHeaderSize,
+                   frame.size() + (signing ? kFrameSignatureSize : 0))) {
       Count(counters_.encode_failed);
       return;
     }
@@ -88,7 +92,14 @@ class Sender {
     // Every frame handed to the client takes the subject's next number,
     // also one the client then refuses: the receiver sees it as a gap.
     frame_header.sequence = ++(*route.sequence)[p];
-    EncodeFrameHeader(frame_header, reinterpret_cast<std::uint8_t*>(frame.data()));
+    EncodeFrameHeader(frame_header, reinterpret_cast<std::uint8_t*>(frame.data()), signing);
+    // The MAC covers the header with its number: a frame whose MAC could
+    // not be made (libcrypto out of memory) is a failed encode, and its
+    // number a gap to the receivers.
+    if (signing && !AppendSignature(frame, options_.signing_key)) {
+      Count(counters_.encode_failed);
+      return;
+    }
     if (route.jetstream) {
       publisher_.Publish(route.subjects[p], p, frame, frame_header);
       return;
@@ -126,11 +137,11 @@ class Sender {
   }
 
   // The whole frame against both bounds: its payload against max_payload
-  // (what the receiving decoder checks), and header and payload together
-  // against the server's max_payload (what the server accepts; a publish
-  // its newer bound refuses is caught in Send).
-  bool FitsBound(std::size_t frame_size) const noexcept {
-    if (frame_size - kFrameHeaderSize > options_.max_payload) return false;
+  // (what the receiving decoder checks), and the whole frame (header,
+  // payload, signature) against the server's max_payload (what the server
+  // accepts; a publish its newer bound refuses is caught in Send).
+  bool FitsBound(std::size_t payload_size, std::size_t frame_size) const noexcept {
+    if (payload_size > options_.max_payload) return false;
     const std::int64_t server = connection_.ServerMaxPayload();
     return server <= 0 || frame_size <= static_cast<std::uint64_t>(server);
   }

@@ -69,6 +69,7 @@ struct InboundSubject {
   std::string durable;
   AckTiming ack = AckTiming::kOnAdmission;  // JetStream: when a message is acknowledged
   bool shared_durable = false;              // JetStream: other bridges read the durables too
+  bool require_signed = false;              // only frames a key verifies
 };
 
 template <typename Sender, typename Receiver>
@@ -201,7 +202,8 @@ class RouteTable {
       }
       if (known.queue_group != route.queue_group || known.stream != route.stream ||
           known.durable != route.durable || known.ack != route.ack ||
-          known.shared_durable != route.shared_durable) {
+          known.shared_durable != route.shared_durable ||
+          known.require_signed != route.require_signed) {
         return Added::kRefused;
       }
       const bool has_type =
@@ -221,7 +223,8 @@ class RouteTable {
                                  std::move(route.stream),
                                  std::move(route.durable),
                                  route.ack,
-                                 route.shared_durable});
+                                 route.shared_durable,
+                                 route.require_signed});
     return Added::kNewSubject;
   }
 

@@ -45,7 +45,8 @@ struct InboundSubscription {
   std::string subject;                       // with the priority suffix
   std::string route_subject;                 // as given to Receive
   std::vector<InboundType<Receiver>> types;  // those the subject carries: a copy, never written
-  bool count_gaps = true;  // false in a queue group (a member sees part of a stream)
+  bool count_gaps = true;       // false in a queue group (a member sees part of a stream)
+  bool require_signed = false;  // ReceiveOptions::require_signed
   // JetStream, AckTiming::kOnDispatch: the bus's table of messages awaiting
   // dispatch (sluice/nats/dispatch_acks.hpp); null otherwise.
   DispatchAcks* acks = nullptr;
