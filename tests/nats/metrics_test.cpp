@@ -58,6 +58,7 @@ BridgeStatisticsSnapshot Distinct() {
   s.streams.streams_tracked = next++;
   s.streams.jumps_held = next++;
   s.streams.jumps_confirmed = next++;
+  s.streams.jumps_refused = next++;
   s.dispatch_acks.acknowledged = next++;
   s.dispatch_acks.withdrawn = next++;
   s.dispatch_acks.pending = next++;
@@ -146,6 +147,7 @@ TEST(NatsMetricsTest, EveryFigureReachesItsOwnFamilyAndLabels) {
       {"sluice_nats_streams_evicted_total", s.streams.streams_evicted},
       {"sluice_nats_stream_jumps_held_total", s.streams.jumps_held},
       {"sluice_nats_stream_jumps_confirmed_total", s.streams.jumps_confirmed},
+      {"sluice_nats_stream_jumps_refused_total", s.streams.jumps_refused},
       {"sluice_nats_jetstream_acknowledged_after_dispatch_total", s.dispatch_acks.acknowledged},
       {"sluice_nats_jetstream_withdrawn_total", s.dispatch_acks.withdrawn},
       {"sluice_nats_jetstream_awaiting_dispatch", s.dispatch_acks.pending},

@@ -277,6 +277,11 @@ void WriteBridgePrometheus(Sink&& sink, const BridgeMetrics* bridges, std::size_
              "Held frames a later frame confirmed: the jump taken, its skipped numbers "
              "counted as missing (at most 2^32 a jump).",
              [](const Snapshot& s) { return s.streams.jumps_confirmed; });
+  per_bridge("sluice_nats_stream_jumps_refused_total", "counter",
+             "Frames numbered more than 4,096 ahead of a stream that held as many such "
+             "frames as it may, none below them: refused (also counted in "
+             "sluice_nats_frames_rejected_total, reason too_far_ahead).",
+             [](const Snapshot& s) { return s.streams.jumps_refused; });
   per_bridge("sluice_nats_unsequenced_total", "counter",
              "Version 1 frames accepted without stream fields (not checked for gaps or "
              "duplicates).",
