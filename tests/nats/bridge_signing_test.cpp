@@ -47,12 +47,13 @@ constexpr auto kHigh = static_cast<std::size_t>(MessagePriority::HIGH);
 FrameKey SenderKey() { return FrameKey{kSender, 1, "the sender's secret, 32 bytes or longer"}; }
 
 // A HIGH EmergencyStop frame of (origin, instance, sequence) carrying
-// `seq`, signed with `key` (version 3).
-std::string SignedStopFrame(std::uint64_t origin, std::uint64_t instance, std::uint64_t sequence,
-                            std::uint64_t seq, const FrameKey& key) {
+// `seq`, signed with `key` (version 3) for `subject`.
+std::string SignedStopFrame(const std::string& subject, std::uint64_t origin,
+                            std::uint64_t instance, std::uint64_t sequence, std::uint64_t seq,
+                            const FrameKey& key) {
   std::string frame = StopFrame(origin, instance, sequence, seq);
   frame[4] = static_cast<char>(sluice::nats::kFrameVersionSigned);
-  EXPECT_TRUE(sluice::nats::detail::AppendSignature(frame, key));
+  EXPECT_TRUE(sluice::nats::detail::AppendSignature(frame, key, subject));
   return frame;
 }
 
@@ -123,17 +124,18 @@ TEST_F(NatsSignedFrameTest, ASignedRouteDeliversTheSendersFramesAndRefusesEachFo
   const FrameKey guessed{kSender, 1, "a guess at the sender's secret, 32 bytes"};
   const FrameKey unknown_id{kSender, 9, "the sender's secret, 32 bytes or longer"};
   const FrameKey others{kOther, 1, "another origin's secret, 32 bytes+"};
-  PublishRaw(server_.Url(), {
-                                {"s.stop.high", StopFrame(kSender, 66, 1, 101)},  // unsigned
-                                {"s.stop.high", SignedStopFrame(kSender, 67, 1, 102, guessed)},
-                                {"s.stop.high", payload_changed},
-                                {"s.stop.high", header_changed},
-                                {"s.stop.high", SignedStopFrame(kSender, 68, 1, 103, unknown_id)},
-                                // Another origin's own key: verified, then its
-                                // origin is not allowed at HIGH.
-                                {"s.stop.high", SignedStopFrame(kOther, 69, 1, 104, others)},
-                                {"s.stop.high", genuine[2]},  // replayed as captured
-                            });
+  PublishRaw(server_.Url(),
+             {
+                 {"s.stop.high", StopFrame(kSender, 66, 1, 101)},  // unsigned
+                 {"s.stop.high", SignedStopFrame("s.stop.high", kSender, 67, 1, 102, guessed)},
+                 {"s.stop.high", payload_changed},
+                 {"s.stop.high", header_changed},
+                 {"s.stop.high", SignedStopFrame("s.stop.high", kSender, 68, 1, 103, unknown_id)},
+                 // Another origin's own key: verified, then its
+                 // origin is not allowed at HIGH.
+                 {"s.stop.high", SignedStopFrame("s.stop.high", kOther, 69, 1, 104, others)},
+                 {"s.stop.high", genuine[2]},  // replayed as captured
+             });
   ASSERT_TRUE(Eventually([&] { return Settled(receiver.GetStatistics()) >= 5 + 7; }));
   (void)sender.Shutdown(10s);
   sender_consumer.Stop();
@@ -149,6 +151,48 @@ TEST_F(NatsSignedFrameTest, ASignedRouteDeliversTheSendersFramesAndRefusesEachFo
   EXPECT_EQ(stats.Rejected(), 7u);
   const std::lock_guard<std::mutex> lock(log.mutex);
   const std::map<std::uint64_t, int> expected = {{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}};
+  EXPECT_EQ(log.times, expected);
+}
+
+// The subject is signed too: a captured frame published again on another
+// subject its route receives (a new stream there) does not verify. And a
+// forged frame carrying the receiver's own origin is judged by its
+// signature first, counted and reported, not passed off as an echo.
+TEST_F(NatsSignedFrameTest, ACapturedFrameOnAnotherSubjectAndAForgedEchoAreRefusedAndCounted) {
+  constexpr std::uint64_t kReceiver = 0x2EC;
+  Bus bus;
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  options.origin_id = kReceiver;
+  options.frame_keys = {SenderKey()};
+  std::atomic<int> reported{0};
+  options.on_reject = [&](FrameError, std::string_view) { reported.fetch_add(1); };
+  Bridge receiver(bus, options);
+  sluice::nats::ReceiveOptions signed_only;
+  signed_only.require_signed = true;
+  ASSERT_TRUE(receiver.Receive<EmergencyStop>("fleet.*.stop", kStopType, signed_only));
+  StopLog log;
+  auto handle = bus.Subscribe<EmergencyStop>([&](const EmergencyStop& m) { log.Add(m.seq); });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  Consumer<Bus> consumer(bus);
+  const std::string genuine = SignedStopFrame("fleet.r1.stop.high", kSender, 1, 1, 1, SenderKey());
+  PublishRaw(server_.Url(), {
+                                {"fleet.r1.stop.high", genuine},
+                                {"fleet.r2.stop.high", genuine},  // the same bytes elsewhere
+                                {"fleet.r3.stop.high", genuine},
+                                {"fleet.r1.stop.high", StopFrame(kReceiver, 5, 1, 2)},  // "echo"
+                            });
+  ASSERT_TRUE(Eventually([&] { return Settled(receiver.GetStatistics()) >= 4; }));
+  (void)receiver.Shutdown(10s);
+  consumer.Stop();
+  const auto stats = receiver.GetStatistics();
+  EXPECT_EQ(stats.delivered[kHigh], 1u);
+  EXPECT_EQ(stats.rejected[Index(FrameError::kBadSignature)], 2u);
+  EXPECT_EQ(stats.rejected[Index(FrameError::kUnsigned)], 1u);
+  EXPECT_EQ(stats.echo_suppressed, 0u);
+  EXPECT_EQ(reported.load(), 3);
+  const std::lock_guard<std::mutex> lock(log.mutex);
+  const std::map<std::uint64_t, int> expected = {{1, 1}};
   EXPECT_EQ(log.times, expected);
 }
 
@@ -169,13 +213,14 @@ TEST_F(NatsSignedFrameTest, ARouteThatDoesNotRequireSignaturesStillRefusesABadOn
   Consumer<Bus> consumer(bus);
   const FrameKey guessed{kSender, 1, "a guess at the sender's secret, 32 bytes"};
   const FrameKey unknown{kOther, 4, "a key this receiver does not have....."};
-  PublishRaw(server_.Url(),
-             {
-                 {"o.stop.high", StopFrame(kSender, 1, 1, 1)},  // unsigned
-                 {"o.stop.high", SignedStopFrame(kSender, 1, 2, 2, SenderKey())},
-                 {"o.stop.high", SignedStopFrame(kSender, 1, 3, 3, guessed)},  // refused
-                 {"o.stop.high", SignedStopFrame(kOther, 1, 1, 4, unknown)},
-             });
+  PublishRaw(
+      server_.Url(),
+      {
+          {"o.stop.high", StopFrame(kSender, 1, 1, 1)},  // unsigned
+          {"o.stop.high", SignedStopFrame("o.stop.high", kSender, 1, 2, 2, SenderKey())},
+          {"o.stop.high", SignedStopFrame("o.stop.high", kSender, 1, 3, 3, guessed)},  // refused
+          {"o.stop.high", SignedStopFrame("o.stop.high", kOther, 1, 1, 4, unknown)},
+      });
   ASSERT_TRUE(Eventually([&] { return Settled(receiver.GetStatistics()) >= 4; }));
   (void)receiver.Shutdown(10s);
   consumer.Stop();

@@ -31,7 +31,10 @@ FrameKey Key(std::uint64_t origin, std::uint32_t id, char fill) {
   return FrameKey{origin, id, std::string(32, fill)};
 }
 
-// A signed frame of `key`: version 3 header, payload, key id, MAC.
+constexpr const char* kSubject = "fleet.r1.stop.high";
+
+// A signed frame of `key` for kSubject: version 3 header, payload, key id,
+// MAC.
 std::string SignedFrame(const FrameKey& key, const std::string& payload) {
   FrameHeader header;
   header.priority = sluice::MessagePriority::HIGH;
@@ -44,7 +47,7 @@ std::string SignedFrame(const FrameKey& key, const std::string& payload) {
   sluice::nats::EncodeFrameHeader(header, reinterpret_cast<std::uint8_t*>(frame.data()),
                                   /*signed_frame=*/true);
   frame += payload;
-  EXPECT_TRUE(sluice::nats::detail::AppendSignature(frame, key));
+  EXPECT_TRUE(sluice::nats::detail::AppendSignature(frame, key, kSubject));
   return frame;
 }
 
@@ -97,8 +100,9 @@ TEST_F(NatsFrameSignature, ASignedFrameIsVersion3WithTheKeyIdAndTheMacLast) {
   EXPECT_FALSE(view.signature.present);
 }
 
-// The MAC is HMAC-SHA256 over every byte before it, as OpenSSL's own tool
-// computes it from the key and those bytes.
+// The MAC is HMAC-SHA256 over the subject's length (2 bytes,
+// little-endian), the subject, then every byte of the frame before the MAC,
+// as OpenSSL's own tool computes it from the key and those bytes.
 TEST_F(NatsFrameSignature, TheMacIsTheHmacSha256ThatOpensslComputes) {
   if (std::system("openssl version > /dev/null 2>&1") != 0) {
     GTEST_SKIP() << "the openssl command is not installed (Debian: openssl)";
@@ -111,6 +115,10 @@ TEST_F(NatsFrameSignature, TheMacIsTheHmacSha256ThatOpensslComputes) {
   ::close(fd);
   {
     std::ofstream out(path, std::ios::binary);
+    const std::string subject = kSubject;
+    const char length[2] = {static_cast<char>(subject.size()), 0};
+    out.write(length, 2);
+    out << subject;
     out.write(frame.data(), static_cast<std::streamsize>(frame.size() - kFrameMacSize));
   }
   const std::string command =
@@ -137,7 +145,7 @@ TEST_F(NatsFrameSignature, AnyChangedByteOrAnotherKeyIsAMismatchAndAnUnknownKeyI
   const std::string frame = SignedFrame(key, "reading");
   FrameView view;
   ASSERT_EQ(Decode(frame, &view), FrameError::kNone);
-  EXPECT_EQ(verifier.Check(view), Verdict::kVerified);
+  EXPECT_EQ(verifier.Check(view, kSubject), Verdict::kVerified);
   // Every bit of every byte, the MAC's included.
   int mismatches = 0;
   int decoded = 0;
@@ -147,7 +155,7 @@ TEST_F(NatsFrameSignature, AnyChangedByteOrAnotherKeyIsAMismatchAndAnUnknownKeyI
       changed[i] = static_cast<char>(changed[i] ^ (1 << bit));
       if (Decode(changed, &view) != FrameError::kNone) continue;  // no longer a frame
       ++decoded;
-      const Verdict verdict = verifier.Check(view);
+      const Verdict verdict = verifier.Check(view, kSubject);
       EXPECT_NE(verdict, Verdict::kVerified) << "byte " << i << " bit " << bit;
       mismatches += verdict == Verdict::kMismatch ? 1 : 0;
     }
@@ -159,14 +167,20 @@ TEST_F(NatsFrameSignature, AnyChangedByteOrAnotherKeyIsAMismatchAndAnUnknownKeyI
   const FrameKey forger = Key(kOrigin, 1, 'f');
   const std::string forged = SignedFrame(forger, "reading");
   ASSERT_EQ(Decode(forged, &view), FrameError::kNone);
-  EXPECT_EQ(verifier.Check(view), Verdict::kMismatch);
+  EXPECT_EQ(verifier.Check(view, kSubject), Verdict::kMismatch);
+  // The same frame on another subject: a mismatch (a replay there would
+  // be a new stream).
+  ASSERT_EQ(Decode(frame, &view), FrameError::kNone);
+  EXPECT_EQ(verifier.Check(view, "fleet.r2.stop.high"), Verdict::kMismatch);
+  EXPECT_EQ(verifier.Check(view, "fleet.r1.stop.low"), Verdict::kMismatch);
+  EXPECT_EQ(verifier.Check(view, ""), Verdict::kMismatch);
   // A key id or an origin the verifier has no key for.
   const std::string unknown_id = SignedFrame(Key(kOrigin, 77, 'k'), "reading");
   ASSERT_EQ(Decode(unknown_id, &view), FrameError::kNone);
-  EXPECT_EQ(verifier.Check(view), Verdict::kNoKey);
+  EXPECT_EQ(verifier.Check(view, kSubject), Verdict::kNoKey);
   const std::string unknown_origin = SignedFrame(Key(0xBAD, 1, 'k'), "reading");
   ASSERT_EQ(Decode(unknown_origin, &view), FrameError::kNone);
-  EXPECT_EQ(verifier.Check(view), Verdict::kNoKey);
+  EXPECT_EQ(verifier.Check(view, kSubject), Verdict::kNoKey);
 }
 
 TEST_F(NatsFrameSignature, NoPrefixOfASignedFrameDecodes) {

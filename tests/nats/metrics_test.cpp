@@ -59,6 +59,11 @@ BridgeStatisticsSnapshot Distinct() {
   s.streams.jumps_held = next++;
   s.streams.jumps_confirmed = next++;
   s.streams.jumps_refused = next++;
+  s.streams.heartbeats_with_gaps = next++;
+  s.streams.heartbeats_far_ahead = next++;
+  s.streams.streams_silent = next++;
+  s.heartbeats_sent = next++;
+  s.heartbeats_received = next++;
   s.dispatch_acks.acknowledged = next++;
   s.dispatch_acks.withdrawn = next++;
   s.dispatch_acks.pending = next++;
@@ -148,6 +153,11 @@ TEST(NatsMetricsTest, EveryFigureReachesItsOwnFamilyAndLabels) {
       {"sluice_nats_stream_jumps_held_total", s.streams.jumps_held},
       {"sluice_nats_stream_jumps_confirmed_total", s.streams.jumps_confirmed},
       {"sluice_nats_stream_jumps_refused_total", s.streams.jumps_refused},
+      {"sluice_nats_heartbeats_sent_total", s.heartbeats_sent},
+      {"sluice_nats_heartbeats_received_total", s.heartbeats_received},
+      {"sluice_nats_heartbeats_with_gaps_total", s.streams.heartbeats_with_gaps},
+      {"sluice_nats_heartbeats_far_ahead_total", s.streams.heartbeats_far_ahead},
+      {"sluice_nats_streams_silent", s.streams.streams_silent},
       {"sluice_nats_jetstream_acknowledged_after_dispatch_total", s.dispatch_acks.acknowledged},
       {"sluice_nats_jetstream_withdrawn_total", s.dispatch_acks.withdrawn},
       {"sluice_nats_jetstream_awaiting_dispatch", s.dispatch_acks.pending},

@@ -98,7 +98,8 @@ TEST_F(RouteTableTest, ASubjectsRoutesShareItsNumbersAlsoAfterAStop) {
   EXPECT_EQ((*table_.outbound().back()->sequence)[1], 7u);
   table_.RestartSequences();
   for (const auto& route : table_.outbound()) {
-    for (const std::uint64_t number : *route->sequence) EXPECT_EQ(number, 0u);
+    for (const std::uint64_t number : route->sequence->given) EXPECT_EQ(number, 0u);
+    for (const auto& sent : route->sequence->sent) EXPECT_EQ(sent.load(), 0u);
   }
 }
 

@@ -42,6 +42,7 @@
 #include "sluice/nats/counters.hpp"
 #include "sluice/nats/dispatch_acks.hpp"
 #include "sluice/nats/frame_signature.hpp"
+#include "sluice/nats/heartbeat.hpp"
 #include "sluice/nats/inbound.hpp"
 #include "sluice/nats/inbound_routes.hpp"
 #include "sluice/nats/jetstream_inbound.hpp"
@@ -132,7 +133,8 @@ class Bridge {
         sender_(bus_, options_, origin_id_, counters_, connection_, publisher_),
         receiver_(bus_, options_, origin_id_, counters_, connection_, subscriptions_),
         fetcher_(bus_, options_, origin_id_, counters_, connection_, subscriptions_, receiver_),
-        inbound_(options_, routes_, connection_, subscriptions_, receiver_, fetcher_) {}
+        inbound_(options_, routes_, connection_, subscriptions_, receiver_, fetcher_),
+        heartbeats_(options_, origin_id_, counters_, connection_, routes_) {}
 
   Bridge(const Bridge&) = delete;
   Bridge& operator=(const Bridge&) = delete;
@@ -299,6 +301,7 @@ class Bridge {
       connection_.Reset();
       return StartResult{status, std::move(error)};
     }
+    heartbeats_.Start(sender_.InstanceId());
     routes_.set_started();
     return StartResult{};
   }
@@ -383,6 +386,7 @@ class Bridge {
   // routes' mutex, or from the destructor.
   void Release() {
     if (!connection_.is_open()) return;
+    heartbeats_.Stop();  // before the connection it publishes on goes
     publisher_.GiveUpStreamWaits();
     detail::Unsubscribe(bus_, routes_.TakeOutboundHandles());  // no Send runs after this
     fetcher_.StopAll();
@@ -407,6 +411,7 @@ class Bridge {
   Receiver receiver_;
   detail::StreamFetcher<Bus> fetcher_;
   Inbound inbound_;
+  detail::HeartbeatSender<Routes> heartbeats_;
 };
 
 }  // namespace nats

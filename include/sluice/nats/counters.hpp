@@ -38,6 +38,8 @@ struct Counters {
   std::atomic<std::uint64_t> loop_suppressed{0};
   std::atomic<std::uint64_t> frames_received{0};
   std::atomic<std::uint64_t> echo_suppressed{0};
+  std::atomic<std::uint64_t> heartbeats_sent{0};
+  std::atomic<std::uint64_t> heartbeats_received{0};
   std::array<std::atomic<std::uint64_t>, kFrameErrorCount> rejected{};
   std::atomic<std::uint64_t> on_reject_threw{0};
   std::atomic<std::uint64_t> disconnects{0};
@@ -69,6 +71,8 @@ struct Counters {
     s.loop_suppressed = load(loop_suppressed);
     s.frames_received = load(frames_received);
     s.echo_suppressed = load(echo_suppressed);
+    s.heartbeats_sent = load(heartbeats_sent);
+    s.heartbeats_received = load(heartbeats_received);
     for (std::size_t e = 0; e < kFrameErrorCount; ++e) s.rejected[e] = load(rejected[e]);
     s.disconnects = load(disconnects);
     s.reconnects = load(reconnects);

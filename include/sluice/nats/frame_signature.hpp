@@ -1,6 +1,9 @@
 // Signed frames: the MAC of a version 3 frame (sluice/nats/frame.hpp), an
-// HMAC-SHA256 (RFC 2104) over the header, the payload and the key id,
-// keyed with a secret of the sending origin's (FrameKey). The sender
+// HMAC-SHA256 (RFC 2104) over the subject the frame is published on, then
+// the header, the payload and the key id, keyed with a secret of the
+// sending origin's (FrameKey). The subject is signed too, so a frame
+// captured on one subject does not verify on another (each subject is a
+// stream of its own: there it would be new). The sender
 // appends it (AppendSignature); a receiver looks the key up by the frame's
 // origin and key id and compares in constant time (FrameVerifier). OpenSSL's
 // libcrypto computes it: sluice::nats defines SLUICE_NATS_HAS_SIGNING=1 and
@@ -12,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -42,17 +46,43 @@ inline bool WantsSigning(const BridgeOptions& options) noexcept {
   return !options.signing_key.secret.empty() || !options.frame_keys.empty();
 }
 
-// The MAC of `size` bytes at `data` under `secret` into mac[0, kFrameMacSize).
-// False when signing is not built in or libcrypto failed.
-inline bool ComputeFrameMac(const std::string& secret, const std::uint8_t* data, std::size_t size,
+// The longest subject a signed frame may travel on (its length is signed
+// in two bytes; NATS's own limit on a subject is far below).
+inline constexpr std::size_t kMaxSignedSubject = 0xFFFF;
+
+// The MAC of a frame published on `subject`, whose bytes before the MAC
+// are `size` bytes at `data`, under `secret`, into mac[0, kFrameMacSize):
+// HMAC-SHA256 over the subject's length (2 bytes, little-endian), the
+// subject, then those bytes. False when signing is not built in, the
+// subject is longer than kMaxSignedSubject, or libcrypto failed (or no
+// memory for the bytes' copy).
+inline bool ComputeFrameMac(const std::string& secret, std::string_view subject,
+                            const std::uint8_t* data, std::size_t size,
                             std::uint8_t* mac) noexcept {
 #if SLUICE_NATS_HAS_SIGNING
-  unsigned int written = 0;
-  const unsigned char* made =
-      HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), data, size, mac, &written);
-  return made != nullptr && written == kFrameMacSize;
+  if (subject.size() > kMaxSignedSubject) return false;
+#if SLUICE_HAS_EXCEPTIONS
+  try {
+#endif
+    // One buffer for the one-shot HMAC (its streaming API is deprecated in
+    // OpenSSL 3), reused by each thread.
+    thread_local std::vector<std::uint8_t> input;
+    input.resize(2 + subject.size() + size);
+    StoreLittle<std::uint16_t>(input.data(), static_cast<std::uint16_t>(subject.size()));
+    std::copy(subject.begin(), subject.end(), input.begin() + 2);
+    if (size > 0) std::copy(data, data + size, input.data() + 2 + subject.size());
+    unsigned int written = 0;
+    const unsigned char* made = HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+                                     input.data(), input.size(), mac, &written);
+    return made != nullptr && written == kFrameMacSize;
+#if SLUICE_HAS_EXCEPTIONS
+  } catch (...) {
+    return false;
+  }
+#endif
 #else
   (void)secret;
+  (void)subject;
   (void)data;
   (void)size;
   (void)mac;
@@ -61,15 +91,15 @@ inline bool ComputeFrameMac(const std::string& secret, const std::uint8_t* data,
 }
 
 // Appends the signature block to `frame`, which holds a version 3 header
-// (EncodeFrameHeader with signed_frame) and its payload: `key`'s id, then
-// the MAC over every byte before it. False (frame unspecified) when the
-// MAC could not be made.
-inline bool AppendSignature(std::string& frame, const FrameKey& key) {
+// (EncodeFrameHeader with signed_frame) and its payload and is to be
+// published on `subject`: `key`'s id, then the MAC (ComputeFrameMac).
+// False (frame unspecified) when the MAC could not be made.
+inline bool AppendSignature(std::string& frame, const FrameKey& key, std::string_view subject) {
   std::uint8_t block[kFrameSignatureSize];
   StoreLittle<std::uint32_t>(block, key.key_id);
   frame.append(reinterpret_cast<const char*>(block), kFrameKeyIdSize);
   std::uint8_t* mac = block + kFrameKeyIdSize;
-  if (!ComputeFrameMac(key.secret, reinterpret_cast<const std::uint8_t*>(frame.data()),
+  if (!ComputeFrameMac(key.secret, subject, reinterpret_cast<const std::uint8_t*>(frame.data()),
                        frame.size(), mac)) {
     return false;
   }
@@ -94,8 +124,8 @@ class FrameVerifier {
 
   bool Empty() const noexcept { return keys_.empty(); }
 
-  // A signed frame (view.signature.present) of origin `origin_id`.
-  Verdict Check(const FrameView& view) const noexcept {
+  // A signed frame (view.signature.present) that arrived on `subject`.
+  Verdict Check(const FrameView& view, std::string_view subject) const noexcept {
     FrameKey wanted;
     wanted.origin_id = view.header.origin_id;
     wanted.key_id = view.signature.key_id;
@@ -104,8 +134,8 @@ class FrameVerifier {
       return Verdict::kNoKey;
     }
     std::uint8_t mac[kFrameMacSize];
-    if (!ComputeFrameMac(key->secret, view.signature.signed_bytes, view.signature.signed_size,
-                         mac)) {
+    if (!ComputeFrameMac(key->secret, subject, view.signature.signed_bytes,
+                         view.signature.signed_size, mac)) {
       return Verdict::kMismatch;
     }
 #if SLUICE_NATS_HAS_SIGNING

@@ -28,6 +28,7 @@
 #include "sluice/nats/dispatch_acks.hpp"
 #include "sluice/nats/frame.hpp"
 #include "sluice/nats/frame_signature.hpp"
+#include "sluice/nats/heartbeat.hpp"
 #include "sluice/nats/metrics.hpp"
 #include "sluice/nats/options.hpp"
 #include "sluice/nats/remote.hpp"
@@ -117,6 +118,9 @@ class Receiver {
     Count(counters_.frames_received);
     FrameView view;
     FrameError error = DecodeFrame(data, size, &view, options_.max_payload);
+    // Its signature first: nothing a forged frame claims (its origin
+    // included) is looked at before.
+    if (error == FrameError::kNone) error = CheckSignature(inbound, subject, view);
     if (error == FrameError::kNone) {
       if (view.header.origin_id == origin_id_) {
         Count(counters_.echo_suppressed);
@@ -137,9 +141,6 @@ class Receiver {
   // which arrived as `arrival` says.
   FrameError Route(const Subscription& inbound, std::string_view subject, const FrameView& view,
                    bool* admitted, const Arrival& arrival = Arrival{}) noexcept {
-    // Its signature first: nothing a forged frame claims is looked at.
-    const FrameError signature = CheckSignature(inbound, view);
-    if (signature != FrameError::kNone) return signature;
     // Each priority has its own subscription, queue and thread: a frame on
     // another priority's subject would take the wrong one.
     if (view.header.priority != inbound.priority) return FrameError::kPriorityMismatch;
@@ -148,9 +149,14 @@ class Receiver {
         std::find(allowed.begin(), allowed.end(), view.header.origin_id) == allowed.end()) {
       return FrameError::kOriginNotAllowed;
     }
+    const bool at_least_once = admitted != nullptr;
+    // A heartbeat comes over core NATS only; on a JetStream route no type
+    // is 0, so it is refused as an unknown type below.
+    if (view.header.type_id == kHeartbeatTypeId && !at_least_once) {
+      return HandleHeartbeat(inbound, subject, view);
+    }
     // The frame is judged on its stream before its type and payload: a frame
     // that arrived is never a gap, whatever is refused after this.
-    const bool at_least_once = admitted != nullptr;
     // A JetStream message is judged now and noted only once admitted (or
     // refused for good): one handed back comes again as new. One behind the
     // duplicate check's window is admitted (at least once): it may never
@@ -250,7 +256,30 @@ class Receiver {
 
   StreamCounts StreamCountsNow() const {
     std::lock_guard<std::mutex> lock(streams_mutex_);
-    return streams_.Counts();
+    StreamCounts counts = streams_.Counts();
+    counts.streams_silent = streams_.Silent(NowNanos());
+    return counts;
+  }
+
+  // A signed frame is checked whatever its route: refused when a key of
+  // its origin and key id gives another MAC for it on `subject`. On a route
+  // that takes signed frames only, a frame no key verifies is refused too.
+  // Before anything else of a decoded frame (its origin's echo check
+  // included), by the core handler and the JetStream fetcher.
+  FrameError CheckSignature(const Subscription& inbound, std::string_view subject,
+                            const FrameView& view) const noexcept {
+    if (!view.signature.present) {
+      return inbound.require_signed ? FrameError::kUnsigned : FrameError::kNone;
+    }
+    switch (verifier_.Check(view, subject)) {
+      case FrameVerifier::Verdict::kVerified:
+        return FrameError::kNone;
+      case FrameVerifier::Verdict::kNoKey:
+        return inbound.require_signed ? FrameError::kBadSignature : FrameError::kNone;
+      case FrameVerifier::Verdict::kMismatch:
+        break;
+    }
+    return FrameError::kBadSignature;
   }
 
  private:
@@ -264,22 +293,33 @@ class Receiver {
     natsMsg_Destroy(message);
   }
 
-  // A signed frame is checked whatever its route: refused when a key of
-  // its origin and key id gives another MAC. On a route that takes signed
-  // frames only, a frame no key verifies is refused too.
-  FrameError CheckSignature(const Subscription& inbound, const FrameView& view) const noexcept {
-    if (!view.signature.present) {
-      return inbound.require_signed ? FrameError::kUnsigned : FrameError::kNone;
+  // A heartbeat (sluice/nats/heartbeat.hpp): the numbers its stream sent
+  // and this receiver did not get are counted as gaps; nothing reaches the
+  // bus. Its payload is its interval (4 bytes).
+  FrameError HandleHeartbeat(const Subscription& inbound, std::string_view subject,
+                             const FrameView& view) noexcept {
+    if (view.payload_size != kHeartbeatPayloadSize) return FrameError::kBadPayload;
+    const FrameHeader& header = view.header;
+    if (header.version == kFrameVersion1 || header.sequence == 0) {
+      return FrameError::kUnsequenced;
     }
-    switch (verifier_.Check(view)) {
-      case FrameVerifier::Verdict::kVerified:
-        return FrameError::kNone;
-      case FrameVerifier::Verdict::kNoKey:
-        return inbound.require_signed ? FrameError::kBadSignature : FrameError::kNone;
-      case FrameVerifier::Verdict::kMismatch:
-        break;
+    const std::uint64_t interval_ms = LoadLittle<std::uint32_t>(view.payload);
+    const std::uint64_t interval_ns =
+        interval_ms > ~std::uint64_t{0} / 1'000'000 ? ~std::uint64_t{0} : interval_ms * 1'000'000;
+    Count(counters_.heartbeats_received);
+    const std::uint64_t now = NowNanos();
+#if SLUICE_HAS_EXCEPTIONS
+    try {
+#endif
+      const std::lock_guard<std::mutex> lock(streams_mutex_);
+      (void)streams_.NoteHeartbeat(header.origin_id, header.instance_id, subject, header.sequence,
+                                   interval_ns, inbound.count_gaps, now);
+#if SLUICE_HAS_EXCEPTIONS
+    } catch (...) {
+      // The key's copy could not be made: the heartbeat tells nothing.
     }
-    return FrameError::kBadSignature;
+#endif
+    return FrameError::kNone;
   }
 
   // The frame's place in its stream: a duplicate or a stale number is

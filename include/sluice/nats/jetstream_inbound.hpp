@@ -189,6 +189,11 @@ class StreamFetcher {
     const Arrival arrival = ArrivalOf(message);
     bool admitted = false;
     Expectation expectation;
+    // Its signature first, as on core NATS (Receiver::CheckSignature).
+    if (error == FrameError::kNone) {
+      error = receiver_.CheckSignature(inbound, subject == nullptr ? std::string_view() : subject,
+                                       view);
+    }
     if (error == FrameError::kNone) {
       if (view.header.origin_id == origin_id_) {
         Count(counters_.echo_suppressed);

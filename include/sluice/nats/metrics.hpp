@@ -98,7 +98,11 @@ struct BridgeStatisticsSnapshot {
   StreamCounts streams{};
   // Version 1 frames accepted (BridgeOptions::accept_version_1): untracked.
   std::uint64_t unsequenced = 0;
-  std::uint64_t echo_suppressed = 0;                       // frames this bridge sent itself
+  std::uint64_t echo_suppressed = 0;  // frames this bridge sent itself
+  // Heartbeats sent on idle forwarded streams, and received (neither is a
+  // frame_sent, a delivery or a rejection).
+  std::uint64_t heartbeats_sent = 0;
+  std::uint64_t heartbeats_received = 0;
   std::array<std::uint64_t, kFrameErrorCount> rejected{};  // by FrameError
   std::uint64_t on_reject_threw = 0;  // BridgeOptions::on_reject threw (caught)
   // Connection. Disconnects the bridge's own close (Shutdown, destructor)
@@ -277,6 +281,23 @@ void WriteBridgePrometheus(Sink&& sink, const BridgeMetrics* bridges, std::size_
              "Held frames a later frame confirmed: the jump taken, its skipped numbers "
              "counted as missing (at most 2^32 a jump).",
              [](const Snapshot& s) { return s.streams.jumps_confirmed; });
+  per_bridge("sluice_nats_heartbeats_sent_total", "counter",
+             "Heartbeats sent on idle forwarded streams (heartbeat_interval).",
+             [](const Snapshot& s) { return s.heartbeats_sent; });
+  per_bridge("sluice_nats_heartbeats_received_total", "counter",
+             "Heartbeats received from other bridges' streams.",
+             [](const Snapshot& s) { return s.heartbeats_received; });
+  per_bridge("sluice_nats_heartbeats_with_gaps_total", "counter",
+             "Heartbeats that named frames that had not arrived (a stream's lost tail, "
+             "counted in sluice_nats_frames_missing).",
+             [](const Snapshot& s) { return s.streams.heartbeats_with_gaps; });
+  per_bridge("sluice_nats_heartbeats_far_ahead_total", "counter",
+             "Heartbeats more than 4,096 ahead of their stream: not taken.",
+             [](const Snapshot& s) { return s.streams.heartbeats_far_ahead; });
+  per_bridge("sluice_nats_streams_silent", "gauge",
+             "Inbound streams that sent heartbeats and have been heard of by nothing for three "
+             "of their intervals (their sender killed, or cut off).",
+             [](const Snapshot& s) { return s.streams.streams_silent; });
   per_bridge("sluice_nats_stream_jumps_refused_total", "counter",
              "Frames numbered more than 4,096 ahead of a stream that held as many such "
              "frames as it may, none below them: refused (also counted in "

@@ -112,6 +112,13 @@ struct BridgeOptions {
   // gather frames into larger writes (nats.c's SendAsap): lower latency for
   // a message on its own, fewer messages a second under load.
   bool send_asap = false;
+  // Heartbeats (docs/nats.md, "Heartbeats"): above 0, each forwarded core
+  // NATS stream (subject and priority) that has sent a frame and then been
+  // idle this long gets a heartbeat frame carrying its last number, and
+  // again every interval while it stays idle; a receiver counts the
+  // numbers it did not get as gaps, and a stream whose heartbeats stop as
+  // silent. 0 (or less): none sent. Received heartbeats are always read.
+  std::chrono::milliseconds heartbeat_interval{0};
   // Messages and bytes the client holds per inbound subscription (one per
   // subject and priority) before it drops (a slow consumer, counted).
   int pending_messages_limit = 65536;

@@ -17,6 +17,7 @@
 #include "sluice/nats/counters.hpp"
 #include "sluice/nats/frame.hpp"
 #include "sluice/nats/frame_signature.hpp"
+#include "sluice/nats/heartbeat.hpp"
 #include "sluice/nats/jetstream_outbound.hpp"
 #include "sluice/nats/options.hpp"
 #include "sluice/nats/routes.hpp"
@@ -61,6 +62,7 @@ class Sender {
   // bus subscriptions whose dispatch reads it: Subscribe's release pairs
   // with the consumer's acquire of the table).
   void NewInstance() { instance_id_ = RandomNonZero(); }
+  std::uint64_t InstanceId() const noexcept { return instance_id_; }
 
  private:
   template <typename T, typename Codec>
@@ -96,7 +98,7 @@ class Sender {
     // The MAC covers the header with its number: a frame whose MAC could
     // not be made (libcrypto out of memory) is a failed encode, and its
     // number a gap to the receivers.
-    if (signing && !AppendSignature(frame, options_.signing_key)) {
+    if (signing && !AppendSignature(frame, options_.signing_key, route.subjects[p])) {
       Count(counters_.encode_failed);
       return;
     }
@@ -106,6 +108,13 @@ class Sender {
     }
     const natsStatus status = natsConnection_Publish(connection_.get(), route.subjects[p].c_str(),
                                                      frame.data(), static_cast<int>(frame.size()));
+    if (options_.heartbeat_interval.count() > 0) {
+      // The number is spent whatever the client said: a heartbeat naming
+      // it shows a refused frame as a gap too. Release: pairs with the
+      // heartbeat thread's acquire, after this publish returned.
+      route.sequence->sent_at_ns[p].store(SteadyNanos(), std::memory_order_relaxed);
+      route.sequence->sent[p].store(frame_header.sequence, std::memory_order_release);
+    }
     if (status == NATS_OK) {
       Count(counters_.frames_sent[p]);
     } else if (status == NATS_MAX_PAYLOAD) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -31,7 +32,31 @@ inline namespace SLUICE_ABI_NAMESPACE {
 namespace nats {
 namespace detail {
 
-using SubjectSequence = std::array<std::uint64_t, kPriorityCount>;
+// A forwarded subject's streams, one per priority, shared by the subject's
+// routes: the numbers given, and what the heartbeats (sluice/nats/heartbeat.hpp)
+// read of them.
+struct SubjectSequence {
+  // The subject with each priority's suffix.
+  std::array<std::string, kPriorityCount> subjects;
+  // The last number given a frame: consumer thread only.
+  std::array<std::uint64_t, kPriorityCount> given{};
+  // The last number handed to the client over core NATS, and when (the
+  // steady clock's nanoseconds): stored by the consumer thread once that
+  // publish returned (release), read by the heartbeat thread (acquire),
+  // so a heartbeat never names a frame still to be handed over.
+  std::array<std::atomic<std::uint64_t>, kPriorityCount> sent{};
+  std::array<std::atomic<std::int64_t>, kPriorityCount> sent_at_ns{};
+
+  std::uint64_t& operator[](std::size_t p) noexcept { return given[p]; }
+  // Numbers from 1 again (a new instance). Before any frame of it is sent.
+  void Restart() noexcept {
+    for (std::size_t p = 0; p < kPriorityCount; ++p) {
+      given[p] = 0;
+      sent[p].store(0, std::memory_order_relaxed);
+      sent_at_ns[p].store(0, std::memory_order_relaxed);
+    }
+  }
+};
 
 // One forwarded type; `Sender` is the part whose bus callback sends it.
 template <typename Sender>
@@ -120,9 +145,15 @@ class RouteTable {
     // Routes of one subject share its numbers, also with a route of it
     // stopped earlier: the receiver tracks a stream per subject, whatever
     // types travel on it, and a number used twice would be a duplicate.
-    auto& sequence = subject_sequences_[subject];
-    if (!sequence) sequence = std::make_shared<SubjectSequence>();
-    route->sequence = sequence;
+    {
+      const std::lock_guard<std::mutex> hold(sequences_mutex_);
+      auto& sequence = subject_sequences_[subject];
+      if (!sequence) {
+        sequence = std::make_shared<SubjectSequence>();
+        sequence->subjects = route->subjects;
+      }
+      route->sequence = sequence;
+    }
     if (started_) {
       // Running: forwarding starts now. The route is complete before the
       // bus subscription publishes it to the consumer thread.
@@ -173,7 +204,19 @@ class RouteTable {
   // subscriptions whose dispatch reads them (Subscribe's release pairs with
   // the consumer's acquire of the table).
   void RestartSequences() {
-    for (const auto& entry : subject_sequences_) entry.second->fill(0);
+    const std::lock_guard<std::mutex> hold(sequences_mutex_);
+    for (const auto& entry : subject_sequences_) entry.second->Restart();
+  }
+
+  // Every forwarded subject's streams, for the heartbeat thread, which
+  // takes only this table's own lock (never the routes' mutex, which
+  // Release holds while it stops that thread).
+  std::vector<std::shared_ptr<SubjectSequence>> SubjectSequences() const {
+    const std::lock_guard<std::mutex> hold(sequences_mutex_);
+    std::vector<std::shared_ptr<SubjectSequence>> all;
+    all.reserve(subject_sequences_.size());
+    for (const auto& entry : subject_sequences_) all.push_back(entry.second);
+    return all;
   }
 
   const std::vector<std::unique_ptr<Outbound>>& outbound() const noexcept { return outbound_; }
@@ -269,7 +312,10 @@ class RouteTable {
   bool stopping_ = false;
   std::vector<std::unique_ptr<Outbound>> outbound_;
   std::vector<std::unique_ptr<Outbound>> retired_outbound_;  // RetireOutbound
-  // Each forwarded subject's numbers since Start, kept after its routes stop.
+  // Each forwarded subject's numbers since Start, kept after its routes
+  // stop. Changed under mutex_ and sequences_mutex_ (in that order), read
+  // under either.
+  mutable std::mutex sequences_mutex_;
   std::map<std::string, std::shared_ptr<SubjectSequence>> subject_sequences_;
   std::vector<Type> inbound_types_;
   std::vector<InboundSubject> inbound_subjects_;

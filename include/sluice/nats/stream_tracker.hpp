@@ -77,6 +77,22 @@ struct StreamCounts {
   std::uint64_t jumps_held = 0;
   std::uint64_t jumps_confirmed = 0;
   std::uint64_t jumps_refused = 0;
+  // Heartbeats (sluice/nats/heartbeat.hpp) that named numbers no frame
+  // brought: the stream's tail lost; their numbers are in `gaps`.
+  std::uint64_t heartbeats_with_gaps = 0;
+  // Heartbeats more than a window ahead of their stream: not taken.
+  std::uint64_t heartbeats_far_ahead = 0;
+  // Now: streams that sent heartbeats and have been heard of by nothing
+  // for kSilentBeats of their intervals (StreamTracker::Silent).
+  std::uint64_t streams_silent = 0;
+};
+
+// What a heartbeat told of its stream.
+enum class HeartbeatVerdict : std::uint8_t {
+  kNoStream,        // no frame of the stream heard: nothing to compare with
+  kNothingMissing,  // every number it names had arrived (or was counted)
+  kMissing,         // numbers it names had not arrived: counted as gaps
+  kFarAhead,        // more than a window ahead: not taken
 };
 
 // Which part of the table a stream belongs to: known origins (those the
@@ -204,6 +220,61 @@ class StreamTracker {
     return StreamVerdict::kLate;
   }
 
+  // Heartbeats a stream's sender missed before it reads as silent.
+  static constexpr std::uint64_t kSilentBeats = 3;
+
+  // A heartbeat of a stream: its sender had handed every number up to
+  // `last` to its client when it sent it, and sends one every
+  // `interval_ns` while idle. The numbers after the stream's highest, up to
+  // `last`, have not arrived: missing (NATS keeps one connection's order
+  // on a subject, so they will not come; one that still does counts as
+  // late). A heartbeat opens no stream (without a frame there is no
+  // baseline), and one more than a window ahead of its stream is not taken
+  // (as a frame that far ahead is held): forged, it would make the
+  // sender's next frames stale. Nor does it confirm a stream. `count_gaps`
+  // false: the stream is only heard.
+  HeartbeatVerdict NoteHeartbeat(std::uint64_t origin_id, std::uint64_t instance_id,
+                                 std::string_view subject, std::uint64_t last,
+                                 std::uint64_t interval_ns, bool count_gaps = true,
+                                 std::uint64_t now_ns = 0) {
+    const auto found = streams_.find(Key{origin_id, instance_id, std::string(subject)});
+    if (found == streams_.end()) return HeartbeatVerdict::kNoStream;
+    Stream& stream = found->second;
+    Heard(stream, now_ns);
+    stream.heartbeat_ns = interval_ns;
+    if (last <= stream.highest) return HeartbeatVerdict::kNothingMissing;
+    if (last - stream.highest > kWindow) {
+      ++counts_.heartbeats_far_ahead;
+      return HeartbeatVerdict::kFarAhead;
+    }
+    // Held frames at or below `last` were delivered: not gaps.
+    const std::uint64_t skipped = last - stream.highest - stream.HeldIn(stream.highest, last + 1);
+    for (std::uint64_t s = stream.highest + 1; s <= last; ++s) stream.Unmark(s);
+    stream.highest = last;
+    AbsorbHeld(stream);
+    if (skipped == 0) return HeartbeatVerdict::kNothingMissing;
+    ++counts_.heartbeats_with_gaps;
+    if (count_gaps) AddGaps(stream, skipped);
+    return HeartbeatVerdict::kMissing;
+  }
+
+  // Streams that sent heartbeats and have not been heard of for
+  // kSilentBeats of their intervals at `now_ns`: a sender killed, or cut
+  // off from this receiver.
+  std::uint64_t Silent(std::uint64_t now_ns) const noexcept {
+    std::uint64_t silent = 0;
+    for (const auto& entry : streams_) {
+      const Stream& stream = entry.second;
+      if (stream.heartbeat_ns == 0 || now_ns < stream.last_heard_ns) continue;
+      const std::uint64_t quiet = now_ns - stream.last_heard_ns;
+      const std::uint64_t limit = stream.heartbeat_ns > ~std::uint64_t{0} / kSilentBeats
+                                      ? ~std::uint64_t{0}
+                                      : stream.heartbeat_ns * kSilentBeats;
+      if (quiet > limit) ++silent;
+    }
+    return silent;
+  }
+
   // The verdict Note would give, without noting the frame or counting it.
   StreamVerdict Peek(std::uint64_t origin_id, std::uint64_t instance_id, std::string_view subject,
                      std::uint64_t sequence, OriginTrust trust = OriginTrust::kKnown,
@@ -270,6 +341,7 @@ class StreamTracker {
     std::uint64_t highest = 0;
     std::uint64_t missing = 0;        // this stream's part of counts_.gaps
     std::uint64_t last_heard_ns = 0;  // the caller's clock then
+    std::uint64_t heartbeat_ns = 0;   // its sender's heartbeat interval (0: none heard)
     std::size_t part = kKnownPart;
     Order::iterator place;  // in its part's order
     // Whether a frame other than the first was taken in the window: until
