@@ -200,7 +200,8 @@ TEST_F(NatsBridgeTest, AHeartbeatRevealsALostTailAndAStoppedSendersStreamGoesSil
 
 // A heartbeat passes the checks any frame does before it is read: its
 // priority must be its subject's, its origin on the priority's allow-list,
-// its payload four bytes; one far ahead of its stream is not taken, so a
+// its payload four bytes; one stamped no later than its stream's last is a
+// replay (a duplicate); one far ahead of its stream is not taken, so a
 // forged one can neither silence the sender nor add gaps.
 TEST_F(NatsBridgeTest, AHeartbeatIsJudgedAsAnyFrameAndOneFarAheadIsNotTaken) {
   Bus bus;
@@ -213,6 +214,7 @@ TEST_F(NatsBridgeTest, AHeartbeatIsJudgedAsAnyFrameAndOneFarAheadIsNotTaken) {
   ASSERT_TRUE(handle.IsValid());
   ASSERT_EQ(receiver.Start(), NATS_OK);
   Consumer<Bus> consumer(bus);
+  const std::string fresh = Heartbeat(kSender, 9, 2, 50);
   std::string short_payload = Heartbeat(kSender, 9, 2, 50);
   short_payload.pop_back();
   short_payload[12] = 3;  // the payload length, to match
@@ -220,16 +222,17 @@ TEST_F(NatsBridgeTest, AHeartbeatIsJudgedAsAnyFrameAndOneFarAheadIsNotTaken) {
              {
                  {"hb.judge.high", StopFrame(kSender, 9, 1, 1)},
                  {"hb.judge.high", StopFrame(kSender, 9, 2, 2)},
-                 {"hb.judge.high", Heartbeat(kSender, 9, 2, 50)},      // nothing missing
+                 {"hb.judge.high", fresh},                             // nothing missing
                  {"hb.judge.high", Heartbeat(kSender + 1, 9, 5, 50)},  // origin not allowed
                  {"hb.judge.low", Heartbeat(kSender, 9, 5, 50)},       // priority mismatch
                  {"hb.judge.high", short_payload},                     // bad payload
                  {"hb.judge.high", Heartbeat(kSender, 9, ~std::uint64_t{0}, 50)},  // far ahead
-                 {"hb.judge.high", StopFrame(kSender, 9, 3, 3)},                   // still in order
+                 {"hb.judge.high", fresh},  // replayed: not fresh, a duplicate
+                 {"hb.judge.high", StopFrame(kSender, 9, 3, 3)},  // still in order
              });
   ASSERT_TRUE(Eventually([&] {
     const auto s = receiver.GetStatistics();
-    return Settled(s) >= 6 && s.heartbeats_received >= 2;
+    return Settled(s) >= 7 && s.heartbeats_received >= 2;
   }));
   (void)receiver.Shutdown(10s);
   consumer.Stop();
@@ -240,10 +243,23 @@ TEST_F(NatsBridgeTest, AHeartbeatIsJudgedAsAnyFrameAndOneFarAheadIsNotTaken) {
   EXPECT_EQ(stats.rejected[Index(FrameError::kOriginNotAllowed)], 1u);
   EXPECT_EQ(stats.rejected[Index(FrameError::kPriorityMismatch)], 1u);
   EXPECT_EQ(stats.rejected[Index(FrameError::kBadPayload)], 1u);
-  EXPECT_EQ(stats.Rejected(), 3u);
+  EXPECT_EQ(stats.rejected[Index(FrameError::kDuplicate)], 1u);
+  EXPECT_EQ(stats.Rejected(), 4u);
   EXPECT_EQ(stats.delivered[kHigh], 3u);
   const std::lock_guard<std::mutex> lock(log.mutex);
   EXPECT_EQ(log.times.size(), 3u);
+}
+
+// An interval that does not fit the heartbeat's four bytes of milliseconds
+// is refused before any connection is made.
+TEST(NatsHeartbeatOptionsTest, AnIntervalAbove32BitsOfMillisecondsFailsStart) {
+  Bus bus;
+  sluice::nats::BridgeOptions options = OptionsFor("nats://127.0.0.1:1");  // never reached
+  options.heartbeat_interval = sluice::nats::kMaxHeartbeatInterval + 1ms;
+  Bridge bridge(bus, options);
+  const sluice::nats::StartResult result = bridge.Start();
+  EXPECT_EQ(result.status, NATS_INVALID_ARG);
+  EXPECT_NE(result.error.find("heartbeat_interval"), std::string::npos) << result.error;
 }
 
 }  // namespace

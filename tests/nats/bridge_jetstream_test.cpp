@@ -1506,3 +1506,56 @@ TEST(NatsDispatchAckOptionsTest, OnDispatchNeedsTheBusObserverAndAStream) {
 }
 
 }  // namespace
+
+namespace {
+
+// A heartbeat in a JetStream stream (one that stores a core route's
+// subjects) is refused as an unknown type before its number is looked at:
+// it carries its stream's last number, which is no frame of its own, so it
+// is neither a duplicate of that frame nor, forged ahead of a frame still
+// to come, a reason to refuse that frame as a duplicate.
+TEST_F(NatsJetStreamTest, AHeartbeatInAStreamIsAnUnknownTypeAndTakesNoNumber) {
+  ASSERT_TRUE(MakeStream(server_.Url())) << "the JetStream stream could not be made";
+  Bus bus;
+  Bridge receiver(bus, OptionsFor(server_.Url()));
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "beats";
+  ASSERT_TRUE(receiver.Receive<sluice_nats_test::EmergencyStop>(
+      "js.beat", sluice_nats_test::kStopType, from_stream));
+  sluice_nats_test::StopLog log;
+  auto handle = bus.Subscribe<sluice_nats_test::EmergencyStop>(
+      [&](const sluice_nats_test::EmergencyStop& m) { log.Add(m.seq); });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  Consumer<Bus> consumer(bus);
+  const auto beat = [](std::uint64_t last) {
+    std::string frame;
+    EXPECT_TRUE(sluice::nats::detail::EncodeHeartbeat(0xB, 1, MessagePriority::HIGH, last, 50,
+                                                      sluice::nats::FrameKey{}, "", frame));
+    return frame;
+  };
+  using sluice_nats_test::StopFrame;
+  PublishRaw(server_.Url(), {
+                                {"js.beat.high", StopFrame(0xB, 1, 1, 1)},
+                                {"js.beat.high", StopFrame(0xB, 1, 2, 2)},
+                                {"js.beat.high", beat(2)},  // the stream's last number
+                                {"js.beat.high", beat(3)},  // forged, ahead of frame 3
+                                {"js.beat.high", StopFrame(0xB, 1, 3, 3)},
+                            });
+  ASSERT_TRUE(Eventually([&] {
+    const auto s = receiver.GetStatistics();
+    return sluice_nats_test::Settled(s) >= 5;
+  }));
+  (void)receiver.Shutdown(10s);
+  consumer.Stop();
+  const auto stats = receiver.GetStatistics();
+  EXPECT_EQ(stats.rejected[static_cast<std::size_t>(sluice::nats::FrameError::kUnknownType)], 2u);
+  EXPECT_EQ(stats.rejected[static_cast<std::size_t>(sluice::nats::FrameError::kDuplicate)], 0u);
+  EXPECT_EQ(stats.heartbeats_received, 0u);
+  const std::lock_guard<std::mutex> lock(log.mutex);
+  const std::map<std::uint64_t, int> expected = {{1, 1}, {2, 1}, {3, 1}};
+  EXPECT_EQ(log.times, expected);
+}
+
+}  // namespace

@@ -266,6 +266,9 @@ class Bridge {
                          "Start: max_tracked_streams and max_tracked_unknown_streams must be 1 "
                          "or more, stream_idle 0 or more"};
     }
+    if (options_.heartbeat_interval > kMaxHeartbeatInterval) {
+      return StartResult{NATS_INVALID_ARG, "Start: heartbeat_interval must be at most 2^32 - 1 ms"};
+    }
     if (!kHasFrameSigning && detail::WantsSigning(options_)) {
       return StartResult{NATS_INVALID_ARG,
                          "Start: signing_key or frame_keys given, but the bridge was built "

@@ -141,8 +141,9 @@ class HeartbeatSender {
     const std::int64_t now = SteadyNanos();
     const std::int64_t interval_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(interval).count();
-    const auto interval_ms = static_cast<std::uint32_t>(
-        std::min<std::int64_t>(interval.count(), std::int64_t{0xFFFFFFFF}));
+    // Start refused an interval above kMaxHeartbeatInterval (2^32 - 1 ms):
+    // it fits the 4 bytes, and in nanoseconds far inside 64 bits.
+    const auto interval_ms = static_cast<std::uint32_t>(interval.count());
     std::string frame;
     for (const std::shared_ptr<SubjectSequence>& streams : routes_.SubjectSequences()) {
       for (std::size_t p = 0; p < kPriorityCount; ++p) {

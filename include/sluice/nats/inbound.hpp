@@ -150,10 +150,12 @@ class Receiver {
       return FrameError::kOriginNotAllowed;
     }
     const bool at_least_once = admitted != nullptr;
-    // A heartbeat comes over core NATS only; on a JetStream route no type
-    // is 0, so it is refused as an unknown type below.
-    if (view.header.type_id == kHeartbeatTypeId && !at_least_once) {
-      return HandleHeartbeat(inbound, subject, view);
+    // A heartbeat comes over core NATS only. On a JetStream route (a
+    // stream that stores a core route's subjects) it is refused as an
+    // unknown type before its number is looked at: it carries its stream's
+    // last number, which is no frame of its own.
+    if (view.header.type_id == kHeartbeatTypeId) {
+      return at_least_once ? FrameError::kUnknownType : HandleHeartbeat(inbound, subject, view);
     }
     // The frame is judged on its stream before its type and payload: a frame
     // that arrived is never a gap, whatever is refused after this.
@@ -303,22 +305,27 @@ class Receiver {
     if (header.version == kFrameVersion1 || header.sequence == 0) {
       return FrameError::kUnsequenced;
     }
+    // 1 to 2^32 - 1 milliseconds: in nanoseconds, far from overflowing.
     const std::uint64_t interval_ms = LoadLittle<std::uint32_t>(view.payload);
-    const std::uint64_t interval_ns =
-        interval_ms > ~std::uint64_t{0} / 1'000'000 ? ~std::uint64_t{0} : interval_ms * 1'000'000;
-    Count(counters_.heartbeats_received);
+    if (interval_ms == 0) return FrameError::kBadPayload;  // no sender sends 0
+    const std::uint64_t interval_ns = interval_ms * 1'000'000;
     const std::uint64_t now = NowNanos();
+    HeartbeatVerdict verdict = HeartbeatVerdict::kNoStream;
 #if SLUICE_HAS_EXCEPTIONS
     try {
 #endif
       const std::lock_guard<std::mutex> lock(streams_mutex_);
-      (void)streams_.NoteHeartbeat(header.origin_id, header.instance_id, subject, header.sequence,
-                                   interval_ns, inbound.count_gaps, now);
+      verdict =
+          streams_.NoteHeartbeat(header.origin_id, header.instance_id, subject, header.sequence,
+                                 interval_ns, header.timestamp_ns, inbound.count_gaps, now);
 #if SLUICE_HAS_EXCEPTIONS
     } catch (...) {
       // The key's copy could not be made: the heartbeat tells nothing.
     }
 #endif
+    // A heartbeat stamped no later than its stream's last: a replay.
+    if (verdict == HeartbeatVerdict::kReplay) return FrameError::kDuplicate;
+    Count(counters_.heartbeats_received);
     return FrameError::kNone;
   }
 

@@ -57,6 +57,9 @@ struct FrameKey {
 // RFC 2104 advises for HMAC keys.
 inline constexpr std::size_t kMinFrameKeySize = 32;
 
+// The longest heartbeat interval: 2^32 - 1 ms (about 49.7 days).
+inline constexpr std::chrono::milliseconds kMaxHeartbeatInterval{0xFFFFFFFFLL};
+
 struct BridgeOptions {
   std::string url = "nats://127.0.0.1:4222";
   // Several servers (a cluster, or one server's addresses): when not empty,
@@ -117,7 +120,9 @@ struct BridgeOptions {
   // idle this long gets a heartbeat frame carrying its last number, and
   // again every interval while it stays idle; a receiver counts the
   // numbers it did not get as gaps, and a stream whose heartbeats stop as
-  // silent. 0 (or less): none sent. Received heartbeats are always read.
+  // silent. 0 (or less): none sent. At most kMaxHeartbeatInterval (it
+  // travels in 4 bytes of milliseconds), else Start fails with
+  // NATS_INVALID_ARG. Received heartbeats are always read.
   std::chrono::milliseconds heartbeat_interval{0};
   // Messages and bytes the client holds per inbound subscription (one per
   // subject and priority) before it drops (a slow consumer, counted).

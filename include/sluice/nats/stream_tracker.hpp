@@ -90,6 +90,8 @@ struct StreamCounts {
 // What a heartbeat told of its stream.
 enum class HeartbeatVerdict : std::uint8_t {
   kNoStream,        // no frame of the stream heard: nothing to compare with
+  kPartial,         // a receiver that sees part of each stream: nothing judged
+  kReplay,          // stamped no later than the stream's last heartbeat: refused
   kNothingMissing,  // every number it names had arrived (or was counted)
   kMissing,         // numbers it names had not arrived: counted as gaps
   kFarAhead,        // more than a window ahead: not taken
@@ -143,6 +145,29 @@ class StreamTracker {
   StreamVerdict Note(std::uint64_t origin_id, std::uint64_t instance_id, std::string_view subject,
                      std::uint64_t sequence, bool count_gaps = true,
                      OriginTrust trust = OriginTrust::kKnown, std::uint64_t now_ns = 0) {
+    Stream* stream = nullptr;
+    const StreamVerdict verdict =
+        Judge(origin_id, instance_id, subject, sequence, count_gaps, trust, now_ns, &stream);
+    // Alive (Silent) only by a frame taken: a replay refused as a duplicate
+    // or stale keeps no dead stream alive.
+    if (stream != nullptr && Taken(verdict)) stream->alive_ns = now_ns;
+    return verdict;
+  }
+
+ private:
+  struct Stream;
+
+  static bool Taken(StreamVerdict verdict) noexcept {
+    return verdict == StreamVerdict::kFirst || verdict == StreamVerdict::kInOrder ||
+           verdict == StreamVerdict::kAfterGap || verdict == StreamVerdict::kLate ||
+           verdict == StreamVerdict::kHeld;
+  }
+
+  // Note's judgement; *judged: the stream it looked at (none when refused
+  // for the table).
+  StreamVerdict Judge(std::uint64_t origin_id, std::uint64_t instance_id, std::string_view subject,
+                      std::uint64_t sequence, bool count_gaps, OriginTrust trust,
+                      std::uint64_t now_ns, Stream** judged) {
     if (sequence == 0) return StreamVerdict::kUnsequenced;
     Key key{origin_id, instance_id, std::string(subject)};
     auto found = streams_.find(key);
@@ -174,9 +199,12 @@ class StreamTracker {
       Begin(stream, sequence);
       stream.last_heard_ns = now_ns;
       ++counts_.streams_opened;
+      EndEarlierInstances(added->first);
+      *judged = &stream;
       return StreamVerdict::kFirst;
     }
     Stream& stream = found->second;
+    *judged = &stream;
     Heard(stream, now_ns);
     if (sequence > stream.highest) {
       if (stream.IsHeld(sequence)) return Duplicate();
@@ -220,6 +248,7 @@ class StreamTracker {
     return StreamVerdict::kLate;
   }
 
+ public:
   // Heartbeats a stream's sender missed before it reads as silent.
   static constexpr std::uint64_t kSilentBeats = 3;
 
@@ -231,17 +260,24 @@ class StreamTracker {
   // late). A heartbeat opens no stream (without a frame there is no
   // baseline), and one more than a window ahead of its stream is not taken
   // (as a frame that far ahead is held): forged, it would make the
-  // sender's next frames stale. Nor does it confirm a stream. `count_gaps`
-  // false: the stream is only heard.
+  // sender's next frames stale. Nor does it confirm a stream. A heartbeat
+  // must be stamped (`stamp`, the sender's clock) later than the stream's
+  // last one: a replay is refused (kReplay) and keeps no dead stream alive.
+  // `count_gaps` false (a receiver that sees part of each stream, whose
+  // heartbeats are shared too): nothing is judged (kPartial).
   HeartbeatVerdict NoteHeartbeat(std::uint64_t origin_id, std::uint64_t instance_id,
                                  std::string_view subject, std::uint64_t last,
-                                 std::uint64_t interval_ns, bool count_gaps = true,
-                                 std::uint64_t now_ns = 0) {
+                                 std::uint64_t interval_ns, std::uint64_t stamp,
+                                 bool count_gaps = true, std::uint64_t now_ns = 0) {
     const auto found = streams_.find(Key{origin_id, instance_id, std::string(subject)});
     if (found == streams_.end()) return HeartbeatVerdict::kNoStream;
+    if (!count_gaps) return HeartbeatVerdict::kPartial;
     Stream& stream = found->second;
+    if (stream.beat_stamp != 0 && stamp <= stream.beat_stamp) return HeartbeatVerdict::kReplay;
+    stream.beat_stamp = stamp;
     Heard(stream, now_ns);
-    stream.heartbeat_ns = interval_ns;
+    stream.alive_ns = now_ns;
+    if (!stream.ended) stream.heartbeat_ns = interval_ns;
     if (last <= stream.highest) return HeartbeatVerdict::kNothingMissing;
     if (last - stream.highest > kWindow) {
       ++counts_.heartbeats_far_ahead;
@@ -261,12 +297,14 @@ class StreamTracker {
   // Streams that sent heartbeats and have not been heard of for
   // kSilentBeats of their intervals at `now_ns`: a sender killed, or cut
   // off from this receiver.
+  // A stream a later instance of its origin replaced on its subject (the
+  // sender started again) has ended: never silent.
   std::uint64_t Silent(std::uint64_t now_ns) const noexcept {
     std::uint64_t silent = 0;
     for (const auto& entry : streams_) {
       const Stream& stream = entry.second;
-      if (stream.heartbeat_ns == 0 || now_ns < stream.last_heard_ns) continue;
-      const std::uint64_t quiet = now_ns - stream.last_heard_ns;
+      if (stream.heartbeat_ns == 0 || stream.ended || now_ns < stream.alive_ns) continue;
+      const std::uint64_t quiet = now_ns - stream.alive_ns;
       const std::uint64_t limit = stream.heartbeat_ns > ~std::uint64_t{0} / kSilentBeats
                                       ? ~std::uint64_t{0}
                                       : stream.heartbeat_ns * kSilentBeats;
@@ -342,6 +380,9 @@ class StreamTracker {
     std::uint64_t missing = 0;        // this stream's part of counts_.gaps
     std::uint64_t last_heard_ns = 0;  // the caller's clock then
     std::uint64_t heartbeat_ns = 0;   // its sender's heartbeat interval (0: none heard)
+    std::uint64_t beat_stamp = 0;     // the sender's stamp on its last heartbeat
+    std::uint64_t alive_ns = 0;       // last taken frame or fresh heartbeat (Silent)
+    bool ended = false;               // a later instance replaced it (Silent)
     std::size_t part = kKnownPart;
     Order::iterator place;  // in its part's order
     // Whether a frame other than the first was taken in the window: until
@@ -390,6 +431,18 @@ class StreamTracker {
     stream.seen.fill(0);
     stream.Mark(sequence);
     stream.confirmed = false;
+  }
+
+  // A new stream `key`: the other instances of its origin on its subject
+  // ended (their sender started again): none of them is silent any more.
+  // A scan of the table, once per new stream.
+  void EndEarlierInstances(const Key& key) noexcept {
+    for (auto& entry : streams_) {
+      if (entry.first.origin_id == key.origin_id && entry.first.instance_id != key.instance_id &&
+          entry.first.subject == key.subject) {
+        entry.second.ended = true;
+      }
+    }
   }
 
   // `stream` was heard now: last in its part's order.
