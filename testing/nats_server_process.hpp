@@ -112,6 +112,19 @@ class NatsServer {
     std::remove(LogPath().c_str());
   }
 
+  // The server's log so far: what a test prints when the server refused
+  // what it should not have.
+  std::string LogText() const {
+    std::string content;
+    if (std::FILE* file = std::fopen(LogPath().c_str(), "r")) {
+      char chunk[4096];
+      std::size_t got = 0;
+      while ((got = std::fread(chunk, 1, sizeof chunk, file)) > 0) content.append(chunk, got);
+      std::fclose(file);
+    }
+    return content;
+  }
+
   int Port() const { return port_; }
   pid_t Pid() const { return process_.Pid(); }
   std::string Url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
