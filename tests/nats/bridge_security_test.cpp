@@ -261,9 +261,32 @@ TEST_F(NatsCredentialsTest, AnNKeyUserSignsWithItsSeed) {
   BridgeOptions options = OptionsFor(server_.Url());
   options.nkey_public_key = user;
   options.nkey_seed_file = kCredentials + "/nkey_user.seed";
-  ExpectRoundTrip(options, options);
+  ExpectRoundTrip(options, options, [this] { return server_.LogText(); });
   options.nkey_seed_file = kCredentials + "/nkey_other.seed";  // another key's signature
   EXPECT_EQ(StartWith(options), NATS_CONNECTION_AUTH_FAILED);
+}
+
+// nats.c 3.4.1 leaves the server nonce's signature out of about one
+// connection in 250 (measured: 12 of 3,000 plain nats.c connections with
+// this NKey were refused, each CONNECT without "sig"), and the server
+// refuses it. Start tries such a connection again, three times in all: 1,000
+// Starts all succeed. (With one try each, all 1,000 would with a chance of
+// about one in fifty.)
+TEST_F(NatsCredentialsTest,
+       AnNKeyUserStartsEveryTimeThoughTheClientSometimesLeavesOutItsSignature) {
+  const std::string user = ReadLine(kCredentials + "/nkey_user.pub");
+  StartServer("authorization { users = [ { nkey: \"" + user + "\" } ] }\n");
+  BridgeOptions options = OptionsFor(server_.Url());
+  options.nkey_public_key = user;
+  options.nkey_seed_file = kCredentials + "/nkey_user.seed";
+  Bus bus;
+  int refused = 0;
+  for (int start = 0; start < 1000; ++start) {
+    Bridge bridge(bus, options);
+    if (bridge.Start() != NATS_OK) ++refused;
+    (void)bridge.Shutdown(0ms);
+  }
+  EXPECT_EQ(refused, 0) << server_.LogText();
 }
 
 TEST_F(NatsCredentialsTest, ACredsFileConnectsToAnOperatorModeServer) {
@@ -273,24 +296,6 @@ TEST_F(NatsCredentialsTest, ACredsFileConnectsToAnOperatorModeServer) {
   StartServer(configuration);
   BridgeOptions options = OptionsFor(server_.Url());
   options.credentials_file = kCredentials + "/user.creds";
-  // The server logs "ready" before it is known to take the operator's users
-  // (once in several CI runs, its first connection was refused): a plain
-  // client's connection with the same file, retried, says when it does.
-  int tries = 0;
-  ASSERT_TRUE(Eventually([&] {
-    ++tries;
-    natsOptions* raw = nullptr;
-    natsConnection* connection = nullptr;
-    bool connected = natsOptions_Create(&raw) == NATS_OK &&
-                     natsOptions_SetURL(raw, server_.Url().c_str()) == NATS_OK &&
-                     natsOptions_SetUserCredentialsFromFiles(raw, options.credentials_file.c_str(),
-                                                             nullptr) == NATS_OK &&
-                     natsConnection_Connect(&connection, raw) == NATS_OK;
-    natsConnection_Destroy(connection);
-    natsOptions_Destroy(raw);
-    return connected;
-  })) << server_.LogText();
-  if (tries > 1) std::printf("the server took the user's credentials at try %d\n", tries);
   ExpectRoundTrip(options, options, [this] { return server_.LogText(); });
   options.credentials_file = kCredentials + "/stranger.creds";  // an account it does not know
   EXPECT_EQ(StartWith(options), NATS_CONNECTION_AUTH_FAILED);
