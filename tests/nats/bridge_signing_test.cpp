@@ -15,6 +15,7 @@
 #include <sluice/nats/frame_signature.hpp>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "bridge_test_support.hpp"
@@ -230,6 +231,45 @@ TEST_F(NatsSignedFrameTest, ARouteThatDoesNotRequireSignaturesStillRefusesABadOn
   const std::lock_guard<std::mutex> lock(log.mutex);
   const std::map<std::uint64_t, int> expected = {{1, 1}, {2, 1}, {4, 1}};
   EXPECT_EQ(log.times, expected);
+}
+
+using RemoteStopBus = sluice::MpscBus<std::variant<sluice::nats::Remote<EmergencyStop>>, 64>;
+using RemoteStopBridge = sluice::nats::Bridge<RemoteStopBus>;
+
+// On a route that takes unsigned frames too, a message's provenance says
+// whether a key verified it: an application can act on verified stops only.
+TEST_F(NatsSignedFrameTest, TheProvenanceSaysWhetherAKeyVerifiedTheFrame) {
+  RemoteStopBus bus;
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  options.frame_keys = {SenderKey()};
+  RemoteStopBridge receiver(bus, options);
+  ASSERT_TRUE(receiver.Receive<sluice::nats::Remote<EmergencyStop>>("v.stop", kStopType));
+  std::mutex mutex;
+  std::map<std::uint64_t, bool> verified;  // seq -> provenance.verified; guarded by mutex
+  auto handle = bus.Subscribe<sluice::nats::Remote<EmergencyStop>>(
+      [&](const sluice::nats::Remote<EmergencyStop>& m) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        verified[m.value.seq] = m.provenance.verified;
+      });
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  Consumer<RemoteStopBus> consumer(bus);
+  const FrameKey unknown{kOther, 4, "a key this receiver does not have....."};
+  PublishRaw(server_.Url(),
+             {
+                 {"v.stop.high", StopFrame(kSender, 1, 1, 1)},  // unsigned
+                 {"v.stop.high", SignedStopFrame("v.stop.high", kSender, 1, 2, 2, SenderKey())},
+                 {"v.stop.high", SignedStopFrame("v.stop.high", kOther, 1, 1, 3, unknown)},
+             });
+  ASSERT_TRUE(Eventually([&] {
+    const std::lock_guard<std::mutex> lock(mutex);
+    return verified.size() == 3;
+  }));
+  (void)receiver.Shutdown(10s);
+  consumer.Stop();
+  const std::lock_guard<std::mutex> lock(mutex);
+  const std::map<std::uint64_t, bool> expected = {{1, false}, {2, true}, {3, false}};
+  EXPECT_EQ(verified, expected);
 }
 
 // Keys that cannot sign or verify anything safely are refused before any

@@ -143,6 +143,8 @@ struct FrameSignature {
   // The bytes the MAC is over: the input's first signed_size bytes.
   const std::uint8_t* signed_bytes = nullptr;
   std::size_t signed_size = 0;
+  // Set by the receiver once a key verified it (never by the decoder).
+  bool verified = false;
 };
 
 // A decoded frame: the header and a view of the payload inside the input.

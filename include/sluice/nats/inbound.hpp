@@ -240,6 +240,7 @@ class Receiver {
       provenance.priority = frame.priority;
       provenance.stream_sequence = arrival.stream_sequence;
       provenance.deliveries = arrival.deliveries;
+      provenance.verified = view.signature.verified;
       T message{std::move(*value), provenance};
       *admitted = receiver.Admit(message, frame, hand_back);
     } else {
@@ -268,13 +269,17 @@ class Receiver {
   // that takes signed frames only, a frame no key verifies is refused too.
   // Before anything else of a decoded frame (its origin's echo check
   // included), by the core handler and the JetStream fetcher.
+  // A frame a key verified is marked so (view.signature.verified: what
+  // Provenance::verified says).
   FrameError CheckSignature(const Subscription& inbound, std::string_view subject,
-                            const FrameView& view) const noexcept {
+                            FrameView& view) const noexcept {
+    view.signature.verified = false;
     if (!view.signature.present) {
       return inbound.require_signed ? FrameError::kUnsigned : FrameError::kNone;
     }
     switch (verifier_.Check(view, subject)) {
       case FrameVerifier::Verdict::kVerified:
+        view.signature.verified = true;
         return FrameError::kNone;
       case FrameVerifier::Verdict::kNoKey:
         return inbound.require_signed ? FrameError::kBadSignature : FrameError::kNone;

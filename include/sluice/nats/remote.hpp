@@ -43,6 +43,10 @@ struct Provenance {
   std::uint32_t sender_id = 0;  // MessageHeader::sender_id on the sender's bus
   std::uint16_t type_id = 0;
   MessagePriority priority = MessagePriority::MEDIUM;
+  // Signed, and verified with a key of BridgeOptions::frame_keys for its
+  // origin (always so on a route with require_signed); false for a frame
+  // taken unsigned, or signed with a key this receiver does not have.
+  bool verified = false;
   // JetStream: the stream's sequence of the message, and its delivery
   // count (Arrival); 0 and 0 over core NATS.
   std::uint64_t stream_sequence = 0;
