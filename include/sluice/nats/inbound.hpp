@@ -401,11 +401,8 @@ class Receiver {
     return OriginTrust::kUnknown;
   }
 
-  static std::uint64_t NowNanos() noexcept {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::steady_clock::now().time_since_epoch())
-                                          .count());
-  }
+  // The steady clock's nanoseconds (the heartbeats' clock, SteadyNanos).
+  static std::uint64_t NowNanos() noexcept { return static_cast<std::uint64_t>(SteadyNanos()); }
 
   // Publishes into the bus with the frame's priority. A refusal for room is
   // retried, waiting on the bus's room for the priority, until the
