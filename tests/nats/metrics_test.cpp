@@ -62,6 +62,9 @@ BridgeStatisticsSnapshot Distinct() {
   s.streams.heartbeats_with_gaps = next++;
   s.streams.heartbeats_far_ahead = next++;
   s.streams.streams_silent = next++;
+  s.streams.streams_restored = next++;
+  s.streams.streams_not_saved = next++;
+  s.streams.state_records_dropped = next++;
   s.heartbeats_sent = next++;
   s.heartbeats_received = next++;
   s.dispatch_acks.acknowledged = next++;
@@ -158,6 +161,9 @@ TEST(NatsMetricsTest, EveryFigureReachesItsOwnFamilyAndLabels) {
       {"sluice_nats_heartbeats_with_gaps_total", s.streams.heartbeats_with_gaps},
       {"sluice_nats_heartbeats_far_ahead_total", s.streams.heartbeats_far_ahead},
       {"sluice_nats_streams_silent", s.streams.streams_silent},
+      {"sluice_nats_streams_restored_total", s.streams.streams_restored},
+      {"sluice_nats_streams_not_saved_total", s.streams.streams_not_saved},
+      {"sluice_nats_stream_state_records_dropped_total", s.streams.state_records_dropped},
       {"sluice_nats_jetstream_acknowledged_after_dispatch_total", s.dispatch_acks.acknowledged},
       {"sluice_nats_jetstream_withdrawn_total", s.dispatch_acks.withdrawn},
       {"sluice_nats_jetstream_awaiting_dispatch", s.dispatch_acks.pending},

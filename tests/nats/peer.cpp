@@ -17,6 +17,10 @@
 //       SLUICE through <durable>, acknowledged after dispatch or on
 //       admission, into a 256-slot bus whose one subscriber prints
 //       "got=<seq>" and then takes <ms> milliseconds, until SIGTERM.
+//   sluice_nats_peer stateful <url> <state file or ->
+//       Receives SensorReadings on "t.state" with its stream table in
+//       <state file> ("-": none), printing "got=<seq> gaps=<gaps>" for
+//       each, until SIGTERM; then prints its stream counts.
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -225,6 +229,44 @@ int Backlog(const char* url, const char* durable, const std::string& ack, long p
   return 0;
 }
 
+int Stateful(const char* url, const char* state_path) {
+  Bus bus;
+  sluice::nats::BridgeOptions options = Options(url);
+  options.stream_state_path = state_path;  // "-": none
+  if (options.stream_state_path == "-") options.stream_state_path.clear();
+  Bridge bridge(bus, options);
+  // Each reading with the gaps counted so far (read before it was taken:
+  // a frame is judged before it enters the bus).
+  auto handle = bus.Subscribe<SensorReading>([&bridge](const SensorReading& reading) {
+    std::printf("got=%llu gaps=%llu\n", static_cast<unsigned long long>(reading.seq),
+                static_cast<unsigned long long>(bridge.GetStatistics().streams.gaps));
+    std::fflush(stdout);
+  });
+  if (!handle.IsValid() || !bridge.Receive<SensorReading>("t.state", kSensorType)) return 2;
+  const sluice::nats::StartResult started = bridge.Start();
+  if (started != NATS_OK) {
+    std::printf("start_error=%s\n", started.error.c_str());
+    std::fflush(stdout);
+    return 2;
+  }
+  std::signal(SIGTERM, OnTerm);
+  std::printf("ready restored=%llu\n",
+              static_cast<unsigned long long>(bridge.GetStatistics().streams.streams_restored));
+  std::fflush(stdout);
+  while (g_stop == 0) {
+    if (bus.ProcessBatch() == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  (void)bridge.Shutdown(std::chrono::seconds(5), sluice::nats::ShutdownDrain::kDispatchHere);
+  const sluice::nats::StreamCounts streams = bridge.GetStatistics().streams;
+  std::printf("gaps=%llu duplicates=%llu stale=%llu restored=%llu\n",
+              static_cast<unsigned long long>(streams.gaps),
+              static_cast<unsigned long long>(streams.duplicates),
+              static_cast<unsigned long long>(streams.stale),
+              static_cast<unsigned long long>(streams.streams_restored));
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -236,6 +278,7 @@ int main(int argc, char** argv) {
   if (mode == "flood" && argc == 5) {
     return Flood(argv[2], std::strtoull(argv[3], nullptr, 10), std::strtoull(argv[4], nullptr, 10));
   }
+  if (mode == "stateful" && argc == 4) return Stateful(argv[2], argv[3]);
   if (mode == "backlog" && argc == 6) {
     return Backlog(argv[2], argv[3], argv[4], std::strtol(argv[5], nullptr, 10));
   }

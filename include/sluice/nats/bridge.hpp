@@ -280,6 +280,11 @@ class Bridge {
                          "other than 0, no origin and key id named twice, and signing_key's "
                          "origin must be origin_id's (set, not drawn)"};
     }
+    // The stream table read back before any frame can arrive.
+    std::string state_error;
+    if (!receiver_.OpenStreamState(&state_error)) {
+      return StartResult{NATS_INVALID_ARG, std::move(state_error)};
+    }
     natsStatus status = connection_.Connect();
     if (status != NATS_OK) return StartResult{status, connection_.ErrorText(status)};
     status = connection_.OpenJetStream(publisher_.ContextOptions());

@@ -32,6 +32,7 @@
 #include "sluice/nats/metrics.hpp"
 #include "sluice/nats/options.hpp"
 #include "sluice/nats/remote.hpp"
+#include "sluice/nats/stream_state_file.hpp"
 #include "sluice/nats/stream_tracker.hpp"
 #include "sluice/nats/subjects.hpp"
 #include "sluice/nats/subscriptions.hpp"
@@ -261,7 +262,34 @@ class Receiver {
     std::lock_guard<std::mutex> lock(streams_mutex_);
     StreamCounts counts = streams_.Counts();
     counts.streams_silent = streams_.Silent(NowNanos());
+    if (state_file_) counts.state_records_dropped = state_file_->RecordsDropped();
     return counts;
+  }
+
+  // Opens options.stream_state_path (if given, once): the streams it holds
+  // are restored, each in the part of the table its origin's trust names
+  // now, and every change is written to it from here on. False: *error
+  // says why (StreamStateFile::Open).
+  bool OpenStreamState(std::string* error) {
+    if (options_.stream_state_path.empty() || state_file_) return true;
+    const std::size_t known = options_.max_tracked_streams;
+    const std::size_t unknown = options_.max_tracked_unknown_streams;
+    constexpr std::size_t kMost = StreamStateFile::kMaxRecords;
+    // Past kMost (without overflowing): refused by Open, saying so.
+    const std::size_t capacity =
+        known > kMost || unknown > kMost - known ? kMost + 1 : known + unknown;
+    std::unique_ptr<StreamStateFile> file =
+        StreamStateFile::Open(options_.stream_state_path, capacity, error);
+    if (!file) return false;
+    const std::uint64_t now = NowNanos();
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    file->ForEachStream([&](StreamState state, std::uint32_t entry) {
+      state.trust = TrustOf(state.origin_id);
+      return streams_.Restore(state, entry, now);
+    });
+    streams_.Attach(file.get());
+    state_file_ = std::move(file);
+    return true;
   }
 
   // A signed frame is checked whatever its route: refused when a key of
@@ -472,6 +500,9 @@ class Receiver {
   Subscriptions& subscriptions_;
   // The inbound streams, shared by the client's threads and the fetchers.
   mutable std::mutex streams_mutex_;
+  // The table's file (options.stream_state_path), declared first: it
+  // outlives the tracker that writes to it.
+  std::unique_ptr<StreamStateFile> state_file_;
   StreamTracker streams_;
   // The keys of signed frames: made here, read only after.
   const FrameVerifier verifier_;

@@ -298,6 +298,17 @@ void WriteBridgePrometheus(Sink&& sink, const BridgeMetrics* bridges, std::size_
              "Inbound streams that sent heartbeats and have been heard of by nothing for three "
              "of their intervals (their sender killed, or cut off).",
              [](const Snapshot& s) { return s.streams.streams_silent; });
+  per_bridge("sluice_nats_streams_restored_total", "counter",
+             "Inbound streams read back from the stream state file when the bridge started.",
+             [](const Snapshot& s) { return s.streams.streams_restored; });
+  per_bridge("sluice_nats_streams_not_saved_total", "counter",
+             "Inbound streams the stream state file could not keep (full, or a subject over "
+             "256 bytes): a restart forgets them.",
+             [](const Snapshot& s) { return s.streams.streams_not_saved; });
+  per_bridge("sluice_nats_stream_state_records_dropped_total", "counter",
+             "Records of the stream state file dropped when it was read back (damaged, a "
+             "stream twice, or no room in the table).",
+             [](const Snapshot& s) { return s.streams.state_records_dropped; });
   per_bridge("sluice_nats_stream_jumps_refused_total", "counter",
              "Frames numbered more than 4,096 ahead of a stream that held as many such "
              "frames as it may, none below them: refused (also counted in "

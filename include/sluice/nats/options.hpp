@@ -171,6 +171,18 @@ struct BridgeOptions {
   std::size_t max_tracked_streams = 1024;
   std::size_t max_tracked_unknown_streams = 1024;
   std::chrono::milliseconds stream_idle{60'000};
+  // A file that keeps the stream table across the receiver's restarts
+  // (empty: none). Each frame taken updates its stream's record there, so a
+  // receiver killed and started again with the same path counts the frames
+  // sent while it was down as gaps, and refuses replays of the frames it
+  // had taken. Created with mode 0600 and locked while the bridge lives;
+  // Start fails (NATS_INVALID_ARG, saying why) if it cannot be opened, is
+  // not a regular file of this user that only it may write, another
+  // receiver holds it, or it is not a stream state file. It holds
+  // max_tracked_streams + max_tracked_unknown_streams records of 920
+  // bytes (sluice/nats/stream_state_file.hpp); see docs/nats.md,
+  // "A restarted receiver".
+  std::string stream_state_path;
   // JetStream routes (ForwardOptions::jetstream, ReceiveOptions::stream):
   // publishes awaiting the stream's acknowledgement, at most (the consumer
   // thread waits for room past it: backpressure into the bus); messages a

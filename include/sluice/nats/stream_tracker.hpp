@@ -22,6 +22,7 @@
 #include <tuple>
 
 #include "sluice/config.hpp"
+#include "sluice/nats/stream_journal.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
@@ -85,6 +86,15 @@ struct StreamCounts {
   // Now: streams that sent heartbeats and have been heard of by nothing
   // for kSilentBeats of their intervals (StreamTracker::Silent).
   std::uint64_t streams_silent = 0;
+  // With a journal (a state file): streams read back from it when the
+  // receiver started; streams it could not keep (full, or a subject longer
+  // than it holds), each counted once: a restart forgets them.
+  std::uint64_t streams_restored = 0;
+  std::uint64_t streams_not_saved = 0;
+  // Records the state file held that were dropped when it was read back:
+  // not a state a receiver writes (a damaged file), a stream twice, or no
+  // room for them in the table now.
+  std::uint64_t state_records_dropped = 0;
 };
 
 // What a heartbeat told of its stream.
@@ -96,11 +106,6 @@ enum class HeartbeatVerdict : std::uint8_t {
   kMissing,         // numbers it names had not arrived: counted as gaps
   kFarAhead,        // more than a window ahead: not taken
 };
-
-// Which part of the table a stream belongs to: known origins (those the
-// receiver's allow-lists name) or unknown ones. Each part has its own
-// bound, so a flood of made-up origins fills the unknown part only.
-enum class OriginTrust : std::uint8_t { kKnown, kUnknown };
 
 // The table's bounds: streams of known origins, streams of unknown origins,
 // and how long a stream must go unheard before a new stream of its part may
@@ -115,14 +120,14 @@ struct StreamTableLimits {
 class StreamTracker {
  public:
   // Sequence numbers remembered per stream behind its highest.
-  static constexpr std::uint64_t kWindow = 4096;
+  static constexpr std::uint64_t kWindow = kStreamWindow;
   // The most gaps one confirmed jump adds (2^32: over an hour of a million
   // frames a second), and one stream in all, so that frames numbered near
   // 2^64 cannot make the gaps read 1.8e19.
   static constexpr std::uint64_t kMaxJumpGaps = std::uint64_t{1} << 32;
   static constexpr std::uint64_t kMaxStreamGaps = std::uint64_t{1} << 32;
   // Frames held per stream at most (kHeld).
-  static constexpr std::size_t kMaxHeld = 4;
+  static constexpr std::size_t kMaxHeld = kMaxHeldFrames;
 
   // `max_streams`: each part's bound; a stream is replaced whenever its
   // part is full (no idle time), the least recently heard first.
@@ -149,9 +154,57 @@ class StreamTracker {
     const StreamVerdict verdict =
         Judge(origin_id, instance_id, subject, sequence, count_gaps, trust, now_ns, &stream);
     // Alive (Silent) only by a frame taken: a replay refused as a duplicate
-    // or stale keeps no dead stream alive.
-    if (stream != nullptr && Taken(verdict)) stream->alive_ns = now_ns;
+    // or stale keeps no dead stream alive. A frame taken is the only kind
+    // that changes what the journal keeps.
+    if (stream != nullptr && Taken(verdict)) {
+      stream->alive_ns = now_ns;
+      Save(*stream);
+    }
     return verdict;
+  }
+
+  // Writes every stream not kept in `journal` yet (those Restore read back
+  // from it are) to it, then each change as it is made. `journal` must
+  // outlive the tracker, or be detached with nullptr.
+  void Attach(StreamJournal* journal) noexcept {
+    journal_ = journal;
+    for (auto& entry : streams_) {
+      if (entry.second.entry == StreamJournal::kNoEntry) Save(entry.second);
+    }
+  }
+
+  // A stream read back from a journal, kept there at `entry`, heard now
+  // (`now_ns`): its next frame is judged as the receiver that wrote it
+  // would have, so the numbers sent meanwhile are gaps. Its gaps were that
+  // receiver's to count (a late one no longer lowers them). False, and not
+  // added: a state no tracker writes (a number 0, a baseline above the
+  // highest, a held frame not above it), a stream already here, or its part
+  // of the table full.
+  bool Restore(const StreamState& state, std::uint32_t entry, std::uint64_t now_ns) {
+    if (state.highest == 0 || state.baseline == 0 || state.baseline > state.highest ||
+        state.held_count > kMaxHeld) {
+      return false;
+    }
+    for (std::size_t i = 0; i < state.held_count; ++i) {
+      if (state.held[i] <= state.highest) return false;
+    }
+    Key key{state.origin_id, state.instance_id, std::string(state.subject)};
+    if (streams_.count(key) != 0) return false;
+    const std::size_t part_index = PartOf(state.trust);
+    if (parts_[part_index].count >= parts_[part_index].most) return false;
+    Stream& stream = Insert(std::move(key), part_index)->second;
+    stream.baseline = state.baseline;
+    stream.highest = state.highest;
+    stream.beat_stamp = state.beat_stamp;
+    stream.confirmed = state.confirmed;
+    stream.held = state.held;
+    stream.held_count = state.held_count;
+    stream.seen = state.seen;
+    stream.last_heard_ns = now_ns;
+    stream.alive_ns = now_ns;
+    stream.entry = entry;
+    ++counts_.streams_restored;
+    return true;
   }
 
  private:
@@ -177,25 +230,8 @@ class StreamTracker {
         ++counts_.refused_table_full;
         return StreamVerdict::kTableFull;
       }
-      // The order's place first: if the map's insert then throws, the place
-      // goes again, and the table is as it was.
-      const Order::iterator place = part.order.insert(part.order.end(), nullptr);
-      typename Streams::iterator added;
-#if SLUICE_HAS_EXCEPTIONS
-      try {
-#endif
-        added = streams_.emplace(std::move(key), Stream{}).first;
-#if SLUICE_HAS_EXCEPTIONS
-      } catch (...) {
-        part.order.erase(place);
-        throw;
-      }
-#endif
-      *place = &added->first;
+      const typename Streams::iterator added = Insert(std::move(key), PartOf(trust));
       Stream& stream = added->second;
-      stream.part = PartOf(trust);
-      stream.place = place;
-      ++part.count;
       Begin(stream, sequence);
       stream.last_heard_ns = now_ns;
       ++counts_.streams_opened;
@@ -278,8 +314,12 @@ class StreamTracker {
     Heard(stream, now_ns);
     stream.alive_ns = now_ns;
     if (!stream.ended) stream.heartbeat_ns = interval_ns;
-    if (last <= stream.highest) return HeartbeatVerdict::kNothingMissing;
+    if (last <= stream.highest) {
+      Save(stream);  // its stamp: a replay after a restart is still refused
+      return HeartbeatVerdict::kNothingMissing;
+    }
     if (last - stream.highest > kWindow) {
+      Save(stream);
       ++counts_.heartbeats_far_ahead;
       return HeartbeatVerdict::kFarAhead;
     }
@@ -288,6 +328,7 @@ class StreamTracker {
     for (std::uint64_t s = stream.highest + 1; s <= last; ++s) stream.Unmark(s);
     stream.highest = last;
     AbsorbHeld(stream);
+    Save(stream);
     if (skipped == 0) return HeartbeatVerdict::kNothingMissing;
     ++counts_.heartbeats_with_gaps;
     if (count_gaps) AddGaps(stream, skipped);
@@ -384,7 +425,9 @@ class StreamTracker {
     std::uint64_t alive_ns = 0;       // last taken frame or fresh heartbeat (Silent)
     bool ended = false;               // a later instance replaced it (Silent)
     std::size_t part = kKnownPart;
-    Order::iterator place;  // in its part's order
+    Order::iterator place;                          // in its part's order
+    std::uint32_t entry = StreamJournal::kNoEntry;  // in the journal
+    bool unsaved = false;                           // counted in streams_not_saved
     // Whether a frame other than the first was taken in the window: until
     // then a frame more than a window behind starts the stream again.
     bool confirmed = false;
@@ -545,7 +588,58 @@ class StreamTracker {
     counts_.gaps += added;
   }
 
+  // A new stream `key` in part `part_index` (which has room), last in its
+  // order. The order's place first: if the map's insert then throws, the
+  // place goes again, and the table is as it was.
+  typename Streams::iterator Insert(Key key, std::size_t part_index) {
+    Part& part = parts_[part_index];
+    const Order::iterator place = part.order.insert(part.order.end(), nullptr);
+    typename Streams::iterator added;
+#if SLUICE_HAS_EXCEPTIONS
+    try {
+#endif
+      added = streams_.emplace(std::move(key), Stream{}).first;
+#if SLUICE_HAS_EXCEPTIONS
+    } catch (...) {
+      part.order.erase(place);
+      throw;
+    }
+#endif
+    *place = &added->first;
+    Stream& stream = added->second;
+    stream.part = part_index;
+    stream.place = place;
+    ++part.count;
+    return added;
+  }
+
+  // `stream`'s state to the journal, if there is one.
+  void Save(Stream& stream) noexcept {
+    if (journal_ == nullptr) return;
+    const Key& key = **stream.place;
+    StreamState state;
+    state.origin_id = key.origin_id;
+    state.instance_id = key.instance_id;
+    state.subject = key.subject;
+    state.trust = stream.part == kKnownPart ? OriginTrust::kKnown : OriginTrust::kUnknown;
+    state.baseline = stream.baseline;
+    state.highest = stream.highest;
+    state.beat_stamp = stream.beat_stamp;
+    state.confirmed = stream.confirmed;
+    state.held = stream.held;
+    state.held_count = stream.held_count;
+    state.seen = stream.seen;
+    stream.entry = journal_->Write(stream.entry, state);
+    if (stream.entry == StreamJournal::kNoEntry && !stream.unsaved) {
+      stream.unsaved = true;
+      ++counts_.streams_not_saved;
+    }
+  }
+
   typename Streams::iterator Erase(typename Streams::iterator it) {
+    if (journal_ != nullptr && it->second.entry != StreamJournal::kNoEntry) {
+      journal_->Remove(it->second.entry);
+    }
     Part& part = parts_[it->second.part];
     part.order.erase(it->second.place);
     --part.count;
@@ -576,6 +670,7 @@ class StreamTracker {
   }
 
   std::uint64_t idle_ns_;
+  StreamJournal* journal_ = nullptr;
   std::array<Part, 2> parts_;
   Streams streams_;
   StreamCounts counts_;

@@ -1,0 +1,531 @@
+// The stream table's file without a server: what a restarted receiver
+// reads back (the numbers sent meanwhile become gaps, a replay of a frame
+// taken before is refused, heartbeat stamps and held frames survive), what
+// leaves the file (forgotten and evicted streams), what it cannot keep
+// (counted), the files it refuses (another receiver's, another user's
+// kind, a symlink, one others may write, one that is not a state file), a
+// damaged file (dropped and counted, never read past), and a writer killed
+// with SIGKILL at random moments, 200 times: the file then reads as the
+// state before or after the frame being noted, never one that takes a
+// replay as new.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <new>
+#include <random>
+#include <sluice/nats/stream_state_file.hpp>
+#include <sluice/nats/stream_tracker.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using sluice::nats::HeartbeatVerdict;
+using sluice::nats::OriginTrust;
+using sluice::nats::StreamState;
+using sluice::nats::StreamStateFile;
+using sluice::nats::StreamTableLimits;
+using sluice::nats::StreamTracker;
+using sluice::nats::StreamVerdict;
+
+constexpr std::uint64_t kMs = 1'000'000;
+
+class Scratch {
+ public:
+  Scratch() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/sluice-state-XXXXXX";
+    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ~Scratch() {
+    if (!path_.empty()) (void)std::system(("rm -rf '" + path_ + "'").c_str());
+  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A receiver's table and its file, as the bridge makes them.
+struct Receiver {
+  std::unique_ptr<StreamStateFile> file;
+  StreamTracker tracker;
+  std::string error;
+  std::uint64_t highest_read_back = 0;  // of the last stream read back
+
+  Receiver(const std::string& path, const StreamTableLimits& limits = {},
+           std::size_t capacity = 2048)
+      : tracker(limits) {
+    file = StreamStateFile::Open(path, capacity, &error);
+    if (!file) return;
+    file->ForEachStream([this](const StreamState& state, std::uint32_t entry) {
+      highest_read_back = state.highest;
+      return tracker.Restore(state, entry, 0);
+    });
+    tracker.Attach(file.get());
+  }
+  ~Receiver() { tracker.Attach(nullptr); }
+};
+
+TEST(StreamStateFileTest, ARestartedReceiverCountsWhatWasSentWhileItWasDown) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  {
+    Receiver before(path);
+    ASSERT_TRUE(before.file) << before.error;
+    for (std::uint64_t s = 1; s <= 100; ++s) {
+      ASSERT_NE(before.tracker.Note(7, 1, "a.medium", s), StreamVerdict::kDuplicate);
+    }
+    EXPECT_EQ(before.tracker.Counts().gaps, 0u);
+  }
+  Receiver after(path);
+  ASSERT_TRUE(after.file) << after.error;
+  EXPECT_EQ(after.tracker.Counts().streams_restored, 1u);
+  // 101 to 150 were sent while it was down.
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.medium", 151), StreamVerdict::kAfterGap);
+  EXPECT_EQ(after.tracker.Counts().gaps, 50u);
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.medium", 152), StreamVerdict::kInOrder);
+  EXPECT_EQ(after.tracker.Counts().gaps, 50u);
+}
+
+TEST(StreamStateFileTest, WithoutTheFileARestartedReceiverCountsNothing) {
+  // What the file is for: the same restart with a fresh table.
+  StreamTracker before;
+  for (std::uint64_t s = 1; s <= 100; ++s) (void)before.Note(7, 1, "a.medium", s);
+  StreamTracker after;
+  EXPECT_EQ(after.Note(7, 1, "a.medium", 151), StreamVerdict::kFirst);
+  EXPECT_EQ(after.Counts().gaps, 0u);
+}
+
+TEST(StreamStateFileTest, AReplayOfAFrameTakenBeforeTheRestartIsRefused) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  {
+    Receiver before(path);
+    ASSERT_TRUE(before.file) << before.error;
+    for (std::uint64_t s = 1; s <= 10; ++s) (void)before.tracker.Note(7, 1, "a.high", s);
+    // 12 came before 11, and 11 never did.
+    (void)before.tracker.Note(7, 1, "a.high", 12);
+  }
+  Receiver after(path);
+  ASSERT_TRUE(after.file) << after.error;
+  for (std::uint64_t s = 1; s <= 10; ++s) {
+    EXPECT_EQ(after.tracker.Note(7, 1, "a.high", s), StreamVerdict::kDuplicate) << s;
+  }
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.high", 12), StreamVerdict::kDuplicate);
+  // 11 did not arrive: late, not refused.
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.high", 11), StreamVerdict::kLate);
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.high", 11), StreamVerdict::kDuplicate);
+}
+
+TEST(StreamStateFileTest, HeartbeatStampsAndHeldFramesSurviveARestart) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  {
+    Receiver before(path);
+    ASSERT_TRUE(before.file) << before.error;
+    for (std::uint64_t s = 1; s <= 5; ++s) (void)before.tracker.Note(7, 1, "a.low", s);
+    EXPECT_EQ(before.tracker.NoteHeartbeat(7, 1, "a.low", 5, 50 * kMs, 1000),
+              HeartbeatVerdict::kNothingMissing);
+    // One frame far ahead: held, not taken as the highest.
+    EXPECT_EQ(before.tracker.Note(7, 1, "a.low", 100'000), StreamVerdict::kHeld);
+  }
+  Receiver after(path);
+  ASSERT_TRUE(after.file) << after.error;
+  // A heartbeat stamped before the last one is a replay.
+  EXPECT_EQ(after.tracker.NoteHeartbeat(7, 1, "a.low", 5, 50 * kMs, 999),
+            HeartbeatVerdict::kReplay);
+  // The held frame was delivered: its replay is refused, and the stream
+  // goes on from 5.
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.low", 100'000), StreamVerdict::kDuplicate);
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.low", 6), StreamVerdict::kInOrder);
+  EXPECT_EQ(after.tracker.Counts().gaps, 0u);
+}
+
+TEST(StreamStateFileTest, ForgottenAndEvictedStreamsLeaveTheFile) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  {
+    // One stream per part, replaced at once when another comes.
+    Receiver before(path, StreamTableLimits{1, 1, 0});
+    ASSERT_TRUE(before.file) << before.error;
+    (void)before.tracker.Note(7, 1, "a.high", 1);
+    (void)before.tracker.Note(8, 1, "b.high", 1);  // evicts 7's
+    (void)before.tracker.Note(9, 1, "c.low", 1, true, OriginTrust::kUnknown);
+    before.tracker.Forget([](std::string_view subject) { return subject == "c.low"; });
+  }
+  Receiver after(path, StreamTableLimits{1, 1, 0});
+  ASSERT_TRUE(after.file) << after.error;
+  EXPECT_EQ(after.tracker.Counts().streams_restored, 1u);
+  EXPECT_EQ(after.tracker.Note(8, 1, "b.high", 3), StreamVerdict::kAfterGap);
+  // 7's stream left the file when it was evicted: a new baseline.
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.high", 3), StreamVerdict::kFirst);
+}
+
+TEST(StreamStateFileTest, StreamsTheFileCannotKeepAreCountedOnce) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  Receiver receiver(path, StreamTableLimits{}, /*capacity=*/1);
+  ASSERT_TRUE(receiver.file) << receiver.error;
+  (void)receiver.tracker.Note(7, 1, "a.high", 1);
+  for (std::uint64_t s = 1; s <= 3; ++s) (void)receiver.tracker.Note(8, 1, "b.high", s);
+  const std::string long_subject(StreamStateFile::kMaxSubject + 1, 'x');
+  (void)receiver.tracker.Note(9, 1, long_subject, 1);
+  EXPECT_EQ(receiver.tracker.Counts().streams_not_saved, 2u);
+  // Room again: the next frame of a stream not kept is kept.
+  receiver.tracker.Forget([](std::string_view subject) { return subject == "a.high"; });
+  (void)receiver.tracker.Note(8, 1, "b.high", 4);
+  receiver.tracker.Attach(nullptr);
+  receiver.file.reset();
+  Receiver after(path, StreamTableLimits{}, 1);
+  ASSERT_TRUE(after.file) << after.error;
+  EXPECT_EQ(after.tracker.Note(8, 1, "b.high", 4), StreamVerdict::kDuplicate);
+}
+
+TEST(StreamStateFileTest, ASecondReceiverCannotOpenAFileInUse) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  std::string error;
+  auto first = StreamStateFile::Open(path, 16, &error);
+  ASSERT_TRUE(first) << error;
+  auto second = StreamStateFile::Open(path, 16, &error);
+  EXPECT_FALSE(second);
+  EXPECT_NE(error.find("in use by another receiver"), std::string::npos) << error;
+  first.reset();
+  EXPECT_TRUE(StreamStateFile::Open(path, 16, &error)) << error;
+}
+
+TEST(StreamStateFileTest, FilesAReceiverMustNotTrustAreRefusedAndLeftAsTheyAre) {
+  Scratch scratch;
+  std::string error;
+  // Others may write it.
+  const std::string shared = scratch.File("shared");
+  ASSERT_TRUE(StreamStateFile::Open(shared, 16, &error)) << error;
+  ASSERT_EQ(::chmod(shared.c_str(), 0666), 0);
+  EXPECT_FALSE(StreamStateFile::Open(shared, 16, &error));
+  EXPECT_NE(error.find("others may write it"), std::string::npos) << error;
+  // A symbolic link (to a file someone else chose).
+  const std::string target = scratch.File("target");
+  ASSERT_TRUE(std::ofstream(target) << "x");
+  const std::string link = scratch.File("link");
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  EXPECT_FALSE(StreamStateFile::Open(link, 16, &error));
+  // A directory.
+  EXPECT_FALSE(StreamStateFile::Open(scratch.File(""), 16, &error));
+  // Not a state file (a wrong path, say): refused, not overwritten.
+  const std::string text = scratch.File("notes.txt");
+  const std::string words(200, 'w');
+  ASSERT_TRUE(std::ofstream(text) << words);
+  ASSERT_EQ(::chmod(text.c_str(), 0600), 0);
+  EXPECT_FALSE(StreamStateFile::Open(text, 16, &error));
+  EXPECT_NE(error.find("not a Sluice stream state file"), std::string::npos) << error;
+  std::ifstream in(text);
+  std::string read((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(read, words);
+  // A state file cut short.
+  const std::string cut = scratch.File("cut");
+  ASSERT_TRUE(StreamStateFile::Open(cut, 16, &error)) << error;
+  ASSERT_EQ(::truncate(cut.c_str(), 64 + 3 * StreamStateFile::kRecordSize), 0);
+  EXPECT_FALSE(StreamStateFile::Open(cut, 16, &error));
+  EXPECT_NE(error.find("truncated"), std::string::npos) << error;
+  // Bounds.
+  EXPECT_FALSE(StreamStateFile::Open(scratch.File("zero"), 0, &error));
+  EXPECT_FALSE(
+      StreamStateFile::Open(scratch.File("huge"), StreamStateFile::kMaxRecords + 1, &error));
+}
+
+TEST(StreamStateFileTest, AFileMadeForFewerStreamsIsGrownAndKeepsThem) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  {
+    Receiver small(path, StreamTableLimits{}, 2);
+    ASSERT_TRUE(small.file) << small.error;
+    (void)small.tracker.Note(7, 1, "a.high", 9);
+  }
+  Receiver large(path, StreamTableLimits{}, 64);
+  ASSERT_TRUE(large.file) << large.error;
+  EXPECT_EQ(large.file->Capacity(), 64u);
+  EXPECT_EQ(large.tracker.Note(7, 1, "a.high", 9), StreamVerdict::kDuplicate);
+}
+
+// The records' bytes, past the 64-byte header.
+std::vector<char> ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+void WriteAll(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+TEST(StreamStateFileTest, RandomBytesInTheRecordsAreDroppedAndCountedNeverReadPast) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  constexpr std::size_t kRecords = 8;
+  {
+    Receiver receiver(path, StreamTableLimits{}, kRecords);
+    ASSERT_TRUE(receiver.file) << receiver.error;
+    for (std::uint64_t origin = 1; origin <= kRecords; ++origin) {
+      (void)receiver.tracker.Note(origin, 1, "a.high", 5);
+    }
+  }
+  const std::vector<char> good = ReadAll(path);
+  std::mt19937_64 random(2026);
+  for (int round = 0; round < 300; ++round) {
+    std::vector<char> bytes = good;
+    // A few bytes of a few records (a damaged disk), or whole records.
+    const int changes = 1 + static_cast<int>(random() % 64);
+    for (int c = 0; c < changes; ++c) {
+      bytes[64 + random() % (bytes.size() - 64)] = static_cast<char>(random());
+    }
+    if (round % 10 == 0) {
+      for (std::size_t i = 64; i < bytes.size(); ++i) bytes[i] = static_cast<char>(random());
+    }
+    WriteAll(path, bytes);
+    Receiver receiver(path, StreamTableLimits{}, kRecords);
+    ASSERT_TRUE(receiver.file) << receiver.error;
+    const sluice::nats::StreamCounts counts = receiver.tracker.Counts();
+    EXPECT_LE(counts.streams_restored + receiver.file->RecordsDropped(), kRecords);
+    // Whatever was read back still judges frames.
+    for (std::uint64_t origin = 1; origin <= kRecords; ++origin) {
+      (void)receiver.tracker.Note(origin, 1, "a.high", 6);
+    }
+  }
+}
+
+TEST(StreamStateFileTest, ADamagedRecordIsDroppedAndTheOthersKept) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  {
+    Receiver receiver(path, StreamTableLimits{}, 2);
+    ASSERT_TRUE(receiver.file) << receiver.error;
+    (void)receiver.tracker.Note(1, 1, "a.high", 5);
+    (void)receiver.tracker.Note(2, 1, "a.high", 5);
+  }
+  std::vector<char> bytes = ReadAll(path);
+  // The first record's subject size (at offset 4 of the record) past 256.
+  bytes[64 + 4] = static_cast<char>(0xFF);
+  bytes[64 + 5] = static_cast<char>(0xFF);
+  WriteAll(path, bytes);
+  Receiver receiver(path, StreamTableLimits{}, 2);
+  ASSERT_TRUE(receiver.file) << receiver.error;
+  EXPECT_EQ(receiver.file->RecordsDropped(), 1u);
+  EXPECT_EQ(receiver.tracker.Counts().streams_restored, 1u);
+}
+
+// What a writer and the test share across the kill: the writer's report
+// when it started, and the number it is noting (stored before each Note).
+struct Shared {
+  std::atomic<std::uint64_t> started{0};  // 1: the report below is written
+  std::atomic<std::uint64_t> read_back{0};
+  std::atomic<std::uint64_t> replay_taken{0};
+  std::atomic<std::uint64_t> noting{0};
+};
+
+// The numbers the writer below takes: every one but the multiples of 3,
+// which never arrive (gaps, so that records have arrival bits cleared as
+// well as set).
+std::uint64_t NextTaken(std::uint64_t s) { return (s + 1) % 3 == 0 ? s + 2 : s + 1; }
+std::uint64_t PreviousTaken(std::uint64_t s) {
+  if (s <= 1) return 0;
+  return (s - 1) % 3 == 0 ? s - 2 : s - 1;
+}
+
+// A writer killed at a random moment, 200 times, on one stream: each start
+// reads back the stream's highest number, which must be the one the last
+// writer was noting or the one it took before (never less, never more),
+// every number taken in the window must be refused as a replay, and the
+// next number must be taken. The writer tells the number it notes through
+// shared memory, not a system call, so that the kills land anywhere in
+// its loop, most of which is writing the record. 200 kills, each after
+// 0-2 ms of frames.
+TEST(StreamStateFileTest, AWriterKilledAtAnyMomentLeavesTheStateBeforeOrAfterItsFrame) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  void* page =
+      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(page, MAP_FAILED);
+  Shared* shared = new (page) Shared;
+  std::mt19937 random(7);
+  std::uint64_t last_noting = 0;
+  int landed_inside = 0;  // kills that left the frame being noted out
+  constexpr int kKills = 200;
+  for (int kill = 0; kill < kKills; ++kill) {
+    shared->started.store(0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      Receiver receiver(path);
+      if (!receiver.file) ::_exit(3);
+      const std::uint64_t highest =
+          receiver.tracker.Counts().streams_restored == 1 ? receiver.highest_read_back : 0;
+      // Every number taken (in the window) is a replay now, and the next
+      // follows on.
+      bool bad = false;
+      if (highest != 0) {
+        const std::uint64_t window = StreamTracker::kWindow;
+        for (std::uint64_t s = highest > window ? highest - window + 1 : 1; s <= highest; ++s) {
+          bad = bad || (s % 3 != 0 &&
+                        receiver.tracker.Peek(7, 1, "a.high", s) != StreamVerdict::kDuplicate);
+        }
+        const StreamVerdict next = receiver.tracker.Peek(7, 1, "a.high", NextTaken(highest));
+        bad = bad || (next != StreamVerdict::kInOrder && next != StreamVerdict::kAfterGap);
+      }
+      shared->read_back.store(highest);
+      shared->replay_taken.store(bad ? 1 : 0);
+      shared->started.store(1);
+      for (std::uint64_t s = NextTaken(highest);; s = NextTaken(s)) {
+        shared->noting.store(s, std::memory_order_relaxed);
+        const StreamVerdict verdict = receiver.tracker.Note(7, 1, "a.high", s);
+        if (verdict != StreamVerdict::kInOrder && verdict != StreamVerdict::kAfterGap &&
+            verdict != StreamVerdict::kFirst) {
+          ::_exit(5);
+        }
+      }
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (shared->started.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(random() % 2000));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the writer stopped on its own: " << status;
+    ASSERT_EQ(shared->started.load(), 1u) << "the writer did not start";
+    EXPECT_EQ(shared->replay_taken.load(), 0u) << "kill " << kill << ": a number taken was new";
+    // The state read back: the frame the last writer was noting, or the
+    // one before it.
+    const std::uint64_t read_back = shared->read_back.load();
+    if (kill > 0) {
+      EXPECT_TRUE(read_back == last_noting || read_back == PreviousTaken(last_noting))
+          << "kill " << kill << ": read back " << read_back << ", was noting " << last_noting;
+      if (read_back != last_noting) ++landed_inside;
+    }
+    last_noting = shared->noting.load();
+    if ((kill + 1) % 50 == 0) {
+      std::printf("%d of %d kills, noting %llu, %d inside a frame's write\n", kill + 1, kKills,
+                  static_cast<unsigned long long>(last_noting), landed_inside);
+    }
+  }
+  ::munmap(page, sizeof(Shared));
+}
+
+// The writer killed at each of its stores in turn (the test seam), for a
+// frame that follows on and for one that skips 500 numbers (clearing
+// arrival bits): the file then reads as the state before the frame or
+// after it, every number taken in the window is refused as a replay, and
+// the state goes on from there. Steps are tried until the writer gets
+// through a frame without reaching the kill.
+int g_stores_left = 0;
+void KillAtThisStore() {
+  if (--g_stores_left == 0) ::raise(SIGKILL);
+}
+
+TEST(StreamStateFileTest, AWriterKilledAtEachStoreLeavesTheStateBeforeOrAfterItsFrame) {
+  for (const std::uint64_t skip : {std::uint64_t{0}, std::uint64_t{500}}) {
+    int steps = 0;
+    for (int step = 1;; ++step) {
+      Scratch scratch;
+      const std::string path = scratch.File("streams");
+      std::uint64_t before = 0;
+      {
+        Receiver writer(path);
+        ASSERT_TRUE(writer.file) << writer.error;
+        for (std::uint64_t s = 1; s < 5000; s = NextTaken(s)) {
+          (void)writer.tracker.Note(7, 1, "a.high", s);
+          before = s;
+        }
+      }
+      const std::uint64_t frame = NextTaken(before) + skip;
+      const pid_t child = ::fork();
+      ASSERT_GE(child, 0);
+      if (child == 0) {
+        Receiver writer(path);
+        if (!writer.file) ::_exit(3);
+        g_stores_left = step;
+        StreamStateFile::store_seam = &KillAtThisStore;
+        (void)writer.tracker.Note(7, 1, "a.high", frame);
+        ::_exit(0);
+      }
+      int status = 0;
+      ASSERT_EQ(::waitpid(child, &status, 0), child);
+      Receiver after(path);
+      ASSERT_TRUE(after.file) << after.error;
+      ASSERT_EQ(after.tracker.Counts().streams_restored, 1u);
+      const std::uint64_t read_back = after.highest_read_back;
+      EXPECT_TRUE(read_back == before || read_back == frame)
+          << "skip " << skip << ", killed at store " << step << ": read back " << read_back;
+      for (std::uint64_t s = read_back - StreamTracker::kWindow + 1; s <= read_back; ++s) {
+        const bool taken = (s % 3 != 0 && s <= before) || s == frame;
+        if (taken) {
+          EXPECT_EQ(after.tracker.Peek(7, 1, "a.high", s), StreamVerdict::kDuplicate)
+              << "skip " << skip << ", killed at store " << step << ": " << s << " taken as new";
+        }
+      }
+      EXPECT_NE(after.tracker.Note(7, 1, "a.high", NextTaken(read_back)),
+                StreamVerdict::kDuplicate);
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        steps = step - 1;
+        break;
+      }
+      ASSERT_TRUE(WIFSIGNALED(status)) << status;
+      ASSERT_LT(step, 1000) << "the writer never got through";
+    }
+    std::printf("skip %llu: killed at each of %d stores\n", static_cast<unsigned long long>(skip),
+                steps);
+    EXPECT_GT(steps, 1);
+  }
+  // A new stream's first frame: read back, the stream is there whole (its
+  // key as noted), or not at all.
+  int steps = 0;
+  for (int step = 1;; ++step) {
+    Scratch scratch;
+    const std::string path = scratch.File("streams");
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      Receiver writer(path);
+      if (!writer.file) ::_exit(3);
+      g_stores_left = step;
+      StreamStateFile::store_seam = &KillAtThisStore;
+      (void)writer.tracker.Note(7, 1, "a.high", 40);
+      ::_exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    Receiver after(path);
+    ASSERT_TRUE(after.file) << after.error;
+    const std::uint64_t restored = after.tracker.Counts().streams_restored;
+    EXPECT_EQ(restored + after.file->RecordsDropped(), restored) << "step " << step;
+    if (restored == 1) {
+      EXPECT_EQ(after.tracker.Peek(7, 1, "a.high", 40), StreamVerdict::kDuplicate)
+          << "killed at store " << step << ": the stream read back is not the one noted";
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      steps = step - 1;
+      EXPECT_EQ(restored, 1u);
+      break;
+    }
+    ASSERT_TRUE(WIFSIGNALED(status)) << status;
+    ASSERT_LT(step, 1000) << "the writer never got through";
+  }
+  std::printf("a new stream: killed at each of %d stores\n", steps);
+  EXPECT_GE(steps, 1);
+}
+
+}  // namespace
