@@ -236,16 +236,86 @@ TEST(StreamStateFileTest, FilesAReceiverMustNotTrustAreRefusedAndLeftAsTheyAre) 
   std::ifstream in(text);
   std::string read((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(read, words);
+  // Shorter than a header, or a header of zeros (a disk image, say):
+  // refused, not overwritten.
+  const std::string note = scratch.File("note");
+  ASSERT_TRUE(std::ofstream(note) << "my notes");
+  ASSERT_EQ(::chmod(note.c_str(), 0600), 0);
+  EXPECT_FALSE(StreamStateFile::Open(note, 16, &error));
+  EXPECT_NE(error.find("not a Sluice stream state file"), std::string::npos) << error;
+  std::ifstream note_in(note);
+  EXPECT_EQ(
+      std::string((std::istreambuf_iterator<char>(note_in)), std::istreambuf_iterator<char>()),
+      "my notes");
+  const std::string image = scratch.File("image");
+  std::string image_bytes(64, '\0');
+  image_bytes += std::string(3000, 'D');
+  ASSERT_TRUE(std::ofstream(image, std::ios::binary) << image_bytes);
+  ASSERT_EQ(::chmod(image.c_str(), 0600), 0);
+  EXPECT_FALSE(StreamStateFile::Open(image, 2, &error));
+  std::ifstream image_in(image, std::ios::binary);
+  EXPECT_EQ(
+      std::string((std::istreambuf_iterator<char>(image_in)), std::istreambuf_iterator<char>()),
+      image_bytes);
   // A state file cut short.
   const std::string cut = scratch.File("cut");
   ASSERT_TRUE(StreamStateFile::Open(cut, 16, &error)) << error;
   ASSERT_EQ(::truncate(cut.c_str(), 64 + 3 * StreamStateFile::kRecordSize), 0);
   EXPECT_FALSE(StreamStateFile::Open(cut, 16, &error));
   EXPECT_NE(error.find("truncated"), std::string::npos) << error;
-  // Bounds.
+  // Bounds, and the record's size docs/nats.md gives.
+  EXPECT_EQ(StreamStateFile::kRecordSize, 936u);
   EXPECT_FALSE(StreamStateFile::Open(scratch.File("zero"), 0, &error));
   EXPECT_FALSE(
       StreamStateFile::Open(scratch.File("huge"), StreamStateFile::kMaxRecords + 1, &error));
+}
+
+// A receiver killed after it wrote a new file's header and before it added
+// the records: the next one grows it and uses it.
+TEST(StreamStateFileTest, AFileKilledBeforeItsRecordsWereAddedIsGrown) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  std::string error;
+  ASSERT_TRUE(StreamStateFile::Open(path, 16, &error)) << error;
+  ASSERT_EQ(::truncate(path.c_str(), 64), 0);  // the header alone
+  Receiver receiver(path, StreamTableLimits{}, 16);
+  ASSERT_TRUE(receiver.file) << receiver.error;
+  EXPECT_EQ(receiver.file->Capacity(), 16u);
+  EXPECT_EQ(receiver.tracker.Note(7, 1, "a.high", 1), StreamVerdict::kFirst);
+}
+
+// A stream that sent heartbeats is silent after a restart too, once it
+// goes three of its intervals without a frame.
+TEST(StreamStateFileTest, AStreamRestoredWithItsHeartbeatsReadsAsSilent) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  {
+    Receiver before(path);
+    ASSERT_TRUE(before.file) << before.error;
+    (void)before.tracker.Note(7, 1, "a.high", 1);
+    (void)before.tracker.NoteHeartbeat(7, 1, "a.high", 1, 50 * kMs, 1000);
+  }
+  Receiver after(path);  // restored at 0 on the tracker's clock
+  ASSERT_TRUE(after.file) << after.error;
+  EXPECT_EQ(after.tracker.Silent(100 * kMs), 0u);
+  EXPECT_EQ(after.tracker.Silent(200 * kMs), 1u);
+}
+
+// A state no tracker writes is not restored: here two held frames alike,
+// which would make the jump they confirm count 2^32 gaps.
+TEST(StreamStateFileTest, AStateWithAFrameHeldTwiceIsNotRestored) {
+  StreamTracker tracker;
+  StreamState state;
+  state.origin_id = 7;
+  state.instance_id = 1;
+  state.subject = "a.high";
+  state.baseline = 1;
+  state.highest = 1;
+  state.held = {10'000, 10'000, 10'000, 0};
+  state.held_count = 3;
+  EXPECT_FALSE(tracker.Restore(state, 0, 0));
+  state.held = {10'000, 20'000, 30'000, 0};
+  EXPECT_TRUE(tracker.Restore(state, 0, 0));
 }
 
 TEST(StreamStateFileTest, AFileMadeForFewerStreamsIsGrownAndKeepsThem) {

@@ -179,7 +179,7 @@ struct BridgeOptions {
   // Start fails (NATS_INVALID_ARG, saying why) if it cannot be opened, is
   // not a regular file of this user that only it may write, another
   // receiver holds it, or it is not a stream state file. It holds
-  // max_tracked_streams + max_tracked_unknown_streams records of 920
+  // max_tracked_streams + max_tracked_unknown_streams records of 936
   // bytes (sluice/nats/stream_state_file.hpp); see docs/nats.md,
   // "A restarted receiver".
   std::string stream_state_path;

@@ -38,6 +38,9 @@ struct StreamState {
   std::uint64_t baseline = 0;    // the first number heard
   std::uint64_t highest = 0;     // the highest number taken
   std::uint64_t beat_stamp = 0;  // the sender's stamp on its last heartbeat
+  // The sender's heartbeat interval (0: none heard): a stream restored
+  // with one reads as silent once that long passes without a frame.
+  std::uint64_t heartbeat_ns = 0;
   // Whether a frame other than the first was taken (a frame more than a
   // window behind starts an unconfirmed stream again).
   bool confirmed = false;

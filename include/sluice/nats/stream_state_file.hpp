@@ -76,6 +76,7 @@ class StreamStateFile final : public StreamJournal {
     std::uint64_t baseline;
     std::uint64_t highest;
     std::uint64_t beat_stamp;
+    std::uint64_t heartbeat_ns;
     std::uint64_t held[kMaxHeldFrames];
   };
   struct Record {
@@ -113,7 +114,7 @@ class StreamStateFile final : public StreamJournal {
       return fail("the stream table's bounds must add up to 1 to " + std::to_string(kMaxRecords) +
                   " streams");
     }
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
     if (fd < 0) return fail(ErrorText(errno));
     std::unique_ptr<StreamStateFile> file(new StreamStateFile(fd));
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -126,20 +127,28 @@ class StreamStateFile final : public StreamJournal {
     if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
       return fail("others may write it (it must be mode 0600 or 0644)");
     }
+    auto size = static_cast<std::uint64_t>(info.st_size);
     Header header{};
-    const auto size = static_cast<std::uint64_t>(info.st_size);
-    bool fresh = size < sizeof(Header);
-    if (!fresh) {
-      if (::pread(fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
+    if (size == 0) {
+      // New: the whole header in one write (a process killed in a write
+      // of 64 bytes to a file leaves all of it or none), then the records
+      // (grown below). Killed between the two, the file is the header
+      // alone, grown by the next Open.
+      header.version = kVersion;
+      header.byte_order = kByteOrder;
+      header.record_size = static_cast<std::uint32_t>(kRecordSize);
+      header.max_subject = static_cast<std::uint32_t>(kMaxSubject);
+      header.window = kStreamWindow;
+      header.capacity = capacity;
+      std::memcpy(header.magic, kMagic, sizeof kMagic);
+      if (::pwrite(fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
         return fail(ErrorText(errno));
       }
-      // Created, and killed before its header was written: new.
-      static constexpr Header kNone{};
-      fresh = std::memcmp(&header, &kNone, sizeof header) == 0;
-    }
-    std::uint64_t records = capacity;
-    if (!fresh) {
-      if (std::memcmp(header.magic, kMagic, sizeof kMagic) != 0) {
+      size = sizeof header;
+    } else {
+      if (size < sizeof header ||
+          ::pread(fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
+          std::memcmp(header.magic, kMagic, sizeof kMagic) != 0) {
         return fail("not a Sluice stream state file");
       }
       if (header.byte_order != kByteOrder || header.version != kVersion ||
@@ -150,11 +159,12 @@ class StreamStateFile final : public StreamJournal {
       if (header.capacity == 0 || header.capacity > kMaxRecords) {
         return fail("its header names " + std::to_string(header.capacity) + " records");
       }
-      if (size < sizeof(Header) + header.capacity * kRecordSize) {
+      // Shorter than its records, and not the header alone (above).
+      if (size != sizeof header && size < sizeof header + header.capacity * kRecordSize) {
         return fail("shorter than its header says (truncated)");
       }
-      if (header.capacity > records) records = header.capacity;
     }
+    const std::uint64_t records = header.capacity > capacity ? header.capacity : capacity;
     const std::uint64_t bytes = sizeof(Header) + records * kRecordSize;
     if (size < bytes && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       return fail(ErrorText(errno));
@@ -166,22 +176,10 @@ class StreamStateFile final : public StreamJournal {
     file->records_ = reinterpret_cast<Record*>(static_cast<char*>(map) + sizeof(Header));
     file->capacity_ = static_cast<std::size_t>(records);
     file->free_.reserve(file->capacity_);
+    // Grown above: a file killed before this store is read as its old
+    // size, and grown again.
     auto* mapped = static_cast<Header*>(map);
-    if (fresh) {
-      Header made{};
-      made.version = kVersion;
-      made.byte_order = kByteOrder;
-      made.record_size = static_cast<std::uint32_t>(kRecordSize);
-      made.max_subject = static_cast<std::uint32_t>(kMaxSubject);
-      made.window = kStreamWindow;
-      made.capacity = records;
-      // The magic last: a file killed before it is read as new again.
-      std::memcpy(mapped, &made, sizeof made);
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-      std::memcpy(mapped->magic, kMagic, sizeof kMagic);
-    } else if (mapped->capacity < records) {
-      mapped->capacity = records;  // grown above
-    }
+    if (mapped->capacity < records) mapped->capacity = records;
     return file;
   }
 
@@ -302,6 +300,7 @@ class StreamStateFile final : public StreamJournal {
     copy.baseline = state.baseline;
     copy.highest = state.highest;
     copy.beat_stamp = state.beat_stamp;
+    copy.heartbeat_ns = state.heartbeat_ns;
     for (std::size_t i = 0; i < kMaxHeldFrames; ++i) copy.held[i] = state.held[i];
   }
 
@@ -344,6 +343,7 @@ class StreamStateFile final : public StreamJournal {
     state->baseline = copy.baseline;
     state->highest = copy.highest;
     state->beat_stamp = copy.beat_stamp;
+    state->heartbeat_ns = copy.heartbeat_ns;
     state->confirmed = copy.confirmed != 0;
     state->held_count = copy.held_count;
     for (std::size_t i = 0; i < kMaxHeldFrames; ++i) state->held[i] = copy.held[i];

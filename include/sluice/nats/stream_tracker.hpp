@@ -88,7 +88,8 @@ struct StreamCounts {
   std::uint64_t streams_silent = 0;
   // With a journal (a state file): streams read back from it when the
   // receiver started; streams it could not keep (full, or a subject longer
-  // than it holds), each counted once: a restart forgets them.
+  // than it holds), each counted the first time (a later frame tries
+  // again: kept once a record is freed; until then a restart forgets it).
   std::uint64_t streams_restored = 0;
   std::uint64_t streams_not_saved = 0;
   // Records the state file held that were dropped when it was read back:
@@ -178,8 +179,8 @@ class StreamTracker {
   // would have, so the numbers sent meanwhile are gaps. Its gaps were that
   // receiver's to count (a late one no longer lowers them). False, and not
   // added: a state no tracker writes (a number 0, a baseline above the
-  // highest, a held frame not above it), a stream already here, or its part
-  // of the table full.
+  // highest, a held frame not above it or held twice), a stream already
+  // here, or its part of the table full.
   bool Restore(const StreamState& state, std::uint32_t entry, std::uint64_t now_ns) {
     if (state.highest == 0 || state.baseline == 0 || state.baseline > state.highest ||
         state.held_count > kMaxHeld) {
@@ -187,6 +188,9 @@ class StreamTracker {
     }
     for (std::size_t i = 0; i < state.held_count; ++i) {
       if (state.held[i] <= state.highest) return false;
+      for (std::size_t j = 0; j < i; ++j) {
+        if (state.held[j] == state.held[i]) return false;  // held once each
+      }
     }
     Key key{state.origin_id, state.instance_id, std::string(state.subject)};
     if (streams_.count(key) != 0) return false;
@@ -196,6 +200,7 @@ class StreamTracker {
     stream.baseline = state.baseline;
     stream.highest = state.highest;
     stream.beat_stamp = state.beat_stamp;
+    stream.heartbeat_ns = state.heartbeat_ns;
     stream.confirmed = state.confirmed;
     stream.held = state.held;
     stream.held_count = state.held_count;
@@ -625,6 +630,7 @@ class StreamTracker {
     state.baseline = stream.baseline;
     state.highest = stream.highest;
     state.beat_stamp = stream.beat_stamp;
+    state.heartbeat_ns = stream.heartbeat_ns;
     state.confirmed = stream.confirmed;
     state.held = stream.held;
     state.held_count = stream.held_count;
