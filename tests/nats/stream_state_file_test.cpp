@@ -16,8 +16,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +61,16 @@ class Scratch {
  private:
   std::string path_;
 };
+
+// A file's bytes.
+std::vector<char> ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+void WriteAll(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
 
 // A receiver's table and its file, as the bridge makes them.
 struct Receiver {
@@ -263,6 +275,26 @@ TEST(StreamStateFileTest, FilesAReceiverMustNotTrustAreRefusedAndLeftAsTheyAre) 
   ASSERT_EQ(::truncate(cut.c_str(), 64 + 3 * StreamStateFile::kRecordSize), 0);
   EXPECT_FALSE(StreamStateFile::Open(cut, 16, &error));
   EXPECT_NE(error.find("truncated"), std::string::npos) << error;
+  // Of another version: refused, unchanged.
+  const std::string old_version = scratch.File("old");
+  ASSERT_TRUE(StreamStateFile::Open(old_version, 2, &error)) << error;
+  std::vector<char> old_bytes = ReadAll(old_version);
+  old_bytes[8] = 9;  // the version, after the 8-byte magic
+  WriteAll(old_version, old_bytes);
+  EXPECT_FALSE(StreamStateFile::Open(old_version, 2, &error));
+  EXPECT_NE(error.find("another version"), std::string::npos) << error;
+  EXPECT_EQ(ReadAll(old_version), old_bytes);
+  // A device: not opened.
+  EXPECT_FALSE(StreamStateFile::Open("/dev/null", 2, &error));
+  EXPECT_NE(error.find("not a regular file"), std::string::npos) << error;
+  // A file made here is the user's alone.
+  struct stat made {};
+  ASSERT_EQ(::stat(shared.c_str(), &made), 0);  // (chmod'ed above)
+  const std::string own = scratch.File("own");
+  ::umask(022);
+  ASSERT_TRUE(StreamStateFile::Open(own, 2, &error)) << error;
+  ASSERT_EQ(::stat(own.c_str(), &made), 0);
+  EXPECT_EQ(made.st_mode & 0777, 0600u);
   // Bounds, and the record's size docs/nats.md gives.
   EXPECT_EQ(StreamStateFile::kRecordSize, 936u);
   EXPECT_FALSE(StreamStateFile::Open(scratch.File("zero"), 0, &error));
@@ -301,6 +333,30 @@ TEST(StreamStateFileTest, AStreamRestoredWithItsHeartbeatsReadsAsSilent) {
   EXPECT_EQ(after.tracker.Silent(200 * kMs), 1u);
 }
 
+// A stream a later instance of its sender replaced is never silent, also
+// after a restart.
+TEST(StreamStateFileTest, AStreamEndedBeforeARestartStaysNeverSilent) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  {
+    Receiver before(path);
+    ASSERT_TRUE(before.file) << before.error;
+    (void)before.tracker.Note(7, 1, "a.high", 1);
+    (void)before.tracker.NoteHeartbeat(7, 1, "a.high", 1, 50 * kMs, 1000);
+    // The sender started again: instance 2 ends instance 1.
+    (void)before.tracker.Note(7, 2, "a.high", 1, true, OriginTrust::kKnown, 10 * kMs);
+    (void)before.tracker.NoteHeartbeat(7, 2, "a.high", 1, 50 * kMs, 2000, true, 10 * kMs);
+  }
+  Receiver after(path);
+  ASSERT_TRUE(after.file) << after.error;
+  ASSERT_EQ(after.tracker.Counts().streams_restored, 2u);
+  // Instance 2 goes on; instance 1 is not silent, however long.
+  for (std::uint64_t at = 100 * kMs; at <= 10'000 * kMs; at += 100 * kMs) {
+    (void)after.tracker.NoteHeartbeat(7, 2, "a.high", 1, 50 * kMs, 3000 + at, true, at);
+    ASSERT_EQ(after.tracker.Silent(at), 0u) << at;
+  }
+}
+
 // A state no tracker writes is not restored: here two held frames alike,
 // which would make the jump they confirm count 2^32 gaps.
 TEST(StreamStateFileTest, AStateWithAFrameHeldTwiceIsNotRestored) {
@@ -330,16 +386,6 @@ TEST(StreamStateFileTest, AFileMadeForFewerStreamsIsGrownAndKeepsThem) {
   ASSERT_TRUE(large.file) << large.error;
   EXPECT_EQ(large.file->Capacity(), 64u);
   EXPECT_EQ(large.tracker.Note(7, 1, "a.high", 9), StreamVerdict::kDuplicate);
-}
-
-// The records' bytes, past the 64-byte header.
-std::vector<char> ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-void WriteAll(const std::string& path, const std::vector<char>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 TEST(StreamStateFileTest, RandomBytesInTheRecordsAreDroppedAndCountedNeverReadPast) {
@@ -375,6 +421,29 @@ TEST(StreamStateFileTest, RandomBytesInTheRecordsAreDroppedAndCountedNeverReadPa
       (void)receiver.tracker.Note(origin, 1, "a.high", 6);
     }
   }
+}
+
+TEST(StreamStateFileTest, AStreamRecordedTwiceIsReadBackOnce) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  {
+    Receiver receiver(path, StreamTableLimits{}, 2);
+    ASSERT_TRUE(receiver.file) << receiver.error;
+    (void)receiver.tracker.Note(1, 1, "a.high", 5);
+  }
+  // The one record copied into the other place.
+  std::vector<char> bytes = ReadAll(path);
+  const std::size_t size = StreamStateFile::kRecordSize;
+  const std::size_t used = bytes[64] != 0 ? 64 : 64 + size;
+  const std::size_t other = used == 64 ? 64 + size : 64;
+  std::copy(bytes.begin() + static_cast<std::ptrdiff_t>(used),
+            bytes.begin() + static_cast<std::ptrdiff_t>(used + size),
+            bytes.begin() + static_cast<std::ptrdiff_t>(other));
+  WriteAll(path, bytes);
+  Receiver receiver(path, StreamTableLimits{}, 2);
+  ASSERT_TRUE(receiver.file) << receiver.error;
+  EXPECT_EQ(receiver.tracker.Counts().streams_restored, 1u);
+  EXPECT_EQ(receiver.file->RecordsDropped(), 1u);
 }
 
 TEST(StreamStateFileTest, ADamagedRecordIsDroppedAndTheOthersKept) {

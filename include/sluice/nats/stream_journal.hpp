@@ -44,6 +44,8 @@ struct StreamState {
   // Whether a frame other than the first was taken (a frame more than a
   // window behind starts an unconfirmed stream again).
   bool confirmed = false;
+  // A later instance of its origin replaced it on its subject: never silent.
+  bool ended = false;
   std::array<std::uint64_t, kMaxHeldFrames> held{};  // frames far ahead, delivered
   std::size_t held_count = 0;
   // Bit s % kStreamWindow: whether number s arrived, for s in

@@ -72,7 +72,8 @@ class StreamStateFile final : public StreamJournal {
     std::uint32_t generation;
     std::uint8_t held_count;
     std::uint8_t confirmed;
-    std::uint8_t unused[2];
+    std::uint8_t ended;
+    std::uint8_t unused;
     std::uint64_t baseline;
     std::uint64_t highest;
     std::uint64_t beat_stamp;
@@ -113,6 +114,13 @@ class StreamStateFile final : public StreamJournal {
     if (capacity == 0 || capacity > kMaxRecords) {
       return fail("the stream table's bounds must add up to 1 to " + std::to_string(kMaxRecords) +
                   " streams");
+    }
+    // Not opened at all if it is there and not a regular file: opening a
+    // device read-write can do something (fstat below checks what was
+    // opened, should the path change in between).
+    struct stat before {};
+    if (::lstat(path.c_str(), &before) == 0 && !S_ISREG(before.st_mode)) {
+      return fail("not a regular file");
     }
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
     if (fd < 0) return fail(ErrorText(errno));
@@ -297,6 +305,7 @@ class StreamStateFile final : public StreamJournal {
   static void Fill(Copy& copy, const StreamState& state) noexcept {
     copy.held_count = static_cast<std::uint8_t>(state.held_count);
     copy.confirmed = state.confirmed ? 1 : 0;
+    copy.ended = state.ended ? 1 : 0;
     copy.baseline = state.baseline;
     copy.highest = state.highest;
     copy.beat_stamp = state.beat_stamp;
@@ -335,7 +344,7 @@ class StreamStateFile final : public StreamJournal {
     }
     if (record.copies[0].generation == 0 && record.copies[1].generation == 0) return false;
     const Copy& copy = record.copies[Newer(record)];
-    if (copy.held_count > kMaxHeldFrames || copy.confirmed > 1) return false;
+    if (copy.held_count > kMaxHeldFrames || copy.confirmed > 1 || copy.ended > 1) return false;
     state->origin_id = record.origin_id;
     state->instance_id = record.instance_id;
     state->subject = std::string_view(record.subject, record.subject_size);
@@ -345,6 +354,7 @@ class StreamStateFile final : public StreamJournal {
     state->beat_stamp = copy.beat_stamp;
     state->heartbeat_ns = copy.heartbeat_ns;
     state->confirmed = copy.confirmed != 0;
+    state->ended = copy.ended != 0;
     state->held_count = copy.held_count;
     for (std::size_t i = 0; i < kMaxHeldFrames; ++i) state->held[i] = copy.held[i];
     for (std::size_t w = 0; w < kStreamWindow / 64; ++w) state->seen[w] = record.seen[w];

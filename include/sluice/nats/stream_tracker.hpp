@@ -201,6 +201,7 @@ class StreamTracker {
     stream.highest = state.highest;
     stream.beat_stamp = state.beat_stamp;
     stream.heartbeat_ns = state.heartbeat_ns;
+    stream.ended = state.ended;
     stream.confirmed = state.confirmed;
     stream.held = state.held;
     stream.held_count = state.held_count;
@@ -487,8 +488,9 @@ class StreamTracker {
   void EndEarlierInstances(const Key& key) noexcept {
     for (auto& entry : streams_) {
       if (entry.first.origin_id == key.origin_id && entry.first.instance_id != key.instance_id &&
-          entry.first.subject == key.subject) {
+          entry.first.subject == key.subject && !entry.second.ended) {
         entry.second.ended = true;
+        Save(entry.second);
       }
     }
   }
@@ -631,6 +633,7 @@ class StreamTracker {
     state.highest = stream.highest;
     state.beat_stamp = stream.beat_stamp;
     state.heartbeat_ns = stream.heartbeat_ns;
+    state.ended = stream.ended;
     state.confirmed = stream.confirmed;
     state.held = stream.held;
     state.held_count = stream.held_count;
