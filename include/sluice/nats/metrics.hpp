@@ -15,7 +15,7 @@
 #include "sluice/extras/prometheus.hpp"
 #include "sluice/message.hpp"
 #include "sluice/nats/frame.hpp"
-#include "sluice/nats/stream_tracker.hpp"
+#include "sluice/nats/stream_verdicts.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
