@@ -1110,13 +1110,14 @@ class NatsDispatchAckTest : public NatsJetStreamTest {
   }
   void SendReadings() { Store("js.backlog", kReadings); }
 
-  // Starts a receiver; false if it never says it is ready.
-  bool StartReceiver(sluice_test::ChildProcess& receiver, const std::string& ack, int ms) {
-    if (!receiver.Start(
-            {SLUICE_NATS_PEER, "backlog", server_.Url(), "backlog", ack, std::to_string(ms)},
-            /*capture=*/true)) {
-      return false;
-    }
+  // Starts a receiver (its stream table in `state_path`, if not empty);
+  // false if it never says it is ready.
+  bool StartReceiver(sluice_test::ChildProcess& receiver, const std::string& ack, int ms,
+                     const std::string& state_path = "") {
+    std::vector<std::string> args{SLUICE_NATS_PEER, "backlog", server_.Url(),
+                                  "backlog",        ack,       std::to_string(ms)};
+    if (!state_path.empty()) args.push_back(state_path);
+    if (!receiver.Start(args, /*capture=*/true)) return false;
     std::string line;
     return receiver.WaitForLine("ready", &line, kHangGuard);
   }
@@ -1190,6 +1191,34 @@ TEST_F(NatsDispatchAckTest, AReceiverKilledWithABacklogLosesNothing) {
   }
   std::printf("[ jetstream] %llu readings, none lost; %llu dispatched again after a kill\n",
               static_cast<unsigned long long>(kReadings), static_cast<unsigned long long>(again));
+}
+
+// The same crash with the receiver's stream table in a state file
+// (stream_state_path): a JetStream route's streams stay out of it, so the
+// restarted receiver admits the redeliveries of what the killed one never
+// acknowledged instead of refusing them as duplicates (which would
+// acknowledge them: lost).
+TEST_F(NatsDispatchAckTest, AStateFileLosesNothingOfAKilledBacklog) {
+  ASSERT_NO_FATAL_FAILURE(SendReadings());
+  ScratchDirectory scratch;
+  const std::string state = scratch.File("streams");
+  std::vector<std::vector<std::uint64_t>> orders(3);
+  for (int run = 0; run < 2; ++run) {
+    sluice_test::ChildProcess receiver;
+    ASSERT_TRUE(StartReceiver(receiver, "dispatch", 2, state));
+    ASSERT_EQ(ReadGot(receiver, orders[run], 40, kHangGuard), 40u) << "run " << run;
+    receiver.Kill(SIGKILL);
+  }
+  sluice_test::ChildProcess last;
+  ASSERT_TRUE(StartReceiver(last, "dispatch", 0, state));
+  while (Missing(orders) != 0 && ReadGot(last, orders[2], 1, kHangGuard) == 1) {
+  }
+  last.Kill(SIGTERM);
+  EXPECT_EQ(Missing(orders), 0u);
+  for (std::size_t r = 0; r < orders.size(); ++r) {
+    const std::set<std::uint64_t> once(orders[r].begin(), orders[r].end());
+    EXPECT_EQ(once.size(), orders[r].size()) << "receiver " << r << " dispatched one twice";
+  }
 }
 
 // The cheaper default, on the same crash: what the killed receiver's bus

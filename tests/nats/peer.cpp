@@ -12,11 +12,12 @@
 //   sluice_nats_peer flood <url> <low> <high_every>
 //       Publishes <low> SensorReadings at LOW and an EmergencyStop at HIGH
 //       after every <high_every> of them on "t.flood", as fast as it can.
-//   sluice_nats_peer backlog <url> <durable> <dispatch|admission> <ms>
+//   sluice_nats_peer backlog <url> <durable> <dispatch|admission> <ms> [state file]
 //       Receives SensorReadings on "js.backlog" from the JetStream stream
 //       SLUICE through <durable>, acknowledged after dispatch or on
 //       admission, into a 256-slot bus whose one subscriber prints
-//       "got=<seq>" and then takes <ms> milliseconds, until SIGTERM.
+//       "got=<seq>" and then takes <ms> milliseconds, until SIGTERM; with
+//       its stream table in [state file] if given.
 //   sluice_nats_peer stateful <url> <state file or ->
 //       Receives SensorReadings on "t.state" with its stream table in
 //       <state file> ("-": none), printing "got=<seq> gaps=<gaps>" for
@@ -191,9 +192,11 @@ struct BacklogTraits : sluice::DefaultBusTraits {
 };
 using BacklogBus = sluice::AsyncBus<Payload, 256, sluice::ProducerModel::kMulti, BacklogTraits>;
 
-int Backlog(const char* url, const char* durable, const std::string& ack, long per_message_ms) {
+int Backlog(const char* url, const char* durable, const std::string& ack, long per_message_ms,
+            const char* state_path) {
   BacklogBus bus;
   sluice::nats::BridgeOptions options = Options(url);
+  if (state_path != nullptr) options.stream_state_path = state_path;
   // The stream redelivers what a killed receiver left unacknowledged this
   // long after it was delivered.
   options.jetstream_ack_wait = std::chrono::milliseconds(1000);
@@ -279,8 +282,9 @@ int main(int argc, char** argv) {
     return Flood(argv[2], std::strtoull(argv[3], nullptr, 10), std::strtoull(argv[4], nullptr, 10));
   }
   if (mode == "stateful" && argc == 4) return Stateful(argv[2], argv[3]);
-  if (mode == "backlog" && argc == 6) {
-    return Backlog(argv[2], argv[3], argv[4], std::strtol(argv[5], nullptr, 10));
+  if (mode == "backlog" && (argc == 6 || argc == 7)) {
+    return Backlog(argv[2], argv[3], argv[4], std::strtol(argv[5], nullptr, 10),
+                   argc == 7 ? argv[6] : nullptr);
   }
   return 2;
 }

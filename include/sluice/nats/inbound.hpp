@@ -169,7 +169,7 @@ class Receiver {
     bool behind_window = false;
     const FrameError sequence_error =
         CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/!at_least_once,
-                      at_least_once ? &behind_window : nullptr);
+                      at_least_once ? &behind_window : nullptr, /*keep=*/!at_least_once);
     if (sequence_error != FrameError::kNone) return sequence_error;
     const std::uint16_t id = view.header.type_id;
     const auto type =
@@ -177,7 +177,8 @@ class Receiver {
                      [id](const InboundType<Receiver>& t) { return t.type_id == id; });
     if (type == inbound.types.end()) {
       if (at_least_once && !behind_window) {
-        (void)CheckSequence(subject, view.header, inbound.count_gaps, true);
+        (void)CheckSequence(subject, view.header, inbound.count_gaps, true, nullptr,
+                            /*keep=*/false);
       }
       return FrameError::kUnknownType;  // not given for this subject
     }
@@ -200,7 +201,8 @@ class Receiver {
       // duplicate) or refused for good; one handed back is not noted.
       if (result != FrameError::kNone || was_admitted) {
         if (!behind_window) {
-          (void)CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/true);
+          (void)CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/true, nullptr,
+                              /*keep=*/false);
         } else if (was_admitted) {
           Count(counters_.jetstream_behind_window);
         }
@@ -366,10 +368,12 @@ class Receiver {
   // refused (so a redelivery or a replay is never dispatched twice), a gap
   // or a late frame is counted. A version 1 frame has no stream.
   // `note` false: judged, not noted (nor counted) unless refused.
+  // `keep` false (a JetStream route): the stream is not written to the
+  // state file (StreamTracker::Note).
   // `behind_window` (with `note` false): a number behind the window is
   // not refused but reported there, uncounted.
   FrameError CheckSequence(std::string_view subject, const FrameHeader& header, bool count_gaps,
-                           bool note, bool* behind_window = nullptr) noexcept {
+                           bool note, bool* behind_window = nullptr, bool keep = true) noexcept {
     // Numbers start at 1: a version 2 frame numbered 0 is as unsequenced as
     // a version 1 frame (else it would pass by the duplicate check).
     if (header.version == kFrameVersion1 || header.sequence == 0) {
@@ -395,8 +399,10 @@ class Receiver {
           return FrameError::kNone;
         }
       }
+      // A JetStream route's streams stay out of the state file (`note` is
+      // false on its first, judging call only: see Route).
       switch (streams_.Note(header.origin_id, header.instance_id, subject, header.sequence,
-                            count_gaps, trust, now)) {
+                            count_gaps, trust, now, keep)) {
         case StreamVerdict::kDuplicate:
           return FrameError::kDuplicate;
         case StreamVerdict::kStale:

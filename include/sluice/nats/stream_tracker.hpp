@@ -59,9 +59,13 @@ class StreamTracker {
   // frames, and still refuses duplicates and stale frames. `trust` and
   // `now_ns` (the caller's clock): which part of the table a new stream
   // goes to, and when each stream was heard (see StreamTableLimits).
+  // `keep` false: the stream is not written to the journal (Attach), now
+  // or later (a JetStream route's: the stream redelivers what a receiver
+  // did not acknowledge, which a kept number would refuse).
   StreamVerdict Note(std::uint64_t origin_id, std::uint64_t instance_id, std::string_view subject,
                      std::uint64_t sequence, bool count_gaps = true,
-                     OriginTrust trust = OriginTrust::kKnown, std::uint64_t now_ns = 0) {
+                     OriginTrust trust = OriginTrust::kKnown, std::uint64_t now_ns = 0,
+                     bool keep = true) {
     Stream* stream = nullptr;
     const StreamVerdict verdict =
         Judge(origin_id, instance_id, subject, sequence, count_gaps, trust, now_ns, &stream);
@@ -70,6 +74,7 @@ class StreamTracker {
     // that changes what the journal keeps.
     if (stream != nullptr && Taken(verdict)) {
       stream->alive_ns = now_ns;
+      if (verdict == StreamVerdict::kFirst && !keep) stream->kept = false;
       Save(*stream);
     }
     return verdict;
@@ -345,6 +350,7 @@ class StreamTracker {
     Order::iterator place;                          // in its part's order
     std::uint32_t entry = StreamJournal::kNoEntry;  // in the journal
     bool unsaved = false;                           // counted in streams_not_saved
+    bool kept = true;                               // written to the journal (Note's `keep`)
     // Whether a frame other than the first was taken in the window: until
     // then a frame more than a window behind starts the stream again.
     bool confirmed = false;
@@ -533,7 +539,7 @@ class StreamTracker {
 
   // `stream`'s state to the journal, if there is one.
   void Save(Stream& stream) noexcept {
-    if (journal_ == nullptr) return;
+    if (journal_ == nullptr || !stream.kept) return;
     const Key& key = **stream.place;
     StreamState state;
     state.origin_id = key.origin_id;
