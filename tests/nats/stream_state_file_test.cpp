@@ -357,6 +357,36 @@ TEST(StreamStateFileTest, AStreamEndedBeforeARestartStaysNeverSilent) {
   }
 }
 
+// A stream kept in the file whose subject now comes over JetStream (a frame
+// noted with keep false): the kept numbers do not judge it (they would
+// refuse the stream's redeliveries), it starts anew, and it leaves the file.
+TEST(StreamStateFileTest, AKeptStreamHeardOverJetStreamStartsAnewAndLeavesTheFile) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  {
+    Receiver core(path);
+    ASSERT_TRUE(core.file) << core.error;
+    for (std::uint64_t s = 1; s <= 50; ++s) (void)core.tracker.Note(7, 1, "a.high", s);
+  }
+  {
+    Receiver jetstream(path);
+    ASSERT_TRUE(jetstream.file) << jetstream.error;
+    ASSERT_EQ(jetstream.tracker.Counts().streams_restored, 1u);
+    // A redelivery of 30: new to this route, not a duplicate.
+    EXPECT_EQ(jetstream.tracker.Peek(7, 1, "a.high", 30, OriginTrust::kKnown, 0, false),
+              StreamVerdict::kFirst);
+    EXPECT_EQ(jetstream.tracker.Note(7, 1, "a.high", 30, true, OriginTrust::kKnown, 0, false),
+              StreamVerdict::kFirst);
+    EXPECT_EQ(jetstream.tracker.Note(7, 1, "a.high", 31, true, OriginTrust::kKnown, 0, false),
+              StreamVerdict::kInOrder);
+    EXPECT_EQ(jetstream.tracker.Note(7, 1, "a.high", 30, true, OriginTrust::kKnown, 0, false),
+              StreamVerdict::kDuplicate);
+  }
+  Receiver after(path);
+  ASSERT_TRUE(after.file) << after.error;
+  EXPECT_EQ(after.tracker.Counts().streams_restored, 0u);
+}
+
 // A state no tracker writes is not restored: here two held frames alike,
 // which would make the jump they confirm count 2^32 gaps.
 TEST(StreamStateFileTest, AStateWithAFrameHeldTwiceIsNotRestored) {

@@ -389,7 +389,7 @@ class Receiver {
       std::lock_guard<std::mutex> lock(streams_mutex_);
       if (!note) {
         const StreamVerdict verdict = streams_.Peek(header.origin_id, header.instance_id, subject,
-                                                    header.sequence, trust, now);
+                                                    header.sequence, trust, now, keep);
         if (verdict == StreamVerdict::kStale && behind_window != nullptr) {
           *behind_window = true;
           return FrameError::kNone;

@@ -103,11 +103,6 @@ class InboundRoutes {
     natsStatus status = NATS_OK;
     for (Iterator subject = first; subject != last; ++subject) {
       for (std::size_t p = 0; p < kPriorityCount && status == NATS_OK; ++p) {
-        // A JetStream route judges its streams by what this process
-        // noted only: a number a state file kept from an earlier run
-        // (when the subject came over core NATS) would refuse the
-        // redeliveries of what that run never acknowledged.
-        if (p == 0 && !subject->stream.empty()) receiver_.ForgetStreams(subject->subject);
         auto inbound = receiver_.MakeSubscription(*subject, routes_.TypesOf(*subject),
                                                   static_cast<MessagePriority>(p));
         status = subject->stream.empty()

@@ -61,20 +61,21 @@ class StreamTracker {
   // goes to, and when each stream was heard (see StreamTableLimits).
   // `keep` false: the stream is not written to the journal (Attach), now
   // or later (a JetStream route's: the stream redelivers what a receiver
-  // did not acknowledge, which a kept number would refuse).
+  // did not acknowledge, which a kept number would refuse); and a stream
+  // that was kept (read back from the journal: its subject came over core
+  // NATS then) is forgotten first, and starts anew here.
   StreamVerdict Note(std::uint64_t origin_id, std::uint64_t instance_id, std::string_view subject,
                      std::uint64_t sequence, bool count_gaps = true,
                      OriginTrust trust = OriginTrust::kKnown, std::uint64_t now_ns = 0,
                      bool keep = true) {
     Stream* stream = nullptr;
     const StreamVerdict verdict =
-        Judge(origin_id, instance_id, subject, sequence, count_gaps, trust, now_ns, &stream);
+        Judge(origin_id, instance_id, subject, sequence, count_gaps, trust, now_ns, keep, &stream);
     // Alive (Silent) only by a frame taken: a replay refused as a duplicate
     // or stale keeps no dead stream alive. A frame taken is the only kind
     // that changes what the journal keeps.
     if (stream != nullptr && Taken(verdict)) {
       stream->alive_ns = now_ns;
-      if (verdict == StreamVerdict::kFirst && !keep) stream->kept = false;
       Save(*stream);
     }
     return verdict;
@@ -142,10 +143,14 @@ class StreamTracker {
   // for the table).
   StreamVerdict Judge(std::uint64_t origin_id, std::uint64_t instance_id, std::string_view subject,
                       std::uint64_t sequence, bool count_gaps, OriginTrust trust,
-                      std::uint64_t now_ns, Stream** judged) {
+                      std::uint64_t now_ns, bool keep, Stream** judged) {
     if (sequence == 0) return StreamVerdict::kUnsequenced;
     Key key{origin_id, instance_id, std::string(subject)};
     auto found = streams_.find(key);
+    if (found != streams_.end() && found->second.kept && !keep) {
+      (void)Erase(found);  // and its record in the journal
+      found = streams_.end();
+    }
     if (found == streams_.end()) {
       Part& part = parts_[PartOf(trust)];
       if (!MakeRoom(part, now_ns)) {
@@ -154,6 +159,7 @@ class StreamTracker {
       }
       const typename Streams::iterator added = Insert(std::move(key), PartOf(trust));
       Stream& stream = added->second;
+      stream.kept = keep;
       Begin(stream, sequence);
       stream.last_heard_ns = now_ns;
       ++counts_.streams_opened;
@@ -279,9 +285,12 @@ class StreamTracker {
   // The verdict Note would give, without noting the frame or counting it.
   StreamVerdict Peek(std::uint64_t origin_id, std::uint64_t instance_id, std::string_view subject,
                      std::uint64_t sequence, OriginTrust trust = OriginTrust::kKnown,
-                     std::uint64_t now_ns = 0) const {
+                     std::uint64_t now_ns = 0, bool keep = true) const {
     if (sequence == 0) return StreamVerdict::kUnsequenced;
     const auto found = streams_.find(Key{origin_id, instance_id, std::string(subject)});
+    // A kept stream, for a frame that would not keep it: forgotten by Note
+    // (its place freed), so the frame is a first one.
+    if (found != streams_.end() && found->second.kept && !keep) return StreamVerdict::kFirst;
     if (found == streams_.end()) {
       return HasRoom(parts_[PartOf(trust)], now_ns) ? StreamVerdict::kFirst
                                                     : StreamVerdict::kTableFull;
