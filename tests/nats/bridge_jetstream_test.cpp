@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,9 @@ namespace {
 using namespace std::chrono_literals;
 using sluice::MessagePriority;
 using sluice::nats::BridgeOptions;
+using sluice::nats::DecodeFrame;
+using sluice::nats::FrameError;
+using sluice::nats::FrameView;
 using sluice_nats_test::Bridge;
 using sluice_nats_test::Bus;
 using sluice_nats_test::Consumer;
@@ -664,6 +668,143 @@ TEST_F(NatsJetStreamTest, FramesTheStreamDiscardedBeforeTheyWereFetchedAreCounte
   EXPECT_TRUE(std::is_sorted(log.order.begin(), log.order.end()));
 }
 
+// An earlier reader of the durable `durable`_medium (made as a bridge
+// makes it, with `options`): fetches `fetch` messages, acknowledges those
+// whose reading `acknowledge` says, hands the rest back at once (a
+// negative acknowledgement: due again before anything new), and goes
+// away without deleting the durable, as a killed or stopped reader does.
+void ReadAsAnEarlierReader(const std::string& url, const std::string& subject,
+                           const std::string& durable, const sluice::nats::BridgeOptions& options,
+                           int fetch, const std::function<bool(std::uint64_t)>& acknowledge) {
+  natsConnection* connection = nullptr;
+  jsCtx* js = nullptr;
+  natsSubscription* subscription = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&connection, url.c_str()), NATS_OK);
+  ASSERT_EQ(natsConnection_JetStream(&js, connection, nullptr), NATS_OK);
+  jsSubOptions sub_options;
+  jsSubOptions_Init(&sub_options);
+  sub_options.Stream = "SLUICE";
+  sub_options.Config.Durable = durable.c_str();
+  sub_options.Config.AckPolicy = js_AckExplicit;
+  sub_options.Config.AckWait = options.jetstream_ack_wait.count() * 1'000'000;
+  sub_options.Config.MaxAckPending = options.jetstream_max_ack_pending;
+  jsErrCode error = static_cast<jsErrCode>(0);
+  ASSERT_EQ(js_PullSubscribe(&subscription, js, subject.c_str(), durable.c_str(), nullptr,
+                             &sub_options, &error),
+            NATS_OK)
+      << error;
+  int fetched = 0;
+  while (fetched < fetch) {
+    natsMsgList list{};
+    ASSERT_EQ(natsSubscription_Fetch(&list, subscription, fetch - fetched, 5000, &error), NATS_OK);
+    for (int m = 0; m < list.Count; ++m) {
+      FrameView view;
+      ASSERT_EQ(DecodeFrame(reinterpret_cast<const std::uint8_t*>(natsMsg_GetData(list.Msgs[m])),
+                            static_cast<std::size_t>(natsMsg_GetDataLength(list.Msgs[m])), &view),
+                FrameError::kNone);
+      if (acknowledge(view.header.sequence)) {
+        ASSERT_EQ(natsMsg_AckSync(list.Msgs[m], nullptr, &error), NATS_OK);
+      } else {
+        ASSERT_EQ(natsMsg_Nak(list.Msgs[m], nullptr), NATS_OK);
+      }
+    }
+    fetched += list.Count;
+    natsMsgList_Destroy(&list);
+  }
+  ASSERT_EQ(natsConnection_Flush(connection), NATS_OK);
+  natsSubscription_Destroy(subscription);  // not unsubscribed: the durable stays
+  jsCtx_Destroy(js);
+  natsConnection_Destroy(connection);
+}
+
+// A bridge that takes over a durable from an earlier reader is delivered
+// again what that reader did not acknowledge, before what follows; the
+// numbers it acknowledged never come. Here it acknowledged 1 to 10 and 15
+// to 20 and handed back 11 to 14: the bridge dispatches 11 to 14 and 21 to
+// 40, once each, and counts no gap (15 to 20 were not lost).
+TEST_F(NatsJetStreamTest, ABridgeTakingOverADurableCountsNoGapForWhatItsPredecessorAcknowledged) {
+  ASSERT_TRUE(MakeStream(server_.Url()));
+  PublishRaw(server_.Url(), ReadingFrames("js.takeover.medium", 1, 40, MessagePriority::MEDIUM));
+  ASSERT_TRUE(Eventually([&] { return StoredMessages(server_.Url()) == 40; }));
+  const sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  ASSERT_NO_FATAL_FAILURE(
+      ReadAsAnEarlierReader(server_.Url(), "js.takeover.medium", "takeover_medium", options, 20,
+                            [](std::uint64_t seq) { return seq <= 10 || seq >= 15; }));
+
+  Bus bus;
+  Bridge receiver(bus, options);
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "takeover";
+  ASSERT_TRUE(receiver.Receive<SensorReading>("js.takeover", kSensorType, from_stream));
+  ReadingLog log;
+  auto handle = log.Follow(bus);
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  Consumer<Bus> consumer(bus);
+  ASSERT_TRUE(Eventually([&] { return log.Size() >= 24; })) << log.Size() << " dispatched";
+  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
+  consumer.Stop();
+  const auto streams = receiver.GetStatistics().streams;
+  std::lock_guard<std::mutex> lock(log.mutex);
+  std::vector<std::uint64_t> expected{11, 12, 13, 14};
+  for (std::uint64_t seq = 21; seq <= 40; ++seq) expected.push_back(seq);
+  std::vector<std::uint64_t> dispatched = log.order;
+  std::sort(dispatched.begin(), dispatched.end());
+  EXPECT_EQ(dispatched, expected);
+  EXPECT_EQ(streams.gaps, 0u);
+  EXPECT_EQ(streams.duplicates, 0u);
+}
+
+// A receiver restarted with its stream table in a state file
+// (stream_state_path) on a stream that keeps 100 messages: what the stream
+// discarded while no one read it is counted as gaps, exactly; a bridge
+// without the file cannot know (its table starts at the first frame).
+TEST_F(NatsJetStreamTest, ARestartedReceiverCountsWhatTheStreamDiscardedWhileItWasDown) {
+  ASSERT_TRUE(MakeStream(server_.Url(), /*max_messages=*/100));
+  ScratchDirectory scratch;
+  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+  options.stream_state_path = scratch.File("streams");
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "restart";
+  const auto receive = [&](std::uint64_t count, std::vector<std::uint64_t>* order,
+                           sluice::nats::StreamCounts* streams) {
+    Bus bus;
+    Bridge receiver(bus, options);
+    ASSERT_TRUE(receiver.Receive<SensorReading>("js.restart", kSensorType, from_stream));
+    ReadingLog log;
+    auto handle = log.Follow(bus);
+    ASSERT_TRUE(handle.IsValid());
+    ASSERT_EQ(receiver.Start(), NATS_OK);
+    Consumer<Bus> consumer(bus);
+    ASSERT_TRUE(Eventually([&] { return log.Size() >= count; })) << log.Size() << " dispatched";
+    (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
+    consumer.Stop();
+    *streams = receiver.GetStatistics().streams;
+    std::lock_guard<std::mutex> lock(log.mutex);
+    *order = log.order;
+  };
+  PublishRaw(server_.Url(), ReadingFrames("js.restart.medium", 1, 50, MessagePriority::MEDIUM));
+  std::vector<std::uint64_t> first;
+  sluice::nats::StreamCounts first_streams;
+  ASSERT_NO_FATAL_FAILURE(receive(50, &first, &first_streams));
+  ASSERT_EQ(first.size(), 50u);
+  // Down: 150 more sent; the stream keeps 101 to 200, so 51 to 100 are lost.
+  PublishRaw(server_.Url(), ReadingFrames("js.restart.medium", 51, 200, MessagePriority::MEDIUM));
+  ASSERT_TRUE(Eventually([&] { return StoredMessages(server_.Url()) == 100; }));
+  std::vector<std::uint64_t> second;
+  sluice::nats::StreamCounts second_streams;
+  ASSERT_NO_FATAL_FAILURE(receive(100, &second, &second_streams));
+  std::printf("[ jetstream] restarted: %zu dispatched, %llu counted as gaps\n", second.size(),
+              static_cast<unsigned long long>(second_streams.gaps));
+  EXPECT_EQ(second_streams.streams_restored, 1u);
+  EXPECT_EQ(second_streams.gaps, 50u);
+  ASSERT_EQ(second.size(), 100u);
+  EXPECT_EQ(second.front(), 101u);
+  EXPECT_EQ(second.back(), 200u);
+}
+
 // Publishes the stream answers with an error (here: no stream yet, as
 // while a restarted server recovers its streams) are published again by
 // the resender until the stream takes them: none is lost, none stored twice.
@@ -1122,16 +1263,21 @@ class NatsDispatchAckTest : public NatsJetStreamTest {
     return receiver.WaitForLine("ready", &line, kHangGuard);
   }
 
-  // Reads "got=" lines into `order` until `count` more have come, or until
-  // `quiet` passes with none; how many came.
+  // Reads "got=<seq> gaps=<gaps>" lines into `order` until `count` more
+  // have come, or until `quiet` passes with none; how many came. `gaps`:
+  // the most gaps any of them reported.
   static std::uint64_t ReadGot(sluice_test::ChildProcess& receiver,
                                std::vector<std::uint64_t>& order, std::uint64_t count,
-                               std::chrono::milliseconds quiet) {
+                               std::chrono::milliseconds quiet, std::uint64_t* gaps = nullptr) {
     std::uint64_t got = 0;
     std::string line;
     while (got < count && receiver.ReadLine(&line, quiet)) {
       if (line.compare(0, 4, "got=") != 0) continue;
       order.push_back(std::stoull(line.substr(4)));
+      const std::size_t at = line.find(" gaps=");
+      if (gaps != nullptr && at != std::string::npos) {
+        *gaps = std::max(*gaps, static_cast<std::uint64_t>(std::stoull(line.substr(at + 6))));
+      }
       ++got;
     }
     return got;
@@ -1152,23 +1298,37 @@ TEST_F(NatsDispatchAckTest, AReceiverKilledWithABacklogLosesNothing) {
   ASSERT_NO_FATAL_FAILURE(SendReadings());
   // Each receiver's readings, in its dispatch order; the last is the fast one.
   std::vector<std::vector<std::uint64_t>> orders(kKills + 1);
+  // Nothing is lost, so no receiver may count a gap, though each takes
+  // over the durable from a killed one: the numbers the killed one
+  // acknowledged never come again, between the ones it did not.
+  std::vector<std::uint64_t> gaps(kKills + 1, 0);
   for (int kill = 0; kill < kKills; ++kill) {
     sluice_test::ChildProcess receiver;
     ASSERT_TRUE(StartReceiver(receiver, "dispatch", 2));
     // 40 readings at 2 ms each: the bus has filled behind them.
-    ASSERT_EQ(ReadGot(receiver, orders[kill], 40, kHangGuard), 40u) << "kill " << kill + 1;
+    ASSERT_EQ(ReadGot(receiver, orders[kill], 40, kHangGuard, &gaps[kill]), 40u)
+        << "kill " << kill + 1;
     receiver.Kill(SIGKILL);
     std::printf("[ jetstream] kill %d after %zu readings, with a backlog in its bus\n", kill + 1,
                 orders[kill].size());
+    // The second receiver starts at once: it hears new readings before the
+    // first one's unacknowledged ones (due again after the ack wait, 1 s),
+    // and acknowledges a run of new ones. The third starts once all of the
+    // second's are due again: it hears the unacknowledged runs on both
+    // sides of that run before anything new.
+    if (kill == 1) std::this_thread::sleep_for(1500ms);
   }
   sluice_test::ChildProcess last;
   ASSERT_TRUE(StartReceiver(last, "dispatch", 0));
   // The killed receivers' unacknowledged readings come again once the
   // stream's ack wait (1 s) has passed.
-  while (Missing(orders) != 0 && ReadGot(last, orders[kKills], 1, kHangGuard) == 1) {
+  while (Missing(orders) != 0 && ReadGot(last, orders[kKills], 1, kHangGuard, &gaps[kKills]) == 1) {
   }
   last.Kill(SIGTERM);
   EXPECT_EQ(Missing(orders), 0u);
+  for (std::size_t r = 0; r < gaps.size(); ++r) {
+    EXPECT_EQ(gaps[r], 0u) << "receiver " << r << " counted gaps, though nothing was lost";
+  }
   std::uint64_t again = 0;
   for (std::size_t r = 0; r < orders.size(); ++r) {
     const std::set<std::uint64_t> once(orders[r].begin(), orders[r].end());

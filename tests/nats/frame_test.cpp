@@ -343,6 +343,8 @@ TEST(NatsCodec, TheConceptAcceptsCodecsAndRefusesOthers) {
 
 // ---- The receiver's view of each stream ---------------------------------------
 
+using sluice::nats::FrameDelivery;
+using sluice::nats::OriginTrust;
 using sluice::nats::StreamTracker;
 using sluice::nats::StreamVerdict;
 
@@ -397,6 +399,64 @@ TEST(NatsStreams, ALateFrameCancelsOnlyItsOwnStreamsGap) {
   EXPECT_EQ(tracker.Peek(1, 1, "a", 100), StreamVerdict::kDuplicate);
   EXPECT_EQ(tracker.Peek(1, 1, "a", 102), StreamVerdict::kAfterGap);
   EXPECT_EQ(tracker.Peek(1, 1, "c", 1), StreamVerdict::kFirst);
+}
+
+// Notes frame `s` of one stream, delivered as `delivery` says.
+StreamVerdict NoteDelivered(StreamTracker& tracker, std::uint64_t s, FrameDelivery delivery) {
+  return tracker.Note(7, 1, "a.medium", s, true, OriginTrust::kKnown, 0, delivery);
+}
+
+// A bridge that takes over a durable consumer from an earlier reader (one
+// killed, or stopped) is delivered again what that reader did not
+// acknowledge, mixed with what follows; the numbers that reader
+// acknowledged never come. Here it acknowledged 1 to 10 and 15 to 20 (its
+// acknowledgements need not be in order) and left 11 to 14: none of 15 to
+// 20 is a gap. From the first frame delivered here on, gaps are counted:
+// 24 and 25 the stream discarded.
+TEST(NatsStreams, ATakenOverDurableCountsNoGapForWhatTheEarlierReaderAcknowledged) {
+  constexpr FrameDelivery kJetStream = FrameDelivery::kJetStream;
+  constexpr FrameDelivery kEarlier = FrameDelivery::kJetStreamEarlier;
+  StreamTracker tracker;
+  const auto note = [&tracker](std::uint64_t s, FrameDelivery delivery) {
+    return NoteDelivered(tracker, s, delivery);
+  };
+  EXPECT_EQ(note(11, kEarlier), StreamVerdict::kFirst);
+  for (std::uint64_t s = 12; s <= 14; ++s) EXPECT_EQ(note(s, kEarlier), StreamVerdict::kInOrder);
+  EXPECT_EQ(note(21, kJetStream), StreamVerdict::kAfterGap);  // 15 to 20: acknowledged
+  EXPECT_EQ(tracker.Counts().gaps, 0u);
+  EXPECT_EQ(note(22, kJetStream), StreamVerdict::kInOrder);
+  EXPECT_EQ(note(23, kJetStream), StreamVerdict::kInOrder);
+  EXPECT_EQ(note(26, kJetStream), StreamVerdict::kAfterGap);
+  EXPECT_EQ(tracker.Counts().gaps, 2u);
+  // A redelivery still refused once admitted; one of the earlier reader's
+  // coming late now changes no count (it was never a gap).
+  EXPECT_EQ(note(13, kEarlier), StreamVerdict::kDuplicate);
+  EXPECT_EQ(note(16, kEarlier), StreamVerdict::kLate);
+  EXPECT_EQ(tracker.Counts().gaps, 2u);
+  // One handed back here and delivered again after later ones: a gap, then
+  // late (net 0), as on a durable read by this bridge alone.
+  EXPECT_EQ(note(28, kJetStream), StreamVerdict::kAfterGap);
+  EXPECT_EQ(tracker.Counts().gaps, 3u);
+  EXPECT_EQ(note(27, kJetStream), StreamVerdict::kLate);
+  EXPECT_EQ(tracker.Counts().gaps, 2u);
+}
+
+// The takeover's other order: the new reader starts before the earlier
+// reader's unacknowledged frames are due again, so it hears frames
+// delivered to it first before them. Those come late, and are no gaps.
+TEST(NatsStreams, ATakenOverDurablesRedeliveriesComingLateAreNoGaps) {
+  constexpr FrameDelivery kJetStream = FrameDelivery::kJetStream;
+  constexpr FrameDelivery kEarlier = FrameDelivery::kJetStreamEarlier;
+  StreamTracker tracker;
+  const auto note = [&tracker](std::uint64_t s, FrameDelivery delivery) {
+    return NoteDelivered(tracker, s, delivery);
+  };
+  EXPECT_EQ(note(21, kJetStream), StreamVerdict::kFirst);
+  EXPECT_EQ(note(23, kJetStream), StreamVerdict::kAfterGap);
+  EXPECT_EQ(tracker.Counts().gaps, 1u);
+  for (std::uint64_t s = 11; s <= 14; ++s) EXPECT_EQ(note(s, kEarlier), StreamVerdict::kLate);
+  EXPECT_EQ(tracker.Counts().gaps, 1u);  // 22 is still missing
+  EXPECT_EQ(note(12, kEarlier), StreamVerdict::kDuplicate);
 }
 
 // Peek is the verdict Note would give (the receiver judges a JetStream
@@ -487,7 +547,6 @@ TEST(NatsStreams, HostileNumbersNeitherWrapTheCountNorGrowTheTable) {
 // stream out, and push an unknown one out only once it has been silent for
 // the idle time; otherwise the new stream is refused, and counted.
 TEST(NatsStreams, UnknownOriginsCannotPushKnownOrBusyStreamsOut) {
-  using sluice::nats::OriginTrust;
   constexpr auto kKnown = OriginTrust::kKnown;
   constexpr auto kUnknown = OriginTrust::kUnknown;
   StreamTracker tracker(sluice::nats::StreamTableLimits{/*known=*/2, /*unknown=*/2,
@@ -530,7 +589,6 @@ TEST(NatsStreams, UnknownOriginsCannotPushKnownOrBusyStreamsOut) {
 // Made-up instances of a known origin fill the known part only while the
 // known streams in use are heard: those are never pushed out.
 TEST(NatsStreams, MadeUpInstancesOfAKnownOriginCannotPushKnownStreamsOut) {
-  using sluice::nats::OriginTrust;
   StreamTracker tracker(sluice::nats::StreamTableLimits{/*known=*/2, /*unknown=*/2,
                                                         /*idle_ns=*/1000});
   EXPECT_EQ(tracker.Note(0xA, 1, "s", 1, true, OriginTrust::kKnown, 0), StreamVerdict::kFirst);

@@ -16,7 +16,7 @@
 //       Receives SensorReadings on "js.backlog" from the JetStream stream
 //       SLUICE through <durable>, acknowledged after dispatch or on
 //       admission, into a 256-slot bus whose one subscriber prints
-//       "got=<seq>" and then takes <ms> milliseconds, until SIGTERM; with
+//       "got=<seq> gaps=<gaps>" and then takes <ms> milliseconds, until SIGTERM; with
 //       its stream table in [state file] if given.
 //   sluice_nats_peer stateful <url> <state file or ->
 //       Receives SensorReadings on "t.state" with its stream table in
@@ -206,11 +206,15 @@ int Backlog(const char* url, const char* durable, const std::string& ack, long p
   route.durable = durable;
   route.ack = ack == "dispatch" ? sluice::nats::AckTiming::kOnDispatch
                                 : sluice::nats::AckTiming::kOnAdmission;
-  auto handle = bus.Subscribe<SensorReading>([per_message_ms](const SensorReading& reading) {
-    std::printf("got=%llu\n", static_cast<unsigned long long>(reading.seq));
-    std::fflush(stdout);
-    if (per_message_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(per_message_ms));
-  });
+  // Each reading with the gaps counted so far.
+  auto handle =
+      bus.Subscribe<SensorReading>([per_message_ms, &bridge](const SensorReading& reading) {
+        std::printf("got=%llu gaps=%llu\n", static_cast<unsigned long long>(reading.seq),
+                    static_cast<unsigned long long>(bridge.GetStatistics().streams.gaps));
+        std::fflush(stdout);
+        if (per_message_ms > 0)
+          std::this_thread::sleep_for(std::chrono::milliseconds(per_message_ms));
+      });
   if (!handle.IsValid() || !bridge.Receive<SensorReading>("js.backlog", kSensorType, route) ||
       bridge.Start() != NATS_OK) {
     return 2;

@@ -36,6 +36,7 @@
 
 namespace {
 
+using sluice::nats::FrameDelivery;
 using sluice::nats::HeartbeatVerdict;
 using sluice::nats::OriginTrust;
 using sluice::nats::StreamState;
@@ -357,10 +358,11 @@ TEST(StreamStateFileTest, AStreamEndedBeforeARestartStaysNeverSilent) {
   }
 }
 
-// A stream kept in the file whose subject now comes over JetStream (a frame
-// noted with keep false): the kept numbers do not judge it (they would
-// refuse the stream's redeliveries), it starts anew, and it leaves the file.
-TEST(StreamStateFileTest, AKeptStreamHeardOverJetStreamStartsAnewAndLeavesTheFile) {
+// A stream kept in the file whose subject now comes over JetStream: the
+// kept numbers do not judge it (they would refuse the stream's
+// redeliveries), it starts anew, and its record is a JetStream stream's.
+TEST(StreamStateFileTest, AKeptStreamHeardOverJetStreamStartsAnewAsAJetStreamStream) {
+  constexpr FrameDelivery kJetStream = FrameDelivery::kJetStream;
   Scratch scratch;
   const std::string path = scratch.File("streams");
   {
@@ -373,18 +375,61 @@ TEST(StreamStateFileTest, AKeptStreamHeardOverJetStreamStartsAnewAndLeavesTheFil
     ASSERT_TRUE(jetstream.file) << jetstream.error;
     ASSERT_EQ(jetstream.tracker.Counts().streams_restored, 1u);
     // A redelivery of 30: new to this route, not a duplicate.
-    EXPECT_EQ(jetstream.tracker.Peek(7, 1, "a.high", 30, OriginTrust::kKnown, 0, false),
+    EXPECT_EQ(jetstream.tracker.Peek(7, 1, "a.high", 30, OriginTrust::kKnown, 0, kJetStream),
               StreamVerdict::kFirst);
-    EXPECT_EQ(jetstream.tracker.Note(7, 1, "a.high", 30, true, OriginTrust::kKnown, 0, false),
+    EXPECT_EQ(jetstream.tracker.Note(7, 1, "a.high", 30, true, OriginTrust::kKnown, 0, kJetStream),
               StreamVerdict::kFirst);
-    EXPECT_EQ(jetstream.tracker.Note(7, 1, "a.high", 31, true, OriginTrust::kKnown, 0, false),
+    EXPECT_EQ(jetstream.tracker.Note(7, 1, "a.high", 31, true, OriginTrust::kKnown, 0, kJetStream),
               StreamVerdict::kInOrder);
-    EXPECT_EQ(jetstream.tracker.Note(7, 1, "a.high", 30, true, OriginTrust::kKnown, 0, false),
+    EXPECT_EQ(jetstream.tracker.Note(7, 1, "a.high", 30, true, OriginTrust::kKnown, 0, kJetStream),
               StreamVerdict::kDuplicate);
   }
   Receiver after(path);
   ASSERT_TRUE(after.file) << after.error;
-  EXPECT_EQ(after.tracker.Counts().streams_restored, 0u);
+  EXPECT_EQ(after.tracker.Counts().streams_restored, 1u);
+  // Read back as the JetStream stream: 31 is not refused (the stream
+  // delivers again what its reader did not acknowledge), and a core frame
+  // does not find it.
+  EXPECT_EQ(after.tracker.Peek(7, 1, "a.high", 31, OriginTrust::kKnown, 0, kJetStream),
+            StreamVerdict::kLate);
+  EXPECT_EQ(after.tracker.Peek(7, 1, "a.high", 31), StreamVerdict::kFirst);
+}
+
+// A JetStream stream read back from the file: the earlier receiver's
+// numbers all read as heard and none as arrived. A redelivery of one it
+// took but never acknowledged (its process was killed) is admitted, once;
+// no number up to its highest is a gap, whether it comes again or not (it
+// was acknowledged); what the stream discarded after it is counted.
+TEST(StreamStateFileTest, ARestartedJetStreamReaderAdmitsRedeliveriesAndCountsWhatTheStreamLost) {
+  constexpr FrameDelivery kJetStream = FrameDelivery::kJetStream;
+  constexpr FrameDelivery kEarlier = FrameDelivery::kJetStreamEarlier;
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  {
+    Receiver before(path);
+    ASSERT_TRUE(before.file) << before.error;
+    for (std::uint64_t s = 1; s <= 100; ++s) {
+      ASSERT_NE(before.tracker.Note(7, 1, "a.medium", s, true, OriginTrust::kKnown, 0, kJetStream),
+                StreamVerdict::kDuplicate);
+    }
+  }
+  Receiver after(path);
+  ASSERT_TRUE(after.file) << after.error;
+  ASSERT_EQ(after.tracker.Counts().streams_restored, 1u);
+  // 61 to 100 were in the killed receiver's bus, unacknowledged: they come
+  // again, delivered to it first; 1 to 60 it acknowledged, and never do.
+  for (std::uint64_t s = 61; s <= 100; ++s) {
+    ASSERT_EQ(after.tracker.Note(7, 1, "a.medium", s, true, OriginTrust::kKnown, 0, kEarlier),
+              StreamVerdict::kLate)
+        << s;
+  }
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.medium", 80, true, OriginTrust::kKnown, 0, kEarlier),
+            StreamVerdict::kDuplicate);
+  EXPECT_EQ(after.tracker.Counts().gaps, 0u);
+  // 101 to 130 the stream discarded while no one read it.
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.medium", 131, true, OriginTrust::kKnown, 0, kJetStream),
+            StreamVerdict::kAfterGap);
+  EXPECT_EQ(after.tracker.Counts().gaps, 30u);
 }
 
 // A state no tracker writes is not restored: here two held frames alike,

@@ -167,9 +167,10 @@ class Receiver {
     // bridge on the durable) while the stream moved on, and the stream
     // redelivers only what was not acknowledged.
     bool behind_window = false;
+    const FrameDelivery delivery = DeliveryOf(inbound, arrival, at_least_once);
     const FrameError sequence_error =
         CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/!at_least_once,
-                      at_least_once ? &behind_window : nullptr, /*keep=*/!at_least_once);
+                      at_least_once ? &behind_window : nullptr, delivery);
     if (sequence_error != FrameError::kNone) return sequence_error;
     const std::uint16_t id = view.header.type_id;
     const auto type =
@@ -177,8 +178,7 @@ class Receiver {
                      [id](const InboundType<Receiver>& t) { return t.type_id == id; });
     if (type == inbound.types.end()) {
       if (at_least_once && !behind_window) {
-        (void)CheckSequence(subject, view.header, inbound.count_gaps, true, nullptr,
-                            /*keep=*/false);
+        (void)CheckSequence(subject, view.header, inbound.count_gaps, true, nullptr, delivery);
       }
       return FrameError::kUnknownType;  // not given for this subject
     }
@@ -202,7 +202,7 @@ class Receiver {
       if (result != FrameError::kNone || was_admitted) {
         if (!behind_window) {
           (void)CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/true, nullptr,
-                              /*keep=*/false);
+                              delivery);
         } else if (was_admitted) {
           Count(counters_.jetstream_behind_window);
         }
@@ -368,12 +368,12 @@ class Receiver {
   // refused (so a redelivery or a replay is never dispatched twice), a gap
   // or a late frame is counted. A version 1 frame has no stream.
   // `note` false: judged, not noted (nor counted) unless refused.
-  // `keep` false (a JetStream route): the stream is not written to the
-  // state file (StreamTracker::Note).
+  // `delivery`: how the frame came (StreamTracker::Note).
   // `behind_window` (with `note` false): a number behind the window is
   // not refused but reported there, uncounted.
   FrameError CheckSequence(std::string_view subject, const FrameHeader& header, bool count_gaps,
-                           bool note, bool* behind_window = nullptr, bool keep = true) noexcept {
+                           bool note, bool* behind_window = nullptr,
+                           FrameDelivery delivery = FrameDelivery::kCore) noexcept {
     // Numbers start at 1: a version 2 frame numbered 0 is as unsequenced as
     // a version 1 frame (else it would pass by the duplicate check).
     if (header.version == kFrameVersion1 || header.sequence == 0) {
@@ -389,7 +389,7 @@ class Receiver {
       std::lock_guard<std::mutex> lock(streams_mutex_);
       if (!note) {
         const StreamVerdict verdict = streams_.Peek(header.origin_id, header.instance_id, subject,
-                                                    header.sequence, trust, now, keep);
+                                                    header.sequence, trust, now, delivery);
         if (verdict == StreamVerdict::kStale && behind_window != nullptr) {
           *behind_window = true;
           return FrameError::kNone;
@@ -399,10 +399,8 @@ class Receiver {
           return FrameError::kNone;
         }
       }
-      // A JetStream route's streams stay out of the state file (`note` is
-      // false on its first, judging call only: see Route).
       switch (streams_.Note(header.origin_id, header.instance_id, subject, header.sequence,
-                            count_gaps, trust, now, keep)) {
+                            count_gaps, trust, now, delivery)) {
         case StreamVerdict::kDuplicate:
           return FrameError::kDuplicate;
         case StreamVerdict::kStale:
@@ -422,6 +420,17 @@ class Receiver {
       return FrameError::kNone;
     }
 #endif
+  }
+
+  // A JetStream message numbered at or below the last one its durable had
+  // delivered when this bridge subscribed was delivered to an earlier
+  // reader first (StreamFetcher::Subscribe).
+  static FrameDelivery DeliveryOf(const Subscription& inbound, const Arrival& arrival,
+                                  bool at_least_once) noexcept {
+    if (!at_least_once) return FrameDelivery::kCore;
+    return arrival.stream_sequence != 0 && arrival.stream_sequence <= inbound.delivered_before
+               ? FrameDelivery::kJetStreamEarlier
+               : FrameDelivery::kJetStream;
   }
 
   // Known: an allow-list (any priority's) names the origin; its streams

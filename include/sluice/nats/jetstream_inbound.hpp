@@ -86,12 +86,15 @@ class StreamFetcher {
         js_PullSubscribe(&inbound->subscription, connection_.jetstream(), inbound->subject.c_str(),
                          durable.c_str(), nullptr, &sub_options, &error);
     if (status != NATS_OK) return status;
-    // The limit the durable has (made now, or earlier with another one).
+    // The limit the durable has (made now, or earlier with another one),
+    // and how far it had delivered: to an earlier reader, since this one
+    // fetches nothing before its thread starts, below.
     jsConsumerInfo* info = nullptr;
     if (js_GetConsumerInfo(&info, connection_.jetstream(), subject.stream.c_str(), durable.c_str(),
                            nullptr, &error) == NATS_OK &&
         info != nullptr && info->Config != nullptr) {
       inbound->max_deliver = info->Config->MaxDeliver;
+      inbound->delivered_before = info->Delivered.Stream;
     } else {
       inbound->max_deliver = options_.jetstream_max_deliver;
     }

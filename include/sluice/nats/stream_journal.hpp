@@ -46,6 +46,10 @@ struct StreamState {
   bool confirmed = false;
   // A later instance of its origin replaced it on its subject: never silent.
   bool ended = false;
+  // Its frames come from a JetStream stream, which delivers again what its
+  // reader did not acknowledge: restored, every number up to its highest
+  // reads as heard and none as arrived (StreamTracker::Restore).
+  bool jetstream = false;
   std::array<std::uint64_t, kMaxHeldFrames> held{};  // frames far ahead, delivered
   std::size_t held_count = 0;
   // Bit s % kStreamWindow: whether number s arrived, for s in

@@ -84,7 +84,7 @@ class StreamStateFile final : public StreamJournal {
     std::uint32_t live;  // kLive: holds a stream (written last when one is added)
     std::uint16_t subject_size;
     std::uint8_t trust;
-    std::uint8_t unused;
+    std::uint8_t jetstream;  // 0 or 1 (StreamState::jetstream); fixed, as the key is
     std::uint64_t origin_id;
     std::uint64_t instance_id;
     char subject[kMaxSubject];
@@ -326,6 +326,7 @@ class StreamStateFile final : public StreamJournal {
     Record& record = records_[entry];
     record.subject_size = static_cast<std::uint16_t>(state.subject.size());
     record.trust = static_cast<std::uint8_t>(state.trust);
+    record.jetstream = state.jetstream ? 1 : 0;
     record.origin_id = state.origin_id;
     record.instance_id = state.instance_id;
     std::memcpy(record.subject, state.subject.data(), state.subject.size());
@@ -339,7 +340,8 @@ class StreamStateFile final : public StreamJournal {
 
   // A record's stream, if it is one this code writes.
   static bool Read(const Record& record, StreamState* state) noexcept {
-    if (record.subject_size == 0 || record.subject_size > kMaxSubject || record.trust > 1) {
+    if (record.subject_size == 0 || record.subject_size > kMaxSubject || record.trust > 1 ||
+        record.jetstream > 1) {
       return false;
     }
     if (record.copies[0].generation == 0 && record.copies[1].generation == 0) return false;
@@ -349,6 +351,7 @@ class StreamStateFile final : public StreamJournal {
     state->instance_id = record.instance_id;
     state->subject = std::string_view(record.subject, record.subject_size);
     state->trust = record.trust == 0 ? OriginTrust::kKnown : OriginTrust::kUnknown;
+    state->jetstream = record.jetstream != 0;
     state->baseline = copy.baseline;
     state->highest = copy.highest;
     state->beat_stamp = copy.beat_stamp;

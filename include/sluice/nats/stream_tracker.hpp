@@ -29,6 +29,17 @@ namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace nats {
 
+// How a frame reached the receiver (StreamTracker::Note).
+enum class FrameDelivery : std::uint8_t {
+  kCore,       // over core NATS
+  kJetStream,  // from a JetStream stream, delivered to this reader first
+  // From a JetStream stream, delivered before to an earlier reader of the
+  // same durable consumer, which did not acknowledge it (killed, or
+  // stopped first); the numbers around it that never come, that reader
+  // may have acknowledged: they are not gaps.
+  kJetStreamEarlier,
+};
+
 class StreamTracker {
  public:
   // Sequence numbers remembered per stream behind its highest.
@@ -59,23 +70,29 @@ class StreamTracker {
   // frames, and still refuses duplicates and stale frames. `trust` and
   // `now_ns` (the caller's clock): which part of the table a new stream
   // goes to, and when each stream was heard (see StreamTableLimits).
-  // `keep` false: the stream is not written to the journal (Attach), now
-  // or later (a JetStream route's: the stream redelivers what a receiver
-  // did not acknowledge, which a kept number would refuse); and a stream
-  // that was kept (read back from the journal: its subject came over core
-  // NATS then) is forgotten first, and starts anew here.
+  // `delivery`: how the frame came (FrameDelivery). A stream heard one way
+  // and now the other (its subject's route changed) is forgotten first,
+  // and starts anew here: numbers a core route kept would refuse a
+  // JetStream stream's redeliveries.
   StreamVerdict Note(std::uint64_t origin_id, std::uint64_t instance_id, std::string_view subject,
                      std::uint64_t sequence, bool count_gaps = true,
                      OriginTrust trust = OriginTrust::kKnown, std::uint64_t now_ns = 0,
-                     bool keep = true) {
+                     FrameDelivery delivery = FrameDelivery::kCore) {
     Stream* stream = nullptr;
-    const StreamVerdict verdict =
-        Judge(origin_id, instance_id, subject, sequence, count_gaps, trust, now_ns, keep, &stream);
+    const StreamVerdict verdict = Judge(origin_id, instance_id, subject, sequence, count_gaps,
+                                        trust, now_ns, delivery, &stream);
     // Alive (Silent) only by a frame taken: a replay refused as a duplicate
     // or stale keeps no dead stream alive. A frame taken is the only kind
     // that changes what the journal keeps.
     if (stream != nullptr && Taken(verdict)) {
       stream->alive_ns = now_ns;
+      // The first frame delivered here of a stream heard so far only
+      // through an earlier reader's frames: gaps are counted from here on,
+      // and nothing up to its highest is one (that reader's, or unknown).
+      if (stream->inherited && delivery != FrameDelivery::kJetStreamEarlier) {
+        stream->inherited = false;
+        stream->baseline = stream->highest;
+      }
       Save(*stream);
     }
     return verdict;
@@ -123,6 +140,17 @@ class StreamTracker {
     stream.held = state.held;
     stream.held_count = state.held_count;
     stream.seen = state.seen;
+    stream.jetstream = state.jetstream;
+    if (state.jetstream) {
+      // What the earlier receiver took, the stream delivers again unless
+      // that receiver acknowledged it: nothing reads as arrived (a
+      // redelivery is admitted), and nothing up to the highest is a gap
+      // (a number that does not come again was acknowledged). What was
+      // sent after it and never comes (the stream discarded it) is.
+      stream.baseline = stream.highest;
+      stream.seen.fill(0);
+      stream.held_count = 0;
+    }
     stream.last_heard_ns = now_ns;
     stream.alive_ns = now_ns;
     stream.entry = entry;
@@ -132,6 +160,10 @@ class StreamTracker {
 
  private:
   struct Stream;
+
+  static bool IsJetStream(FrameDelivery delivery) noexcept {
+    return delivery != FrameDelivery::kCore;
+  }
 
   static bool Taken(StreamVerdict verdict) noexcept {
     return verdict == StreamVerdict::kFirst || verdict == StreamVerdict::kInOrder ||
@@ -143,11 +175,11 @@ class StreamTracker {
   // for the table).
   StreamVerdict Judge(std::uint64_t origin_id, std::uint64_t instance_id, std::string_view subject,
                       std::uint64_t sequence, bool count_gaps, OriginTrust trust,
-                      std::uint64_t now_ns, bool keep, Stream** judged) {
+                      std::uint64_t now_ns, FrameDelivery delivery, Stream** judged) {
     if (sequence == 0) return StreamVerdict::kUnsequenced;
     Key key{origin_id, instance_id, std::string(subject)};
     auto found = streams_.find(key);
-    if (found != streams_.end() && found->second.kept && !keep) {
+    if (found != streams_.end() && found->second.jetstream != IsJetStream(delivery)) {
       (void)Erase(found);  // and its record in the journal
       found = streams_.end();
     }
@@ -159,7 +191,8 @@ class StreamTracker {
       }
       const typename Streams::iterator added = Insert(std::move(key), PartOf(trust));
       Stream& stream = added->second;
-      stream.kept = keep;
+      stream.jetstream = IsJetStream(delivery);
+      stream.inherited = delivery == FrameDelivery::kJetStreamEarlier;
       Begin(stream, sequence);
       stream.last_heard_ns = now_ns;
       ++counts_.streams_opened;
@@ -170,6 +203,9 @@ class StreamTracker {
     Stream& stream = found->second;
     *judged = &stream;
     Heard(stream, now_ns);
+    // An inherited stream's numbers skipped so far may be ones the earlier
+    // reader acknowledged: not gaps (nor, coming late, fewer gaps).
+    if (stream.inherited) count_gaps = false;
     if (sequence > stream.highest) {
       if (stream.IsHeld(sequence)) return Duplicate();
       if (sequence - stream.highest > kWindow) return FarAhead(stream, sequence, count_gaps);
@@ -285,12 +321,15 @@ class StreamTracker {
   // The verdict Note would give, without noting the frame or counting it.
   StreamVerdict Peek(std::uint64_t origin_id, std::uint64_t instance_id, std::string_view subject,
                      std::uint64_t sequence, OriginTrust trust = OriginTrust::kKnown,
-                     std::uint64_t now_ns = 0, bool keep = true) const {
+                     std::uint64_t now_ns = 0,
+                     FrameDelivery delivery = FrameDelivery::kCore) const {
     if (sequence == 0) return StreamVerdict::kUnsequenced;
     const auto found = streams_.find(Key{origin_id, instance_id, std::string(subject)});
-    // A kept stream, for a frame that would not keep it: forgotten by Note
-    // (its place freed), so the frame is a first one.
-    if (found != streams_.end() && found->second.kept && !keep) return StreamVerdict::kFirst;
+    // A stream heard the other way: forgotten by Note (its place freed), so
+    // the frame is a first one.
+    if (found != streams_.end() && found->second.jetstream != IsJetStream(delivery)) {
+      return StreamVerdict::kFirst;
+    }
     if (found == streams_.end()) {
       return HasRoom(parts_[PartOf(trust)], now_ns) ? StreamVerdict::kFirst
                                                     : StreamVerdict::kTableFull;
@@ -359,7 +398,10 @@ class StreamTracker {
     Order::iterator place;                          // in its part's order
     std::uint32_t entry = StreamJournal::kNoEntry;  // in the journal
     bool unsaved = false;                           // counted in streams_not_saved
-    bool kept = true;                               // written to the journal (Note's `keep`)
+    bool jetstream = false;                         // heard from a JetStream stream
+    // Heard so far only through frames an earlier reader of its durable
+    // was delivered (FrameDelivery::kJetStreamEarlier): no gaps counted.
+    bool inherited = false;
     // Whether a frame other than the first was taken in the window: until
     // then a frame more than a window behind starts the stream again.
     bool confirmed = false;
@@ -548,7 +590,7 @@ class StreamTracker {
 
   // `stream`'s state to the journal, if there is one.
   void Save(Stream& stream) noexcept {
-    if (journal_ == nullptr || !stream.kept) return;
+    if (journal_ == nullptr) return;
     const Key& key = **stream.place;
     StreamState state;
     state.origin_id = key.origin_id;
@@ -564,6 +606,7 @@ class StreamTracker {
     state.held = stream.held;
     state.held_count = stream.held_count;
     state.seen = stream.seen;
+    state.jetstream = stream.jetstream;
     stream.entry = journal_->Write(stream.entry, state);
     if (stream.entry == StreamJournal::kNoEntry && !stream.unsaved) {
       stream.unsaved = true;

@@ -53,6 +53,10 @@ struct InboundSubscription {
   // JetStream: the durable's MaxDeliver (below 1: no limit), read when
   // subscribed.
   std::int64_t max_deliver = -1;
+  // JetStream: the durable's last delivered stream sequence when
+  // subscribed (0: none); a message numbered up to it was delivered to an
+  // earlier reader first (FrameDelivery::kJetStreamEarlier).
+  std::uint64_t delivered_before = 0;
   natsSubscription* subscription = nullptr;
   bool completed = false;  // its last handler call has returned; guarded by the set's mutex
   // JetStream: a pull subscription read by a thread of the bridge's own
