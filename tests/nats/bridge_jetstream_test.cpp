@@ -805,6 +805,53 @@ TEST_F(NatsJetStreamTest, ARestartedReceiverCountsWhatTheStreamDiscardedWhileItW
   EXPECT_EQ(second.back(), 200u);
 }
 
+// Two receivers, each with its own state file, read one durable in turns:
+// each takes over from the other, and counts no gap for what the other
+// took in between (nothing is lost); a loss after the first frame the
+// last one is delivered is counted.
+TEST_F(NatsJetStreamTest, ReceiversTakingTurnsWithTheirOwnStateFilesCountOnlyRealLosses) {
+  ASSERT_TRUE(MakeStream(server_.Url()));
+  ScratchDirectory scratch;
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "turns";
+  // Reads until `count` readings came; their gaps.
+  const auto turn = [&](const std::string& state, std::uint64_t count) {
+    sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+    options.stream_state_path = scratch.File(state);
+    Bus bus;
+    Bridge receiver(bus, options);
+    EXPECT_TRUE(receiver.Receive<SensorReading>("js.turns", kSensorType, from_stream));
+    ReadingLog log;
+    auto handle = log.Follow(bus);
+    EXPECT_TRUE(handle.IsValid());
+    EXPECT_EQ(receiver.Start(), NATS_OK);
+    Consumer<Bus> consumer(bus);
+    EXPECT_TRUE(Eventually([&] { return log.Size() >= count; })) << log.Size() << " dispatched";
+    (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
+    consumer.Stop();
+    EXPECT_EQ(log.Size(), count);
+    return receiver.GetStatistics().streams.gaps;
+  };
+  const auto send = [&](std::uint64_t first, std::uint64_t last) {
+    PublishRaw(server_.Url(),
+               ReadingFrames("js.turns.medium", first, last, MessagePriority::MEDIUM));
+  };
+  send(1, 50);
+  EXPECT_EQ(turn("a", 50), 0u);
+  send(51, 100);
+  EXPECT_EQ(turn("b", 50), 0u);
+  send(101, 150);
+  EXPECT_EQ(turn("a", 50), 0u) << "51 to 100 went to the other receiver";
+  send(151, 200);
+  EXPECT_EQ(turn("b", 50), 0u) << "101 to 150 went to the other receiver";
+  // 221 to 230 never reach the stream: a loss after the first frame
+  // delivered to this receiver is a gap.
+  send(201, 220);
+  send(231, 250);
+  EXPECT_EQ(turn("a", 40), 10u);
+}
+
 // Publishes the stream answers with an error (here: no stream yet, as
 // while a restarted server recovers its streams) are published again by
 // the resender until the stream takes them: none is lost, none stored twice.

@@ -297,7 +297,7 @@ TEST(StreamStateFileTest, FilesAReceiverMustNotTrustAreRefusedAndLeftAsTheyAre) 
   ASSERT_EQ(::stat(own.c_str(), &made), 0);
   EXPECT_EQ(made.st_mode & 0777, 0600u);
   // Bounds, and the record's size docs/nats.md gives.
-  EXPECT_EQ(StreamStateFile::kRecordSize, 936u);
+  EXPECT_EQ(StreamStateFile::kRecordSize, 952u);
   EXPECT_FALSE(StreamStateFile::Open(scratch.File("zero"), 0, &error));
   EXPECT_FALSE(
       StreamStateFile::Open(scratch.File("huge"), StreamStateFile::kMaxRecords + 1, &error));
@@ -395,41 +395,72 @@ TEST(StreamStateFileTest, AKeptStreamHeardOverJetStreamStartsAnewAsAJetStreamStr
   EXPECT_EQ(after.tracker.Peek(7, 1, "a.high", 31), StreamVerdict::kFirst);
 }
 
-// A JetStream stream read back from the file: the earlier receiver's
-// numbers all read as heard and none as arrived. A redelivery of one it
-// took but never acknowledged (its process was killed) is admitted, once;
-// no number up to its highest is a gap, whether it comes again or not (it
-// was acknowledged); what the stream discarded after it is counted.
+// A receiver with its state file at `path` takes frames 1 to 100 of one
+// JetStream stream, each at the stream sequence of its number.
+void TakeAHundredJetStreamFrames(const std::string& path) {
+  Receiver before(path);
+  ASSERT_TRUE(before.file) << before.error;
+  for (std::uint64_t s = 1; s <= 100; ++s) {
+    ASSERT_NE(before.tracker.Note(7, 1, "a.medium", s, true, OriginTrust::kKnown, 0,
+                                  FrameDelivery::kJetStream, s),
+              StreamVerdict::kDuplicate);
+  }
+}
+
+// A JetStream stream read back from the file, its durable read by no one
+// since (it had delivered up to the last frame taken, stream sequence
+// 100): the earlier receiver's numbers all read as heard and none as
+// arrived. A redelivery of one it took but never acknowledged (its process
+// was killed) is admitted, once; no number up to its highest is a gap,
+// whether it comes again or not (it was acknowledged); what the stream
+// discarded after it is counted.
 TEST(StreamStateFileTest, ARestartedJetStreamReaderAdmitsRedeliveriesAndCountsWhatTheStreamLost) {
   constexpr FrameDelivery kJetStream = FrameDelivery::kJetStream;
   constexpr FrameDelivery kEarlier = FrameDelivery::kJetStreamEarlier;
   Scratch scratch;
   const std::string path = scratch.File("streams");
-  {
-    Receiver before(path);
-    ASSERT_TRUE(before.file) << before.error;
-    for (std::uint64_t s = 1; s <= 100; ++s) {
-      ASSERT_NE(before.tracker.Note(7, 1, "a.medium", s, true, OriginTrust::kKnown, 0, kJetStream),
-                StreamVerdict::kDuplicate);
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(TakeAHundredJetStreamFrames(path));
   Receiver after(path);
   ASSERT_TRUE(after.file) << after.error;
   ASSERT_EQ(after.tracker.Counts().streams_restored, 1u);
+  after.tracker.TakeOver([](std::string_view subject) { return subject == "a.medium"; }, 100);
   // 61 to 100 were in the killed receiver's bus, unacknowledged: they come
   // again, delivered to it first; 1 to 60 it acknowledged, and never do.
   for (std::uint64_t s = 61; s <= 100; ++s) {
-    ASSERT_EQ(after.tracker.Note(7, 1, "a.medium", s, true, OriginTrust::kKnown, 0, kEarlier),
+    ASSERT_EQ(after.tracker.Note(7, 1, "a.medium", s, true, OriginTrust::kKnown, 0, kEarlier, s),
               StreamVerdict::kLate)
         << s;
   }
-  EXPECT_EQ(after.tracker.Note(7, 1, "a.medium", 80, true, OriginTrust::kKnown, 0, kEarlier),
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.medium", 80, true, OriginTrust::kKnown, 0, kEarlier, 80),
             StreamVerdict::kDuplicate);
   EXPECT_EQ(after.tracker.Counts().gaps, 0u);
   // 101 to 130 the stream discarded while no one read it.
-  EXPECT_EQ(after.tracker.Note(7, 1, "a.medium", 131, true, OriginTrust::kKnown, 0, kJetStream),
-            StreamVerdict::kAfterGap);
+  EXPECT_EQ(
+      after.tracker.Note(7, 1, "a.medium", 131, true, OriginTrust::kKnown, 0, kJetStream, 131),
+      StreamVerdict::kAfterGap);
   EXPECT_EQ(after.tracker.Counts().gaps, 30u);
+}
+
+// The same stream read back, its durable read by another reader since (it
+// delivered up to stream sequence 150, past the 100 the file saw): 101 to
+// 150 went there, and are no gaps; losses after the first frame delivered
+// here are.
+TEST(StreamStateFileTest, AJetStreamStreamAnotherReaderWentOnWithCountsNoGapForWhatItTook) {
+  constexpr FrameDelivery kJetStream = FrameDelivery::kJetStream;
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  ASSERT_NO_FATAL_FAILURE(TakeAHundredJetStreamFrames(path));
+  Receiver after(path);
+  ASSERT_TRUE(after.file) << after.error;
+  after.tracker.TakeOver([](std::string_view subject) { return subject == "a.medium"; }, 150);
+  EXPECT_EQ(
+      after.tracker.Note(7, 1, "a.medium", 151, true, OriginTrust::kKnown, 0, kJetStream, 151),
+      StreamVerdict::kAfterGap);
+  EXPECT_EQ(after.tracker.Counts().gaps, 0u);
+  EXPECT_EQ(
+      after.tracker.Note(7, 1, "a.medium", 155, true, OriginTrust::kKnown, 0, kJetStream, 155),
+      StreamVerdict::kAfterGap);
+  EXPECT_EQ(after.tracker.Counts().gaps, 3u);
 }
 
 // A state no tracker writes is not restored: here two held frames alike,

@@ -170,7 +170,7 @@ class Receiver {
     const FrameDelivery delivery = DeliveryOf(inbound, arrival, at_least_once);
     const FrameError sequence_error =
         CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/!at_least_once,
-                      at_least_once ? &behind_window : nullptr, delivery);
+                      at_least_once ? &behind_window : nullptr, delivery, arrival.stream_sequence);
     if (sequence_error != FrameError::kNone) return sequence_error;
     const std::uint16_t id = view.header.type_id;
     const auto type =
@@ -178,7 +178,8 @@ class Receiver {
                      [id](const InboundType<Receiver>& t) { return t.type_id == id; });
     if (type == inbound.types.end()) {
       if (at_least_once && !behind_window) {
-        (void)CheckSequence(subject, view.header, inbound.count_gaps, true, nullptr, delivery);
+        (void)CheckSequence(subject, view.header, inbound.count_gaps, true, nullptr, delivery,
+                            arrival.stream_sequence);
       }
       return FrameError::kUnknownType;  // not given for this subject
     }
@@ -202,7 +203,7 @@ class Receiver {
       if (result != FrameError::kNone || was_admitted) {
         if (!behind_window) {
           (void)CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/true, nullptr,
-                              delivery);
+                              delivery, arrival.stream_sequence);
         } else if (was_admitted) {
           Count(counters_.jetstream_behind_window);
         }
@@ -258,6 +259,14 @@ class Receiver {
     const std::string pattern = route_subject + ".*";
     std::lock_guard<std::mutex> lock(streams_mutex_);
     streams_.Forget([&](std::string_view heard) { return SubjectsOverlap(pattern, heard); });
+  }
+
+  // A JetStream route's durable for `subject` was subscribed, having
+  // delivered up to `delivered` (StreamTracker::TakeOver).
+  void TakeOverStreams(const std::string& subject, std::uint64_t delivered) {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    streams_.TakeOver(
+        [&subject](std::string_view heard) { return SubjectsOverlap(subject, heard); }, delivered);
   }
 
   StreamCounts StreamCountsNow() const {
@@ -368,12 +377,14 @@ class Receiver {
   // refused (so a redelivery or a replay is never dispatched twice), a gap
   // or a late frame is counted. A version 1 frame has no stream.
   // `note` false: judged, not noted (nor counted) unless refused.
-  // `delivery`: how the frame came (StreamTracker::Note).
+  // `delivery` and `position` (a JetStream message's stream sequence): how
+  // the frame came (StreamTracker::Note).
   // `behind_window` (with `note` false): a number behind the window is
   // not refused but reported there, uncounted.
   FrameError CheckSequence(std::string_view subject, const FrameHeader& header, bool count_gaps,
                            bool note, bool* behind_window = nullptr,
-                           FrameDelivery delivery = FrameDelivery::kCore) noexcept {
+                           FrameDelivery delivery = FrameDelivery::kCore,
+                           std::uint64_t position = 0) noexcept {
     // Numbers start at 1: a version 2 frame numbered 0 is as unsequenced as
     // a version 1 frame (else it would pass by the duplicate check).
     if (header.version == kFrameVersion1 || header.sequence == 0) {
@@ -400,7 +411,7 @@ class Receiver {
         }
       }
       switch (streams_.Note(header.origin_id, header.instance_id, subject, header.sequence,
-                            count_gaps, trust, now, delivery)) {
+                            count_gaps, trust, now, delivery, position)) {
         case StreamVerdict::kDuplicate:
           return FrameError::kDuplicate;
         case StreamVerdict::kStale:

@@ -99,6 +99,7 @@ class StreamFetcher {
       inbound->max_deliver = options_.jetstream_max_deliver;
     }
     if (info != nullptr) jsConsumerInfo_Destroy(info);
+    receiver_.TakeOverStreams(inbound->subject, inbound->delivered_before);
     Subscription* added = subscriptions_.AddPull(std::move(inbound));
     // The subscription's fields are complete: thread creation orders them
     // before everything the thread does.

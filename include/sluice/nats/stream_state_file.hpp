@@ -54,7 +54,7 @@ class StreamStateFile final : public StreamJournal {
   static constexpr std::size_t kMaxSubject = 256;
   // The most records a file holds (each kRecordSize bytes).
   static constexpr std::size_t kMaxRecords = std::size_t{1} << 20;
-  static constexpr std::uint32_t kVersion = 1;
+  static constexpr std::uint32_t kVersion = 2;
 
  private:
   struct Header {
@@ -78,6 +78,7 @@ class StreamStateFile final : public StreamJournal {
     std::uint64_t highest;
     std::uint64_t beat_stamp;
     std::uint64_t heartbeat_ns;
+    std::uint64_t position;
     std::uint64_t held[kMaxHeldFrames];
   };
   struct Record {
@@ -310,6 +311,7 @@ class StreamStateFile final : public StreamJournal {
     copy.highest = state.highest;
     copy.beat_stamp = state.beat_stamp;
     copy.heartbeat_ns = state.heartbeat_ns;
+    copy.position = state.position;
     for (std::size_t i = 0; i < kMaxHeldFrames; ++i) copy.held[i] = state.held[i];
   }
 
@@ -356,6 +358,7 @@ class StreamStateFile final : public StreamJournal {
     state->highest = copy.highest;
     state->beat_stamp = copy.beat_stamp;
     state->heartbeat_ns = copy.heartbeat_ns;
+    state->position = copy.position;
     state->confirmed = copy.confirmed != 0;
     state->ended = copy.ended != 0;
     state->held_count = copy.held_count;
