@@ -6,7 +6,8 @@
 // or a replay) or can no longer tell (stale: behind the window). Numbers
 // are claims anyone who may publish on the subject can make: a frame far
 // ahead is held until a later one confirms it, and the table is split so
-// that streams made up in a flood cannot push out the ones in use.
+// that streams made up in a flood cannot push out the ones in use
+// (sluice/nats/stream_table.hpp).
 // Standard library only; not thread-safe (the bridge holds a mutex).
 #pragma once
 
@@ -15,14 +16,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
-#include <list>
-#include <map>
 #include <string>
 #include <string_view>
-#include <tuple>
 
 #include "sluice/config.hpp"
 #include "sluice/nats/stream_journal.hpp"
+#include "sluice/nats/stream_table.hpp"
 #include "sluice/nats/stream_verdicts.hpp"
 
 namespace sluice {
@@ -56,10 +55,7 @@ class StreamTracker {
   // part is full (no idle time), the least recently heard first.
   explicit StreamTracker(std::size_t max_streams = 1024) noexcept
       : StreamTracker(StreamTableLimits{max_streams, max_streams, 0}) {}
-  explicit StreamTracker(const StreamTableLimits& limits) noexcept : idle_ns_(limits.idle_ns) {
-    parts_[kKnownPart].most = limits.known == 0 ? 1 : limits.known;
-    parts_[kUnknownPart].most = limits.unknown == 0 ? 1 : limits.unknown;
-  }
+  explicit StreamTracker(const StreamTableLimits& limits) noexcept : table_(limits) {}
   StreamTracker(const StreamTracker&) = delete;
   StreamTracker& operator=(const StreamTracker&) = delete;
 
@@ -104,7 +100,7 @@ class StreamTracker {
   // outlive the tracker, or be detached with nullptr.
   void Attach(StreamJournal* journal) noexcept {
     journal_ = journal;
-    for (auto& entry : streams_) {
+    for (auto& entry : table_) {
       if (entry.second.entry == StreamJournal::kNoEntry) Save(entry.second);
     }
   }
@@ -127,11 +123,11 @@ class StreamTracker {
         if (state.held[j] == state.held[i]) return false;  // held once each
       }
     }
-    Key key{state.origin_id, state.instance_id, std::string(state.subject)};
-    if (streams_.count(key) != 0) return false;
-    const std::size_t part_index = PartOf(state.trust);
-    if (parts_[part_index].count >= parts_[part_index].most) return false;
-    Stream& stream = Insert(std::move(key), part_index)->second;
+    StreamKey key{state.origin_id, state.instance_id, std::string(state.subject)};
+    if (table_.find(key) != table_.end()) return false;
+    const std::size_t part_index = Table::PartOf(state.trust);
+    if (!table_.HasSpace(part_index)) return false;
+    Stream& stream = table_.Insert(std::move(key), part_index)->second;
     stream.baseline = state.baseline;
     stream.highest = state.highest;
     stream.beat_stamp = state.beat_stamp;
@@ -179,19 +175,18 @@ class StreamTracker {
                       std::uint64_t sequence, bool count_gaps, OriginTrust trust,
                       std::uint64_t now_ns, FrameDelivery delivery, Stream** judged) {
     if (sequence == 0) return StreamVerdict::kUnsequenced;
-    Key key{origin_id, instance_id, std::string(subject)};
-    auto found = streams_.find(key);
-    if (found != streams_.end() && found->second.jetstream != IsJetStream(delivery)) {
+    StreamKey key{origin_id, instance_id, std::string(subject)};
+    auto found = table_.find(key);
+    if (found != table_.end() && found->second.jetstream != IsJetStream(delivery)) {
       (void)Erase(found);  // and its record in the journal
-      found = streams_.end();
+      found = table_.end();
     }
-    if (found == streams_.end()) {
-      Part& part = parts_[PartOf(trust)];
-      if (!MakeRoom(part, now_ns)) {
+    if (found == table_.end()) {
+      if (!MakeRoom(Table::PartOf(trust), now_ns)) {
         ++counts_.refused_table_full;
         return StreamVerdict::kTableFull;
       }
-      const typename Streams::iterator added = Insert(std::move(key), PartOf(trust));
+      const typename Table::iterator added = table_.Insert(std::move(key), Table::PartOf(trust));
       Stream& stream = added->second;
       stream.jetstream = IsJetStream(delivery);
       stream.inherited = delivery == FrameDelivery::kJetStreamEarlier;
@@ -204,7 +199,7 @@ class StreamTracker {
     }
     Stream& stream = found->second;
     *judged = &stream;
-    Heard(stream, now_ns);
+    table_.Heard(stream, now_ns);
     // An inherited stream's numbers skipped so far may be ones the earlier
     // reader acknowledged: not gaps (nor, coming late, fewer gaps).
     if (stream.inherited) count_gaps = false;
@@ -271,13 +266,13 @@ class StreamTracker {
                                  std::string_view subject, std::uint64_t last,
                                  std::uint64_t interval_ns, std::uint64_t stamp,
                                  bool count_gaps = true, std::uint64_t now_ns = 0) {
-    const auto found = streams_.find(Key{origin_id, instance_id, std::string(subject)});
-    if (found == streams_.end()) return HeartbeatVerdict::kNoStream;
+    const auto found = table_.find(StreamKey{origin_id, instance_id, std::string(subject)});
+    if (found == table_.end()) return HeartbeatVerdict::kNoStream;
     if (!count_gaps) return HeartbeatVerdict::kPartial;
     Stream& stream = found->second;
     if (stream.beat_stamp != 0 && stamp <= stream.beat_stamp) return HeartbeatVerdict::kReplay;
     stream.beat_stamp = stamp;
-    Heard(stream, now_ns);
+    table_.Heard(stream, now_ns);
     stream.alive_ns = now_ns;
     if (!stream.ended) stream.heartbeat_ns = interval_ns;
     if (last <= stream.highest) {
@@ -308,7 +303,7 @@ class StreamTracker {
   // sender started again) has ended: never silent.
   std::uint64_t Silent(std::uint64_t now_ns) const noexcept {
     std::uint64_t silent = 0;
-    for (const auto& entry : streams_) {
+    for (const auto& entry : table_) {
       const Stream& stream = entry.second;
       if (stream.heartbeat_ns == 0 || stream.ended || now_ns < stream.alive_ns) continue;
       const std::uint64_t quiet = now_ns - stream.alive_ns;
@@ -326,15 +321,15 @@ class StreamTracker {
                      std::uint64_t now_ns = 0,
                      FrameDelivery delivery = FrameDelivery::kCore) const {
     if (sequence == 0) return StreamVerdict::kUnsequenced;
-    const auto found = streams_.find(Key{origin_id, instance_id, std::string(subject)});
+    const auto found = table_.find(StreamKey{origin_id, instance_id, std::string(subject)});
     // A stream heard the other way: forgotten by Note (its place freed), so
     // the frame is a first one.
-    if (found != streams_.end() && found->second.jetstream != IsJetStream(delivery)) {
+    if (found != table_.end() && found->second.jetstream != IsJetStream(delivery)) {
       return StreamVerdict::kFirst;
     }
-    if (found == streams_.end()) {
-      return HasRoom(parts_[PartOf(trust)], now_ns) ? StreamVerdict::kFirst
-                                                    : StreamVerdict::kTableFull;
+    if (found == table_.end()) {
+      return table_.HasRoom(Table::PartOf(trust), now_ns) ? StreamVerdict::kFirst
+                                                          : StreamVerdict::kTableFull;
     }
     const Stream& stream = found->second;
     if (sequence > stream.highest) {
@@ -365,13 +360,13 @@ class StreamTracker {
   void TakeOver(Matches matches, std::uint64_t delivered) {
     std::uint64_t saved = 0;
     bool any = false;
-    for (const auto& entry : streams_) {
+    for (const auto& entry : table_) {
       if (!entry.second.jetstream || !matches(std::string_view(entry.first.subject))) continue;
       saved = std::max(saved, entry.second.position);
       any = true;
     }
     if (!any || saved == delivered) return;
-    for (auto& entry : streams_) {
+    for (auto& entry : table_) {
       if (entry.second.jetstream && matches(std::string_view(entry.first.subject))) {
         entry.second.inherited = true;
       }
@@ -383,48 +378,26 @@ class StreamTracker {
   // was sent meanwhile is not counted as gaps. Its gaps so far stay.
   template <typename Matches>
   void Forget(Matches matches) {
-    for (auto it = streams_.begin(); it != streams_.end();) {
+    for (auto it = table_.begin(); it != table_.end();) {
       it = matches(std::string_view(it->first.subject)) ? Erase(it) : std::next(it);
     }
   }
 
   StreamCounts Counts() const noexcept {
     StreamCounts counts = counts_;
-    counts.streams_tracked = streams_.size();
+    counts.streams_tracked = table_.size();
     return counts;
   }
 
  private:
-  struct Key {
-    std::uint64_t origin_id;
-    std::uint64_t instance_id;
-    std::string subject;
-    bool operator<(const Key& other) const {
-      return std::tie(origin_id, instance_id, subject) <
-             std::tie(other.origin_id, other.instance_id, other.subject);
-    }
-  };
-  // A part's streams, least recently heard first (each stream's key; the
-  // map's nodes do not move).
-  using Order = std::list<const Key*>;
-
-  static constexpr std::size_t kKnownPart = 0;
-  static constexpr std::size_t kUnknownPart = 1;
-  static std::size_t PartOf(OriginTrust trust) noexcept {
-    return trust == OriginTrust::kKnown ? kKnownPart : kUnknownPart;
-  }
-
-  struct Stream {
+  struct Stream : StreamPlace {
     std::uint64_t baseline = 0;  // the first number heard
     std::uint64_t highest = 0;
-    std::uint64_t missing = 0;        // this stream's part of counts_.gaps
-    std::uint64_t last_heard_ns = 0;  // the caller's clock then
-    std::uint64_t heartbeat_ns = 0;   // its sender's heartbeat interval (0: none heard)
-    std::uint64_t beat_stamp = 0;     // the sender's stamp on its last heartbeat
-    std::uint64_t alive_ns = 0;       // last taken frame or fresh heartbeat (Silent)
-    bool ended = false;               // a later instance replaced it (Silent)
-    std::size_t part = kKnownPart;
-    Order::iterator place;                          // in its part's order
+    std::uint64_t missing = 0;       // this stream's part of counts_.gaps
+    std::uint64_t heartbeat_ns = 0;  // its sender's heartbeat interval (0: none heard)
+    std::uint64_t beat_stamp = 0;    // the sender's stamp on its last heartbeat
+    std::uint64_t alive_ns = 0;      // last taken frame or fresh heartbeat (Silent)
+    bool ended = false;              // a later instance replaced it (Silent)
     std::uint32_t entry = StreamJournal::kNoEntry;  // in the journal
     bool unsaved = false;                           // counted in streams_not_saved
     bool jetstream = false;                         // heard from a JetStream stream
@@ -464,13 +437,7 @@ class StreamTracker {
                          [s](std::uint64_t h) { return h < s; });
     }
   };
-  using Streams = std::map<Key, Stream>;
-
-  struct Part {
-    std::size_t most = 1;
-    std::size_t count = 0;
-    Order order;
-  };
+  using Table = StreamTable<Stream>;
 
   static void Begin(Stream& stream, std::uint64_t sequence) noexcept {
     stream.baseline = sequence;
@@ -483,21 +450,14 @@ class StreamTracker {
   // A new stream `key`: the other instances of its origin on its subject
   // ended (their sender started again): none of them is silent any more.
   // A scan of the table, once per new stream.
-  void EndEarlierInstances(const Key& key) noexcept {
-    for (auto& entry : streams_) {
+  void EndEarlierInstances(const StreamKey& key) noexcept {
+    for (auto& entry : table_) {
       if (entry.first.origin_id == key.origin_id && entry.first.instance_id != key.instance_id &&
           entry.first.subject == key.subject && !entry.second.ended) {
         entry.second.ended = true;
         Save(entry.second);
       }
     }
-  }
-
-  // `stream` was heard now: last in its part's order.
-  void Heard(Stream& stream, std::uint64_t now_ns) noexcept {
-    Order& order = parts_[stream.part].order;
-    order.splice(order.end(), order, stream.place);
-    stream.last_heard_ns = now_ns;
   }
 
   StreamVerdict Duplicate() noexcept {
@@ -593,40 +553,15 @@ class StreamTracker {
     counts_.gaps += added;
   }
 
-  // A new stream `key` in part `part_index` (which has room), last in its
-  // order. The order's place first: if the map's insert then throws, the
-  // place goes again, and the table is as it was.
-  typename Streams::iterator Insert(Key key, std::size_t part_index) {
-    Part& part = parts_[part_index];
-    const Order::iterator place = part.order.insert(part.order.end(), nullptr);
-    typename Streams::iterator added;
-#if SLUICE_HAS_EXCEPTIONS
-    try {
-#endif
-      added = streams_.emplace(std::move(key), Stream{}).first;
-#if SLUICE_HAS_EXCEPTIONS
-    } catch (...) {
-      part.order.erase(place);
-      throw;
-    }
-#endif
-    *place = &added->first;
-    Stream& stream = added->second;
-    stream.part = part_index;
-    stream.place = place;
-    ++part.count;
-    return added;
-  }
-
   // `stream`'s state to the journal, if there is one.
   void Save(Stream& stream) noexcept {
     if (journal_ == nullptr) return;
-    const Key& key = **stream.place;
+    const StreamKey& key = Table::KeyOf(stream);
     StreamState state;
     state.origin_id = key.origin_id;
     state.instance_id = key.instance_id;
     state.subject = key.subject;
-    state.trust = stream.part == kKnownPart ? OriginTrust::kKnown : OriginTrust::kUnknown;
+    state.trust = Table::TrustOf(stream);
     state.baseline = stream.baseline;
     state.highest = stream.highest;
     state.beat_stamp = stream.beat_stamp;
@@ -645,43 +580,26 @@ class StreamTracker {
     }
   }
 
-  typename Streams::iterator Erase(typename Streams::iterator it) {
+  typename Table::iterator Erase(typename Table::iterator it) {
     if (journal_ != nullptr && it->second.entry != StreamJournal::kNoEntry) {
       journal_->Remove(it->second.entry);
     }
-    Part& part = parts_[it->second.part];
-    part.order.erase(it->second.place);
-    --part.count;
-    return streams_.erase(it);
+    return table_.Erase(it);
   }
 
-  bool IsIdle(const Stream& stream, std::uint64_t now_ns) const noexcept {
-    return now_ns >= stream.last_heard_ns && now_ns - stream.last_heard_ns >= idle_ns_;
-  }
-
-  // Whether a new stream fits in `part`, evicting nothing (Peek): room, or
-  // its least recently heard stream idle.
-  bool HasRoom(const Part& part, std::uint64_t now_ns) const {
-    if (part.count < part.most) return true;
-    if (part.order.empty()) return true;
-    return IsIdle(streams_.find(*part.order.front())->second, now_ns);
-  }
-
-  // Room for a new stream in `part`: its least recently heard stream goes
-  // if it is idle. False: full, none idle.
-  bool MakeRoom(Part& part, std::uint64_t now_ns) {
-    if (part.count < part.most || part.order.empty()) return true;
-    const auto oldest = streams_.find(*part.order.front());
-    if (!IsIdle(oldest->second, now_ns)) return false;
+  // Room for a new stream in part `part_index`: its least recently heard
+  // stream goes if it is idle. False: full, none idle.
+  bool MakeRoom(std::size_t part_index, std::uint64_t now_ns) {
+    if (table_.HasSpace(part_index)) return true;
+    const auto oldest = table_.Replaceable(part_index, now_ns);
+    if (oldest == table_.end()) return false;
     (void)Erase(oldest);
     ++counts_.streams_evicted;
     return true;
   }
 
-  std::uint64_t idle_ns_;
   StreamJournal* journal_ = nullptr;
-  std::array<Part, 2> parts_;
-  Streams streams_;
+  Table table_;
   StreamCounts counts_;
 };
 
