@@ -84,6 +84,24 @@ bool MakeStream(const std::string& url, std::int64_t max_messages = 0, bool disc
   return made;
 }
 
+// Purges, or deletes, the stream SLUICE; false if the server refused.
+bool ChangeStream(const std::string& url, bool purge) {
+  natsConnection* connection = nullptr;
+  jsCtx* js = nullptr;
+  if (natsConnection_ConnectTo(&connection, url.c_str()) != NATS_OK) return false;
+  bool done = natsConnection_JetStream(&js, connection, nullptr) == NATS_OK;
+  if (done) {
+    jsErrCode error = static_cast<jsErrCode>(0);
+    done = (purge ? js_PurgeStream(js, "SLUICE", nullptr, &error)
+                  : js_DeleteStream(js, "SLUICE", nullptr, &error)) == NATS_OK;
+    jsCtx_Destroy(js);
+  }
+  natsConnection_Destroy(connection);
+  return done;
+}
+bool PurgeStream(const std::string& url) { return ChangeStream(url, true); }
+bool DeleteStream(const std::string& url) { return ChangeStream(url, false); }
+
 // How many messages the stream SLUICE holds; -1 if it cannot say.
 std::int64_t StoredMessages(const std::string& url) {
   natsConnection* connection = nullptr;
@@ -756,53 +774,147 @@ TEST_F(NatsJetStreamTest, ABridgeTakingOverADurableCountsNoGapForWhatItsPredeces
   EXPECT_EQ(streams.duplicates, 0u);
 }
 
+// What a receiver with a state file on the durable "restart" dispatched
+// and counted in one run: it reads until `count` readings came (and
+// `also` holds of it, if given).
+struct RestartRun {
+  std::vector<std::uint64_t> order;
+  sluice::nats::StreamCounts streams;
+};
+void ReceiveOnce(const std::string& url, const std::string& state, std::uint64_t count,
+                 RestartRun* run, const std::function<bool(Bridge&)>& also = nullptr) {
+  sluice::nats::BridgeOptions options = OptionsFor(url);
+  options.stream_state_path = state;
+  sluice::nats::ReceiveOptions from_stream;
+  from_stream.stream = "SLUICE";
+  from_stream.durable = "restart";
+  Bus bus;
+  Bridge receiver(bus, options);
+  ASSERT_TRUE(receiver.Receive<SensorReading>("js.restart", kSensorType, from_stream));
+  ReadingLog log;
+  auto handle = log.Follow(bus);
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(receiver.Start(), NATS_OK);
+  Consumer<Bus> consumer(bus);
+  ASSERT_TRUE(Eventually([&] { return log.Size() >= count && (!also || also(receiver)); }))
+      << log.Size() << " dispatched";
+  (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
+  consumer.Stop();
+  run->streams = receiver.GetStatistics().streams;
+  std::lock_guard<std::mutex> lock(log.mutex);
+  run->order = log.order;
+}
+
+// Runs `change` (what happens to the stream while the receiver is down)
+// between a receiver's run over readings 1 to 50 and its restart, which
+// reads `count` readings; the restart's run.
+void RestartAround(const std::string& url, const std::function<void()>& change, std::uint64_t count,
+                   RestartRun* second) {
+  ScratchDirectory scratch;
+  const std::string state = scratch.File("streams");
+  PublishRaw(url, ReadingFrames("js.restart.medium", 1, 50, MessagePriority::MEDIUM));
+  RestartRun first;
+  ASSERT_NO_FATAL_FAILURE(ReceiveOnce(url, state, 50, &first));
+  ASSERT_EQ(first.order.size(), 50u);
+  change();
+  ASSERT_NO_FATAL_FAILURE(ReceiveOnce(url, state, count, second));
+}
+
 // A receiver restarted with its stream table in a state file
 // (stream_state_path) on a stream that keeps 100 messages: what the stream
 // discarded while no one read it is counted as gaps, exactly; a bridge
 // without the file cannot know (its table starts at the first frame).
 TEST_F(NatsJetStreamTest, ARestartedReceiverCountsWhatTheStreamDiscardedWhileItWasDown) {
   ASSERT_TRUE(MakeStream(server_.Url(), /*max_messages=*/100));
+  RestartRun second;
+  ASSERT_NO_FATAL_FAILURE(RestartAround(
+      server_.Url(),
+      [&] {
+        // The stream keeps 101 to 200, so 51 to 100 are lost.
+        PublishRaw(server_.Url(),
+                   ReadingFrames("js.restart.medium", 51, 200, MessagePriority::MEDIUM));
+        ASSERT_TRUE(Eventually([&] { return StoredMessages(server_.Url()) == 100; }));
+      },
+      100, &second));
+  std::printf("[ jetstream] restarted: %zu dispatched, %llu counted as gaps\n", second.order.size(),
+              static_cast<unsigned long long>(second.streams.gaps));
+  EXPECT_EQ(second.streams.streams_restored, 1u);
+  EXPECT_EQ(second.streams.gaps, 50u);
+  ASSERT_EQ(second.order.size(), 100u);
+  EXPECT_EQ(second.order.front(), 101u);
+  EXPECT_EQ(second.order.back(), 200u);
+}
+
+// Purged while the receiver was down: 51 to 100 sent, the stream purged,
+// 101 to 110 sent. The purge moves the durable's stream position, not its
+// deliveries: the receiver was still its last reader, and counts the 50.
+TEST_F(NatsJetStreamTest, ARestartedReceiverCountsWhatAPurgeRemovedWhileItWasDown) {
+  ASSERT_TRUE(MakeStream(server_.Url()));
+  RestartRun second;
+  ASSERT_NO_FATAL_FAILURE(RestartAround(
+      server_.Url(),
+      [&] {
+        PublishRaw(server_.Url(),
+                   ReadingFrames("js.restart.medium", 51, 100, MessagePriority::MEDIUM));
+        ASSERT_TRUE(PurgeStream(server_.Url()));
+        PublishRaw(server_.Url(),
+                   ReadingFrames("js.restart.medium", 101, 110, MessagePriority::MEDIUM));
+      },
+      10, &second));
+  EXPECT_EQ(second.streams.gaps, 50u);
+  EXPECT_EQ(second.order.front(), 101u);
+}
+
+// The last message the durable delivered before the receiver stopped was
+// no frame it took (a heartbeat of its stream, which a JetStream route
+// refuses): it is still the durable's last reader, and counts what the
+// stream discarded while it was down.
+TEST_F(NatsJetStreamTest, ALastMessageNotTakenLeavesTheReceiverTheDurablesLastReader) {
+  ASSERT_TRUE(MakeStream(server_.Url(), /*max_messages=*/100));
   ScratchDirectory scratch;
-  sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
-  options.stream_state_path = scratch.File("streams");
-  sluice::nats::ReceiveOptions from_stream;
-  from_stream.stream = "SLUICE";
-  from_stream.durable = "restart";
-  const auto receive = [&](std::uint64_t count, std::vector<std::uint64_t>* order,
-                           sluice::nats::StreamCounts* streams) {
-    Bus bus;
-    Bridge receiver(bus, options);
-    ASSERT_TRUE(receiver.Receive<SensorReading>("js.restart", kSensorType, from_stream));
-    ReadingLog log;
-    auto handle = log.Follow(bus);
-    ASSERT_TRUE(handle.IsValid());
-    ASSERT_EQ(receiver.Start(), NATS_OK);
-    Consumer<Bus> consumer(bus);
-    ASSERT_TRUE(Eventually([&] { return log.Size() >= count; })) << log.Size() << " dispatched";
-    (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
-    consumer.Stop();
-    *streams = receiver.GetStatistics().streams;
-    std::lock_guard<std::mutex> lock(log.mutex);
-    *order = log.order;
-  };
+  const std::string state = scratch.File("streams");
+  std::string beat;
+  ASSERT_TRUE(sluice::nats::detail::EncodeHeartbeat(0xCD, 5, MessagePriority::MEDIUM, 50, 50,
+                                                    sluice::nats::FrameKey{}, "", beat));
   PublishRaw(server_.Url(), ReadingFrames("js.restart.medium", 1, 50, MessagePriority::MEDIUM));
-  std::vector<std::uint64_t> first;
-  sluice::nats::StreamCounts first_streams;
-  ASSERT_NO_FATAL_FAILURE(receive(50, &first, &first_streams));
-  ASSERT_EQ(first.size(), 50u);
-  // Down: 150 more sent; the stream keeps 101 to 200, so 51 to 100 are lost.
+  PublishRaw(server_.Url(), {{"js.restart.medium", beat}});
+  RestartRun first;
+  constexpr auto kUnknownType = static_cast<std::size_t>(FrameError::kUnknownType);
+  // Until the heartbeat was delivered too (refused, terminated).
+  ASSERT_NO_FATAL_FAILURE(ReceiveOnce(server_.Url(), state, 50, &first, [](Bridge& receiver) {
+    return receiver.GetStatistics().rejected[kUnknownType] >= 1;
+  }));
+  ASSERT_EQ(first.order.size(), 50u);
+  // 51 to 200 while down: the stream keeps 101 to 200 (and not the beat).
   PublishRaw(server_.Url(), ReadingFrames("js.restart.medium", 51, 200, MessagePriority::MEDIUM));
-  ASSERT_TRUE(Eventually([&] { return StoredMessages(server_.Url()) == 100; }));
-  std::vector<std::uint64_t> second;
-  sluice::nats::StreamCounts second_streams;
-  ASSERT_NO_FATAL_FAILURE(receive(100, &second, &second_streams));
-  std::printf("[ jetstream] restarted: %zu dispatched, %llu counted as gaps\n", second.size(),
-              static_cast<unsigned long long>(second_streams.gaps));
-  EXPECT_EQ(second_streams.streams_restored, 1u);
-  EXPECT_EQ(second_streams.gaps, 50u);
-  ASSERT_EQ(second.size(), 100u);
-  EXPECT_EQ(second.front(), 101u);
-  EXPECT_EQ(second.back(), 200u);
+  RestartRun second;
+  ASSERT_NO_FATAL_FAILURE(ReceiveOnce(server_.Url(), state, 100, &second));
+  EXPECT_EQ(second.streams.gaps, 50u);
+}
+
+// The stream and its durable deleted and made again while the receiver was
+// down, and read by another receiver (without a file) as far as the first
+// had read the old one: the durable is another, so the first receiver's
+// restored streams are taken over, and no gap is counted for what the
+// other took.
+TEST_F(NatsJetStreamTest, ADurableMadeAgainIsNotTheOneTheReceiverLeft) {
+  ASSERT_TRUE(MakeStream(server_.Url()));
+  RestartRun second;
+  ASSERT_NO_FATAL_FAILURE(RestartAround(
+      server_.Url(),
+      [&] {
+        ASSERT_TRUE(DeleteStream(server_.Url()));
+        ASSERT_TRUE(MakeStream(server_.Url()));
+        PublishRaw(server_.Url(),
+                   ReadingFrames("js.restart.medium", 51, 100, MessagePriority::MEDIUM));
+        RestartRun other;
+        ASSERT_NO_FATAL_FAILURE(ReceiveOnce(server_.Url(), "", 50, &other));
+        PublishRaw(server_.Url(),
+                   ReadingFrames("js.restart.medium", 101, 110, MessagePriority::MEDIUM));
+      },
+      10, &second));
+  EXPECT_EQ(second.streams.gaps, 0u);
+  EXPECT_EQ(second.order.front(), 101u);
 }
 
 // Two receivers, each with its own state file, read one durable in turns:
@@ -812,30 +924,16 @@ TEST_F(NatsJetStreamTest, ARestartedReceiverCountsWhatTheStreamDiscardedWhileItW
 TEST_F(NatsJetStreamTest, ReceiversTakingTurnsWithTheirOwnStateFilesCountOnlyRealLosses) {
   ASSERT_TRUE(MakeStream(server_.Url()));
   ScratchDirectory scratch;
-  sluice::nats::ReceiveOptions from_stream;
-  from_stream.stream = "SLUICE";
-  from_stream.durable = "turns";
   // Reads until `count` readings came; their gaps.
   const auto turn = [&](const std::string& state, std::uint64_t count) {
-    sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
-    options.stream_state_path = scratch.File(state);
-    Bus bus;
-    Bridge receiver(bus, options);
-    EXPECT_TRUE(receiver.Receive<SensorReading>("js.turns", kSensorType, from_stream));
-    ReadingLog log;
-    auto handle = log.Follow(bus);
-    EXPECT_TRUE(handle.IsValid());
-    EXPECT_EQ(receiver.Start(), NATS_OK);
-    Consumer<Bus> consumer(bus);
-    EXPECT_TRUE(Eventually([&] { return log.Size() >= count; })) << log.Size() << " dispatched";
-    (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
-    consumer.Stop();
-    EXPECT_EQ(log.Size(), count);
-    return receiver.GetStatistics().streams.gaps;
+    RestartRun run;
+    ReceiveOnce(server_.Url(), scratch.File(state), count, &run);
+    EXPECT_EQ(run.order.size(), count);
+    return run.streams.gaps;
   };
   const auto send = [&](std::uint64_t first, std::uint64_t last) {
     PublishRaw(server_.Url(),
-               ReadingFrames("js.turns.medium", first, last, MessagePriority::MEDIUM));
+               ReadingFrames("js.restart.medium", first, last, MessagePriority::MEDIUM));
   };
   send(1, 50);
   EXPECT_EQ(turn("a", 50), 0u);

@@ -39,6 +39,7 @@ namespace {
 using sluice::nats::FrameDelivery;
 using sluice::nats::HeartbeatVerdict;
 using sluice::nats::OriginTrust;
+using sluice::nats::StreamJournal;
 using sluice::nats::StreamState;
 using sluice::nats::StreamStateFile;
 using sluice::nats::StreamTableLimits;
@@ -273,7 +274,9 @@ TEST(StreamStateFileTest, FilesAReceiverMustNotTrustAreRefusedAndLeftAsTheyAre) 
   // A state file cut short.
   const std::string cut = scratch.File("cut");
   ASSERT_TRUE(StreamStateFile::Open(cut, 16, &error)) << error;
-  ASSERT_EQ(::truncate(cut.c_str(), 64 + 3 * StreamStateFile::kRecordSize), 0);
+  ASSERT_EQ(
+      ::truncate(cut.c_str(), StreamStateFile::kRecordsOffset + 3 * StreamStateFile::kRecordSize),
+      0);
   EXPECT_FALSE(StreamStateFile::Open(cut, 16, &error));
   EXPECT_NE(error.find("truncated"), std::string::npos) << error;
   // Of another version: refused, unchanged.
@@ -297,7 +300,8 @@ TEST(StreamStateFileTest, FilesAReceiverMustNotTrustAreRefusedAndLeftAsTheyAre) 
   ASSERT_EQ(::stat(own.c_str(), &made), 0);
   EXPECT_EQ(made.st_mode & 0777, 0600u);
   // Bounds, and the record's size docs/nats.md gives.
-  EXPECT_EQ(StreamStateFile::kRecordSize, 952u);
+  EXPECT_EQ(StreamStateFile::kRecordSize, 936u);
+  EXPECT_EQ(StreamStateFile::kRecordsOffset, 64u + 64u * 296u);
   EXPECT_FALSE(StreamStateFile::Open(scratch.File("zero"), 0, &error));
   EXPECT_FALSE(
       StreamStateFile::Open(scratch.File("huge"), StreamStateFile::kMaxRecords + 1, &error));
@@ -396,24 +400,22 @@ TEST(StreamStateFileTest, AKeptStreamHeardOverJetStreamStartsAnewAsAJetStreamStr
 }
 
 // A receiver with its state file at `path` takes frames 1 to 100 of one
-// JetStream stream, each at the stream sequence of its number.
+// JetStream stream.
 void TakeAHundredJetStreamFrames(const std::string& path) {
   Receiver before(path);
   ASSERT_TRUE(before.file) << before.error;
   for (std::uint64_t s = 1; s <= 100; ++s) {
     ASSERT_NE(before.tracker.Note(7, 1, "a.medium", s, true, OriginTrust::kKnown, 0,
-                                  FrameDelivery::kJetStream, s),
+                                  FrameDelivery::kJetStream),
               StreamVerdict::kDuplicate);
   }
 }
 
 // A JetStream stream read back from the file, its durable read by no one
-// since (it had delivered up to the last frame taken, stream sequence
-// 100): the earlier receiver's numbers all read as heard and none as
-// arrived. A redelivery of one it took but never acknowledged (its process
-// was killed) is admitted, once; no number up to its highest is a gap,
-// whether it comes again or not (it was acknowledged); what the stream
-// discarded after it is counted.
+// since (TakeOver: this receiver was its last reader): the earlier receiver's numbers all read as
+// heard and none as arrived. A redelivery of one it took but never acknowledged (its process was
+// killed) is admitted, once; no number up to its highest is a gap, whether it comes again or not
+// (it was acknowledged); what the stream discarded after it is counted.
 TEST(StreamStateFileTest, ARestartedJetStreamReaderAdmitsRedeliveriesAndCountsWhatTheStreamLost) {
   constexpr FrameDelivery kJetStream = FrameDelivery::kJetStream;
   constexpr FrameDelivery kEarlier = FrameDelivery::kJetStreamEarlier;
@@ -423,28 +425,26 @@ TEST(StreamStateFileTest, ARestartedJetStreamReaderAdmitsRedeliveriesAndCountsWh
   Receiver after(path);
   ASSERT_TRUE(after.file) << after.error;
   ASSERT_EQ(after.tracker.Counts().streams_restored, 1u);
-  after.tracker.TakeOver([](std::string_view subject) { return subject == "a.medium"; }, 100);
+  after.tracker.TakeOver([](std::string_view subject) { return subject == "a.medium"; }, true);
   // 61 to 100 were in the killed receiver's bus, unacknowledged: they come
   // again, delivered to it first; 1 to 60 it acknowledged, and never do.
   for (std::uint64_t s = 61; s <= 100; ++s) {
-    ASSERT_EQ(after.tracker.Note(7, 1, "a.medium", s, true, OriginTrust::kKnown, 0, kEarlier, s),
+    ASSERT_EQ(after.tracker.Note(7, 1, "a.medium", s, true, OriginTrust::kKnown, 0, kEarlier),
               StreamVerdict::kLate)
         << s;
   }
-  EXPECT_EQ(after.tracker.Note(7, 1, "a.medium", 80, true, OriginTrust::kKnown, 0, kEarlier, 80),
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.medium", 80, true, OriginTrust::kKnown, 0, kEarlier),
             StreamVerdict::kDuplicate);
   EXPECT_EQ(after.tracker.Counts().gaps, 0u);
   // 101 to 130 the stream discarded while no one read it.
-  EXPECT_EQ(
-      after.tracker.Note(7, 1, "a.medium", 131, true, OriginTrust::kKnown, 0, kJetStream, 131),
-      StreamVerdict::kAfterGap);
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.medium", 131, true, OriginTrust::kKnown, 0, kJetStream),
+            StreamVerdict::kAfterGap);
   EXPECT_EQ(after.tracker.Counts().gaps, 30u);
 }
 
-// The same stream read back, its durable read by another reader since (it
-// delivered up to stream sequence 150, past the 100 the file saw): 101 to
-// 150 went there, and are no gaps; losses after the first frame delivered
-// here are.
+// The same stream read back, its durable read by another reader since
+// (TakeOver: not its last reader): 101 to 150 went there, and are no gaps;
+// losses after the first frame delivered here are.
 TEST(StreamStateFileTest, AJetStreamStreamAnotherReaderWentOnWithCountsNoGapForWhatItTook) {
   constexpr FrameDelivery kJetStream = FrameDelivery::kJetStream;
   Scratch scratch;
@@ -452,14 +452,12 @@ TEST(StreamStateFileTest, AJetStreamStreamAnotherReaderWentOnWithCountsNoGapForW
   ASSERT_NO_FATAL_FAILURE(TakeAHundredJetStreamFrames(path));
   Receiver after(path);
   ASSERT_TRUE(after.file) << after.error;
-  after.tracker.TakeOver([](std::string_view subject) { return subject == "a.medium"; }, 150);
-  EXPECT_EQ(
-      after.tracker.Note(7, 1, "a.medium", 151, true, OriginTrust::kKnown, 0, kJetStream, 151),
-      StreamVerdict::kAfterGap);
+  after.tracker.TakeOver([](std::string_view subject) { return subject == "a.medium"; }, false);
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.medium", 151, true, OriginTrust::kKnown, 0, kJetStream),
+            StreamVerdict::kAfterGap);
   EXPECT_EQ(after.tracker.Counts().gaps, 0u);
-  EXPECT_EQ(
-      after.tracker.Note(7, 1, "a.medium", 155, true, OriginTrust::kKnown, 0, kJetStream, 155),
-      StreamVerdict::kAfterGap);
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.medium", 155, true, OriginTrust::kKnown, 0, kJetStream),
+            StreamVerdict::kAfterGap);
   EXPECT_EQ(after.tracker.Counts().gaps, 3u);
 }
 
@@ -504,6 +502,12 @@ TEST(StreamStateFileTest, RandomBytesInTheRecordsAreDroppedAndCountedNeverReadPa
     for (std::uint64_t origin = 1; origin <= kRecords; ++origin) {
       (void)receiver.tracker.Note(origin, 1, "a.high", 5);
     }
+    StreamStateFile::DurablePlace saved;
+    bool found = false;
+    for (const char* name : {"S/a", "S/b"}) {
+      receiver.file->MarkDurable(receiver.file->FindDurable(name, &saved, &found),
+                                 StreamStateFile::DurablePlace{1000, 7});
+    }
   }
   const std::vector<char> good = ReadAll(path);
   std::mt19937_64 random(2026);
@@ -522,9 +526,16 @@ TEST(StreamStateFileTest, RandomBytesInTheRecordsAreDroppedAndCountedNeverReadPa
     ASSERT_TRUE(receiver.file) << receiver.error;
     const sluice::nats::StreamCounts counts = receiver.tracker.Counts();
     EXPECT_LE(counts.streams_restored + receiver.file->RecordsDropped(), kRecords);
-    // Whatever was read back still judges frames.
+    // Whatever was read back still judges frames, and durables' places
+    // are read and kept.
     for (std::uint64_t origin = 1; origin <= kRecords; ++origin) {
       (void)receiver.tracker.Note(origin, 1, "a.high", 6);
+    }
+    StreamStateFile::DurablePlace saved;
+    bool found = false;
+    for (const char* name : {"S/a", "S/b", "S/c"}) {
+      receiver.file->MarkDurable(receiver.file->FindDurable(name, &saved, &found),
+                                 StreamStateFile::DurablePlace{2000, 8});
     }
   }
 }
@@ -540,8 +551,9 @@ TEST(StreamStateFileTest, AStreamRecordedTwiceIsReadBackOnce) {
   // The one record copied into the other place.
   std::vector<char> bytes = ReadAll(path);
   const std::size_t size = StreamStateFile::kRecordSize;
-  const std::size_t used = bytes[64] != 0 ? 64 : 64 + size;
-  const std::size_t other = used == 64 ? 64 + size : 64;
+  const std::size_t first = StreamStateFile::kRecordsOffset;
+  const std::size_t used = bytes[first] != 0 ? first : first + size;
+  const std::size_t other = used == first ? first + size : first;
   std::copy(bytes.begin() + static_cast<std::ptrdiff_t>(used),
             bytes.begin() + static_cast<std::ptrdiff_t>(used + size),
             bytes.begin() + static_cast<std::ptrdiff_t>(other));
@@ -563,8 +575,8 @@ TEST(StreamStateFileTest, ADamagedRecordIsDroppedAndTheOthersKept) {
   }
   std::vector<char> bytes = ReadAll(path);
   // The first record's subject size (at offset 4 of the record) past 256.
-  bytes[64 + 4] = static_cast<char>(0xFF);
-  bytes[64 + 5] = static_cast<char>(0xFF);
+  bytes[StreamStateFile::kRecordsOffset + 4] = static_cast<char>(0xFF);
+  bytes[StreamStateFile::kRecordsOffset + 5] = static_cast<char>(0xFF);
   WriteAll(path, bytes);
   Receiver receiver(path, StreamTableLimits{}, 2);
   ASSERT_TRUE(receiver.file) << receiver.error;
@@ -771,6 +783,109 @@ TEST(StreamStateFileTest, AWriterKilledAtEachStoreLeavesTheStateBeforeOrAfterIts
   }
   std::printf("a new stream: killed at each of %d stores\n", steps);
   EXPECT_GE(steps, 1);
+}
+
+// A JetStream durable's place: kept by name, read back by the next
+// receiver of the file; none for a name never kept, or one too long.
+TEST(StreamStateFileTest, ADurablesPlaceIsReadBackByName) {
+  using Place = StreamStateFile::DurablePlace;
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  {
+    Receiver before(path);
+    ASSERT_TRUE(before.file) << before.error;
+    Place saved;
+    bool found = true;
+    const std::uint32_t a = before.file->FindDurable("S/a_medium", &saved, &found);
+    ASSERT_NE(a, StreamJournal::kNoEntry);
+    EXPECT_FALSE(found);
+    const std::uint32_t b = before.file->FindDurable("S/b_medium", &saved, &found);
+    ASSERT_NE(b, a);
+    before.file->MarkDurable(a, Place{1000, 7});
+    before.file->MarkDurable(a, Place{1000, 8});
+    before.file->MarkDurable(b, Place{2000, 3});
+    EXPECT_EQ(before.file->FindDurable(std::string(StreamStateFile::kMaxDurableName + 1, 'x'),
+                                       &saved, &found),
+              StreamJournal::kNoEntry);
+  }
+  Receiver after(path);
+  ASSERT_TRUE(after.file) << after.error;
+  Place saved;
+  bool found = false;
+  (void)after.file->FindDurable("S/a_medium", &saved, &found);
+  EXPECT_TRUE(found);
+  EXPECT_TRUE(saved == (Place{1000, 8}));
+  (void)after.file->FindDurable("S/b_medium", &saved, &found);
+  EXPECT_TRUE(found);
+  EXPECT_TRUE(saved == (Place{2000, 3}));
+  (void)after.file->FindDurable("S/c_medium", &saved, &found);
+  EXPECT_FALSE(found);
+}
+
+// Every place is taken: a further durable is not kept (its restored
+// streams are judged as taken over), and those kept stay.
+TEST(StreamStateFileTest, ADurableBeyondThePlacesIsNotKept) {
+  Scratch scratch;
+  Receiver receiver(scratch.File("streams"));
+  ASSERT_TRUE(receiver.file) << receiver.error;
+  StreamStateFile::DurablePlace saved;
+  bool found = false;
+  for (std::size_t i = 0; i < StreamStateFile::kMaxDurables; ++i) {
+    ASSERT_NE(receiver.file->FindDurable("S/d" + std::to_string(i), &saved, &found),
+              StreamJournal::kNoEntry);
+  }
+  EXPECT_EQ(receiver.file->FindDurable("S/one_more", &saved, &found), StreamJournal::kNoEntry);
+  EXPECT_NE(receiver.file->FindDurable("S/d0", &saved, &found), StreamJournal::kNoEntry);
+}
+
+// A writer killed at each store of a durable's place: read back, the place
+// is the one before or the one after, never a mix of the two.
+TEST(StreamStateFileTest, ADurablesPlaceKilledAtEachStoreIsBeforeOrAfter) {
+  using Place = StreamStateFile::DurablePlace;
+  int steps = 0;
+  for (int step = 1;; ++step) {
+    Scratch scratch;
+    const std::string path = scratch.File("streams");
+    {
+      Receiver writer(path);
+      ASSERT_TRUE(writer.file) << writer.error;
+      Place saved;
+      bool found = false;
+      writer.file->MarkDurable(writer.file->FindDurable("S/a", &saved, &found), Place{1000, 7});
+    }
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      Receiver writer(path);
+      if (!writer.file) ::_exit(3);
+      Place saved;
+      bool found = false;
+      const std::uint32_t entry = writer.file->FindDurable("S/a", &saved, &found);
+      g_stores_left = step;
+      StreamStateFile::store_seam = &KillAtThisStore;
+      writer.file->MarkDurable(entry, Place{2000, 9});
+      ::_exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    Receiver after(path);
+    ASSERT_TRUE(after.file) << after.error;
+    Place saved;
+    bool found = false;
+    (void)after.file->FindDurable("S/a", &saved, &found);
+    EXPECT_TRUE(found);
+    EXPECT_TRUE(saved == (Place{1000, 7}) || saved == (Place{2000, 9}))
+        << "killed at store " << step << ": " << saved.created << " " << saved.delivered;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      steps = step - 1;
+      EXPECT_TRUE(saved == (Place{2000, 9}));
+      break;
+    }
+    ASSERT_TRUE(WIFSIGNALED(status)) << status;
+    ASSERT_LT(step, 100) << "the writer never got through";
+  }
+  std::printf("a durable's place: killed at each of %d stores\n", steps);
+  EXPECT_GT(steps, 1);
 }
 
 }  // namespace

@@ -170,7 +170,7 @@ class Receiver {
     const FrameDelivery delivery = DeliveryOf(inbound, arrival, at_least_once);
     const FrameError sequence_error =
         CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/!at_least_once,
-                      at_least_once ? &behind_window : nullptr, delivery, arrival.stream_sequence);
+                      at_least_once ? &behind_window : nullptr, delivery);
     if (sequence_error != FrameError::kNone) return sequence_error;
     const std::uint16_t id = view.header.type_id;
     const auto type =
@@ -178,8 +178,7 @@ class Receiver {
                      [id](const InboundType<Receiver>& t) { return t.type_id == id; });
     if (type == inbound.types.end()) {
       if (at_least_once && !behind_window) {
-        (void)CheckSequence(subject, view.header, inbound.count_gaps, true, nullptr, delivery,
-                            arrival.stream_sequence);
+        (void)CheckSequence(subject, view.header, inbound.count_gaps, true, nullptr, delivery);
       }
       return FrameError::kUnknownType;  // not given for this subject
     }
@@ -203,7 +202,7 @@ class Receiver {
       if (result != FrameError::kNone || was_admitted) {
         if (!behind_window) {
           (void)CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/true, nullptr,
-                              delivery, arrival.stream_sequence);
+                              delivery);
         } else if (was_admitted) {
           Count(counters_.jetstream_behind_window);
         }
@@ -261,12 +260,35 @@ class Receiver {
     streams_.Forget([&](std::string_view heard) { return SubjectsOverlap(pattern, heard); });
   }
 
-  // A JetStream route's durable for `subject` was subscribed, having
-  // delivered up to `delivered` (StreamTracker::TakeOver).
-  void TakeOverStreams(const std::string& subject, std::uint64_t delivered) {
+  // A JetStream route's durable `durable` ("<stream>/<durable>") for
+  // `subject` was subscribed, at `now` (StreamStateFile::DurablePlace):
+  // whether this receiver was its last reader, by the place the state file
+  // kept (none kept: not), and the file's entry for its place from now on
+  // (StreamJournal::kNoEntry: no file, or not kept), which MarkDurable
+  // writes.
+  std::uint32_t TakeOverStreams(const std::string& subject, const std::string& durable,
+                                const StreamStateFile::DurablePlace& now) {
     std::lock_guard<std::mutex> lock(streams_mutex_);
+    bool last_reader = false;
+    std::uint32_t entry = StreamJournal::kNoEntry;
+    if (state_file_) {
+      StreamStateFile::DurablePlace saved;
+      bool found = false;
+      entry = state_file_->FindDurable(durable, &saved, &found);
+      last_reader = found && saved == now;
+      if (entry != StreamJournal::kNoEntry) state_file_->MarkDurable(entry, now);
+    }
     streams_.TakeOver(
-        [&subject](std::string_view heard) { return SubjectsOverlap(subject, heard); }, delivered);
+        [&subject](std::string_view heard) { return SubjectsOverlap(subject, heard); },
+        last_reader);
+    return entry;
+  }
+
+  // The durable at the state file's `entry` (TakeOverStreams) delivered a
+  // message to this receiver: it is at `place` now. On the route's fetch
+  // thread only, without the lock (each entry has one writer).
+  void MarkDurable(std::uint32_t entry, const StreamStateFile::DurablePlace& place) noexcept {
+    if (entry != StreamJournal::kNoEntry) state_file_->MarkDurable(entry, place);
   }
 
   StreamCounts StreamCountsNow() const {
@@ -377,14 +399,12 @@ class Receiver {
   // refused (so a redelivery or a replay is never dispatched twice), a gap
   // or a late frame is counted. A version 1 frame has no stream.
   // `note` false: judged, not noted (nor counted) unless refused.
-  // `delivery` and `position` (a JetStream message's stream sequence): how
-  // the frame came (StreamTracker::Note).
+  // `delivery`: how the frame came (StreamTracker::Note).
   // `behind_window` (with `note` false): a number behind the window is
   // not refused but reported there, uncounted.
   FrameError CheckSequence(std::string_view subject, const FrameHeader& header, bool count_gaps,
                            bool note, bool* behind_window = nullptr,
-                           FrameDelivery delivery = FrameDelivery::kCore,
-                           std::uint64_t position = 0) noexcept {
+                           FrameDelivery delivery = FrameDelivery::kCore) noexcept {
     // Numbers start at 1: a version 2 frame numbered 0 is as unsequenced as
     // a version 1 frame (else it would pass by the duplicate check).
     if (header.version == kFrameVersion1 || header.sequence == 0) {
@@ -411,7 +431,7 @@ class Receiver {
         }
       }
       switch (streams_.Note(header.origin_id, header.instance_id, subject, header.sequence,
-                            count_gaps, trust, now, delivery, position)) {
+                            count_gaps, trust, now, delivery)) {
         case StreamVerdict::kDuplicate:
           return FrameError::kDuplicate;
         case StreamVerdict::kStale:

@@ -87,19 +87,25 @@ class StreamFetcher {
                          durable.c_str(), nullptr, &sub_options, &error);
     if (status != NATS_OK) return status;
     // The limit the durable has (made now, or earlier with another one),
-    // and how far it had delivered: to an earlier reader, since this one
-    // fetches nothing before its thread starts, below.
+    // and where it is: how far it had delivered, to an earlier reader,
+    // since this one fetches nothing before its thread starts, below.
     jsConsumerInfo* info = nullptr;
+    std::string place_name;  // none: where the durable is is not known
+    StreamStateFile::DurablePlace place;
     if (js_GetConsumerInfo(&info, connection_.jetstream(), subject.stream.c_str(), durable.c_str(),
                            nullptr, &error) == NATS_OK &&
         info != nullptr && info->Config != nullptr) {
       inbound->max_deliver = info->Config->MaxDeliver;
       inbound->delivered_before = info->Delivered.Stream;
+      place_name = subject.stream + "/" + durable;
+      place.created = info->Created;
+      place.delivered = info->Delivered.Consumer;
     } else {
       inbound->max_deliver = options_.jetstream_max_deliver;
     }
     if (info != nullptr) jsConsumerInfo_Destroy(info);
-    receiver_.TakeOverStreams(inbound->subject, inbound->delivered_before);
+    inbound->durable_created = place.created;
+    inbound->durable_entry = receiver_.TakeOverStreams(inbound->subject, place_name, place);
     Subscription* added = subscriptions_.AddPull(std::move(inbound));
     // The subscription's fields are complete: thread creation orders them
     // before everything the thread does.
@@ -190,7 +196,14 @@ class StreamFetcher {
     FrameError error =
         DecodeFrame(reinterpret_cast<const std::uint8_t*>(natsMsg_GetData(message)),
                     length < 0 ? 0 : static_cast<std::size_t>(length), &view, options_.max_payload);
-    const Arrival arrival = ArrivalOf(message);
+    std::uint64_t consumer_sequence = 0;
+    const Arrival arrival = ArrivalOf(message, &consumer_sequence);
+    // Delivered here: where the durable is now, for the next receiver of
+    // the state file (Receiver::TakeOverStreams), whatever becomes of it.
+    if (consumer_sequence != 0) {
+      receiver_.MarkDurable(inbound.durable_entry, StreamStateFile::DurablePlace{
+                                                       inbound.durable_created, consumer_sequence});
+    }
     bool admitted = false;
     Expectation expectation;
     // Its signature first, as on core NATS (Receiver::CheckSignature).
@@ -298,13 +311,15 @@ class StreamFetcher {
   }
 
   // The stream's sequence and delivery count of `message` (its reply
-  // subject's metadata); 0 and 0 when the client cannot read them.
-  static Arrival ArrivalOf(natsMsg* message) noexcept {
+  // subject's metadata), and its consumer sequence; 0 when the client
+  // cannot read them.
+  static Arrival ArrivalOf(natsMsg* message, std::uint64_t* consumer_sequence) noexcept {
     jsMsgMetaData* meta = nullptr;
     Arrival arrival;
     if (natsMsg_GetMetaData(&meta, message) == NATS_OK && meta != nullptr) {
       arrival.stream_sequence = meta->Sequence.Stream;
       arrival.deliveries = meta->NumDelivered;
+      *consumer_sequence = meta->Sequence.Consumer;
     }
     if (meta != nullptr) jsMsgMetaData_Destroy(meta);
     return arrival;

@@ -50,10 +50,6 @@ struct StreamState {
   // reader did not acknowledge: restored, every number up to its highest
   // reads as heard and none as arrived (StreamTracker::Restore).
   bool jetstream = false;
-  // JetStream: the highest stream sequence of its frames taken (0: none
-  // known), to tell at a restart whether another reader of its durable took
-  // frames after this receiver (StreamTracker::TakeOver).
-  std::uint64_t position = 0;
   std::array<std::uint64_t, kMaxHeldFrames> held{};  // frames far ahead, delivered
   std::size_t held_count = 0;
   // Bit s % kStreamWindow: whether number s arrived, for s in

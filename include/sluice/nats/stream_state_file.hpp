@@ -37,6 +37,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -49,12 +50,28 @@ namespace nats {
 
 class StreamStateFile final : public StreamJournal {
  public:
+  // Where a JetStream durable consumer was: its creation time (the
+  // server's, in nanoseconds since the epoch: a durable made again is
+  // another) and the consumer sequence of the last message it delivered.
+  struct DurablePlace {
+    std::int64_t created = 0;
+    std::uint64_t delivered = 0;
+    bool operator==(const DurablePlace& other) const noexcept {
+      return created == other.created && delivered == other.delivered;
+    }
+  };
+
   // The longest subject a record holds; a stream on a longer one is not
   // kept (counted in StreamCounts::streams_not_saved).
   static constexpr std::size_t kMaxSubject = 256;
   // The most records a file holds (each kRecordSize bytes).
   static constexpr std::size_t kMaxRecords = std::size_t{1} << 20;
   static constexpr std::uint32_t kVersion = 2;
+  // The JetStream durable consumers a file keeps the place of, and their
+  // names' longest ("<stream>/<durable>"): a route's durable beyond them is
+  // not kept (its restored streams are judged as taken over).
+  static constexpr std::size_t kMaxDurables = 64;
+  static constexpr std::size_t kMaxDurableName = 240;
 
  private:
   struct Header {
@@ -65,7 +82,24 @@ class StreamStateFile final : public StreamJournal {
     std::uint32_t max_subject;
     std::uint64_t capacity;  // records
     std::uint64_t window;    // kStreamWindow
-    std::uint64_t reserved[3];
+    std::uint64_t durables;  // kMaxDurables: the durable places before the records
+    std::uint64_t reserved[2];
+  };
+  // One copy of a durable's place; `generation` (written last) commits it.
+  struct DurableCopy {
+    std::uint32_t generation;
+    std::uint32_t unused;
+    std::uint64_t created;  // DurablePlace::created, as written
+    std::uint64_t delivered;
+  };
+  // A JetStream durable consumer this receiver read: its name, and where it
+  // was when this receiver last took a message of it (DurablePlace).
+  struct Durable {
+    std::uint32_t live;  // kLive: names a durable (written last when one is added)
+    std::uint16_t name_size;
+    std::uint16_t unused;
+    char name[kMaxDurableName];
+    DurableCopy copies[2];
   };
   // One copy of a record's state; `generation` (written last) commits it.
   struct Copy {
@@ -78,7 +112,6 @@ class StreamStateFile final : public StreamJournal {
     std::uint64_t highest;
     std::uint64_t beat_stamp;
     std::uint64_t heartbeat_ns;
-    std::uint64_t position;
     std::uint64_t held[kMaxHeldFrames];
   };
   struct Record {
@@ -98,6 +131,8 @@ class StreamStateFile final : public StreamJournal {
 
  public:
   static constexpr std::size_t kRecordSize = sizeof(Record);
+  static constexpr std::size_t kDurableSize = sizeof(Durable);
+  static constexpr std::size_t kRecordsOffset = sizeof(Header) + kMaxDurables * sizeof(Durable);
 
   // Opens the file at `path` (creating it) for `capacity` streams, and
   // locks it. A file made for fewer is grown; one made for more keeps its
@@ -148,6 +183,7 @@ class StreamStateFile final : public StreamJournal {
       header.record_size = static_cast<std::uint32_t>(kRecordSize);
       header.max_subject = static_cast<std::uint32_t>(kMaxSubject);
       header.window = kStreamWindow;
+      header.durables = kMaxDurables;
       header.capacity = capacity;
       std::memcpy(header.magic, kMagic, sizeof kMagic);
       if (::pwrite(fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
@@ -162,19 +198,19 @@ class StreamStateFile final : public StreamJournal {
       }
       if (header.byte_order != kByteOrder || header.version != kVersion ||
           header.record_size != kRecordSize || header.max_subject != kMaxSubject ||
-          header.window != kStreamWindow) {
+          header.window != kStreamWindow || header.durables != kMaxDurables) {
         return fail("a stream state file of another version or byte order");
       }
       if (header.capacity == 0 || header.capacity > kMaxRecords) {
         return fail("its header names " + std::to_string(header.capacity) + " records");
       }
       // Shorter than its records, and not the header alone (above).
-      if (size != sizeof header && size < sizeof header + header.capacity * kRecordSize) {
+      if (size != sizeof header && size < kRecordsOffset + header.capacity * kRecordSize) {
         return fail("shorter than its header says (truncated)");
       }
     }
     const std::uint64_t records = header.capacity > capacity ? header.capacity : capacity;
-    const std::uint64_t bytes = sizeof(Header) + records * kRecordSize;
+    const std::uint64_t bytes = kRecordsOffset + records * kRecordSize;
     if (size < bytes && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       return fail(ErrorText(errno));
     }
@@ -182,7 +218,8 @@ class StreamStateFile final : public StreamJournal {
     if (map == MAP_FAILED) return fail(ErrorText(errno));
     file->map_ = map;
     file->bytes_ = bytes;
-    file->records_ = reinterpret_cast<Record*>(static_cast<char*>(map) + sizeof(Header));
+    file->durables_ = reinterpret_cast<Durable*>(static_cast<char*>(map) + sizeof(Header));
+    file->records_ = reinterpret_cast<Record*>(static_cast<char*>(map) + kRecordsOffset);
     file->capacity_ = static_cast<std::size_t>(records);
     file->free_.reserve(file->capacity_);
     // Grown above: a file killed before this store is read as its old
@@ -222,6 +259,56 @@ class StreamStateFile final : public StreamJournal {
     }
   }
 
+  // Where the durable `name` ("<stream>/<durable>") was when this receiver
+  // last took a message of it: `*saved` (false: not kept, or never read
+  // here), and from now on where its place is kept (kNoEntry: nowhere, the
+  // name too long or every place taken). A place that is not one this code
+  // writes reads as none. Not thread-safe with another call of it (the
+  // receiver's lock), but with MarkDurable on other entries.
+  std::uint32_t FindDurable(std::string_view name, DurablePlace* saved, bool* found) noexcept {
+    *found = false;
+    if (name.empty() || name.size() > kMaxDurableName) return kNoEntry;
+    std::uint32_t free = kNoEntry;
+    for (std::size_t i = 0; i < kMaxDurables; ++i) {
+      Durable& durable = durables_[i];
+      const std::uint32_t live = Load(durable.live);
+      if (live != kLive || durable.name_size == 0 || durable.name_size > kMaxDurableName) {
+        if (free == kNoEntry) free = static_cast<std::uint32_t>(i);
+        continue;
+      }
+      if (std::string_view(durable.name, durable.name_size) != name) continue;
+      if (durable.copies[0].generation != 0 || durable.copies[1].generation != 0) {
+        const DurableCopy& copy = durable.copies[Newer(durable.copies)];
+        saved->created = static_cast<std::int64_t>(copy.created);
+        saved->delivered = copy.delivered;
+        *found = true;
+      }
+      return static_cast<std::uint32_t>(i);
+    }
+    if (free == kNoEntry) return kNoEntry;
+    Durable& durable = durables_[free];
+    Store(durable.live, 0);
+    durable.name_size = static_cast<std::uint16_t>(name.size());
+    std::memcpy(durable.name, name.data(), name.size());
+    durable.copies[0] = DurableCopy{};
+    durable.copies[1] = DurableCopy{};
+    Store(durable.live, kLive);  // the commit: after the name
+    return free;
+  }
+
+  // The durable at `entry` (FindDurable) is at `place` now. One thread per
+  // entry at a time; a kill at any store leaves the place before or after.
+  void MarkDurable(std::uint32_t entry, const DurablePlace& place) noexcept {
+    if (entry >= kMaxDurables) return;
+    Durable& durable = durables_[entry];
+    const int current = Newer(durable.copies);
+    DurableCopy& next = durable.copies[1 - current];
+    Store(next.created, static_cast<std::uint64_t>(place.created));
+    Store(next.delivered, place.delivered);
+    const std::uint32_t generation = durable.copies[current].generation + 1;
+    Store(next.generation, generation == 0 ? 1 : generation);
+  }
+
   // Records read back that were not kept (not a state this code writes,
   // a stream twice, or no room for it in the table).
   std::uint64_t RecordsDropped() const noexcept { return dropped_; }
@@ -230,7 +317,7 @@ class StreamStateFile final : public StreamJournal {
   std::uint32_t Write(std::uint32_t entry, const StreamState& state) noexcept override {
     if (entry == kNoEntry || entry >= capacity_) return Add(state);
     Record& record = records_[entry];
-    const int current = Newer(record);
+    const int current = Newer(record.copies);
     Copy& next = record.copies[1 - current];
     // Arrivals widened first: until the commit, the file's bits cover the
     // old state's and the new one's.
@@ -295,9 +382,10 @@ class StreamStateFile final : public StreamJournal {
 
   // The copy committed last: the higher generation (by serial number
   // arithmetic, so a wrap is no step back); 0 is never written.
-  static int Newer(const Record& record) noexcept {
-    const std::uint32_t a = record.copies[0].generation;
-    const std::uint32_t b = record.copies[1].generation;
+  template <typename Copies>
+  static int Newer(const Copies& copies) noexcept {
+    const std::uint32_t a = copies[0].generation;
+    const std::uint32_t b = copies[1].generation;
     if (b == 0) return 0;
     if (a == 0) return 1;
     return static_cast<std::int32_t>(b - a) > 0 ? 1 : 0;
@@ -311,7 +399,6 @@ class StreamStateFile final : public StreamJournal {
     copy.highest = state.highest;
     copy.beat_stamp = state.beat_stamp;
     copy.heartbeat_ns = state.heartbeat_ns;
-    copy.position = state.position;
     for (std::size_t i = 0; i < kMaxHeldFrames; ++i) copy.held[i] = state.held[i];
   }
 
@@ -347,7 +434,7 @@ class StreamStateFile final : public StreamJournal {
       return false;
     }
     if (record.copies[0].generation == 0 && record.copies[1].generation == 0) return false;
-    const Copy& copy = record.copies[Newer(record)];
+    const Copy& copy = record.copies[Newer(record.copies)];
     if (copy.held_count > kMaxHeldFrames || copy.confirmed > 1 || copy.ended > 1) return false;
     state->origin_id = record.origin_id;
     state->instance_id = record.instance_id;
@@ -358,7 +445,6 @@ class StreamStateFile final : public StreamJournal {
     state->highest = copy.highest;
     state->beat_stamp = copy.beat_stamp;
     state->heartbeat_ns = copy.heartbeat_ns;
-    state->position = copy.position;
     state->confirmed = copy.confirmed != 0;
     state->ended = copy.ended != 0;
     state->held_count = copy.held_count;
@@ -370,6 +456,7 @@ class StreamStateFile final : public StreamJournal {
   int fd_;
   void* map_ = nullptr;
   std::uint64_t bytes_ = 0;
+  Durable* durables_ = nullptr;
   Record* records_ = nullptr;
   std::size_t capacity_ = 0;
   std::vector<std::uint32_t> free_;  // records holding no stream

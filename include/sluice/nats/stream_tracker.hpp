@@ -73,7 +73,7 @@ class StreamTracker {
   StreamVerdict Note(std::uint64_t origin_id, std::uint64_t instance_id, std::string_view subject,
                      std::uint64_t sequence, bool count_gaps = true,
                      OriginTrust trust = OriginTrust::kKnown, std::uint64_t now_ns = 0,
-                     FrameDelivery delivery = FrameDelivery::kCore, std::uint64_t position = 0) {
+                     FrameDelivery delivery = FrameDelivery::kCore) {
     Stream* stream = nullptr;
     const StreamVerdict verdict = Judge(origin_id, instance_id, subject, sequence, count_gaps,
                                         trust, now_ns, delivery, &stream);
@@ -82,7 +82,6 @@ class StreamTracker {
     // that changes what the journal keeps.
     if (stream != nullptr && Taken(verdict)) {
       stream->alive_ns = now_ns;
-      stream->position = std::max(stream->position, position);
       // The first frame delivered here of a stream heard so far only
       // through an earlier reader's frames: gaps are counted from here on,
       // and nothing up to its highest is one (that reader's, or unknown).
@@ -138,7 +137,6 @@ class StreamTracker {
     stream.held_count = state.held_count;
     stream.seen = state.seen;
     stream.jetstream = state.jetstream;
-    stream.position = state.position;
     if (state.jetstream) {
       // What the earlier receiver took, the stream delivers again unless
       // that receiver acknowledged it: nothing reads as arrived (a
@@ -346,26 +344,19 @@ class StreamTracker {
     return stream.Marked(sequence) ? StreamVerdict::kDuplicate : StreamVerdict::kLate;
   }
 
-  // A JetStream route's durable consumer was subscribed, having delivered
-  // up to stream sequence `delivered`; the streams of its subjects
-  // (`matches`) read back from the journal are judged exactly, as if this
-  // receiver had never stopped, only if it was their durable's last reader:
-  // if `delivered` is not the highest position they saved, another reader
-  // took frames after it (or it was killed with frames fetched and not
-  // taken), and they are inherited, as the streams of an earlier reader
-  // are (FrameDelivery::kJetStreamEarlier): the numbers after their highest
+  // A JetStream route's durable consumer was subscribed. The streams of
+  // its subjects (`matches`) read back from the journal are judged exactly,
+  // as if this receiver had never stopped, only if it was the durable's
+  // last reader (`last_reader`: the durable is where this receiver left
+  // it). Otherwise another reader took messages after it (or it was killed
+  // with messages fetched and not taken, or the durable was made again),
+  // and they are inherited, as the streams of an earlier reader are
+  // (FrameDelivery::kJetStreamEarlier): the numbers after their highest
   // that never come may have been acknowledged there. Called before the
   // durable's first frame.
   template <typename Matches>
-  void TakeOver(Matches matches, std::uint64_t delivered) {
-    std::uint64_t saved = 0;
-    bool any = false;
-    for (const auto& entry : table_) {
-      if (!entry.second.jetstream || !matches(std::string_view(entry.first.subject))) continue;
-      saved = std::max(saved, entry.second.position);
-      any = true;
-    }
-    if (!any || saved == delivered) return;
+  void TakeOver(Matches matches, bool last_reader) {
+    if (last_reader) return;
     for (auto& entry : table_) {
       if (entry.second.jetstream && matches(std::string_view(entry.first.subject))) {
         entry.second.inherited = true;
@@ -401,7 +392,6 @@ class StreamTracker {
     std::uint32_t entry = StreamJournal::kNoEntry;  // in the journal
     bool unsaved = false;                           // counted in streams_not_saved
     bool jetstream = false;                         // heard from a JetStream stream
-    std::uint64_t position = 0;                     // JetStream: see StreamState::position
     // Heard so far only through frames an earlier reader of its durable
     // was delivered (FrameDelivery::kJetStreamEarlier): no gaps counted.
     bool inherited = false;
@@ -572,7 +562,6 @@ class StreamTracker {
     state.held_count = stream.held_count;
     state.seen = stream.seen;
     state.jetstream = stream.jetstream;
-    state.position = stream.position;
     stream.entry = journal_->Write(stream.entry, state);
     if (stream.entry == StreamJournal::kNoEntry && !stream.unsaved) {
       stream.unsaved = true;

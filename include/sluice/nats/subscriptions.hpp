@@ -26,6 +26,7 @@
 #include "sluice/nats/dispatch_acks.hpp"
 #include "sluice/nats/metrics.hpp"
 #include "sluice/nats/routes.hpp"
+#include "sluice/nats/stream_journal.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
@@ -57,6 +58,10 @@ struct InboundSubscription {
   // subscribed (0: none); a message numbered up to it was delivered to an
   // earlier reader first (FrameDelivery::kJetStreamEarlier).
   std::uint64_t delivered_before = 0;
+  // JetStream: the durable's place in the state file (StreamJournal::kNoEntry:
+  // none) and its creation time; each message fetched marks it there.
+  std::uint32_t durable_entry = StreamJournal::kNoEntry;
+  std::int64_t durable_created = 0;
   natsSubscription* subscription = nullptr;
   bool completed = false;  // its last handler call has returned; guarded by the set's mutex
   // JetStream: a pull subscription read by a thread of the bridge's own
