@@ -807,11 +807,12 @@ void ReceiveOnce(const std::string& url, const std::string& state, std::uint64_t
 
 // Runs `change` (what happens to the stream while the receiver is down)
 // between a receiver's run over readings 1 to 50 and its restart, which
-// reads `count` readings; the restart's run.
+// reads `count` readings; the restart's run. Its state file: `state`, or
+// one of its own.
 void RestartAround(const std::string& url, const std::function<void()>& change, std::uint64_t count,
-                   RestartRun* second) {
+                   RestartRun* second, std::string state = "") {
   ScratchDirectory scratch;
-  const std::string state = scratch.File("streams");
+  if (state.empty()) state = scratch.File("streams");
   PublishRaw(url, ReadingFrames("js.restart.medium", 1, 50, MessagePriority::MEDIUM));
   RestartRun first;
   ASSERT_NO_FATAL_FAILURE(ReceiveOnce(url, state, 50, &first));
@@ -915,6 +916,31 @@ TEST_F(NatsJetStreamTest, ADurableMadeAgainIsNotTheOneTheReceiverLeft) {
       10, &second));
   EXPECT_EQ(second.streams.gaps, 0u);
   EXPECT_EQ(second.order.front(), 101u);
+}
+
+// Another receiver (without a file) takes 51 to 100 while the first is
+// down; the first, started again, inherits its stream and stops before any
+// frame comes; started once more, it is the durable's last reader, and its
+// stream is still inherited: 51 to 100 are no gaps.
+TEST_F(NatsJetStreamTest, AStreamInheritedStaysInheritedAcrossARunWithNoFrame) {
+  ASSERT_TRUE(MakeStream(server_.Url()));
+  ScratchDirectory scratch;
+  const std::string state = scratch.File("streams");
+  RestartRun second;
+  ASSERT_NO_FATAL_FAILURE(RestartAround(
+      server_.Url(),
+      [&] {
+        PublishRaw(server_.Url(),
+                   ReadingFrames("js.restart.medium", 51, 100, MessagePriority::MEDIUM));
+        RestartRun other;
+        ASSERT_NO_FATAL_FAILURE(ReceiveOnce(server_.Url(), "", 50, &other));
+      },
+      0, &second, state));
+  RestartRun third;
+  PublishRaw(server_.Url(), ReadingFrames("js.restart.medium", 101, 110, MessagePriority::MEDIUM));
+  ASSERT_NO_FATAL_FAILURE(ReceiveOnce(server_.Url(), state, 10, &third));
+  EXPECT_EQ(third.streams.gaps, 0u);
+  EXPECT_EQ(third.order.size(), 10u);
 }
 
 // Two receivers, each with its own state file, read one durable in turns:

@@ -461,6 +461,29 @@ TEST(StreamStateFileTest, AJetStreamStreamAnotherReaderWentOnWithCountsNoGapForW
   EXPECT_EQ(after.tracker.Counts().gaps, 3u);
 }
 
+// A stream inherited (its durable taken over) and left before a frame was
+// delivered to this receiver first stays inherited when read back, even if
+// this receiver was then the durable's last reader: what the other reader
+// took is no gap for the receiver after it either.
+TEST(StreamStateFileTest, AnInheritedStreamReadBackStaysInherited) {
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  ASSERT_NO_FATAL_FAILURE(TakeAHundredJetStreamFrames(path));
+  const auto medium = [](std::string_view subject) { return subject == "a.medium"; };
+  {
+    Receiver idle(path);
+    ASSERT_TRUE(idle.file) << idle.error;
+    idle.tracker.TakeOver(medium, false);  // another reader went on; nothing came
+  }
+  Receiver after(path);
+  ASSERT_TRUE(after.file) << after.error;
+  after.tracker.TakeOver(medium, true);
+  EXPECT_EQ(after.tracker.Note(7, 1, "a.medium", 151, true, OriginTrust::kKnown, 0,
+                               FrameDelivery::kJetStream),
+            StreamVerdict::kAfterGap);
+  EXPECT_EQ(after.tracker.Counts().gaps, 0u);
+}
+
 // A state no tracker writes is not restored: here two held frames alike,
 // which would make the jump they confirm count 2^32 gaps.
 TEST(StreamStateFileTest, AStateWithAFrameHeldTwiceIsNotRestored) {
@@ -822,20 +845,37 @@ TEST(StreamStateFileTest, ADurablesPlaceIsReadBackByName) {
   EXPECT_FALSE(found);
 }
 
-// Every place is taken: a further durable is not kept (its restored
-// streams are judged as taken over), and those kept stay.
-TEST(StreamStateFileTest, ADurableBeyondThePlacesIsNotKept) {
+// Every place taken by durables this receiver reads: a further durable is
+// not kept (its restored streams are judged as taken over). A later
+// receiver of the file that reads another durable takes the place of one
+// it does not read.
+TEST(StreamStateFileTest, ADurableBeyondThePlacesTakesOneThisReceiverDoesNotRead) {
   Scratch scratch;
-  Receiver receiver(scratch.File("streams"));
-  ASSERT_TRUE(receiver.file) << receiver.error;
+  const std::string path = scratch.File("streams");
   StreamStateFile::DurablePlace saved;
   bool found = false;
-  for (std::size_t i = 0; i < StreamStateFile::kMaxDurables; ++i) {
-    ASSERT_NE(receiver.file->FindDurable("S/d" + std::to_string(i), &saved, &found),
-              StreamJournal::kNoEntry);
+  {
+    Receiver receiver(path);
+    ASSERT_TRUE(receiver.file) << receiver.error;
+    for (std::size_t i = 0; i < StreamStateFile::kMaxDurables; ++i) {
+      const std::uint32_t entry =
+          receiver.file->FindDurable("S/d" + std::to_string(i), &saved, &found);
+      ASSERT_NE(entry, StreamJournal::kNoEntry);
+      receiver.file->MarkDurable(entry, StreamStateFile::DurablePlace{1000, i + 1});
+    }
+    EXPECT_EQ(receiver.file->FindDurable("S/one_more", &saved, &found), StreamJournal::kNoEntry);
+    EXPECT_NE(receiver.file->FindDurable("S/d0", &saved, &found), StreamJournal::kNoEntry);
   }
-  EXPECT_EQ(receiver.file->FindDurable("S/one_more", &saved, &found), StreamJournal::kNoEntry);
-  EXPECT_NE(receiver.file->FindDurable("S/d0", &saved, &found), StreamJournal::kNoEntry);
+  Receiver later(path);
+  ASSERT_TRUE(later.file) << later.error;
+  EXPECT_NE(later.file->FindDurable("S/d5", &saved, &found), StreamJournal::kNoEntry);
+  EXPECT_TRUE(found);
+  EXPECT_NE(later.file->FindDurable("S/new", &saved, &found), StreamJournal::kNoEntry);
+  EXPECT_FALSE(found);
+  // Its place was another durable's, not d5's (which this one reads).
+  (void)later.file->FindDurable("S/d5", &saved, &found);
+  EXPECT_TRUE(found);
+  EXPECT_EQ(saved.delivered, 6u);
 }
 
 // A writer killed at each store of a durable's place: read back, the place

@@ -276,11 +276,15 @@ class Receiver {
       bool found = false;
       entry = state_file_->FindDurable(durable, &saved, &found);
       last_reader = found && saved == now;
-      if (entry != StreamJournal::kNoEntry) state_file_->MarkDurable(entry, now);
     }
+    // The streams inherited are kept so before the durable's new place
+    // is: a receiver killed in between is not taken for its last reader
+    // by the next one, whose streams would then count as gaps what
+    // another reader took.
     streams_.TakeOver(
         [&subject](std::string_view heard) { return SubjectsOverlap(subject, heard); },
         last_reader);
+    if (entry != StreamJournal::kNoEntry) state_file_->MarkDurable(entry, now);
     return entry;
   }
 

@@ -50,6 +50,11 @@ struct StreamState {
   // reader did not acknowledge: restored, every number up to its highest
   // reads as heard and none as arrived (StreamTracker::Restore).
   bool jetstream = false;
+  // JetStream: heard so far only through frames an earlier reader of its
+  // durable was delivered first (StreamTracker, FrameDelivery): it counts
+  // no gaps until a frame delivered to this receiver first comes, also
+  // after a restart.
+  bool inherited = false;
   std::array<std::uint64_t, kMaxHeldFrames> held{};  // frames far ahead, delivered
   std::size_t held_count = 0;
   // Bit s % kStreamWindow: whether number s arrived, for s in

@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -107,7 +108,7 @@ class StreamStateFile final : public StreamJournal {
     std::uint8_t held_count;
     std::uint8_t confirmed;
     std::uint8_t ended;
-    std::uint8_t unused;
+    std::uint8_t inherited;
     std::uint64_t baseline;
     std::uint64_t highest;
     std::uint64_t beat_stamp;
@@ -269,6 +270,7 @@ class StreamStateFile final : public StreamJournal {
     *found = false;
     if (name.empty() || name.size() > kMaxDurableName) return kNoEntry;
     std::uint32_t free = kNoEntry;
+    std::uint32_t unclaimed = kNoEntry;  // a place this receiver does not use
     for (std::size_t i = 0; i < kMaxDurables; ++i) {
       Durable& durable = durables_[i];
       const std::uint32_t live = Load(durable.live);
@@ -276,7 +278,11 @@ class StreamStateFile final : public StreamJournal {
         if (free == kNoEntry) free = static_cast<std::uint32_t>(i);
         continue;
       }
-      if (std::string_view(durable.name, durable.name_size) != name) continue;
+      if (std::string_view(durable.name, durable.name_size) != name) {
+        if (unclaimed == kNoEntry && !claimed_[i]) unclaimed = static_cast<std::uint32_t>(i);
+        continue;
+      }
+      claimed_[i] = true;
       if (durable.copies[0].generation != 0 || durable.copies[1].generation != 0) {
         const DurableCopy& copy = durable.copies[Newer(durable.copies)];
         saved->created = static_cast<std::int64_t>(copy.created);
@@ -285,7 +291,11 @@ class StreamStateFile final : public StreamJournal {
       }
       return static_cast<std::uint32_t>(i);
     }
+    // Every place taken: the one of a durable this receiver does not read
+    // now goes (that durable, read again, is judged as taken over).
+    if (free == kNoEntry) free = unclaimed;
     if (free == kNoEntry) return kNoEntry;
+    claimed_[free] = true;
     Durable& durable = durables_[free];
     Store(durable.live, 0);
     durable.name_size = static_cast<std::uint16_t>(name.size());
@@ -395,6 +405,7 @@ class StreamStateFile final : public StreamJournal {
     copy.held_count = static_cast<std::uint8_t>(state.held_count);
     copy.confirmed = state.confirmed ? 1 : 0;
     copy.ended = state.ended ? 1 : 0;
+    copy.inherited = state.inherited ? 1 : 0;
     copy.baseline = state.baseline;
     copy.highest = state.highest;
     copy.beat_stamp = state.beat_stamp;
@@ -435,7 +446,10 @@ class StreamStateFile final : public StreamJournal {
     }
     if (record.copies[0].generation == 0 && record.copies[1].generation == 0) return false;
     const Copy& copy = record.copies[Newer(record.copies)];
-    if (copy.held_count > kMaxHeldFrames || copy.confirmed > 1 || copy.ended > 1) return false;
+    if (copy.held_count > kMaxHeldFrames || copy.confirmed > 1 || copy.ended > 1 ||
+        copy.inherited > 1 || (copy.inherited != 0 && record.jetstream == 0)) {
+      return false;
+    }
     state->origin_id = record.origin_id;
     state->instance_id = record.instance_id;
     state->subject = std::string_view(record.subject, record.subject_size);
@@ -447,6 +461,7 @@ class StreamStateFile final : public StreamJournal {
     state->heartbeat_ns = copy.heartbeat_ns;
     state->confirmed = copy.confirmed != 0;
     state->ended = copy.ended != 0;
+    state->inherited = copy.inherited != 0;
     state->held_count = copy.held_count;
     for (std::size_t i = 0; i < kMaxHeldFrames; ++i) state->held[i] = copy.held[i];
     for (std::size_t w = 0; w < kStreamWindow / 64; ++w) state->seen[w] = record.seen[w];
@@ -457,6 +472,7 @@ class StreamStateFile final : public StreamJournal {
   void* map_ = nullptr;
   std::uint64_t bytes_ = 0;
   Durable* durables_ = nullptr;
+  std::array<bool, kMaxDurables> claimed_{};  // places FindDurable gave this receiver
   Record* records_ = nullptr;
   std::size_t capacity_ = 0;
   std::vector<std::uint32_t> free_;  // records holding no stream

@@ -137,6 +137,7 @@ class StreamTracker {
     stream.held_count = state.held_count;
     stream.seen = state.seen;
     stream.jetstream = state.jetstream;
+    stream.inherited = state.inherited;
     if (state.jetstream) {
       // What the earlier receiver took, the stream delivers again unless
       // that receiver acknowledged it: nothing reads as arrived (a
@@ -358,8 +359,10 @@ class StreamTracker {
   void TakeOver(Matches matches, bool last_reader) {
     if (last_reader) return;
     for (auto& entry : table_) {
-      if (entry.second.jetstream && matches(std::string_view(entry.first.subject))) {
+      if (entry.second.jetstream && matches(std::string_view(entry.first.subject)) &&
+          !entry.second.inherited) {
         entry.second.inherited = true;
+        Save(entry.second);  // before the durable's new place is (Receiver)
       }
     }
   }
@@ -562,6 +565,7 @@ class StreamTracker {
     state.held_count = stream.held_count;
     state.seen = stream.seen;
     state.jetstream = stream.jetstream;
+    state.inherited = stream.inherited;
     stream.entry = journal_->Write(stream.entry, state);
     if (stream.entry == StreamJournal::kNoEntry && !stream.unsaved) {
       stream.unsaved = true;
