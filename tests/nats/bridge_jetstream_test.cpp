@@ -38,6 +38,7 @@ using sluice::nats::BridgeOptions;
 using sluice::nats::DecodeFrame;
 using sluice::nats::FrameError;
 using sluice::nats::FrameView;
+using sluice::nats::StreamStateFile;
 using sluice_nats_test::Bridge;
 using sluice_nats_test::Bus;
 using sluice_nats_test::Consumer;
@@ -941,6 +942,53 @@ TEST_F(NatsJetStreamTest, AStreamInheritedStaysInheritedAcrossARunWithNoFrame) {
   ASSERT_NO_FATAL_FAILURE(ReceiveOnce(server_.Url(), state, 10, &third));
   EXPECT_EQ(third.streams.gaps, 0u);
   EXPECT_EQ(third.order.size(), 10u);
+}
+
+// A state file whose durable places are all used (21 routes, 3 durables
+// each, and the route read here): a receiver started again with a new route
+// subscribed before the one it read gives the new durables the places of
+// none it reads, so the purge while it was down is still counted.
+TEST_F(NatsJetStreamTest, ANewDurableTakesNoPlaceOfOneTheReceiverReadsWhenTheFileIsFull) {
+  ASSERT_TRUE(MakeStream(server_.Url()));
+  ScratchDirectory scratch;
+  const std::string state = scratch.File("streams");
+  // Receives the routes `names` ("js.<name>", durable <name>), subscribed in
+  // that order, with the file, until `count` readings came; its gaps.
+  const auto run = [&](const std::vector<std::string>& names, std::uint64_t count) {
+    sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+    options.stream_state_path = state;
+    Bus bus;
+    Bridge receiver(bus, options);
+    for (const std::string& name : names) {
+      sluice::nats::ReceiveOptions route;
+      route.stream = "SLUICE";
+      route.durable = name;
+      EXPECT_TRUE(receiver.Receive<SensorReading>("js." + name, kSensorType, route));
+    }
+    ReadingLog log;
+    auto handle = log.Follow(bus);
+    EXPECT_TRUE(handle.IsValid());
+    EXPECT_EQ(receiver.Start(), NATS_OK);
+    Consumer<Bus> consumer(bus);
+    EXPECT_TRUE(Eventually([&] { return log.Size() >= count; })) << log.Size() << " dispatched";
+    (void)receiver.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
+    consumer.Stop();
+    return receiver.GetStatistics().streams.gaps;
+  };
+  // "restart" first: its durables hold the file's first places; 20 more
+  // routes leave one place free.
+  std::vector<std::string> first{"restart"};
+  for (std::size_t i = 0; i < StreamStateFile::kMaxDurables / 3 - 1; ++i) {
+    first.push_back("filler" + std::to_string(i));
+  }
+  PublishRaw(server_.Url(), ReadingFrames("js.restart.medium", 1, 50, MessagePriority::MEDIUM));
+  EXPECT_EQ(run(first, 50), 0u);
+  PublishRaw(server_.Url(), ReadingFrames("js.restart.medium", 51, 100, MessagePriority::MEDIUM));
+  ASSERT_TRUE(PurgeStream(server_.Url()));
+  PublishRaw(server_.Url(), ReadingFrames("js.restart.medium", 101, 110, MessagePriority::MEDIUM));
+  // The newcomer's three durables, subscribed first: one free place, and
+  // two of the fillers'.
+  EXPECT_EQ(run({"newcomer", "restart"}, 10), 50u);
 }
 
 // Two receivers, each with its own state file, read one durable in turns:

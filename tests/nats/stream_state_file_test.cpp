@@ -848,7 +848,8 @@ TEST(StreamStateFileTest, ADurablesPlaceIsReadBackByName) {
 // Every place taken by durables this receiver reads: a further durable is
 // not kept (its restored streams are judged as taken over). A later
 // receiver of the file that reads another durable takes the place of one
-// it does not read.
+// it does not read (nor claimed, as it does every durable it is about to
+// read, before it subscribes any).
 TEST(StreamStateFileTest, ADurableBeyondThePlacesTakesOneThisReceiverDoesNotRead) {
   Scratch scratch;
   const std::string path = scratch.File("streams");
@@ -868,11 +869,16 @@ TEST(StreamStateFileTest, ADurableBeyondThePlacesTakesOneThisReceiverDoesNotRead
   }
   Receiver later(path);
   ASSERT_TRUE(later.file) << later.error;
+  // It reads d0 and d5, d0 subscribed after the new one: claimed first.
+  later.file->ClaimDurable("S/d0");
   EXPECT_NE(later.file->FindDurable("S/d5", &saved, &found), StreamJournal::kNoEntry);
   EXPECT_TRUE(found);
   EXPECT_NE(later.file->FindDurable("S/new", &saved, &found), StreamJournal::kNoEntry);
   EXPECT_FALSE(found);
-  // Its place was another durable's, not d5's (which this one reads).
+  // Its place was another durable's, not d0's or d5's.
+  (void)later.file->FindDurable("S/d0", &saved, &found);
+  EXPECT_TRUE(found);
+  EXPECT_EQ(saved.delivered, 1u);
   (void)later.file->FindDurable("S/d5", &saved, &found);
   EXPECT_TRUE(found);
   EXPECT_EQ(saved.delivered, 6u);

@@ -288,6 +288,13 @@ class Receiver {
     return entry;
   }
 
+  // The durable `durable`'s place in the state file, if it has one, is this
+  // receiver's (StreamStateFile::ClaimDurable).
+  void ClaimDurable(const std::string& durable) {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    if (state_file_) state_file_->ClaimDurable(durable);
+  }
+
   // The durable at the state file's `entry` (TakeOverStreams) delivered a
   // message to this receiver: it is at `place` now. On the route's fetch
   // thread only, without the lock (each entry has one writer).

@@ -101,6 +101,7 @@ class InboundRoutes {
   template <typename Iterator>
   natsStatus Subscribe(Iterator first, Iterator last) {
     natsStatus status = NATS_OK;
+    fetcher_.ClaimPlaces(first, last);
     for (Iterator subject = first; subject != last; ++subject) {
       for (std::size_t p = 0; p < kPriorityCount && status == NATS_OK; ++p) {
         auto inbound = receiver_.MakeSubscription(*subject, routes_.TypesOf(*subject),

@@ -68,9 +68,7 @@ class StreamFetcher {
   // a thread of its own: it fetches only what the bus can admit at that
   // priority (FetchLoop). No completion callback: the thread is joined.
   natsStatus Subscribe(const InboundSubject& subject, std::unique_ptr<Subscription> inbound) {
-    const std::string durable =
-        subject.durable + "_" +
-        std::string(kPrioritySubjects[static_cast<std::size_t>(inbound->priority)]);
+    const std::string durable = DurableName(subject, inbound->priority);
     jsSubOptions sub_options;
     jsSubOptions_Init(&sub_options);
     sub_options.Stream = subject.stream.c_str();
@@ -97,7 +95,7 @@ class StreamFetcher {
         info != nullptr && info->Config != nullptr) {
       inbound->max_deliver = info->Config->MaxDeliver;
       inbound->delivered_before = info->Delivered.Stream;
-      place_name = subject.stream + "/" + durable;
+      place_name = PlaceName(subject, inbound->priority);
       place.created = info->Created;
       place.delivered = info->Delivered.Consumer;
     } else {
@@ -111,6 +109,20 @@ class StreamFetcher {
     // before everything the thread does.
     added->fetcher = std::thread([this, added] { FetchLoop(*added); });
     return NATS_OK;
+  }
+
+  // The places in the state file of the durables of the JetStream subjects
+  // in [first, last) are this receiver's (StreamStateFile::ClaimDurable):
+  // before any of them is subscribed, so that a durable new to the file
+  // takes the place of none of them.
+  template <typename Iterator>
+  void ClaimPlaces(Iterator first, Iterator last) {
+    for (Iterator subject = first; subject != last; ++subject) {
+      if (subject->stream.empty()) continue;
+      for (std::size_t p = 0; p < kPriorityCount; ++p) {
+        receiver_.ClaimDurable(PlaceName(*subject, static_cast<MessagePriority>(p)));
+      }
+    }
   }
 
   // Stops and joins the fetch threads (they use the bus and the
@@ -299,6 +311,16 @@ class StreamFetcher {
       return FrameError::kNone;
     }
 #endif
+  }
+
+  // The durable consumer of `subject`'s priority `priority`, and its name
+  // in the state file.
+  static std::string DurableName(const InboundSubject& subject, MessagePriority priority) {
+    return subject.durable + "_" +
+           std::string(kPrioritySubjects[static_cast<std::size_t>(priority)]);
+  }
+  static std::string PlaceName(const InboundSubject& subject, MessagePriority priority) {
+    return subject.stream + "/" + DurableName(subject, priority);
   }
 
   // Whether the stream would not deliver a message again after this

@@ -292,7 +292,8 @@ class StreamStateFile final : public StreamJournal {
       return static_cast<std::uint32_t>(i);
     }
     // Every place taken: the one of a durable this receiver does not read
-    // now goes (that durable, read again, is judged as taken over).
+    // (ClaimDurable) goes (that durable, read again, is judged as taken
+    // over).
     if (free == kNoEntry) free = unclaimed;
     if (free == kNoEntry) return kNoEntry;
     claimed_[free] = true;
@@ -304,6 +305,21 @@ class StreamStateFile final : public StreamJournal {
     durable.copies[1] = DurableCopy{};
     Store(durable.live, kLive);  // the commit: after the name
     return free;
+  }
+
+  // The place of the durable `name`, if the file has one, is this
+  // receiver's: FindDurable gives it to no other durable. For every durable
+  // a receiver is about to read, before it reads any.
+  void ClaimDurable(std::string_view name) noexcept {
+    for (std::size_t i = 0; i < kMaxDurables; ++i) {
+      const Durable& durable = durables_[i];
+      if (Load(durable.live) == kLive && durable.name_size != 0 &&
+          durable.name_size <= kMaxDurableName &&
+          std::string_view(durable.name, durable.name_size) == name) {
+        claimed_[i] = true;
+        return;
+      }
+    }
   }
 
   // The durable at `entry` (FindDurable) is at `place` now. One thread per
