@@ -28,6 +28,7 @@
 #include <memory>
 #include <new>
 #include <random>
+#include <set>
 #include <sluice/nats/stream_state_file.hpp>
 #include <sluice/nats/stream_tracker.hpp>
 #include <string>
@@ -301,7 +302,7 @@ TEST(StreamStateFileTest, FilesAReceiverMustNotTrustAreRefusedAndLeftAsTheyAre) 
   EXPECT_EQ(made.st_mode & 0777, 0600u);
   // Bounds, and the record's size docs/nats.md gives.
   EXPECT_EQ(StreamStateFile::kRecordSize, 936u);
-  EXPECT_EQ(StreamStateFile::kRecordsOffset, 64u + 64u * 296u);
+  EXPECT_EQ(StreamStateFile::kRecordsOffset, 64u + 64u * 8496u);
   EXPECT_FALSE(StreamStateFile::Open(scratch.File("zero"), 0, &error));
   EXPECT_FALSE(
       StreamStateFile::Open(scratch.File("huge"), StreamStateFile::kMaxRecords + 1, &error));
@@ -882,6 +883,35 @@ TEST(StreamStateFileTest, ADurableBeyondThePlacesTakesOneThisReceiverDoesNotRead
   (void)later.file->FindDurable("S/d5", &saved, &found);
   EXPECT_TRUE(found);
   EXPECT_EQ(saved.delivered, 6u);
+}
+
+// The stream sequences of a durable's messages dispatched: the last
+// kDispatchedKept are read back by the next receiver of the file, and a
+// durable made again forgets them.
+TEST(StreamStateFileTest, ADurablesLastDispatchedSequencesAreReadBack) {
+  constexpr std::uint64_t kNoted = StreamStateFile::kDispatchedKept + 476;
+  Scratch scratch;
+  const std::string path = scratch.File("streams");
+  StreamStateFile::DurablePlace saved;
+  bool found = false;
+  {
+    Receiver before(path);
+    ASSERT_TRUE(before.file) << before.error;
+    const std::uint32_t entry = before.file->FindDurable("S/a", &saved, &found);
+    for (std::uint64_t s = 1; s <= kNoted; ++s) before.file->NoteDispatched(entry, s);
+  }
+  Receiver after(path);
+  ASSERT_TRUE(after.file) << after.error;
+  const std::uint32_t entry = after.file->FindDurable("S/a", &saved, &found);
+  std::set<std::uint64_t> kept;
+  after.file->ForEachDispatched(entry, [&kept](std::uint64_t s) { kept.insert(s); });
+  ASSERT_EQ(kept.size(), StreamStateFile::kDispatchedKept);
+  EXPECT_EQ(*kept.begin(), kNoted - StreamStateFile::kDispatchedKept + 1);
+  EXPECT_EQ(*kept.rbegin(), kNoted);
+  after.file->ForgetDispatched(entry);
+  kept.clear();
+  after.file->ForEachDispatched(entry, [&kept](std::uint64_t s) { kept.insert(s); });
+  EXPECT_TRUE(kept.empty());
 }
 
 // A writer killed at each store of a durable's place: read back, the place

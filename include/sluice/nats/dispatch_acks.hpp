@@ -137,6 +137,18 @@ class DispatchAcks {
     }
   }
 
+  // Told of each message dispatched, on the consumer's thread, before its
+  // acknowledgement is sent: `sink(context, route, stream_sequence)` (the
+  // bridge keeps it in its state file, so that a restarted receiver
+  // refuses its redelivery). Set before any message is filed.
+  using DispatchedSink = void (*)(void* context, const void* route,
+                                  std::uint64_t stream_sequence) noexcept;
+  void SetDispatchedSink(DispatchedSink sink, void* context) noexcept {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    sink_ = sink;
+    sink_context_ = context;
+  }
+
   // Any thread, any time (an observer's own calls included): relaxed
   // loads of counts kept under the mutex, so each is exact on its own.
   DispatchAckCounts Counts() const noexcept {
@@ -195,6 +207,7 @@ class DispatchAcks {
     holding_ = false;
     const std::lock_guard<std::mutex> lock(mutex_);
     if (in_hand_.message == nullptr) return;  // withdrawn meanwhile
+    if (sink_ != nullptr) sink_(sink_context_, in_hand_.route, in_hand_.stream_sequence);
     (void)natsMsg_Ack(in_hand_.message, nullptr);
     Forget(in_hand_);
     in_hand_ = Entry{};
@@ -257,6 +270,8 @@ class DispatchAcks {
   // The consumer's: whether it took a filed message whose dispatch has not
   // ended.
   bool holding_ = false;
+  DispatchedSink sink_ = nullptr;  // under the mutex
+  void* sink_context_ = nullptr;
 };
 
 // The traits' Observer of a bus that receives JetStream routes with

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -276,6 +277,9 @@ class Receiver {
       bool found = false;
       entry = state_file_->FindDurable(durable, &saved, &found);
       last_reader = found && saved == now;
+      // Made again: the sequences its namesake dispatched may name other
+      // messages now.
+      if (found && saved.created != now.created) state_file_->ForgetDispatched(entry);
     }
     // The streams inherited are kept so before the durable's new place
     // is: a receiver killed in between is not taken for its last reader
@@ -286,6 +290,28 @@ class Receiver {
         last_reader);
     if (entry != StreamJournal::kNoEntry) state_file_->MarkDurable(entry, now);
     return entry;
+  }
+
+  // The stream sequences of the messages of the durable at the state
+  // file's `entry` that receivers of the file dispatched (the last
+  // StreamStateFile::kDispatchedKept): their redeliveries are refused.
+  void ReadDispatched(std::uint32_t entry, std::unordered_set<std::uint64_t>* dispatched) {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    if (!state_file_ || entry == StreamJournal::kNoEntry) return;
+    state_file_->ForEachDispatched(
+        entry, [dispatched](std::uint64_t sequence) { dispatched->insert(sequence); });
+  }
+
+  // DispatchAcks::DispatchedSink: a message of `route` (a Subscription) was
+  // dispatched; kept in the state file before it is acknowledged. On the
+  // consumer's thread, without the lock (the only writer of those).
+  static void NoteDispatched(void* self, const void* route,
+                             std::uint64_t stream_sequence) noexcept {
+    const auto* receiver = static_cast<Receiver*>(self);
+    const auto* inbound = static_cast<const Subscription*>(route);
+    if (receiver->state_file_ && inbound->durable_entry != StreamJournal::kNoEntry) {
+      receiver->state_file_->NoteDispatched(inbound->durable_entry, stream_sequence);
+    }
   }
 
   // The durable `durable`'s place in the state file, if it has one, is this

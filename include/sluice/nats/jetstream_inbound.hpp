@@ -104,6 +104,10 @@ class StreamFetcher {
     if (info != nullptr) jsConsumerInfo_Destroy(info);
     inbound->durable_created = place.created;
     inbound->durable_entry = receiver_.TakeOverStreams(inbound->subject, place_name, place);
+    if (inbound->acks != nullptr) {
+      receiver_.ReadDispatched(inbound->durable_entry, &inbound->dispatched_earlier);
+      inbound->acks->SetDispatchedSink(&Receiver<Bus>::NoteDispatched, &receiver_);
+    }
     Subscription* added = subscriptions_.AddPull(std::move(inbound));
     // The subscription's fields are complete: thread creation orders them
     // before everything the thread does.
@@ -236,6 +240,16 @@ class StreamFetcher {
         // nor acknowledged; the first delivery's acknowledgement, after its
         // dispatch, stands for both.
         (void)natsMsg_InProgress(message, nullptr);
+        Count(counters_.rejected[static_cast<std::size_t>(FrameError::kDuplicate)]);
+        receiver_.Report(FrameError::kDuplicate, inbound.subject);
+        return false;
+      }
+      if (arrival.deliveries > 1 &&
+          inbound.dispatched_earlier.count(arrival.stream_sequence) != 0) {
+        // Dispatched by a receiver of the state file before this one, whose
+        // acknowledgement never reached the stream: acknowledged now, not
+        // dispatched again.
+        (void)natsMsg_Ack(message, nullptr);
         Count(counters_.rejected[static_cast<std::size_t>(FrameError::kDuplicate)]);
         receiver_.Report(FrameError::kDuplicate, inbound.subject);
         return false;

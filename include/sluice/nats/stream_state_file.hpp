@@ -73,6 +73,9 @@ class StreamStateFile final : public StreamJournal {
   // not kept (its restored streams are judged as taken over).
   static constexpr std::size_t kMaxDurables = 64;
   static constexpr std::size_t kMaxDurableName = 240;
+  // The stream sequences of each durable's last messages dispatched here
+  // that the file keeps (NoteDispatched).
+  static constexpr std::size_t kDispatchedKept = 1024;
 
  private:
   struct Header {
@@ -101,6 +104,10 @@ class StreamStateFile final : public StreamJournal {
     std::uint16_t unused;
     char name[kMaxDurableName];
     DurableCopy copies[2];
+    // Stream sequences dispatched: the last min(dispatched_count,
+    // kDispatchedKept), dispatched_count % kDispatchedKept next.
+    std::uint64_t dispatched_count;
+    std::uint64_t dispatched[kDispatchedKept];
   };
   // One copy of a record's state; `generation` (written last) commits it.
   struct Copy {
@@ -303,6 +310,7 @@ class StreamStateFile final : public StreamJournal {
     std::memcpy(durable.name, name.data(), name.size());
     durable.copies[0] = DurableCopy{};
     durable.copies[1] = DurableCopy{};
+    durable.dispatched_count = 0;
     Store(durable.live, kLive);  // the commit: after the name
     return free;
   }
@@ -320,6 +328,35 @@ class StreamStateFile final : public StreamJournal {
         return;
       }
     }
+  }
+
+  // A message of the durable at `entry` (FindDurable) was dispatched: its
+  // stream sequence is kept (the last kDispatchedKept of them). On the
+  // consumer's thread, the only one that writes them; a kill at any store
+  // leaves it kept or not, and the others as they were.
+  void NoteDispatched(std::uint32_t entry, std::uint64_t stream_sequence) noexcept {
+    if (entry >= kMaxDurables) return;
+    Durable& durable = durables_[entry];
+    const std::uint64_t count = durable.dispatched_count;
+    Store(durable.dispatched[count % kDispatchedKept], stream_sequence);
+    Store(durable.dispatched_count, count + 1);
+  }
+
+  // The stream sequences kept for the durable at `entry` (NoteDispatched),
+  // each to `take(sequence)`.
+  template <typename Take>
+  void ForEachDispatched(std::uint32_t entry, Take&& take) const {
+    if (entry >= kMaxDurables) return;
+    const Durable& durable = durables_[entry];
+    const std::uint64_t count = durable.dispatched_count;
+    const std::uint64_t kept = count < kDispatchedKept ? count : kDispatchedKept;
+    for (std::uint64_t i = 0; i < kept; ++i) take(durable.dispatched[i]);
+  }
+
+  // Forgets the stream sequences kept for the durable at `entry` (the
+  // durable was made again: they may name other messages now).
+  void ForgetDispatched(std::uint32_t entry) noexcept {
+    if (entry < kMaxDurables) Store(durables_[entry].dispatched_count, 0);
   }
 
   // The durable at `entry` (FindDurable) is at `place` now. One thread per

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -62,6 +63,10 @@ struct InboundSubscription {
   // none) and its creation time; each message fetched marks it there.
   std::uint32_t durable_entry = StreamJournal::kNoEntry;
   std::int64_t durable_created = 0;
+  // JetStream: stream sequences of messages receivers of the state file
+  // dispatched (kOnDispatch); a redelivery of one is refused. Filled when
+  // subscribed, then read by the fetch thread only.
+  std::unordered_set<std::uint64_t> dispatched_earlier;
   natsSubscription* subscription = nullptr;
   bool completed = false;  // its last handler call has returned; guarded by the set's mutex
   // JetStream: a pull subscription read by a thread of the bridge's own
