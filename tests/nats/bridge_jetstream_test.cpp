@@ -53,11 +53,12 @@ using sluice_nats_test::PublishRaw;
 using sluice_nats_test::ScratchDirectory;
 using sluice_nats_test::SensorReading;
 
-// The stream over the routes' subjects, on file storage (it survives the
+// The stream `name` over `subject`, on file storage (it survives the
 // kill), with a duplicate window for the Nats-Msg-Id of a publish sent again.
 // `max_messages` (> 0): the stream keeps that many, discarding the oldest,
 // or with `discard_new` refusing what comes past them.
-bool MakeStream(const std::string& url, std::int64_t max_messages = 0, bool discard_new = false) {
+bool MakeNamedStream(const std::string& url, const char* name, const char* subject,
+                     std::int64_t max_messages = 0, bool discard_new = false) {
   natsConnection* connection = nullptr;
   jsCtx* js = nullptr;
   if (natsConnection_ConnectTo(&connection, url.c_str()) != NATS_OK) return false;
@@ -65,8 +66,8 @@ bool MakeStream(const std::string& url, std::int64_t max_messages = 0, bool disc
   if (made) {
     jsStreamConfig config;
     jsStreamConfig_Init(&config);
-    const char* subjects[] = {"js.>"};
-    config.Name = "SLUICE";
+    const char* subjects[] = {subject};
+    config.Name = name;
     config.Subjects = subjects;
     config.SubjectsLen = 1;
     config.Storage = js_FileStorage;
@@ -83,6 +84,11 @@ bool MakeStream(const std::string& url, std::int64_t max_messages = 0, bool disc
   }
   natsConnection_Destroy(connection);
   return made;
+}
+
+// The stream SLUICE over the routes' subjects ("js.>").
+bool MakeStream(const std::string& url, std::int64_t max_messages = 0, bool discard_new = false) {
+  return MakeNamedStream(url, "SLUICE", "js.>", max_messages, discard_new);
 }
 
 // Purges, or deletes, the stream SLUICE; false if the server refused.
@@ -1502,6 +1508,16 @@ class NatsDispatchAckTest : public NatsJetStreamTest {
     return got;
   }
 
+  // Kills `receiver` with SIGKILL, then reads what it printed before it died
+  // into `order` (a reading it dispatched after the ones read so far is
+  // one no later receiver may dispatch again), then reaps it.
+  static void KillAndDrain(sluice_test::ChildProcess& receiver, std::vector<std::uint64_t>& order,
+                           std::uint64_t* gaps = nullptr) {
+    receiver.Signal(SIGKILL);
+    (void)ReadGot(receiver, order, ~std::uint64_t{0}, kHangGuard, gaps);
+    receiver.Kill(SIGKILL);
+  }
+
   // Readings of 1..kReadings that no receiver dispatched.
   static std::uint64_t Missing(const std::vector<std::vector<std::uint64_t>>& orders) {
     std::set<std::uint64_t> seen;
@@ -1527,7 +1543,7 @@ TEST_F(NatsDispatchAckTest, AReceiverKilledWithABacklogLosesNothing) {
     // 40 readings at 2 ms each: the bus has filled behind them.
     ASSERT_EQ(ReadGot(receiver, orders[kill], 40, kHangGuard, &gaps[kill]), 40u)
         << "kill " << kill + 1;
-    receiver.Kill(SIGKILL);
+    KillAndDrain(receiver, orders[kill], &gaps[kill]);
     std::printf("[ jetstream] kill %d after %zu readings, with a backlog in its bus\n", kill + 1,
                 orders[kill].size());
     // The second receiver starts at once: it hears new readings before the
@@ -1586,7 +1602,7 @@ TEST_F(NatsDispatchAckTest, AStateFileLosesNothingOfAKilledBacklog) {
     sluice_test::ChildProcess receiver;
     ASSERT_TRUE(StartReceiver(receiver, "dispatch", 2, state));
     ASSERT_EQ(ReadGot(receiver, orders[run], 40, kHangGuard), 40u) << "run " << run;
-    receiver.Kill(SIGKILL);
+    KillAndDrain(receiver, orders[run]);
   }
   sluice_test::ChildProcess last;
   ASSERT_TRUE(StartReceiver(last, "dispatch", 0, state));
@@ -1613,6 +1629,63 @@ TEST_F(NatsDispatchAckTest, AStateFileLosesNothingOfAKilledBacklog) {
   }
 }
 
+// Two bridges on one bus, each with its own state file, each reading its
+// own stream through a durable of the same name, acknowledged after
+// dispatch: each message dispatched is kept in its own bridge's file. The
+// second bridge's messages, withdrawn undispatched at Shutdown(0), are
+// dispatched by the next bridge on that file, none refused.
+TEST_F(NatsDispatchAckTest, EachBridgeOnABusKeepsItsOwnDispatchedMessages) {
+  constexpr std::uint64_t kEach = 20;
+  ASSERT_NO_FATAL_FAILURE(Store("js.first", kEach));
+  ASSERT_TRUE(MakeNamedStream(server_.Url(), "OTHER", "other.>"));
+  ScratchDirectory scratch;
+  const auto options_with = [&](const std::string& file) {
+    sluice::nats::BridgeOptions options = OptionsFor(server_.Url());
+    options.stream_state_path = scratch.File(file);
+    return options;
+  };
+  sluice::nats::ReceiveOptions other = OnDispatch("same");
+  other.stream = "OTHER";
+  {
+    AckBus bus;
+    sluice::nats::Bridge<AckBus> first(bus, options_with("first"));
+    sluice::nats::Bridge<AckBus> second(bus, options_with("second"));
+    ASSERT_TRUE(first.Receive<SensorReading>("js.first", kSensorType, OnDispatch("same")));
+    ASSERT_TRUE(second.Receive<SensorReading>("other.second", kSensorType, other));
+    std::vector<std::uint64_t> dispatched;
+    auto handle = bus.Subscribe<SensorReading>(
+        [&dispatched](const SensorReading& reading) { dispatched.push_back(reading.seq); });
+    ASSERT_TRUE(handle.IsValid());
+    ASSERT_EQ(first.Start(), NATS_OK);
+    ASSERT_EQ(second.Start(), NATS_OK);
+    // The first's 20 dispatched (and kept in its file); nothing of the
+    // second's stream yet.
+    ASSERT_TRUE(Eventually([&] {
+      (void)bus.ProcessBatch();
+      return dispatched.size() >= kEach;
+    }));
+    // Now the second's 20 reach the bus, and are withdrawn undispatched.
+    PublishRaw(server_.Url(),
+               ReadingFrames("other.second.medium", 1, kEach, MessagePriority::MEDIUM));
+    ASSERT_TRUE(Eventually([&] { return bus.QueueDepth() >= kEach; }));
+    (void)second.Shutdown(std::chrono::milliseconds(0));
+    (void)first.Shutdown(std::chrono::milliseconds(0));
+  }
+  AckBus bus;
+  sluice::nats::Bridge<AckBus> again(bus, options_with("second"));
+  ASSERT_TRUE(again.Receive<SensorReading>("other.second", kSensorType, other));
+  ReadingLog log;
+  auto handle = log.Follow(bus);
+  ASSERT_TRUE(handle.IsValid());
+  ASSERT_EQ(again.Start(), NATS_OK);
+  Consumer<AckBus> consumer(bus);
+  EXPECT_TRUE(Eventually([&] { return log.Size() >= kEach; })) << log.Size() << " dispatched";
+  (void)again.Shutdown(5s, sluice::nats::ShutdownDrain::kWaitForConsumer);
+  consumer.Stop();
+  EXPECT_EQ(log.Size(), kEach);
+  EXPECT_EQ(again.GetStatistics().rejected[static_cast<std::size_t>(FrameError::kDuplicate)], 0u);
+}
+
 // The cheaper default, on the same crash: what the killed receiver's bus
 // held was acknowledged on admission, so the stream never delivers it again
 // (what kOnDispatch is for; docs/nats.md says which guarantee needs which).
@@ -1623,7 +1696,7 @@ TEST_F(NatsDispatchAckTest, AcknowledgedOnAdmissionWhatTheKilledBusHeldIsLost) {
     sluice_test::ChildProcess receiver;
     ASSERT_TRUE(StartReceiver(receiver, "admission", 2));
     ASSERT_EQ(ReadGot(receiver, orders[0], 40, kHangGuard), 40u);
-    receiver.Kill(SIGKILL);
+    KillAndDrain(receiver, orders[0]);
   }
   sluice_test::ChildProcess last;
   ASSERT_TRUE(StartReceiver(last, "admission", 0));

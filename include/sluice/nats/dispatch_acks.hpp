@@ -139,8 +139,10 @@ class DispatchAcks {
 
   // Told of each message dispatched, on the consumer's thread, before its
   // acknowledgement is sent: `sink(context, route, stream_sequence)` (the
-  // bridge keeps it in its state file, so that a restarted receiver
-  // refuses its redelivery). Set before any message is filed.
+  // bridge of `route` keeps it in its state file, so that a restarted
+  // receiver refuses its redelivery). One for the bus: every bridge on it
+  // sets the same one, which finds the route's own bridge. Set before any
+  // message is filed.
   using DispatchedSink = void (*)(void* context, const void* route,
                                   std::uint64_t stream_sequence) noexcept;
   void SetDispatchedSink(DispatchedSink sink, void* context) noexcept {

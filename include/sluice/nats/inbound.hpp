@@ -303,12 +303,15 @@ class Receiver {
   }
 
   // DispatchAcks::DispatchedSink: a message of `route` (a Subscription) was
-  // dispatched; kept in the state file before it is acknowledged. On the
-  // consumer's thread, without the lock (the only writer of those).
-  static void NoteDispatched(void* self, const void* route,
+  // dispatched; kept in the state file of the route's own receiver (a bus
+  // may carry several bridges' routes) before it is acknowledged. On the
+  // consumer's thread, without the lock (the only writer of those); the
+  // route lives while DispatchAcks holds its message (it withdraws them
+  // before the route goes).
+  static void NoteDispatched(void* /*unused*/, const void* route,
                              std::uint64_t stream_sequence) noexcept {
-    const auto* receiver = static_cast<Receiver*>(self);
     const auto* inbound = static_cast<const Subscription*>(route);
+    const Receiver* receiver = inbound->receiver;
     if (receiver->state_file_ && inbound->durable_entry != StreamJournal::kNoEntry) {
       receiver->state_file_->NoteDispatched(inbound->durable_entry, stream_sequence);
     }

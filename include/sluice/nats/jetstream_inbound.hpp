@@ -106,7 +106,7 @@ class StreamFetcher {
     inbound->durable_entry = receiver_.TakeOverStreams(inbound->subject, place_name, place);
     if (inbound->acks != nullptr) {
       receiver_.ReadDispatched(inbound->durable_entry, &inbound->dispatched_earlier);
-      inbound->acks->SetDispatchedSink(&Receiver<Bus>::NoteDispatched, &receiver_);
+      inbound->acks->SetDispatchedSink(&Receiver<Bus>::NoteDispatched, nullptr);
     }
     Subscription* added = subscriptions_.AddPull(std::move(inbound));
     // The subscription's fields are complete: thread creation orders them
