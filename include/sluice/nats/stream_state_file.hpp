@@ -267,6 +267,26 @@ class StreamStateFile final : public StreamJournal {
     }
   }
 
+  // The durable places are written by three kinds of thread of one
+  // receiver, never to the same bytes at once, so they need no atomic read-
+  // modify-write and no fence between threads:
+  //  - FindDurable, ClaimDurable and ForgetDispatched run under the
+  //    receiver's lock, before the durable's route is subscribed; they
+  //    write a place's `live`, name and copies, or its dispatched count,
+  //    only for a durable no route of this receiver reads now.
+  //  - MarkDurable writes a place's copies, on its route's fetch thread only,
+  //    which starts after the subscription (thread creation orders the
+  //    writes above before it) and is joined before the route goes.
+  //  - NoteDispatched writes a place's dispatched sequences, on the bus's
+  //    consumer thread only, for a message DispatchAcks holds; DispatchAcks'
+  //    mutex orders the filing (after the subscription) before it, and the
+  //    route withdraws its messages, under that mutex, before it goes.
+  // A later process reads them after this one died (the stores' order
+  // within each writer, Store, is what it relies on).
+  // Threaded tests: the NATS bridge suite under ThreadSanitizer (CI step 8),
+  // NatsDispatchAckTest.EachBridgeOnABusKeepsItsOwnDispatchedMessages among
+  // them (one bridge subscribes while another's messages are dispatched).
+
   // Where the durable `name` ("<stream>/<durable>") was when this receiver
   // last took a message of it: `*saved` (false: not kept, or never read
   // here), and from now on where its place is kept (kNoEntry: nowhere, the
