@@ -351,6 +351,67 @@ TEST(ClockStampTest, AStampConvertsToItsInstantWhateverCalibrationFollows) {
   EXPECT_TRUE(some_calibration_moved_it);
 }
 
+// The consumer's converter (StampConverter, what the bus keeps to convert
+// many stamps) agrees with StampNanos() on every stamp it is given: before
+// the first calibration, stamps of the calibration it holds (at, before and
+// past its base), of an earlier one and of a later one, in any order, and
+// nanosecond stamps; a converter that used the calibration it holds for
+// another's stamp, or missed a new one, would give another instant.
+TEST(ClockStampTest, TheConsumersConverterAgreesWithStampNanosOnEveryStamp) {
+  using State = SimulatedClockState;
+  SimulatedSource::Reset(~std::uint64_t{0} >> 1, 0, 0);  // no stalls
+  const std::uint64_t start = SimulatedSource::nanos;
+  State state;
+  State::StampConverter converter;
+  std::vector<std::uint64_t> stamps;
+  stamps.push_back(state.Stamp());  // before the first calibration: nanoseconds
+  const std::uint64_t milestones[] = {20'000'000, 300'000'000, 6'000'000'000, 61'000'000'000};
+  for (const std::uint64_t age : milestones) {
+    SimulatedSource::nanos = start + age;
+    (void)state.NowNanos();
+    for (int i = 0; i < 3; ++i) {
+      stamps.push_back(state.Stamp());
+      SimulatedSource::nanos += 1'000'000;
+    }
+    // Converted as they come, the earlier ones after them: the converter
+    // holds each calibration in turn.
+    for (auto stamp = stamps.rbegin(); stamp != stamps.rend(); ++stamp) {
+      ASSERT_EQ(converter.Nanos(state, *stamp), state.StampNanos(*stamp));
+    }
+  }
+  ASSERT_EQ((stamps.back() >> State::kStampIndexShift) & 3, 3u);
+  // Every calibration's base, a tick before it, and far past it.
+  std::vector<std::uint64_t> edges;
+  for (const std::uint64_t stamp : stamps) {
+    if ((stamp & State::kStampTagged) == 0) continue;
+    const std::uint64_t tag = stamp & ~State::kStampTicksMask;
+    for (const std::uint64_t other : stamps) {
+      if ((other & State::kStampTagged) == 0) continue;
+      const std::uint64_t ticks = other & State::kStampTicksMask;
+      edges.push_back(tag | ticks);
+      edges.push_back(tag | (ticks - 1));
+      edges.push_back(tag | (ticks + (std::uint64_t{1} << 40)));
+    }
+    edges.push_back(tag);  // tick 0
+  }
+  stamps.insert(stamps.end(), edges.begin(), edges.end());
+  // In order, then backwards, then interleaved: the calibration the
+  // converter holds changes with each direction.
+  int checked = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    for (std::size_t i = 0; i < stamps.size(); ++i) {
+      const std::size_t at = pass == 0   ? i
+                             : pass == 1 ? stamps.size() - 1 - i
+                                         : (i * 7919) % stamps.size();
+      const std::uint64_t stamp = stamps[at];
+      ASSERT_EQ(converter.Nanos(state, stamp), state.StampNanos(stamp))
+          << "stamp " << std::hex << stamp << " pass " << std::dec << pass;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 300);
+}
+
 // A counter already past 2^60 ticks at calibration could reach the tag's
 // bits: stamps stay nanoseconds.
 struct LateCounterSource : SimulatedSource {

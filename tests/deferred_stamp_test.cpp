@@ -195,6 +195,51 @@ TYPED_TEST(DeferredStampTest, LatencyIsMeasuredFromTheConvertedStamp) {
   EXPECT_EQ(histogram.sum_nanos, 2000u);
 }
 
+// A clock with a converter for many stamps (StampConverter, as CounterClock
+// has on x86): the consumer converts through the one it keeps, on every
+// dispatch path, to what StampNanos gives.
+struct ConverterTickClock : TickClock {
+  static inline std::uint64_t converter_calls = 0;
+  struct StampConverter {
+    std::uint64_t Nanos(std::uint64_t stamp) noexcept {
+      ++converter_calls;
+      return TickClock::StampNanos(stamp);
+    }
+  };
+};
+struct ConverterTickTraits : sluice::DefaultBusTraits {
+  using Clock = ConverterTickClock;
+};
+template <typename Bus>
+void ExpectTheConsumersConverterUsed() {
+  TickClock::Reset();
+  ConverterTickClock::converter_calls = 0;
+  Bus bus;
+  std::vector<std::uint64_t> seen;
+  ASSERT_TRUE(bus.template Subscribe<Reading>([&](const Reading&, const MessageHeader& header) {
+                   seen.push_back(header.timestamp_ns);
+                 })
+                  .IsValid());
+  for (std::uint32_t i = 0; i < 10; ++i) {
+    TickClock::ticks = 3000 + i;
+    ASSERT_TRUE(bus.Publish(Reading{i}));
+  }
+  EXPECT_EQ(bus.ProcessBatch(4), 4u);  // callbacks, in runs
+  EXPECT_EQ(
+      bus.ProcessBatchWith(  // a visitor
+          [&](const auto&, const MessageHeader& header) { seen.push_back(header.timestamp_ns); }),
+      6u);
+  std::vector<std::uint64_t> expected;
+  for (std::uint64_t i = 0; i < 10; ++i) expected.push_back((3000 + i) * 10);
+  EXPECT_EQ(seen, expected);
+  EXPECT_EQ(ConverterTickClock::converter_calls, 10u);
+  EXPECT_EQ(TickClock::conversions, 10u);
+}
+TEST(DeferredStampConverterTest, TheConsumerConvertsThroughTheClocksConverter) {
+  ExpectTheConsumersConverterUsed<sluice::SpscBus<Payload, 64, ConverterTickTraits>>();
+  ExpectTheConsumersConverterUsed<sluice::MpscBus<Payload, 64, ConverterTickTraits>>();
+}
+
 TEST(DeferredStampBatchTest, APublishBatchSharesOneTimestampInNanoseconds) {
   TickClock::Reset();
   sluice::MpscBus<Payload, 64, TickTraits> bus;

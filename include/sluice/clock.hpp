@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "sluice/config.hpp"
 #include "sluice/detail/counter_calibration.hpp"
@@ -135,16 +136,16 @@ struct CounterClock {
   // its per-thread floor: two stamps of one thread may so differ from
   // their order by the counters' disagreement between two cores or a
   // calibration step, as two threads' NowNanos() readings may). A counter
-  // read costs a few instructions; the conversion, about 15, is the
-  // consumer's. A value without the top bit is nanoseconds already, and
-  // StampNanos() returns it as it is.
+  // read costs a few instructions; the conversion, about 11 through the
+  // consumer's StampConverter, is the consumer's. A value without the top bit is nanoseconds
+  // already, and StampNanos() returns it as it is.
   static std::uint64_t Stamp() noexcept {
 #if defined(SLUICE_COUNTER_X86)
     using State = detail::CounterClockState;
     const std::uint64_t word = State::Instance().StampWord();
     const std::uint64_t until = word & State::kStampTicksMask;
     const std::uint64_t ticks = detail::ReadCounter();
-    if (ticks < until) return (word ^ until) | ticks;
+    if (ticks < until) return ticks + (word - until);  // the tag | ticks (ticks < until < 2^61)
 #endif
     return NowNanos();
   }
@@ -155,6 +156,22 @@ struct CounterClock {
     return stamp;
 #endif
   }
+
+#if defined(SLUICE_COUNTER_X86)
+  // StampNanos() for one thread converting many stamps (the bus's
+  // consumer keeps one): a stamp of the calibration it last met converts
+  // without looking that calibration up, about 10 instructions fewer; any
+  // other as StampNanos() does, to the same value.
+  class StampConverter {
+   public:
+    SLUICE_ALWAYS_INLINE std::uint64_t Nanos(std::uint64_t stamp) noexcept {
+      return converter_.Nanos(detail::CounterClockState::Instance(), stamp);
+    }
+
+   private:
+    detail::CounterClockState::StampConverter converter_;
+  };
+#endif
 
   // True once readings come from the counter rather than steady_clock.
   static bool UsesCounter() noexcept {
@@ -249,6 +266,30 @@ struct DefersStampConversion<
     : std::true_type {};
 
 inline constexpr std::uint64_t kDeferredStamp = std::uint64_t{1} << 63;
+
+// StampNanos for one thread converting many stamps (the bus's consumer):
+// the clock's optional `StampConverter`, a type whose default-constructed
+// object converts with `std::uint64_t Nanos(std::uint64_t) noexcept`,
+// agreeing with StampNanos for every stamp; else StampNanos itself.
+template <typename Clock, typename = void>
+class StampConversion {
+ public:
+  SLUICE_ALWAYS_INLINE std::uint64_t Nanos(std::uint64_t stamp) noexcept {
+    return Clock::StampNanos(stamp);
+  }
+};
+template <typename Clock>
+class StampConversion<
+    Clock,
+    std::void_t<decltype(std::declval<typename Clock::StampConverter&>().Nanos(std::uint64_t{}))>> {
+ public:
+  SLUICE_ALWAYS_INLINE std::uint64_t Nanos(std::uint64_t stamp) noexcept {
+    return converter_.Nanos(stamp);
+  }
+
+ private:
+  typename Clock::StampConverter converter_;
+};
 
 // What Publish stores in timestamp_ns: Clock::Stamp() or ClockNanos().
 template <typename Clock>

@@ -179,6 +179,67 @@ class BasicCounterClockState {
     const int index = static_cast<int>((stamp >> kStampIndexShift) & (kSteps - 1));
     return steps_[index].NanosAt(stamp & kStampTicksMask);
   }
+  // StampNanos() for a consumer converting many stamps: it holds the
+  // calibration of the last stamp it converted through StampNanos(), and
+  // converts a stamp tagged with that one in one subtraction, one compare
+  // and the product; any other stamp (another calibration's, one at or
+  // before the base, the first one) goes through StampNanos(), and the
+  // converter then holds the calibration that serves now. Both ways give
+  // the same value for every stamp: NanosAt, base_nanos + (ticks -
+  // base_ticks) * scale past the base, base_nanos at and before it.
+  //
+  // One thread uses a converter (the bus's consumer). Memory ordering: the
+  // refresh loads `current_` with acquire, which pairs with the release
+  // store that published that calibration's slot, so the copy is complete;
+  // a stamp of a later calibration reaches StampNanos(), which reads its
+  // slot as above.
+  class StampConverter {
+   public:
+    SLUICE_ALWAYS_INLINE std::uint64_t Nanos(const BasicCounterClockState& state,
+                                             std::uint64_t stamp) noexcept {
+      // Tagged with the held calibration and past its base: the difference
+      // is the ticks past the base. Every other stamp lands at or past
+      // `span_` (see Hold()).
+      const std::uint64_t past_base = stamp - tagged_base_;
+      if (SLUICE_UNLIKELY(past_base >= span_)) return Other(state, stamp);
+      return base_nanos_ + ScaleQ32(past_base, scale_q32_);
+    }
+
+   private:
+    // Out of line: the lookup's registers stay out of the caller's loop.
+    SLUICE_NOINLINE std::uint64_t Other(const BasicCounterClockState& state,
+                                        std::uint64_t stamp) noexcept {
+      Hold(state);
+      return state.StampNanos(stamp);
+    }
+    // Holds the calibration that serves now (none before the first: every
+    // stamp then goes through StampNanos()).
+    void Hold(const BasicCounterClockState& state) noexcept {
+      span_ = 0;
+      const int index = state.current_.load(std::memory_order_acquire);
+      if (index < 0) return;
+      const CounterCalibration& calibration = state.steps_[index];
+      // A base at or past the tag's bits could not be a tagged stamp's ticks.
+      if (calibration.base_ticks > kStampTicksMask) return;
+      // tagged_base_ = tag | base_ticks, so stamp - tagged_base_ is the
+      // ticks past the base for this tag's stamps, below span_ = 2^61 -
+      // base_ticks. Another tag's stamp differs from tagged_base_ by a
+      // nonzero multiple of 2^61 in the top bits, and one without the tag
+      // (below 2^63) by 2^61 or more modulo 2^64: either way the difference
+      // is span_ or more.
+      tagged_base_ = kStampTagged | (static_cast<std::uint64_t>(index) << kStampIndexShift) |
+                     calibration.base_ticks;
+      span_ = (kStampTicksMask + 1) - calibration.base_ticks;
+      base_nanos_ = calibration.base_nanos;
+      scale_q32_ = calibration.nanos_per_tick_q32;
+    }
+
+    std::uint64_t tagged_base_ = 0;
+    std::uint64_t span_ = 0;  // 0: every stamp goes through StampNanos()
+    std::uint64_t base_nanos_ = 0;
+    std::uint64_t scale_q32_ = 0;
+  };
+
   static constexpr std::uint64_t kStampTagged = std::uint64_t{1} << 63;
   static constexpr int kStampIndexShift = 61;  // two bits: kSteps calibrations
   static constexpr std::uint64_t kStampTicksMask = (std::uint64_t{1} << kStampIndexShift) - 1;

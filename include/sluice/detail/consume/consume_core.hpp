@@ -68,8 +68,35 @@ template <typename Traits>
 struct ModeMayStamp<Traits, std::void_t<typename Traits::Mode>>
     : std::bool_constant<Traits::Mode::kMayStamp> {};
 
+// A deferred stamp (the bus clock's Stamp(): detail::ClockStamp) turned
+// into nanoseconds in the slot before anyone sees the message, which is the
+// consumer's from the acquire that found it published on. Converting twice
+// changes nothing. A bus fixed in BARE_METAL stamps nothing. The consumer
+// keeps the clock's converter (StampConversion), so that a stamp of the
+// calibration it last met is converted without looking that up. The
+// consumer core's base, so that a bus with nothing to convert keeps no
+// byte for it.
+template <typename Traits, bool kResolves = std::conjunction_v<
+                               DefersStampConversion<typename Traits::Clock>, ModeMayStamp<Traits>>>
+class StampResolver {
+ public:
+  SLUICE_ALWAYS_INLINE void Resolve(MessageHeader&) noexcept {}
+};
+template <typename Traits>
+class StampResolver<Traits, true> {
+ public:
+  SLUICE_ALWAYS_INLINE void Resolve(MessageHeader& header) noexcept {
+    if ((header.timestamp_ns & kDeferredStamp) != 0) {
+      header.timestamp_ns = converter_.Nanos(header.timestamp_ns);
+    }
+  }
+
+ private:
+  StampConversion<typename Traits::Clock> converter_;  // consumer-private
+};
+
 template <typename Payload, typename Traits>
-class ConsumeCore {
+class ConsumeCore : private StampResolver<Traits> {
  public:
   using Envelope = MessageEnvelope<Payload>;
   using Latency = typename Traits::Latency;
@@ -225,7 +252,7 @@ class ConsumeCore {
           // Counted down: the count is computed once, after the loop.
           std::uint32_t left = max_messages;
           do {
-            ResolveStamp(envelope->header);
+            front.Consumer().Stamps().Resolve(envelope->header);
             taken(envelope->header);
             dispatch_one(*envelope);
             ObserveConsume::Dispatched(front, envelope->header);
@@ -272,7 +299,7 @@ class ConsumeCore {
             // ... and ends at the end of the slot array (walked slot by slot).
             const Position to_end = Front::SlotsToEnd(front_position);
             if (to_end < most) most = static_cast<std::uint32_t>(to_end);
-            ResolveStamp(envelope->header);
+            front.Consumer().Stamps().Resolve(envelope->header);
             taken(envelope->header);
             const auto first_slot = front.RunSlotAt(front_position);
             auto slot = first_slot;
@@ -290,7 +317,7 @@ class ConsumeCore {
               if (length >= known && !front.IsPublishedIn(slot, front_position + length)) break;
               Envelope* next = Front::EnvelopeIn(slot);
               if (next->payload.index() != type) break;
-              ResolveStamp(next->header);
+              front.Consumer().Stamps().Resolve(next->header);
               if (clock.ReadsFreshClock(next->header)) break;
               taken(next->header);
               ++length;
@@ -342,7 +369,7 @@ class ConsumeCore {
             auto slot = front.RunSlotAt(front_position);
             std::uint32_t length = 0;
             for (;;) {
-              ResolveStamp(envelope->header);
+              front.Consumer().Stamps().Resolve(envelope->header);
               taken(envelope->header);
               dispatch_one(*envelope);
               ObserveConsume::Dispatched(front, envelope->header);
@@ -360,21 +387,7 @@ class ConsumeCore {
         });
   }
 
-  // A deferred stamp (the bus clock's Stamp(): detail::ClockStamp) turned
-  // into nanoseconds in the slot before anyone sees the message, which is
-  // the consumer's from the acquire that found it published on. Converting
-  // twice changes nothing. A bus fixed in BARE_METAL stamps nothing.
-  static constexpr bool kResolvesStamps =
-      std::conjunction_v<DefersStampConversion<typename Traits::Clock>, ModeMayStamp<Traits>>;
-  SLUICE_ALWAYS_INLINE static void ResolveStamp(MessageHeader& header) noexcept {
-    if constexpr (kResolvesStamps) {
-      if ((header.timestamp_ns & kDeferredStamp) != 0) {
-        header.timestamp_ns = Traits::Clock::StampNanos(header.timestamp_ns);
-      }
-    } else {
-      (void)header;
-    }
-  }
+  StampResolver<Traits>& Stamps() noexcept { return *this; }
 
   // Counts an error (ObserveConsume::Failed) and reports it to the error
   // callback, which the reporter reads inside the epoch: a subscription

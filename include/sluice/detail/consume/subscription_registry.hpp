@@ -439,21 +439,32 @@ class SubscriptionRegistry {
   // The callable on the `count` envelopes `stride` bytes apart from
   // `first` (an EnvelopeRun), all of alternative kType, while the type's
   // mask still reads `mask` (this one its only subscriber): how many it was
-  // called for. `calling` names the message being handed over, for a
-  // throw's report. SYNC POINT READ (C)/(D) after each call, as Dispatch's
-  // re-read.
+  // called for. `calling` names the message being handed over when a call
+  // throws, for the throw's report: set on the way out of the throw, not
+  // stored for every message. SYNC POINT READ (C)/(D) after each call, as
+  // Dispatch's re-read.
   template <typename Stored, typename T, std::size_t kType>
   static std::uint32_t InvokeRun(void* storage, const unsigned char* first, std::size_t stride,
                                  std::uint32_t count, const std::atomic<Mask>& active, Mask mask,
                                  std::uint32_t& calling) {
     Stored& callback = *std::launder(reinterpret_cast<Stored*>(storage));
     std::uint32_t i = 0;
-    do {
+#if SLUICE_HAS_EXCEPTIONS
+    try {
+#endif
+      do {
+        Call<Stored, T, kType>(
+            callback, *std::launder(reinterpret_cast<const Envelope*>(first + i * stride)));
+        ++i;
+      } while (i < count && active.load(std::memory_order_seq_cst) == mask);
+#if SLUICE_HAS_EXCEPTIONS
+    } catch (...) {
       calling = i;
-      Call<Stored, T, kType>(callback,
-                             *std::launder(reinterpret_cast<const Envelope*>(first + i * stride)));
-      ++i;
-    } while (i < count && active.load(std::memory_order_seq_cst) == mask);
+      throw;  // to DispatchRun, which reports it
+    }
+#else
+    (void)calling;
+#endif
     return i;
   }
 #endif
