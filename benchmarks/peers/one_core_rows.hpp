@@ -74,6 +74,10 @@ void ForEachOneCoreRow(Visit&& visit, std::vector<std::string>* missing) {
   visit("Sluice SPSC FULL_FEATURED PublishFast callbacks", true,
         AdapterTag<SpscFullFastCallbacks>{});
   visit("Sluice SPSC FULL_FEATURED Publish callbacks", true, AdapterTag<SpscFullCallbacks>{});
+  visit("Sluice SPSC fixed BARE_METAL PublishFast visitor", true,
+        AdapterTag<SpscFixedBareFastVisitor>{});
+  visit("Sluice SPSC fixed FULL_FEATURED PublishFast callbacks", true,
+        AdapterTag<SpscFixedFullFastCallbacks>{});
   visit("Sluice MPSC FULL_FEATURED PublishFast callbacks", true,
         AdapterTag<MpscFullFastCallbacks>{});
   visit("Sluice MPSC BARE_METAL PublishFast visitor", true, AdapterTag<MpscBareFastVisitor>{});

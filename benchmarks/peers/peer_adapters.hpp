@@ -75,7 +75,7 @@ class SluiceAdapter {
 
  public:
   explicit SluiceAdapter(Probe& probe) : probe_(probe), bus_(std::make_unique<Bus>()) {
-    bus_->SetPerformanceMode(kMode);
+    if constexpr (!Bus::kModeIsFixed) bus_->SetPerformanceMode(kMode);
     if constexpr (kLane) lane_ = bus_->RegisterProducer();
     if constexpr (kPath == SluicePath::kCallbacks) {
       // A fresh bus has room for this subscription.
@@ -176,6 +176,19 @@ using MpscOrderedFastCallbacks =
 template <typename P>
 using MpscOrderedBareFastVisitor =
     SluiceAdapter<kMpsc, kBare, kFast, kVisitor, P, PriorityOrderTraits>;
+
+// The mode fixed at compile time (FixedMode): no run-time test of it, and
+// none of the other modes' code.
+template <PerformanceMode kFixedMode>
+struct FixedModeTraits : DefaultBusTraits {
+  using Mode = FixedMode<kFixedMode>;
+};
+template <typename P>
+using SpscFixedBareFastVisitor =
+    SluiceAdapter<kSpsc, kBare, kFast, kVisitor, P, FixedModeTraits<kBare>>;
+template <typename P>
+using SpscFixedFullFastCallbacks =
+    SluiceAdapter<kSpsc, kFull, kFast, kCallbacks, P, FixedModeTraits<kFull>>;
 
 // A registered producer: one lane as large as the bus, and the heavy fence
 // where there is one (Linux), so a lane publish fences nothing.

@@ -159,9 +159,9 @@ struct CounterClock {
 
 #if defined(SLUICE_COUNTER_X86)
   // StampNanos() for one thread converting many stamps (the bus's
-  // consumer keeps one): a stamp of the calibration it last met converts
-  // without looking that calibration up, about 10 instructions fewer; any
-  // other as StampNanos() does, to the same value.
+  // consumer keeps one): a stamp of the calibration of the last stamp it
+  // looked up converts without the look-up, about 10 instructions fewer;
+  // any other as StampNanos() does, to the same value.
   class StampConverter {
    public:
     SLUICE_ALWAYS_INLINE std::uint64_t Nanos(std::uint64_t stamp) noexcept {
@@ -267,10 +267,22 @@ struct DefersStampConversion<
 
 inline constexpr std::uint64_t kDeferredStamp = std::uint64_t{1} << 63;
 
+// Whether a clock's StampConverter has `std::uint64_t Nanos(std::uint64_t)
+// noexcept`.
+template <typename Converter, typename = void>
+struct ConvertsStamps : std::false_type {};
+template <typename Converter>
+struct ConvertsStamps<Converter,
+                      std::void_t<decltype(std::declval<Converter&>().Nanos(std::uint64_t{}))>>
+    : std::bool_constant<std::is_same_v<decltype(std::declval<Converter&>().Nanos(std::uint64_t{})),
+                                        std::uint64_t>&& noexcept(std::declval<Converter&>()
+                                                                      .Nanos(std::uint64_t{}))> {};
+
 // StampNanos for one thread converting many stamps (the bus's consumer):
 // the clock's optional `StampConverter`, a type whose default-constructed
 // object converts with `std::uint64_t Nanos(std::uint64_t) noexcept`,
-// agreeing with StampNanos for every stamp; else StampNanos itself.
+// agreeing with StampNanos for every stored value (a StampConverter of
+// another shape does not compile); else StampNanos itself.
 template <typename Clock, typename = void>
 class StampConversion {
  public:
@@ -279,9 +291,13 @@ class StampConversion {
   }
 };
 template <typename Clock>
-class StampConversion<
-    Clock,
-    std::void_t<decltype(std::declval<typename Clock::StampConverter&>().Nanos(std::uint64_t{}))>> {
+class StampConversion<Clock, std::void_t<typename Clock::StampConverter>> {
+  static_assert(std::is_nothrow_default_constructible_v<typename Clock::StampConverter>,
+                "Sluice: a clock's StampConverter must be default-constructible (noexcept)");
+  static_assert(ConvertsStamps<typename Clock::StampConverter>::value,
+                "Sluice: a clock's StampConverter needs a public "
+                "`std::uint64_t Nanos(std::uint64_t) noexcept`");
+
  public:
   SLUICE_ALWAYS_INLINE std::uint64_t Nanos(std::uint64_t stamp) noexcept {
     return converter_.Nanos(stamp);

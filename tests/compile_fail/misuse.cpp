@@ -313,6 +313,19 @@ int main() {
   };
   sluice::MpscBus<Payload, 8, Traits> bus;
   (void)bus.QueueDepth();
+#elif CASE == 64  // a clock's StampConverter whose Nanos may throw
+  struct Traits : sluice::DefaultBusTraits {
+    struct Clock {
+      static std::uint64_t NowNanos() noexcept { return 1; }
+      static std::uint64_t Stamp() noexcept { return 1; }
+      static std::uint64_t StampNanos(std::uint64_t stamp) noexcept { return stamp; }
+      struct StampConverter {
+        std::uint64_t Nanos(std::uint64_t stamp) { return stamp; }
+      };
+    };
+  };
+  sluice::MpscBus<Payload, 8, Traits> bus;
+  (void)bus.ProcessBatch();
 #elif CASE == 40  // a 0.2 knob: the starvation limit
   struct Traits : sluice::PriorityOrderTraits {
     static constexpr std::uint32_t kStarvationLimit = 4;

@@ -180,19 +180,21 @@ class BasicCounterClockState {
     return steps_[index].NanosAt(stamp & kStampTicksMask);
   }
   // StampNanos() for a consumer converting many stamps: it holds the
-  // calibration of the last stamp it converted through StampNanos(), and
-  // converts a stamp tagged with that one in one subtraction, one compare
-  // and the product; any other stamp (another calibration's, one at or
-  // before the base, the first one) goes through StampNanos(), and the
-  // converter then holds the calibration that serves now. Both ways give
-  // the same value for every stamp: NanosAt, base_nanos + (ticks -
-  // base_ticks) * scale past the base, base_nanos at and before it.
+  // calibration of the last stamp it had to look up, and converts a stamp
+  // tagged with that one in one subtraction, one compare and the product;
+  // any other stamp (another calibration's, one at or before the base, the
+  // first one) goes through StampNanos(), and the converter then holds that
+  // stamp's calibration. Both ways give the same value for every stamp:
+  // NanosAt, base_nanos + (ticks - base_ticks) * scale past the base,
+  // base_nanos at and before it. A new calibration costs a consumer one
+  // look-up at its first stamp; a backlog of older stamps behind it, one
+  // more at its first (the stamps of a queue are in order on one thread).
   //
-  // One thread uses a converter (the bus's consumer). Memory ordering: the
-  // refresh loads `current_` with acquire, which pairs with the release
-  // store that published that calibration's slot, so the copy is complete;
-  // a stamp of a later calibration reaches StampNanos(), which reads its
-  // slot as above.
+  // One thread uses a converter (the bus's consumer). Memory ordering: it
+  // reads the slot of the stamp's own calibration, as StampNanos() does: the
+  // stamp reached the consumer through the bus (a release store, an acquire
+  // load) from a producer whose Stamp() acquired the stamp word, released
+  // after that slot was written; a published slot is never written again.
   class StampConverter {
    public:
     SLUICE_ALWAYS_INLINE std::uint64_t Nanos(const BasicCounterClockState& state,
@@ -209,15 +211,15 @@ class BasicCounterClockState {
     // Out of line: the lookup's registers stay out of the caller's loop.
     SLUICE_NOINLINE std::uint64_t Other(const BasicCounterClockState& state,
                                         std::uint64_t stamp) noexcept {
-      Hold(state);
+      Hold(state, stamp);
       return state.StampNanos(stamp);
     }
-    // Holds the calibration that serves now (none before the first: every
-    // stamp then goes through StampNanos()).
-    void Hold(const BasicCounterClockState& state) noexcept {
+    // Holds the calibration a stamp is tagged with (none for a stamp
+    // without the tag: every stamp then goes through StampNanos()).
+    void Hold(const BasicCounterClockState& state, std::uint64_t stamp) noexcept {
       span_ = 0;
-      const int index = state.current_.load(std::memory_order_acquire);
-      if (index < 0) return;
+      if ((stamp & kStampTagged) == 0) return;
+      const int index = static_cast<int>((stamp >> kStampIndexShift) & (kSteps - 1));
       const CounterCalibration& calibration = state.steps_[index];
       // A base at or past the tag's bits could not be a tagged stamp's ticks.
       if (calibration.base_ticks > kStampTicksMask) return;
@@ -225,8 +227,8 @@ class BasicCounterClockState {
       // ticks past the base for this tag's stamps, below span_ = 2^61 -
       // base_ticks. Another tag's stamp differs from tagged_base_ by a
       // nonzero multiple of 2^61 in the top bits, and one without the tag
-      // (below 2^63) by 2^61 or more modulo 2^64: either way the difference
-      // is span_ or more.
+      // (below 2^63) by 2^61 - base_ticks or more modulo 2^64: either way
+      // the difference is span_ or more.
       tagged_base_ = kStampTagged | (static_cast<std::uint64_t>(index) << kStampIndexShift) |
                      calibration.base_ticks;
       span_ = (kStampTicksMask + 1) - calibration.base_ticks;

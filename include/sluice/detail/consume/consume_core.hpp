@@ -73,7 +73,8 @@ struct ModeMayStamp<Traits, std::void_t<typename Traits::Mode>>
 // consumer's from the acquire that found it published on. Converting twice
 // changes nothing. A bus fixed in BARE_METAL stamps nothing. The consumer
 // keeps the clock's converter (StampConversion), so that a stamp of the
-// calibration it last met is converted without looking that up. The
+// calibration of the last one it looked up is converted without the
+// look-up. The
 // consumer core's base, so that a bus with nothing to convert keeps no
 // byte for it.
 template <typename Traits, bool kResolves = std::conjunction_v<
