@@ -249,7 +249,7 @@ class ConsumeCore : private StampResolver<Traits> {
                                                         std::uint32_t max_messages,
                                                         DispatchOne& dispatch_one) {
     return ObserveConsume::Messages<typename Traits::Clock, Latency::kClockInterval>(
-        front, [&](auto&& taken, auto&&) SLUICE_LAMBDA_ALWAYS_INLINE {
+        front, [&](auto&& taken, auto&&, auto&&) SLUICE_LAMBDA_ALWAYS_INLINE {
           // Counted down: the count is computed once, after the loop.
           std::uint32_t left = max_messages;
           do {
@@ -280,7 +280,8 @@ class ConsumeCore : private StampResolver<Traits> {
   SLUICE_ALWAYS_INLINE static std::uint32_t DispatchRuns(Front& front, Envelope* envelope,
                                                          std::uint32_t max_messages) {
     return ObserveConsume::Messages<typename Traits::Clock, Latency::kClockInterval>(
-        front, [&](auto&& taken, const auto& clock) SLUICE_LAMBDA_ALWAYS_INLINE {
+        front,
+        [&](auto&& taken, auto&& taken_before_reading, auto& clock) SLUICE_LAMBDA_ALWAYS_INLINE {
           constexpr std::uint32_t kLength = kRunLength<Front>;
           std::uint32_t count = 0;
           do {
@@ -320,9 +321,11 @@ class ConsumeCore : private StampResolver<Traits> {
               if (next->payload.index() != type) break;
               front.Consumer().Stamps().Resolve(next->header);
               if (clock.ReadsFreshClock(next->header)) break;
-              taken(next->header);
+              // Before the next reading (length < until): counted below.
+              taken_before_reading(next->header);
               ++length;
             }
+            clock.TakenBeforeReading(length - 1);
             front.Consumer().registry_.DispatchRun(
                 {Front::RunBytes(first_slot), Front::kSlotStride}, length,
                 [&front](const Envelope& current, const char* what) {
@@ -354,7 +357,7 @@ class ConsumeCore : private StampResolver<Traits> {
                                                                std::uint32_t max_messages,
                                                                DispatchOne& dispatch_one) {
     return ObserveConsume::Messages<typename Traits::Clock, Latency::kClockInterval>(
-        front, [&](auto&& taken, auto&&) SLUICE_LAMBDA_ALWAYS_INLINE {
+        front, [&](auto&& taken, auto&&, auto&&) SLUICE_LAMBDA_ALWAYS_INLINE {
           constexpr std::uint32_t kLength = kRunLength<Front>;
           std::uint32_t left = max_messages;
           do {

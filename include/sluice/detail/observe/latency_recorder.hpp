@@ -98,6 +98,8 @@ using LatencySum = std::conditional_t<sizeof(Counter) == 8, NativeSum, SplitSum>
 // A batch that records no latency (histograms off, or not FULL_FEATURED).
 struct NoLatencyBatch {
   void Add(const MessageHeader&) noexcept {}
+  void AddBeforeReading(const MessageHeader&) noexcept {}
+  void TakenBeforeReading(std::uint32_t) noexcept {}
   static constexpr std::uint32_t TakenBeforeReading() noexcept { return ~std::uint32_t{0}; }
   static constexpr bool ReadsFreshClock(const MessageHeader&) noexcept { return false; }
   void Finish() noexcept {}
@@ -155,6 +157,17 @@ class LatencyRecorder {
           now_ = ClockNanos<Clock>();
         }
       }
+      AddBeforeReading(header);
+    }
+
+    // Add for a message that a caller taking several up before it
+    // dispatches them (the consumer core's runs) knows to come before the
+    // next scheduled reading (TakenBeforeReading() more after the one it
+    // has Add()ed, and none that ReadsFreshClock()): no countdown per
+    // message; the caller then counts them all with
+    // TakenBeforeReading(count), which leaves the next reading where Add()
+    // would have put it.
+    SLUICE_ALWAYS_INLINE void AddBeforeReading(const MessageHeader& header) noexcept {
       const std::uint64_t stamp = header.timestamp_ns;
       // 0: published without a clock (BARE_METAL Publish, NullClock).
       if (stamp == 0) return;
@@ -191,6 +204,11 @@ class LatencyRecorder {
       } else {
         return ~std::uint32_t{0};
       }
+    }
+    // Counts `count` messages AddBeforeReading() took, at most
+    // TakenBeforeReading() (so the count never reaches the reading).
+    SLUICE_ALWAYS_INLINE void TakenBeforeReading(std::uint32_t count) noexcept {
+      if constexpr (kClockInterval != 0) until_read_ -= count;
     }
     SLUICE_ALWAYS_INLINE bool ReadsFreshClock(const MessageHeader& header) const noexcept {
       if constexpr (!std::is_void_v<Clock>) {

@@ -172,11 +172,15 @@ struct ObserveConsume {
     }
   }
 
-  // Runs a batch's messages: `run(taken, clock)`, which calls
-  // `taken(header)` for each message before its dispatch and returns how
-  // many it took; `clock` says when `taken` reads the clock next
-  // (TakenBeforeReading, ReadsFreshClock: see LatencyRecorder::Batch), for
-  // a run that takes several messages up before their dispatch. Around
+  // Runs a batch's messages: `run(taken, taken_before_reading, clock)`,
+  // which calls `taken(header)` for each message before its dispatch and
+  // returns how many it took; `clock` says when `taken` reads the clock
+  // next (TakenBeforeReading(), ReadsFreshClock: see
+  // LatencyRecorder::Batch), for a run that takes several messages up
+  // before their dispatch. Such a run may take the messages it knows to
+  // come before that reading with `taken_before_reading(header)`, which
+  // counts nothing towards it, and then count them with
+  // clock.TakenBeforeReading(count). Around
   // it: the processed tally, counted per message and added at the end, and
   // the latency histograms, whose batch reads the clock (FULL_FEATURED,
   // histograms on). `run` is instantiated with and without latency
@@ -184,16 +188,16 @@ struct ObserveConsume {
   template <typename Clock, std::uint32_t kClockInterval, typename Front, typename Run>
   SLUICE_ALWAYS_INLINE static std::uint32_t Messages(Front& front, Run&& run) {
     if constexpr (!Front::kKeeps) {
-      return run(
-          [&front](const MessageHeader& header) SLUICE_LAMBDA_ALWAYS_INLINE {
-            if constexpr (Front::kObserves) {
-              front.Watcher().OnTaken(header);
-            } else {
-              (void)front;
-              (void)header;
-            }
-          },
-          NoLatencyBatch{});
+      const auto taken = [&front](const MessageHeader& header) SLUICE_LAMBDA_ALWAYS_INLINE {
+        if constexpr (Front::kObserves) {
+          front.Watcher().OnTaken(header);
+        } else {
+          (void)front;
+          (void)header;
+        }
+      };
+      NoLatencyBatch none;
+      return run(taken, taken, none);
     } else {
       typename Front::Tally tally;
       const auto with = [&](auto& latency) SLUICE_LAMBDA_ALWAYS_INLINE {
@@ -203,7 +207,14 @@ struct ObserveConsume {
               front.Count(tally, header);
               if constexpr (Front::kObserves) front.Watcher().OnTaken(header);
             },
-            static_cast<const std::decay_t<decltype(latency)>&>(latency));
+            // A message the run knows to come before the histograms'
+            // next reading (LatencyRecorder::Batch::AddBeforeReading).
+            [&front, &tally, &latency](const MessageHeader& header) SLUICE_LAMBDA_ALWAYS_INLINE {
+              latency.AddBeforeReading(header);
+              front.Count(tally, header);
+              if constexpr (Front::kObserves) front.Watcher().OnTaken(header);
+            },
+            latency);
         latency.Finish();
         return count;
       };
