@@ -74,9 +74,8 @@ struct ModeMayStamp<Traits, std::void_t<typename Traits::Mode>>
 // changes nothing. A bus fixed in BARE_METAL stamps nothing. The consumer
 // keeps the clock's converter (StampConversion), so that a stamp of the
 // calibration of the last one it looked up is converted without the
-// look-up. The
-// consumer core's base, so that a bus with nothing to convert keeps no
-// byte for it.
+// look-up. The consumer core's base, so that a bus with nothing to convert
+// keeps no byte for it.
 template <typename Traits, bool kResolves = std::conjunction_v<
                                DefersStampConversion<typename Traits::Clock>, ModeMayStamp<Traits>>>
 class StampResolver {
