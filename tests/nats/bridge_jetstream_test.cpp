@@ -19,6 +19,7 @@
 #include <set>
 #include <sluice/nats/bridge.hpp>
 #include <sluice/nats/dispatch_acks.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -1526,6 +1527,26 @@ class NatsDispatchAckTest : public NatsJetStreamTest {
     for (std::uint64_t seq = 1; seq <= kReadings; ++seq) missing += seen.count(seq) == 0 ? 1 : 0;
     return missing;
   }
+
+  // The stream sequence up to which the durable `name` has seen every
+  // message acknowledged; 0 if it cannot say.
+  static std::uint64_t AckFloor(const std::string& url, const std::string& name) {
+    natsConnection* connection = nullptr;
+    jsCtx* js = nullptr;
+    std::uint64_t floor = 0;
+    if (natsConnection_ConnectTo(&connection, url.c_str()) != NATS_OK) return 0;
+    if (natsConnection_JetStream(&js, connection, nullptr) == NATS_OK) {
+      jsConsumerInfo* info = nullptr;
+      jsErrCode error = static_cast<jsErrCode>(0);
+      if (js_GetConsumerInfo(&info, js, "SLUICE", name.c_str(), nullptr, &error) == NATS_OK) {
+        floor = info->AckFloor.Stream;
+        jsConsumerInfo_Destroy(info);
+      }
+      jsCtx_Destroy(js);
+    }
+    natsConnection_Destroy(connection);
+    return floor;
+  }
 };
 
 TEST_F(NatsDispatchAckTest, AReceiverKilledWithABacklogLosesNothing) {
@@ -1690,12 +1711,22 @@ TEST_F(NatsDispatchAckTest, EachBridgeOnABusKeepsItsOwnDispatchedMessages) {
 // held was acknowledged on admission, so the stream never delivers it again
 // (what kOnDispatch is for; docs/nats.md says which guarantee needs which).
 TEST_F(NatsDispatchAckTest, AcknowledgedOnAdmissionWhatTheKilledBusHeldIsLost) {
+  // Killed once the stream has seen kHeld more readings acknowledged than
+  // the receiver has begun to dispatch: its bus holds them, whatever the
+  // pace of its fetches. At 20 ms a reading, under 10 more are dispatched
+  // in the 200 ms the kill could take on a loaded machine.
+  constexpr std::uint64_t kHeld = 50;
   ASSERT_NO_FATAL_FAILURE(SendReadings());
   std::vector<std::vector<std::uint64_t>> orders(2);
   {
     sluice_test::ChildProcess receiver;
-    ASSERT_TRUE(StartReceiver(receiver, "admission", 2));
-    ASSERT_EQ(ReadGot(receiver, orders[0], 40, kHangGuard), 40u);
+    ASSERT_TRUE(StartReceiver(receiver, "admission", 20));
+    ASSERT_EQ(ReadGot(receiver, orders[0], 10, kHangGuard), 10u);
+    ASSERT_TRUE(Eventually([&] {
+      (void)ReadGot(receiver, orders[0], kReadings, 1ms);
+      return AckFloor(server_.Url(), "backlog_medium") >= orders[0].size() + kHeld;
+    })) << orders[0].size()
+        << " dispatched, floor " << AckFloor(server_.Url(), "backlog_medium");
     KillAndDrain(receiver, orders[0]);
   }
   sluice_test::ChildProcess last;
@@ -1712,6 +1743,29 @@ TEST_F(NatsDispatchAckTest, AcknowledgedOnAdmissionWhatTheKilledBusHeldIsLost) {
 
 // What the server's durable consumer `name` has handed out and not seen
 // acknowledged; -1 if it cannot say.
+// What a receiving bridge did with the frames it was handed, for a failed
+// check to say which of its paths ran.
+std::string Accounting(const sluice::nats::BridgeStatisticsSnapshot& stats) {
+  std::ostringstream out;
+  const auto sum = [](const auto& counts) {
+    std::uint64_t total = 0;
+    for (const std::uint64_t count : counts) total += count;
+    return total;
+  };
+  out << "received=" << stats.frames_received << " delivered=" << sum(stats.delivered)
+      << " handed_back=" << sum(stats.handed_back) << " gave_up=" << sum(stats.jetstream_gave_up)
+      << " behind_window=" << stats.jetstream_behind_window << " echo=" << stats.echo_suppressed
+      << " disconnects=" << stats.disconnects << " filed=" << stats.dispatch_acks.filed
+      << " acknowledged=" << stats.dispatch_acks.acknowledged
+      << " withdrawn=" << stats.dispatch_acks.withdrawn;
+  for (std::size_t error = 0; error < stats.rejected.size(); ++error) {
+    if (stats.rejected[error] == 0) continue;
+    out << " rejected[" << sluice::nats::ToString(static_cast<sluice::nats::FrameError>(error))
+        << "]=" << stats.rejected[error];
+  }
+  return out.str();
+}
+
 std::int64_t AckPending(const std::string& url, const std::string& name) {
   natsConnection* connection = nullptr;
   jsCtx* js = nullptr;
@@ -1851,7 +1905,8 @@ TEST_F(NatsDispatchAckTest, ARedeliveryOfAMessageStillInTheBusIsNotAcknowledged)
   // acknowledged, the server would no longer hold all kHeld.
   const std::uint64_t before = duplicates();
   ASSERT_TRUE(Eventually([&] { return duplicates() >= before + kHeld; })) << duplicates();
-  EXPECT_EQ(AckPending(server_.Url(), "slow_medium"), static_cast<std::int64_t>(kHeld));
+  EXPECT_EQ(AckPending(server_.Url(), "slow_medium"), static_cast<std::int64_t>(kHeld))
+      << Accounting(receiver.GetStatistics()) << " stored=" << StoredMessages(server_.Url());
   EXPECT_EQ(bus.GetObserver().DispatchAcknowledgements().Counts().acknowledged, 0u);
   (void)receiver.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
   EXPECT_EQ(dispatched.size(), kHeld);  // each once
