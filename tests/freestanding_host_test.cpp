@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "sluice/detail/test_access.hpp"
+#include "sluice/trace/trace_ring.hpp"
+#include "sluice/trace/tracing_observer.hpp"
 #include "test_support.hpp"
 
 static_assert(SLUICE_FREESTANDING, "this test is built with SLUICE_FREESTANDING=1");
@@ -440,6 +442,52 @@ TEST(FreestandingHostTest, ACloseThatPreemptsACloseReturnsWithTheBusClosedMpsc) 
 }
 TEST(FreestandingHostTest, ACloseThatPreemptsACloseReturnsWithTheBusClosedSpsc) {
   NestedClose<sluice::SpscBus<BasicPayload, 64>>::Run();
+}
+
+// ---- Tracing from an interrupt that preempts a traced publish.
+
+// A bare-metal traced bus: the ring in the object (no heap), no clock.
+using TraceRing = sluice::trace::TraceRing<2048, sluice::SlotStorage::kInline>;
+struct TracedBareTraits : sluice::DefaultBusTraits {
+  using Observer = sluice::trace::TracingObserver<TraceRing, sluice::NullClock>;
+};
+using TracedBareBus =
+    sluice::AsyncBus<BasicPayload, 2048, sluice::ProducerModel::kMulti, TracedBareTraits>;
+TracedBareBus* g_traced_bus = nullptr;
+
+void PublishTracedFromInterrupt() { (void)g_traced_bus->Publish(MotorCmd{2}, /*sender_id=*/2); }
+
+// The interrupt publishes (and so records) at each instruction of a
+// publish that records: each run leaves both messages admitted and both
+// admissions in the ring, none lost, none recorded twice.
+TEST(FreestandingHostTest, AnInterruptThatTracesAPublishPreemptsATracedPublish) {
+  auto ring = std::make_unique<TraceRing>();
+  auto bus = std::make_unique<TracedBareBus>();
+  bus->GetObserver().Attach(ring.get(), 1);
+  g_traced_bus = bus.get();
+  std::uint64_t main_admitted = 0;
+  const std::uint64_t steps = RunWithOneInterruptAtEachInstruction(
+      &PublishTracedFromInterrupt,
+      [&] { main_admitted += bus->Publish(MotorCmd{1}, /*sender_id=*/1) ? 1 : 0; });
+  g_traced_bus = nullptr;
+  ASSERT_GT(steps, 20u);
+  ASSERT_LT(steps + 1 + steps, 2048u) << "the runs would overfill the bus or the ring";
+  EXPECT_EQ(main_admitted, steps + 1);  // one run without an interrupt, then one per step
+  EXPECT_EQ(ring->Lost(), 0u);
+  std::uint64_t from_main = 0, from_interrupt = 0;
+  std::vector<bool> seen(2048, false);
+  while (ring->Drain([&](const sluice::trace::TraceEvent& event) {
+    ASSERT_EQ(event.kind, sluice::trace::TraceEventKind::kAdmitted);
+    ASSERT_LT(event.msg_id, seen.size());
+    EXPECT_FALSE(seen[event.msg_id]) << "msg_id " << event.msg_id << " recorded twice";
+    seen[event.msg_id] = true;
+    (event.sender_id == 1 ? from_main : from_interrupt) += 1;
+    EXPECT_EQ(event.type_index, 1u);
+  }) != 0) {
+  }
+  EXPECT_EQ(from_main, steps + 1);
+  EXPECT_EQ(from_interrupt, steps);
+  EXPECT_EQ(bus->QueueDepth(), 2 * steps + 1);
 }
 
 #else

@@ -31,6 +31,11 @@
 //                             the error callback runs.
 // Each is noexcept and must not publish to or dispatch the bus it observes
 // (its own counts are its concern; the bus holds no lock while it runs).
+// A message event may also take the payload's index (std::variant::index()):
+// OnAdmitted(header, type_index), OnTaken(header, type_index),
+// OnDispatched(header, type_index), each optional and called instead of the
+// header-only form where the observer has it; the core reads the index only
+// for an observer that takes it (sluice/trace/tracing_observer.hpp does).
 //
 // Every event goes to two observers, in one place
 // (detail/observe/observation.hpp): the traits' Observer, and before it

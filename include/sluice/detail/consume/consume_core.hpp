@@ -254,8 +254,9 @@ class ConsumeCore : private StampResolver<Traits> {
           do {
             front.Consumer().Stamps().Resolve(envelope->header);
             taken(envelope->header);
+            if constexpr (Front::kObserves) ObserveConsume::TakenWithType(front, *envelope);
             dispatch_one(*envelope);
-            ObserveConsume::Dispatched(front, envelope->header);
+            ObserveConsume::Dispatched(front, *envelope);
             front.Release();
             --left;
           } while (left != 0 && (envelope = front.Next()) != nullptr);
@@ -302,6 +303,7 @@ class ConsumeCore : private StampResolver<Traits> {
             if (to_end < most) most = static_cast<std::uint32_t>(to_end);
             front.Consumer().Stamps().Resolve(envelope->header);
             taken(envelope->header);
+            if constexpr (Front::kObserves) ObserveConsume::TakenWithType(front, *envelope);
             const auto first_slot = front.RunSlotAt(front_position);
             auto slot = first_slot;
             // The run ends before a message for which the latency
@@ -322,6 +324,7 @@ class ConsumeCore : private StampResolver<Traits> {
               if (clock.ReadsFreshClock(next->header)) break;
               // Before the next reading (length < until): counted below.
               taken_before_reading(next->header);
+              if constexpr (Front::kObserves) ObserveConsume::TakenWithType(front, *next);
               ++length;
             }
             clock.TakenBeforeReading(length - 1);
@@ -333,7 +336,7 @@ class ConsumeCore : private StampResolver<Traits> {
                 });
             // An observing front's runs are one message long: `envelope`.
             static_assert(!Front::kObserves || kLength == 1, "an observed run is one message");
-            ObserveConsume::Dispatched(front, envelope->header);
+            ObserveConsume::Dispatched(front, *envelope);
             front.ReleaseRun(length);
             count += length;
           } while (count < max_messages && (envelope = front.Next()) != nullptr);
@@ -374,8 +377,9 @@ class ConsumeCore : private StampResolver<Traits> {
             for (;;) {
               front.Consumer().Stamps().Resolve(envelope->header);
               taken(envelope->header);
+              if constexpr (Front::kObserves) ObserveConsume::TakenWithType(front, *envelope);
               dispatch_one(*envelope);
-              ObserveConsume::Dispatched(front, envelope->header);
+              ObserveConsume::Dispatched(front, *envelope);
               if (++length == most) break;
               // The slot after, within the array; its envelope is looked
               // at only once its position is known to be published.

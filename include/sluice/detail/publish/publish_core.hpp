@@ -149,12 +149,12 @@ class PublishCore {
     return header;
   }
   template <typename MakePayloadFn>
-  static void WriteEnvelope(void* storage, Position id, std::uint64_t timestamp_ns,
-                            std::uint32_t sender_id, MessagePriority priority, bool counted,
-                            std::uint16_t lane, MakePayloadFn& make_payload) noexcept {
+  static Envelope* WriteEnvelope(void* storage, Position id, std::uint64_t timestamp_ns,
+                                 std::uint32_t sender_id, MessagePriority priority, bool counted,
+                                 std::uint16_t lane, MakePayloadFn& make_payload) noexcept {
     MessageHeader header;
     FillHeader(header, id, timestamp_ns, sender_id, priority, counted, lane);
-    new (storage) Envelope{header, make_payload()};
+    return new (storage) Envelope{header, make_payload()};
   }
 
   // Every single publish: claims a slot of `source` under admission, counts,
@@ -191,19 +191,24 @@ class PublishCore {
     // Counted before the message becomes visible (ObservePublish::Claimed).
     const bool counted = ObservePublish::Counts<Source>(mode);
     if (counted) ObservePublish::Claimed(source, priority, 1);
-    WriteEnvelope(source.Slots().Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
-                  sender_id, priority, counted, source.Lane(), make_payload);
+    const Envelope* written =
+        WriteEnvelope(source.Slots().Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
+                      sender_id, priority, counted, source.Lane(), make_payload);
+    const std::size_t type_index = ObservePublish::TypeIndex(source, *written);
     source.Slots().Publish(claim);
     source.Leave();
     // SYNC POINT WRITE (W): after the slot's release store, the fence and
     // the waiter load of the consumer's signal, the bus's own or its
     // WaitSet's (sluice/wait_set.hpp): whichever its consumer sleeps on.
     source.Notify();
-    ObservePublish::Admitted(source, [&] {
-      return MakeHeader(Source::Target::MessageId(claim),
-                        StampNanos<typename Source::Clock>(timestamp_ns), sender_id, priority,
-                        counted, source.Lane());
-    });
+    ObservePublish::Admitted(
+        source,
+        [&] {
+          return MakeHeader(Source::Target::MessageId(claim),
+                            StampNanos<typename Source::Clock>(timestamp_ns), sender_id, priority,
+                            counted, source.Lane());
+        },
+        type_index);
     return PublishResult::MakeAdmitted(priority);
   }
 
@@ -275,14 +280,19 @@ class PublishCore {
         for (Position i = 0; i < claimed; ++i, ++first) {
           const typename Source::Target::Claim claim = Source::Target::InRun(run, i);
           auto make_payload = [&] { return MakePayload(*first); };
-          WriteEnvelope(source.Slots().Storage(claim), Source::Target::MessageId(claim),
-                        timestamp_ns, sender_id, priority, counted, source.Lane(), make_payload);
+          const Envelope* written = WriteEnvelope(
+              source.Slots().Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
+              sender_id, priority, counted, source.Lane(), make_payload);
+          const std::size_t type_index = ObservePublish::TypeIndex(source, *written);
           source.Slots().Publish(claim);
-          ObservePublish::Admitted(source, [&] {
-            return MakeHeader(Source::Target::MessageId(claim),
-                              StampNanos<typename Source::Clock>(timestamp_ns), sender_id, priority,
-                              counted, source.Lane());
-          });
+          ObservePublish::Admitted(
+              source,
+              [&] {
+                return MakeHeader(Source::Target::MessageId(claim),
+                                  StampNanos<typename Source::Clock>(timestamp_ns), sender_id,
+                                  priority, counted, source.Lane());
+              },
+              type_index);
         }
         source.Leave();
         if (claimed != 0) {
