@@ -78,6 +78,10 @@ void ForEachOneCoreRow(Visit&& visit, std::vector<std::string>* missing) {
         AdapterTag<SpscFixedBareFastVisitor>{});
   visit("Sluice SPSC fixed FULL_FEATURED PublishFast callbacks", true,
         AdapterTag<SpscFixedFullFastCallbacks>{});
+  visit("Sluice SPSC FULL_FEATURED PublishFast callbacks, traced into a TraceRing", true,
+        AdapterTag<SpscFullFastCallbacksTraced>{});
+  visit("Sluice SPSC BARE_METAL PublishFast visitor, traced into a TraceRing", true,
+        AdapterTag<SpscBareFastVisitorTraced>{});
   visit("Sluice MPSC FULL_FEATURED PublishFast callbacks", true,
         AdapterTag<MpscFullFastCallbacks>{});
   visit("Sluice MPSC BARE_METAL PublishFast visitor", true, AdapterTag<MpscBareFastVisitor>{});

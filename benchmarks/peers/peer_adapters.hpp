@@ -29,6 +29,8 @@
 #include <memory>
 #include <mutex>
 #include <sluice/sluice.hpp>
+#include <sluice/trace/trace_ring.hpp>
+#include <sluice/trace/tracing_observer.hpp>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -90,6 +92,7 @@ class SluiceAdapter {
     }
   }
   const auto& bus() const { return *bus_; }
+  auto& bus() { return *bus_; }
   std::size_t PopSome(Probe& probe) {
     if constexpr (kPath == SluicePath::kCallbacks) {
       return bus_->ProcessBatch(kPeerBatch);
@@ -189,6 +192,39 @@ using SpscFixedBareFastVisitor =
 template <typename P>
 using SpscFixedFullFastCallbacks =
     SluiceAdapter<kSpsc, kFull, kFast, kCallbacks, P, FixedModeTraits<kFull>>;
+
+// Traced (sluice/trace/): every event recorded into a TraceRing, which the
+// consumer drains after each batch (a drain that writes nowhere: what it
+// costs to take the events out, not to store them). The ring holds a
+// round's events (1,024 messages: three each, and two a batch).
+template <ProducerModel kModel, PerformanceMode kMode, SluicePath kPath, typename Probe>
+class TracedSluiceAdapter {
+ public:
+  using Ring = trace::TraceRing<8192>;
+  struct Traits : DefaultBusTraits {
+    using Observer = trace::TracingObserver<Ring>;
+  };
+  explicit TracedSluiceAdapter(Probe& probe) : inner_(probe), ring_(std::make_unique<Ring>()) {
+    inner_.bus().GetObserver().Attach(ring_.get(), 1);
+  }
+  bool TryPush(const Message& m) { return inner_.TryPush(m); }
+  std::size_t PopSome(Probe& probe) {
+    const std::size_t taken = inner_.PopSome(probe);
+    (void)ring_->Drain([this](const trace::TraceEvent& event) { drained_.value += event.msg_id; });
+    return taken;
+  }
+  // Events the ring could not hold (0 when each round's fit).
+  std::uint64_t Lost() const { return ring_->Lost(); }
+
+ private:
+  SluiceAdapter<kModel, kMode, SluiceCall::kPublishFast, kPath, Probe, Traits> inner_;
+  std::unique_ptr<Ring> ring_;
+  Isolated<std::uint64_t> drained_;  // the drain's sum, so the events are read
+};
+template <typename P>
+using SpscFullFastCallbacksTraced = TracedSluiceAdapter<kSpsc, kFull, kCallbacks, P>;
+template <typename P>
+using SpscBareFastVisitorTraced = TracedSluiceAdapter<kSpsc, kBare, kVisitor, P>;
 
 // A registered producer: one lane as large as the bus, and the heavy fence
 // where there is one (Linux), so a lane publish fences nothing.
