@@ -276,37 +276,72 @@ TEST(TraceStreamTest, RandomRecordsAreReadExactlyOrRefused) {
   EXPECT_GT(refused_count, 1000u);
 }
 
-TEST(TraceRingTest, EventsPastTheRingAreCountedLostAndTheDrainSaysHowMany) {
-  sluice::trace::TraceRing<8> ring;
-  for (std::uint32_t i = 0; i < 20; ++i) {
-    TraceEvent event;
-    event.kind = TraceEventKind::kBatchEnd;
-    event.value = i;
-    EXPECT_EQ(ring.Record(event), i < 8) << i;
-  }
-  EXPECT_EQ(ring.Lost(), 12u);
-  EXPECT_EQ(ring.Depth(), 8u);
+// Drains everything `ring` holds into a stream, read back.
+template <typename Ring>
+std::vector<TraceEvent> DrainedStream(Ring& ring, std::uint32_t most = 4096) {
   std::vector<std::uint8_t> bytes(kTraceStreamHeaderBytes);
   sluice::trace::EncodeTraceStreamHeader(bytes.data());
-  const auto write = [&bytes](const std::uint8_t* record, std::size_t size) {
-    bytes.insert(bytes.end(), record, record + size);
-  };
-  EXPECT_EQ(sluice::trace::DrainRecords(ring, /*ring_id=*/5, write), 9u);
+  (void)sluice::trace::DrainRecords(
+      ring,
+      [&bytes](const std::uint8_t* record, std::size_t size) {
+        bytes.insert(bytes.end(), record, record + size);
+      },
+      most);
+  auto [events, error] = ReadAll(bytes);
+  EXPECT_EQ(error, TraceReadError::kNone);
+  return events;
+}
+
+TraceEvent Numbered(std::uint32_t i) {
+  TraceEvent event;
+  event.kind = TraceEventKind::kBatchEnd;
+  event.value = i;
+  return event;
+}
+
+// Events that find the ring full are counted; with no Record after them
+// to report it, the drain writes the count after the events it drained
+// (the loss came when they filled the ring).
+TEST(TraceRingTest, EventsPastTheRingAreCountedLostAndTheDrainSaysHowManyAfterThem) {
+  sluice::trace::TraceRing<8> ring(/*ring_id=*/5);
+  for (std::uint32_t i = 0; i < 20; ++i) EXPECT_EQ(ring.Record(Numbered(i)), i < 8) << i;
+  EXPECT_EQ(ring.Lost(), 12u);
+  EXPECT_EQ(ring.Depth(), 8u);
+  const std::vector<TraceEvent> events = DrainedStream(ring);
   EXPECT_EQ(ring.Lost(), 0u);
   EXPECT_EQ(ring.Depth(), 0u);
-  EXPECT_EQ(sluice::trace::DrainRecords(ring, 5, write), 0u);  // nothing since
-  const auto [events, error] = ReadAll(bytes);
-  ASSERT_EQ(error, TraceReadError::kNone);
   ASSERT_EQ(events.size(), 9u);
-  EXPECT_EQ(events[0].kind, TraceEventKind::kLost);
-  EXPECT_EQ(events[0].value, 12u);
-  EXPECT_EQ(events[0].bus_id, 5u);
   for (std::uint32_t i = 0; i < 8; ++i) {
-    EXPECT_EQ(events[i + 1].kind, TraceEventKind::kBatchEnd);
-    EXPECT_EQ(events[i + 1].value, i);  // oldest first
+    EXPECT_EQ(events[i].kind, TraceEventKind::kBatchEnd);
+    EXPECT_EQ(events[i].value, i);  // oldest first
   }
-  // Room again once drained.
-  EXPECT_TRUE(ring.Record(TraceEvent{}));
+  EXPECT_EQ(events[8].kind, TraceEventKind::kLost);
+  EXPECT_EQ(events[8].value, 12u);
+  EXPECT_EQ(events[8].bus_id, 5u);
+  EXPECT_TRUE(DrainedStream(ring).empty());  // nothing since
+  EXPECT_TRUE(ring.Record(TraceEvent{}));    // room again
+}
+
+// The first Record with room after a loss reports it in place: the hole
+// is after the events the full ring held and before that Record's event.
+TEST(TraceRingTest, ALossIsReportedWhereItIsByTheNextRecordThatFindsRoom) {
+  sluice::trace::TraceRing<8> ring(/*ring_id=*/3);
+  for (std::uint32_t i = 0; i < 10; ++i) (void)ring.Record(Numbered(i));  // 8 and 9 lost
+  std::vector<TraceEvent> events = DrainedStream(ring, /*most=*/3);       // 0, 1, 2
+  ASSERT_EQ(events.size(), 4u);  // and the loss, which no Record reported yet
+  EXPECT_EQ(events[3].kind, TraceEventKind::kLost);
+  for (std::uint32_t i = 10; i < 13; ++i) (void)ring.Record(Numbered(i));  // 3 of 3 room
+  (void)ring.Record(Numbered(13));                                         // lost
+  (void)ring.Drain([](const TraceEvent&) {}, 2);                           // 3, 4 leave
+  EXPECT_TRUE(ring.Record(Numbered(14)));  // reports the loss of 13 first
+  events = DrainedStream(ring);
+  std::vector<std::uint32_t> values;
+  for (const TraceEvent& event : events) {
+    values.push_back(event.kind == TraceEventKind::kLost ? 1000 + event.value : event.value);
+  }
+  const std::vector<std::uint32_t> expected = {5, 6, 7, 10, 11, 12, 1001, 14};
+  EXPECT_EQ(values, expected);
+  EXPECT_EQ(ring.Lost(), 0u);
 }
 
 struct Small {
@@ -357,7 +392,7 @@ TracedPayload PayloadFor(std::uint32_t i) {
 TEST(TracingObserverTest, EveryAdmittedMessageIsOneFlowAndEveryRefusalIsCounted) {
   Ring ring;
   TracedBus bus;
-  bus.GetObserver().Attach(&ring, /*bus_id=*/3);
+  ASSERT_TRUE(bus.GetObserver().Attach(&ring, /*bus_id=*/3));
   std::uint64_t dispatched = 0;
   auto small = bus.Subscribe<Small>([&dispatched](const Small&) { ++dispatched; });
   auto medium = bus.Subscribe<Medium>([&dispatched](const Medium&) { ++dispatched; });
@@ -447,7 +482,7 @@ TEST(TracingObserverTest, EveryAdmittedMessageIsOneFlowAndEveryRefusalIsCounted)
 TEST(TracingObserverTest, AVisitorsDispatchAndABatchPublishAreTracedToo) {
   Ring ring;
   TracedBus bus;
-  bus.GetObserver().Attach(&ring, 1);
+  ASSERT_TRUE(bus.GetObserver().Attach(&ring, 1));
   const std::vector<TracedPayload> batch = {PayloadFor(0), PayloadFor(1), PayloadFor(2)};
   ASSERT_EQ(bus.PublishBatch(batch.begin(), batch.end(), 7, MessagePriority::HIGH).AdmittedCount(),
             3u);
@@ -469,7 +504,7 @@ TEST(TracingObserverTest, NothingIsRecordedBeforeAttachOrAfterDetach) {
   Ring ring;
   TracedBus bus;
   ASSERT_TRUE(bus.Publish(Small{1}));
-  bus.GetObserver().Attach(&ring, 2);
+  ASSERT_TRUE(bus.GetObserver().Attach(&ring, 2));
   ASSERT_TRUE(bus.Publish(Small{2}));
   bus.GetObserver().Detach();
   ASSERT_TRUE(bus.Publish(Small{3}));
@@ -480,13 +515,81 @@ TEST(TracingObserverTest, NothingIsRecordedBeforeAttachOrAfterDetach) {
   EXPECT_EQ(events[0].msg_id, 1u);  // the second message's position
 }
 
+// Bad input with a priority that is none of the three is a kRefused event
+// (kRejected) that the stream reads back, recorded as MEDIUM; the trace
+// goes on after it.
+TEST(TracingObserverTest, ARejectedPublishWithABadPriorityLeavesTheTraceReadable) {
+  Ring ring;
+  TracedBus bus;
+  ASSERT_TRUE(bus.GetObserver().Attach(&ring, 1));
+  EXPECT_EQ(bus.PublishWithPriority(Small{1}, 0, static_cast<MessagePriority>(7)).Outcome(),
+            sluice::PublishOutcome::kRejected);
+  ASSERT_TRUE(bus.Publish(Small{2}));
+  const std::vector<TraceEvent> events = DrainedStream(ring);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, TraceEventKind::kRefused);
+  EXPECT_EQ(events[0].detail, static_cast<std::uint8_t>(sluice::PublishOutcome::kRejected));
+  EXPECT_EQ(events[0].priority, MessagePriority::MEDIUM);
+  EXPECT_EQ(events[1].kind, TraceEventKind::kAdmitted);
+}
+
+// The bus id is the first Attach's: another id is refused, so no event
+// carries an id its bus did not have; the same id may attach again.
+TEST(TracingObserverTest, TheBusIdIsTheFirstAttachsAndAnotherIsRefused) {
+  Ring first;
+  Ring second;
+  TracedBus bus;
+  ASSERT_TRUE(bus.GetObserver().Attach(&first, 1));
+  EXPECT_FALSE(bus.GetObserver().Attach(&second, 2));
+  ASSERT_TRUE(bus.Publish(Small{1}));
+  bus.GetObserver().Detach();
+  EXPECT_FALSE(bus.GetObserver().Attach(&second, 2));
+  ASSERT_TRUE(bus.GetObserver().Attach(&second, 1));
+  ASSERT_TRUE(bus.Publish(Small{2}));
+  for (Ring* ring : {&first, &second}) {
+    const std::vector<TraceEvent> events = Drained(*ring);
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].bus_id, 1u);
+  }
+}
+
+// A refusal of more than 2^32 - 1 messages at once is several events whose
+// counts add up to it.
+TEST(TracingObserverTest, ARefusalCountPast32BitsIsSplitIntoEventsThatAddUp) {
+  Ring ring;
+  sluice::trace::TracingObserver<Ring> observer;
+  ASSERT_TRUE(observer.Attach(&ring, 1));
+  const std::uint64_t count = 2 * std::uint64_t{UINT32_MAX} + 7;
+  observer.OnRefused(sluice::PublishOutcome::kClosed, MessagePriority::HIGH, count);
+  std::uint64_t total = 0;
+  const std::vector<TraceEvent> events = Drained(ring);
+  for (const TraceEvent& event : events) total += event.value;
+  EXPECT_EQ(events.size(), 3u);
+  EXPECT_EQ(total, count);
+}
+
+// Moving the observer moves the attachment (a shared-memory producer moves
+// its observer); the one moved from records nothing.
+TEST(TracingObserverTest, AMovedObserverKeepsRecordingAndTheOneMovedFromStops) {
+  Ring ring;
+  sluice::trace::TracingObserver<Ring> from;
+  ASSERT_TRUE(from.Attach(&ring, 6));
+  sluice::trace::TracingObserver<Ring> to(std::move(from));
+  to.OnBatchEnd(1);
+  from.OnBatchEnd(2);  // NOLINT(bugprone-use-after-move): what the test checks
+  const std::vector<TraceEvent> events = Drained(ring);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].value, 1u);
+  EXPECT_EQ(events[0].bus_id, 6u);
+}
+
 #if SLUICE_HAS_EXCEPTIONS
 // A callback that throws: an error event naming the message, then its
 // dispatch still ends its flow.
 TEST(TracingObserverTest, AThrowingCallbackIsAnErrorEventInsideItsFlow) {
   Ring ring;
   TracedBus bus;
-  bus.GetObserver().Attach(&ring, 1);
+  ASSERT_TRUE(bus.GetObserver().Attach(&ring, 1));
   auto handle = bus.Subscribe<Medium>([](const Medium&) { throw std::runtime_error("no"); });
   ASSERT_TRUE(handle.IsValid());
   ASSERT_TRUE(bus.Publish(Medium{5, 5}, /*sender_id=*/9));

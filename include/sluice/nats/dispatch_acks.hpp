@@ -284,17 +284,32 @@ class DispatchAcks {
 template <typename Next = NoObserver>
 class AckOnDispatch : public Next {
  public:
-  void OnAdmitted(const MessageHeader& header) noexcept {
+  // The message events with the payload index (sluice/observer.hpp), so
+  // that a Next that takes it (a TracingObserver) gets it; one that does
+  // not gets the header alone.
+  void OnAdmitted(const MessageHeader& header, std::size_t type_index) noexcept {
     acks_.Admitted(header);
-    Next::OnAdmitted(header);
+    if constexpr (sluice::detail::HasTypedOnAdmitted<Next>::value) {
+      Next::OnAdmitted(header, type_index);
+    } else {
+      Next::OnAdmitted(header);
+    }
   }
-  void OnTaken(const MessageHeader& header) noexcept {
+  void OnTaken(const MessageHeader& header, std::size_t type_index) noexcept {
     acks_.Taken(header);
-    Next::OnTaken(header);
+    if constexpr (sluice::detail::HasTypedOnTaken<Next>::value) {
+      Next::OnTaken(header, type_index);
+    } else {
+      Next::OnTaken(header);
+    }
   }
-  void OnDispatched(const MessageHeader& header) noexcept {
+  void OnDispatched(const MessageHeader& header, std::size_t type_index) noexcept {
     acks_.Dispatched();
-    if constexpr (sluice::detail::HasOnDispatched<Next>::value) Next::OnDispatched(header);
+    if constexpr (sluice::detail::HasTypedOnDispatched<Next>::value) {
+      Next::OnDispatched(header, type_index);
+    } else if constexpr (sluice::detail::HasOnDispatched<Next>::value) {
+      Next::OnDispatched(header);
+    }
   }
   DispatchAcks& DispatchAcknowledgements() noexcept { return acks_; }
   const DispatchAcks& DispatchAcknowledgements() const noexcept { return acks_; }

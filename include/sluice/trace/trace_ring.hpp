@@ -53,17 +53,22 @@ class TraceRing {
                        TraceRingTraits<kStorage>>;
   static constexpr std::size_t kEvents = kCapacity;
 
-  TraceRing() = default;
+  // `ring_id`: the bus id of the ring's own kLost records.
+  explicit TraceRing(std::uint16_t ring_id = 0) noexcept : ring_id_(ring_id) {}
   TraceRing(const TraceRing&) = delete;
   TraceRing& operator=(const TraceRing&) = delete;
 
   // Any thread, and an interrupt handler (it never waits for the thread it
   // interrupted): true once recorded; false, and counted in Lost(), when
-  // the ring is full (or closed).
+  // the ring is full (or closed). The first Record to find room after
+  // events were lost first records a kLost event with their count (and
+  // takes the count back from Lost()), so the trace says where its hole
+  // is: after the events the full ring held, before this one. A loss that
+  // no later Record reports is reported by the drain (TakeLost).
   bool Record(const TraceEvent& event) noexcept {
-    if (bus_.PublishFast(event, 0, std::chrono::nanoseconds(0), MessagePriority::HIGH)) {
-      return true;
-    }
+    // Relaxed: the count is a number, not a guard for other memory.
+    if (lost_.load(std::memory_order_relaxed) != 0) ReportLost();
+    if (Publish(event)) return true;
     sluice::detail::Increment</*kSingleWriter=*/false>(lost_);
     return false;
   }
@@ -77,20 +82,46 @@ class TraceRing {
     return bus_.ProcessBatchWith([&sink](const TraceEvent& event) { sink(event); }, most);
   }
 
-  // Events lost (the ring full) since construction, or since the last
-  // TakeLost. Any thread.
+  // Events lost (the ring full) and not yet reported by a kLost event,
+  // since construction or the last TakeLost. Any thread. With 32-bit
+  // counters (SLUICE_ATOMIC_BITS=32) it wraps after 2^32 losses unreported.
   Counter Lost() const noexcept { return lost_.load(std::memory_order_relaxed); }
   // Lost(), set back to 0 in the same step (an exchange: no loss counted
-  // between the read and the reset is missed). The drainer writes it into
-  // the trace (TraceEventKind::kLost: trace_stream.hpp).
+  // between the read and the reset is missed), for the drainer to report
+  // after the events it drained (DrainRecords: trace_stream.hpp).
   Counter TakeLost() noexcept { return lost_.exchange(0, std::memory_order_relaxed); }
+
+  std::uint16_t Id() const noexcept { return ring_id_; }
 
   // Events recorded and not yet drained.
   std::size_t Depth() const noexcept { return bus_.QueueDepth(); }
 
  private:
+  bool Publish(const TraceEvent& event) noexcept {
+    return static_cast<bool>(
+        bus_.PublishFast(event, 0, std::chrono::nanoseconds(0), MessagePriority::HIGH));
+  }
+
+  // Records kLost events for the count taken from lost_ (one per 2^32 - 1),
+  // as far as there is room; what finds none goes back to lost_.
+  void ReportLost() noexcept {
+    Counter count = lost_.exchange(0, std::memory_order_relaxed);
+    TraceEvent lost;
+    lost.kind = TraceEventKind::kLost;
+    lost.bus_id = ring_id_;
+    while (count != 0) {
+      lost.value = count > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(count);
+      if (!Publish(lost)) {
+        sluice::detail::Increment</*kSingleWriter=*/false>(lost_, count);
+        return;
+      }
+      count -= lost.value;
+    }
+  }
+
   Bus bus_;
   std::atomic<Counter> lost_{0};
+  const std::uint16_t ring_id_;
 };
 
 }  // namespace trace

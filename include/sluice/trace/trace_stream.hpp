@@ -4,9 +4,9 @@
 //
 // The stream: a 16-byte header ("SLTR", the version as a 16-bit
 // little-endian number, the record size likewise, then 8 bytes of 0), then
-// records of kTraceRecordBytes (trace_event.hpp). A drain that finds events
-// were lost writes a kLost record with their count first, so a reader knows
-// where the trace has holes and how large. Freestanding: no allocation.
+// records of kTraceRecordBytes (trace_event.hpp). Where events were lost, a
+// kLost record with their count, so a reader knows where the trace has
+// holes and how large (TraceRing::Record). Freestanding: no allocation.
 #pragma once
 
 #include <cstddef>
@@ -34,32 +34,34 @@ inline void EncodeTraceStreamHeader(std::uint8_t* out) noexcept {
 }
 
 // Drains `ring` (the drainer's thread) into `write(const std::uint8_t*
-// bytes, std::size_t size)`, one record per call: first a kLost record
-// (bus_id `ring_id`) when events were lost since the last drain, then at
-// most `most` events, oldest first. How many records were written.
+// bytes, std::size_t size)`, one record per call: at most `most` events,
+// oldest first (a kLost event among them where a Record reported a loss),
+// then kLost records for the losses no Record has reported yet: they
+// happened when the ring was full, so after the events drained. How many
+// records were written.
 template <typename Ring, typename Write>
-std::uint32_t DrainRecords(Ring& ring, std::uint16_t ring_id, Write&& write,
+std::uint32_t DrainRecords(Ring& ring, Write&& write,
                            std::uint32_t most = static_cast<std::uint32_t>(Ring::kEvents)) {
   std::uint8_t record[kTraceRecordBytes];
-  std::uint32_t written = 0;
-  // Taken before the events are drained: a loss counted after this read is
-  // reported by the next drain, after the events recorded before it.
-  const auto lost = ring.TakeLost();
-  if (lost != 0) {
-    TraceEvent event;
-    event.kind = TraceEventKind::kLost;
-    event.bus_id = ring_id;
-    event.value = lost > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(lost);
-    EncodeTraceEvent(event, record);
-    write(static_cast<const std::uint8_t*>(record), kTraceRecordBytes);
-    ++written;
-  }
-  written += ring.Drain(
+  std::uint32_t written = ring.Drain(
       [&](const TraceEvent& event) {
         EncodeTraceEvent(event, record);
         write(static_cast<const std::uint8_t*>(record), kTraceRecordBytes);
       },
       most);
+  // Taken after the drain: a loss counted after this read is reported by a
+  // later Record or drain, after the events recorded before it.
+  std::uint64_t lost = ring.TakeLost();
+  TraceEvent event;
+  event.kind = TraceEventKind::kLost;
+  event.bus_id = ring.Id();
+  while (lost != 0) {
+    event.value = lost > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(lost);
+    EncodeTraceEvent(event, record);
+    write(static_cast<const std::uint8_t*>(record), kTraceRecordBytes);
+    ++written;
+    lost -= event.value;
+  }
   return written;
 }
 

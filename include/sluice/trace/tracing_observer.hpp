@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "sluice/bus_traits.hpp"
 #include "sluice/clock.hpp"
@@ -38,13 +39,32 @@ namespace trace {
 template <typename Ring, typename Clock = typename DefaultBusTraits::Clock>
 class TracingObserver {
  public:
-  // Starts recording into `ring` as bus `bus_id`. Call it before the bus's
-  // producers and consumer start (or while they run: the release store
-  // pairs with each event's acquire load, so an event that sees the ring
-  // sees its bus_id too).
-  void Attach(Ring* ring, std::uint16_t bus_id) noexcept {
-    bus_id_.store(bus_id, std::memory_order_relaxed);
+  TracingObserver() = default;
+  // Moves the attachment (a shared-memory bus's producer moves its
+  // observer with it); the one moved from records nothing. Not while the
+  // bus's threads run.
+  TracingObserver(TracingObserver&& other) noexcept { *this = std::move(other); }
+  TracingObserver& operator=(TracingObserver&& other) noexcept {
+    bus_id_.store(other.bus_id_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    ring_.store(other.ring_.exchange(nullptr, std::memory_order_relaxed),
+                std::memory_order_release);
+    return *this;
+  }
+
+  // Starts recording into `ring` as bus `bus_id`: true. The bus id is the
+  // first Attach's: a later Attach (to another ring, after a Detach) with
+  // another id is refused (false), so no event ever carries an id its bus
+  // did not have. Call it before the bus's producers and consumer start,
+  // or while they run: the release store pairs with each event's acquire
+  // load, so an event that sees the ring sees the id too.
+  bool Attach(Ring* ring, std::uint16_t bus_id) noexcept {
+    std::uint32_t expected = kNoBusId;
+    if (!bus_id_.compare_exchange_strong(expected, bus_id, std::memory_order_relaxed) &&
+        expected != bus_id) {
+      return false;
+    }
     ring_.store(ring, std::memory_order_release);
+    return true;
   }
   // Stops recording. An event already past its load of the ring may still
   // be recorded: keep the ring until the bus's threads have stopped.
@@ -53,13 +73,21 @@ class TracingObserver {
   void OnAdmitted(const MessageHeader& header, std::size_t type_index) noexcept {
     RecordMessage(TraceEventKind::kAdmitted, header, type_index);
   }
+  // A count past 32 bits is several events. Bad input whose priority is
+  // none of the three (kRejected) is recorded as MEDIUM: a record holds
+  // only values its fields have (trace_event.hpp).
   void OnRefused(PublishOutcome outcome, MessagePriority priority, std::uint64_t count) noexcept {
     TraceEvent event;
     event.kind = TraceEventKind::kRefused;
-    event.priority = priority;
+    event.priority = IsValidPriority(priority) ? priority : MessagePriority::MEDIUM;
     event.detail = static_cast<std::uint8_t>(outcome);
-    event.value = Saturate(count);
-    Record(event);
+    do {
+      const std::uint32_t part =
+          count > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(count);
+      event.value = part;
+      Record(event);
+      count -= part;
+    } while (count != 0);
   }
   void OnBatchBegin(std::uint64_t fill) noexcept {
     TraceEvent event;
@@ -90,10 +118,6 @@ class TracingObserver {
   }
 
  private:
-  static std::uint32_t Saturate(std::uint64_t count) noexcept {
-    return count > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(count);
-  }
-
   void RecordMessage(TraceEventKind kind, const MessageHeader& header,
                      std::size_t type_index) noexcept {
     TraceEvent event;
@@ -111,13 +135,15 @@ class TracingObserver {
     // Acquire: pairs with Attach's release store (bus_id_ written before).
     Ring* ring = ring_.load(std::memory_order_acquire);
     if (ring == nullptr) return;
-    event.bus_id = bus_id_.load(std::memory_order_relaxed);
+    event.bus_id = static_cast<std::uint16_t>(bus_id_.load(std::memory_order_relaxed));
     event.time_ns = sluice::detail::ClockNanos<Clock>();
     (void)ring->Record(event);
   }
 
+  // Above any 16-bit id: not attached yet.
+  static constexpr std::uint32_t kNoBusId = 0x10000;
   std::atomic<Ring*> ring_{nullptr};
-  std::atomic<std::uint16_t> bus_id_{0};
+  std::atomic<std::uint32_t> bus_id_{kNoBusId};
 };
 
 }  // namespace trace

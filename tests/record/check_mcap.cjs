@@ -1,0 +1,89 @@
+// Reads an MCAP file with MCAP's own readers (npm @mcap/core) and prints
+// what they found, one "key value" line each, for tests/record/mcap_test.cpp
+// to compare with what it wrote. Exits 1, saying why, on anything the
+// readers refuse or that disagrees between the file's two sections.
+// Usage: node check_mcap.cjs FILE
+"use strict";
+const fs = require("fs");
+const { McapStreamReader, McapIndexedReader } = require("@mcap/core");
+
+async function main() {
+  const file = process.argv[2];
+  const bytes = fs.readFileSync(file);
+  const view = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+
+  // The whole file, record by record, from the start (the data section).
+  const stream = new McapStreamReader({ validateCrcs: true });
+  stream.append(view);
+  const records = {};
+  const channels = new Map();
+  const schemas = new Map();
+  const perTopic = {};
+  const kinds = {};
+  let messages = 0;
+  let lastSequence = new Map();
+  for (let record; (record = stream.nextRecord()); ) {
+    records[record.type] = (records[record.type] ?? 0) + 1;
+    if (record.type === "Schema") schemas.set(record.id, record);
+    if (record.type === "Channel") {
+      if (record.schemaId !== 0 && !schemas.has(record.schemaId)) {
+        throw new Error(`channel ${record.id} names schema ${record.schemaId}, not yet written`);
+      }
+      channels.set(record.id, record);
+    }
+    if (record.type === "Message") {
+      const channel = channels.get(record.channelId);
+      if (!channel) throw new Error(`a message on channel ${record.channelId}, not yet written`);
+      ++messages;
+      perTopic[channel.topic] = (perTopic[channel.topic] ?? 0) + 1;
+      const previous = lastSequence.get(record.channelId);
+      if (previous !== undefined && record.sequence !== ((previous + 1) >>> 0)) {
+        throw new Error(`channel ${channel.topic}: sequence ${record.sequence} after ${previous}`);
+      }
+      lastSequence.set(record.channelId, record.sequence);
+      if (channel.messageEncoding === "json") {
+        const value = JSON.parse(Buffer.from(record.data).toString("utf8"));
+        if (typeof value.kind === "string") kinds[value.kind] = (kinds[value.kind] ?? 0) + 1;
+      }
+    }
+  }
+  if (!stream.done()) throw new Error("the stream reader did not reach the closing magic");
+
+  // The summary: the footer, the summary offsets, the statistics.
+  const readable = {
+    size: async () => BigInt(bytes.byteLength),
+    read: async (offset, length) =>
+      new Uint8Array(bytes.buffer, bytes.byteOffset + Number(offset), Number(length)),
+  };
+  const indexed = await McapIndexedReader.Initialize({ readable });
+  const statistics = indexed.statistics;
+  if (!statistics) throw new Error("no Statistics record in the summary");
+  if (Number(statistics.messageCount) !== messages) {
+    throw new Error(`statistics say ${statistics.messageCount} messages; the file holds ${messages}`);
+  }
+  for (const [id, count] of statistics.channelMessageCounts) {
+    const topic = channels.get(id)?.topic;
+    if (Number(count) !== (perTopic[topic] ?? 0)) {
+      throw new Error(`statistics say ${count} messages on ${topic}; the file holds ${perTopic[topic] ?? 0}`);
+    }
+  }
+  if (indexed.channelsById.size !== channels.size || indexed.schemasById.size !== schemas.size) {
+    throw new Error("the summary's schemas or channels differ from the data section's");
+  }
+  for (const [id, channel] of indexed.channelsById) {
+    const data = channels.get(id);
+    if (!data || data.topic !== channel.topic || data.schemaId !== channel.schemaId) {
+      throw new Error(`the summary's channel ${id} differs from the data section's`);
+    }
+  }
+
+  console.log(`messages ${messages}`);
+  for (const type of Object.keys(records).sort()) console.log(`record ${type} ${records[type]}`);
+  for (const topic of Object.keys(perTopic).sort()) console.log(`topic ${topic} ${perTopic[topic]}`);
+  for (const kind of Object.keys(kinds).sort()) console.log(`kind ${kind} ${kinds[kind]}`);
+}
+
+main().catch((error) => {
+  console.error(`check_mcap: ${error.message}`);
+  process.exit(1);
+});
