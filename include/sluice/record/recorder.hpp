@@ -1,0 +1,265 @@
+// Recording a bus into MCAP files: chosen message types, in the order the
+// bus dispatches them, each with its header (msg_id, timestamp, sender,
+// priority, lane), into files split by size, for the replayer
+// (sluice/record/replayer.hpp) and any MCAP tool. Hosted.
+//
+// The recorder never holds the bus up: it is a subscriber whose callback
+// copies the message, encoded by its codec (sluice/nats/codec.hpp, standard
+// library only), into a buffer allocated at construction, and a writer of
+// the user's (Flush, on any one thread) moves what the buffer holds into the
+// files. A message that finds the buffer full is not recorded and is
+// counted (Counts().refused): per channel, recorded + refused + failed is
+// every message the bus dispatched to the recorder.
+//
+//   sluice::record::Recorder<Bus> recorder(bus, {"run", 64 << 20, 1 << 20});
+//   recorder.Record<Pose>("/robot/pose");
+//   ... while the bus runs, on a thread of yours: recorder.Flush(); ...
+//   recorder.Close();
+//
+// A message's MCAP record: log time and publish time its timestamp_ns,
+// sequence counted per channel across the files, data the 24-byte header
+// (msg_id u64, timestamp_ns u64, sender_id u32, priority u8, 0 u8, lane
+// u16, little-endian) then the codec's bytes; message encoding
+// "sluice.wire/1", schema named after the topic's type (the name given to
+// Record), encoding "sluice.wire/1".
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sluice/config.hpp"
+#include "sluice/message.hpp"
+#include "sluice/nats/codec.hpp"
+#include "sluice/record/mcap_writer.hpp"
+#include "sluice/subscription_handle.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace record {
+
+inline constexpr const char* kWireEncoding = "sluice.wire/1";
+inline constexpr std::size_t kWireHeaderBytes = 24;
+
+struct RecorderOptions {
+  // Files: <path_prefix>-000.mcap, -001, ... (the next when one reaches
+  // max_file_bytes; 0: one file).
+  std::string path_prefix = "recording";
+  std::uint64_t max_file_bytes = std::uint64_t{64} << 20;
+  // The buffer between the bus's consumer and the writer, allocated at
+  // construction.
+  std::size_t buffer_bytes = std::size_t{1} << 20;
+};
+
+struct RecorderCounts {
+  std::uint64_t recorded = 0;  // written into a file
+  std::uint64_t refused = 0;   // found the buffer full: not recorded
+  std::uint64_t failed = 0;    // the codec refused it, or its file's write failed
+};
+
+template <typename Bus>
+class Recorder {
+ public:
+  Recorder(Bus& bus, RecorderOptions options)
+      : bus_(bus), options_(std::move(options)), buffer_(options_.buffer_bytes) {
+    scratch_.reserve(256);
+  }
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+  // Unsubscribes, then writes what the buffer holds and closes the file.
+  ~Recorder() { (void)Close(); }
+
+  // Records the bus's messages of type T on `topic`, encoded by Codec;
+  // `type_name` names its schema. False when the bus's subscription table
+  // for T is full, or after Close.
+  template <typename T, typename Codec = nats::DefaultCodec<T>>
+  bool Record(const std::string& topic, const std::string& type_name) {
+    if (closed_) return false;
+    const auto channel = static_cast<std::uint16_t>(channels_.size());
+    channels_.push_back(std::make_unique<ChannelState>(topic, type_name));
+    ChannelState* state = channels_.back().get();
+    SubscriptionHandle handle = bus_.template Subscribe<T>(
+        [this, channel, state](const T& value, const MessageHeader& header) {
+          Take<T, Codec>(channel, *state, value, header);
+        });
+    if (!handle.IsValid()) {
+      channels_.pop_back();
+      return false;
+    }
+    handles_.push_back(handle);
+    return true;
+  }
+
+  // The writer (one thread at a time, any thread, beside the bus's
+  // consumer): writes what the buffer holds into the files. How many
+  // messages it wrote.
+  std::size_t Flush() {
+    std::size_t written = 0;
+    // Acquire: pairs with Take's release store of write_, after the
+    // record's bytes.
+    const std::uint64_t end = write_.load(std::memory_order_acquire);
+    std::uint64_t at = read_.load(std::memory_order_relaxed);
+    std::vector<std::uint8_t>& record = out_;
+    while (at != end) {
+      std::uint8_t head[6];
+      CopyOut(at, head, sizeof(head));
+      const std::uint32_t size =
+          static_cast<std::uint32_t>(head[0] | head[1] << 8 | head[2] << 16 | head[3] << 24);
+      const std::uint16_t channel = static_cast<std::uint16_t>(head[4] | head[5] << 8);
+      record.resize(size);
+      CopyOut(at + sizeof(head), record.data(), size);
+      at += sizeof(head) + size;
+      // Release: pairs with Take's acquire load; the bytes read above are
+      // the writer's no longer.
+      read_.store(at, std::memory_order_release);
+      ChannelState& state = *channels_[channel];
+      if (Write(channel, state, record)) {
+        state.recorded.fetch_add(1, std::memory_order_relaxed);
+        ++written;
+      } else {
+        state.failed.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    return written;
+  }
+
+  // Unsubscribes (after the bus's consumer has left the recorder's
+  // callbacks: Unsubscribe waits for a running one), flushes and closes
+  // the file. True when every write succeeded.
+  bool Close() {
+    if (closed_) return ok_;
+    closed_ = true;
+    for (SubscriptionHandle& handle : handles_) (void)bus_.Unsubscribe(handle);
+    handles_.clear();
+    (void)Flush();
+    if (mcap_.IsOpen() && !mcap_.Close()) ok_ = false;
+    return ok_;
+  }
+
+  // The channel `index` (in Record order)'s counts; any thread.
+  RecorderCounts Counts(std::size_t index) const {
+    RecorderCounts counts;
+    if (index >= channels_.size()) return counts;
+    const ChannelState& state = *channels_[index];
+    counts.recorded = state.recorded.load(std::memory_order_relaxed);
+    counts.refused = state.refused.load(std::memory_order_relaxed);
+    counts.failed = state.failed.load(std::memory_order_relaxed);
+    return counts;
+  }
+  // The files written so far, in order.
+  const std::vector<std::string>& Files() const noexcept { return files_; }
+
+ private:
+  struct ChannelState {
+    ChannelState(std::string t, std::string n) : topic(std::move(t)), type_name(std::move(n)) {}
+    std::string topic;
+    std::string type_name;
+    std::uint32_t sequence = 0;  // the writer's
+    int mcap_channel = -1;       // in the file open now (the writer's)
+    std::atomic<std::uint64_t> recorded{0};
+    std::atomic<std::uint64_t> refused{0};
+    std::atomic<std::uint64_t> failed{0};
+  };
+
+  // The bus's consumer thread: the message into the buffer, or counted.
+  template <typename T, typename Codec>
+  void Take(std::uint16_t channel, ChannelState& state, const T& value,
+            const MessageHeader& header) {
+    std::string& bytes = scratch_;
+    bytes.assign(kWireHeaderBytes, '\0');
+    PutLittle(&bytes[0], header.msg_id, 8);
+    PutLittle(&bytes[8], header.timestamp_ns, 8);
+    PutLittle(&bytes[16], header.sender_id, 4);
+    bytes[20] = static_cast<char>(header.priority);
+    PutLittle(&bytes[22], header.lane, 2);
+    if (!Codec::Encode(value, bytes)) {
+      state.failed.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    const std::uint64_t need = 6 + bytes.size();
+    const std::uint64_t at = write_.load(std::memory_order_relaxed);
+    // Acquire: pairs with Flush's release store of read_.
+    if (buffer_.size() - (at - read_.load(std::memory_order_acquire)) < need) {
+      state.refused.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    std::uint8_t head[6];
+    PutLittle(reinterpret_cast<char*>(head), bytes.size(), 4);
+    PutLittle(reinterpret_cast<char*>(head) + 4, channel, 2);
+    CopyIn(at, head, sizeof(head));
+    CopyIn(at + sizeof(head), reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+    // Release: the record's bytes before the position that shows them.
+    write_.store(at + need, std::memory_order_release);
+  }
+
+  static void PutLittle(char* out, std::uint64_t value, std::size_t size) {
+    for (std::size_t i = 0; i < size; ++i) out[i] = static_cast<char>(value >> (8 * i));
+  }
+  void CopyIn(std::uint64_t at, const std::uint8_t* from, std::size_t size) {
+    for (std::size_t i = 0; i < size; ++i) buffer_[(at + i) % buffer_.size()] = from[i];
+  }
+  void CopyOut(std::uint64_t at, std::uint8_t* to, std::size_t size) const {
+    for (std::size_t i = 0; i < size; ++i) to[i] = buffer_[(at + i) % buffer_.size()];
+  }
+
+  // The writer: one message into the file open now (the next one when it
+  // is full), its schema and channel written first in each file.
+  bool Write(std::uint16_t channel, ChannelState& state, const std::vector<std::uint8_t>& data) {
+    if (mcap_.IsOpen() && options_.max_file_bytes != 0 &&
+        mcap_.BytesWritten() >= options_.max_file_bytes) {
+      if (!mcap_.Close()) ok_ = false;
+    }
+    if (!mcap_.IsOpen()) {
+      char index[16];
+      std::snprintf(index, sizeof(index), "-%03zu.mcap", files_.size());
+      files_.push_back(options_.path_prefix + index);
+      if (!mcap_.Open(files_.back(), "")) {
+        ok_ = false;
+        return false;
+      }
+      for (auto& each : channels_) each->mcap_channel = -1;
+    }
+    if (state.mcap_channel < 0) {
+      const std::uint16_t schema =
+          mcap_.AddSchema(state.type_name, kWireEncoding, "sluice.wire/1: docs/tracing.md");
+      state.mcap_channel = schema == 0 ? -1 : mcap_.AddChannel(schema, state.topic, kWireEncoding);
+      if (state.mcap_channel < 0) return false;
+    }
+    (void)channel;
+    const std::uint64_t stamp = ReadLittle(data, 8);
+    const bool ok = mcap_.AddMessage(state.mcap_channel, state.sequence, stamp, stamp, data.data(),
+                                     data.size());
+    if (ok) ++state.sequence;
+    return ok;
+  }
+  static std::uint64_t ReadLittle(const std::vector<std::uint8_t>& data, std::size_t at) {
+    std::uint64_t value = 0;
+    for (std::size_t i = 0; i < 8; ++i) value |= std::uint64_t{data[at + i]} << (8 * i);
+    return value;
+  }
+
+  Bus& bus_;
+  const RecorderOptions options_;
+  std::vector<std::unique_ptr<ChannelState>> channels_;
+  std::vector<SubscriptionHandle> handles_;
+  // The buffer: Take (the bus's consumer) writes at write_, Flush reads at
+  // read_; both only grow.
+  std::vector<std::uint8_t> buffer_;
+  std::atomic<std::uint64_t> write_{0};
+  std::atomic<std::uint64_t> read_{0};
+  std::string scratch_;            // Take's (the consumer's)
+  std::vector<std::uint8_t> out_;  // Flush's
+  McapWriter mcap_;
+  std::vector<std::string> files_;
+  bool ok_ = true;
+  bool closed_ = false;
+};
+
+}  // namespace record
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
