@@ -7,10 +7,13 @@
 // could not keep, and never holds the bus up.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -295,6 +298,155 @@ TEST(ReplayTest, McapsOwnReadersReadTheSplitFiles) {
                                 SLUICE_MCAP_CHECK_SCRIPT + "' '" + file + "' >/dev/null 2>&1";
     EXPECT_EQ(std::system(command.c_str()), 0) << file;
   }
+}
+
+// Messages the recorder could not keep are gaps in the replay, each
+// counted; files given twice are repeats; a first file left out is a gap.
+TEST(ReplayTest, WhatTheRecordingMissesIsCountedAtReplay) {
+  Bus bus;
+  sluice::record::Recorder<Bus> recorder(bus, {Scratch("gaps"), 4096, 600});
+  ASSERT_TRUE((recorder.Record<Pose>("/robot/pose", "Pose")));
+  EXPECT_FALSE((recorder.Record<Stop>("/robot/pose", "Stop")));  // one type a topic
+  for (std::uint32_t i = 0; i < 400; ++i) {
+    ASSERT_TRUE(bus.Publish(Pose{i, 1, 2}));
+    (void)bus.ProcessBatch();
+    if (i % 16 == 15) (void)recorder.Flush();  // 16 messages do not fit in 600 bytes
+  }
+  // A last message that is kept, so that every refusal has a kept one
+  // after it (the replay sees a refusal after the last kept one as nothing).
+  (void)recorder.Flush();
+  ASSERT_TRUE(bus.Publish(Pose{400, 1, 2}));
+  (void)bus.ProcessBatch();
+  ASSERT_TRUE(recorder.Close());
+  const auto counts = recorder.Counts(0);
+  ASSERT_GT(counts.refused, 0u);
+  ASSERT_EQ(counts.recorded + counts.refused, 401u);
+  const std::vector<std::string> files = recorder.Files();
+  ASSERT_GE(files.size(), 2u);
+  const auto replay = [](const std::vector<std::string>& which) {
+    Bus target;
+    sluice::record::Replayer<Bus> replayer(target);
+    replayer.Replay<Pose>("/robot/pose");
+    return replayer.Run(which, [&target] { return target.ProcessBatch() != 0; });
+  };
+  const auto all = replay(files);
+  EXPECT_EQ(all.published, counts.recorded);
+  EXPECT_EQ(all.sequence_gaps, counts.refused);
+  EXPECT_EQ(all.sequence_repeats, 0u);
+  std::vector<std::string> twice = files;
+  twice.push_back(files.front());
+  const auto again = replay(twice);
+  EXPECT_EQ(again.sequence_gaps, counts.refused);
+  EXPECT_GT(again.sequence_repeats, 0u);
+  const auto without_first = replay({files.begin() + 1, files.end()});
+  EXPECT_GT(without_first.sequence_gaps, counts.refused);
+  EXPECT_EQ(without_first.sequence_repeats, 0u);
+}
+
+// A file that cannot be written: nothing counts as recorded, every message
+// as failed, Close says so; a name whose file could not be made is not
+// listed.
+TEST(ReplayTest, WriteFailuresAreCountedAsFailedNotRecorded) {
+  const std::string full = Scratch("full");
+  (void)std::remove((full + "-000.mcap").c_str());
+  ASSERT_EQ(symlink("/dev/full", (full + "-000.mcap").c_str()), 0);
+  {
+    Bus bus;
+    sluice::record::Recorder<Bus> recorder(bus, {full, 0, 1u << 16});
+    ASSERT_TRUE((recorder.Record<Pose>("/robot/pose", "Pose")));
+    for (std::uint32_t i = 0; i < 20; ++i) {
+      ASSERT_TRUE(bus.Publish(Pose{i, 1, 2}));
+      (void)bus.ProcessBatch();
+    }
+    (void)recorder.Flush();
+    EXPECT_FALSE(recorder.Close());
+    EXPECT_EQ(recorder.Counts(0).recorded, 0u);
+    EXPECT_EQ(recorder.Counts(0).failed, 20u);
+  }
+  (void)std::remove((full + "-000.mcap").c_str());
+  Bus bus;
+  sluice::record::Recorder<Bus> nowhere(bus, {Scratch("no/such/dir/run"), 0, 1u << 16});
+  ASSERT_TRUE((nowhere.Record<Pose>("/robot/pose", "Pose")));
+  for (std::uint32_t i = 0; i < 5; ++i) {
+    ASSERT_TRUE(bus.Publish(Pose{i, 1, 2}));
+    (void)bus.ProcessBatch();
+    (void)nowhere.Flush();
+  }
+  EXPECT_FALSE(nowhere.Close());
+  EXPECT_TRUE(nowhere.Files().empty());
+  EXPECT_EQ(nowhere.Counts(0).failed, 5u);
+}
+
+// A closed bus stops the replay; make_room is not asked for a refusal
+// that is not for room.
+TEST(ReplayTest, AClosedBusStopsTheReplayWithoutAskingForRoom) {
+  std::vector<std::string> files;
+  {
+    Bus bus;
+    sluice::record::Recorder<Bus> recorder(bus, {Scratch("closed"), 0, 1u << 16});
+    ASSERT_TRUE((recorder.Record<Pose>("/robot/pose", "Pose")));
+    for (std::uint32_t i = 0; i < 10; ++i) {
+      ASSERT_TRUE(bus.Publish(Pose{i, 1, 2}));
+      (void)bus.ProcessBatch();
+    }
+    ASSERT_TRUE(recorder.Close());
+    files = recorder.Files();
+  }
+  Bus target;
+  target.Close();
+  sluice::record::Replayer<Bus> replayer(target);
+  replayer.Replay<Pose>("/robot/pose");
+  int asked = 0;
+  const auto result = replayer.Run(files, [&asked] { return ++asked < 1000; });
+  EXPECT_TRUE(result.closed);
+  EXPECT_EQ(result.published, 0u);
+  EXPECT_EQ(asked, 0);
+}
+
+// A file cut short reads as every whole message before the cut, then
+// kTruncated.
+TEST(McapReaderTest, AFileCutShortGivesTheMessagesBeforeTheCut) {
+  const std::string path = Scratch("cut.mcap");
+  {
+    sluice::record::McapWriter mcap;
+    ASSERT_TRUE(mcap.Open(path));
+    const int channel = mcap.AddChannel(0, "/a", "x");
+    for (std::uint32_t i = 0; i < 10; ++i)
+      ASSERT_TRUE(mcap.AddMessage(channel, i, i, i, "abcd", 4));
+    ASSERT_TRUE(mcap.Close());
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Header record, Channel record, then Message records of 9 + 22 + 4 bytes.
+  const std::size_t first_message = bytes.find('\x05', 8);
+  ASSERT_NE(first_message, std::string::npos);
+  const std::size_t cut = first_message + 35 * 6 + 10;  // six whole, the seventh cut
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(cut));
+  }
+  sluice::record::McapReader reader(path);
+  sluice::record::McapMessage message;
+  std::uint32_t read = 0;
+  while (reader.Next(&message)) EXPECT_EQ(message.sequence, read++);
+  EXPECT_EQ(read, 6u);
+  EXPECT_EQ(reader.Error(), sluice::record::McapReadError::kTruncated);
+}
+
+// The writer gives every id MCAP has: schemas 1 to 65535, channels 0 to
+// 65535, then refuses.
+TEST(McapWriterLimitsTest, EveryIdMcapHasThenARefusal) {
+  sluice::record::McapWriter mcap;
+  ASSERT_TRUE(mcap.Open(Scratch("ids.mcap")));
+  std::uint16_t last_schema = 0;
+  for (int i = 0; i < 65535; ++i) last_schema = mcap.AddSchema("s", "", "");
+  EXPECT_EQ(last_schema, 65535u);
+  EXPECT_EQ(mcap.AddSchema("s", "", ""), 0u);
+  int last_channel = -1;
+  for (int i = 0; i < 65536; ++i) last_channel = mcap.AddChannel(0, "/c", "x");
+  EXPECT_EQ(last_channel, 65535);
+  EXPECT_EQ(mcap.AddChannel(0, "/c", "x"), -1);
+  EXPECT_TRUE(mcap.Close());
 }
 
 // The reader's outcome for files that are not whole.

@@ -2,13 +2,15 @@
 // start: its schemas, channels and messages, for the replayer
 // (sluice/record/replayer.hpp). Unchunked files, as McapWriter writes them;
 // a chunked file is refused (kChunked), not misread. Hosted; standard
-// library only. Every byte string has an outcome: records up to the first
-// that is not one, then Error() says why; nothing outside the file is read.
+// library only. Every byte string has an outcome: the messages up to the
+// first record that is not one, then Error() says why; memory holds one
+// record at a time.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -22,10 +24,12 @@ namespace record {
 enum class McapReadError : std::uint8_t {
   kNone = 0,
   kCannotOpen,      // the file could not be opened or read
-  kBadMagic,        // not an MCAP file (or no closing magic)
-  kTruncated,       // a record runs past the end, or a field past its record
+  kBadMagic,        // not an MCAP file
+  kTruncated,       // the file ends inside a record, or before its DataEnd
+  kBadRecord,       // a field runs past its record
   kUnknownChannel,  // a message on a channel not yet written
   kChunked,         // chunks, which this reader does not read
+  kRecordTooLarge,  // a record longer than the reader's bound (kMaxRecordBytes)
 };
 
 struct McapChannel {
@@ -47,61 +51,68 @@ struct McapMessage {
 
 class McapReader {
  public:
-  // Reads `path` into memory and checks both magics.
-  explicit McapReader(const std::string& path) {
-    std::FILE* file = std::fopen(path.c_str(), "rb");
-    if (file == nullptr) {
-      error_ = McapReadError::kCannotOpen;
-      return;
-    }
-    std::uint8_t buffer[65536];
-    for (std::size_t got; (got = std::fread(buffer, 1, sizeof(buffer), file)) != 0;) {
-      bytes_.insert(bytes_.end(), buffer, buffer + got);
-    }
-    const bool failed = std::ferror(file) != 0;
-    std::fclose(file);
-    if (failed) {
+  // The longest record read; a longer one is kRecordTooLarge (no
+  // allocation of its size is tried).
+  static constexpr std::uint64_t kMaxRecordBytes = std::uint64_t{256} << 20;
+
+  // Opens `path` and checks its leading magic. The file is read one record
+  // at a time: memory holds the longest record read, not the file.
+  explicit McapReader(const std::string& path) : file_(std::fopen(path.c_str(), "rb")) {
+    if (file_ == nullptr) {
       error_ = McapReadError::kCannotOpen;
       return;
     }
     static const std::uint8_t kMagic[8] = {0x89, 'M', 'C', 'A', 'P', 0x30, '\r', '\n'};
-    if (bytes_.size() < 16 || !Matches(0, kMagic) || !Matches(bytes_.size() - 8, kMagic)) {
-      error_ = McapReadError::kBadMagic;
-      return;
+    std::uint8_t magic[8];
+    const std::size_t got = std::fread(magic, 1, sizeof(magic), file_);
+    if (got != sizeof(magic) || std::memcmp(magic, kMagic, sizeof(magic)) != 0) {
+      error_ = std::ferror(file_) != 0 ? McapReadError::kCannotOpen : McapReadError::kBadMagic;
     }
-    offset_ = 8;
   }
+  ~McapReader() {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  McapReader(const McapReader&) = delete;
+  McapReader& operator=(const McapReader&) = delete;
 
   // The next message: true, with `*message` set; false at the end of the
-  // data section (Error() kNone) or at a record that is not one (Error()
-  // says why). Schemas and channels met on the way are kept (Channel()).
+  // data section (its DataEnd: Error() kNone) or at the first record that
+  // is not one (Error() says why: a file cut short is kTruncated, after
+  // every whole message before the cut). Schemas and channels met on the
+  // way are kept (Channel()).
   bool Next(McapMessage* message) {
     while (error_ == McapReadError::kNone && !done_) {
-      if (bytes_.size() - 8 - offset_ < 9) return Fail(McapReadError::kTruncated);
-      const std::uint8_t opcode = bytes_[offset_];
-      const std::uint64_t length = Little(offset_ + 1, 8);
-      if (length > bytes_.size() - 8 - offset_ - 9) return Fail(McapReadError::kTruncated);
-      const std::size_t at = offset_ + 9;
-      const std::size_t end = at + static_cast<std::size_t>(length);
-      offset_ = end;
-      switch (opcode) {
+      std::uint8_t head[9];
+      const std::size_t got = std::fread(head, 1, sizeof(head), file_);
+      if (got != sizeof(head)) {
+        return Fail(std::ferror(file_) != 0 ? McapReadError::kCannotOpen
+                                            : McapReadError::kTruncated);
+      }
+      const std::uint64_t length = Little(head + 1, 8);
+      if (length > kMaxRecordBytes) return Fail(McapReadError::kRecordTooLarge);
+      record_.resize(static_cast<std::size_t>(length));
+      if (length != 0 && std::fread(record_.data(), 1, record_.size(), file_) != record_.size()) {
+        return Fail(std::ferror(file_) != 0 ? McapReadError::kCannotOpen
+                                            : McapReadError::kTruncated);
+      }
+      const std::size_t end = record_.size();
+      std::size_t field = 0;
+      switch (head[0]) {
         case 0x03: {  // Schema
-          std::size_t field = at;
           std::uint16_t id = 0;
           std::string name;
           if (!Take(field, end, 2, &id) || !TakeString(field, end, &name)) {
-            return Fail(McapReadError::kTruncated);
+            return Fail(McapReadError::kBadRecord);
           }
           schemas_[id] = name;
           break;
         }
         case 0x04: {  // Channel
-          std::size_t field = at;
           McapChannel channel;
           if (!Take(field, end, 2, &channel.id) || !Take(field, end, 2, &channel.schema_id) ||
               !TakeString(field, end, &channel.topic) ||
               !TakeString(field, end, &channel.message_encoding)) {
-            return Fail(McapReadError::kTruncated);
+            return Fail(McapReadError::kBadRecord);
           }
           const auto schema = schemas_.find(channel.schema_id);
           if (schema != schemas_.end()) channel.schema_name = schema->second;
@@ -109,14 +120,13 @@ class McapReader {
           break;
         }
         case 0x05: {  // Message
-          std::size_t field = at;
           McapMessage read;
           if (!Take(field, end, 2, &read.channel_id) || !Take(field, end, 4, &read.sequence) ||
               !Take(field, end, 8, &read.log_time) || !Take(field, end, 8, &read.publish_time)) {
-            return Fail(McapReadError::kTruncated);
+            return Fail(McapReadError::kBadRecord);
           }
           if (channels_.count(read.channel_id) == 0) return Fail(McapReadError::kUnknownChannel);
-          read.data = bytes_.data() + field;
+          read.data = record_.data() + field;
           read.size = end - field;
           *message = read;
           return true;
@@ -145,34 +155,28 @@ class McapReader {
     error_ = error;
     return false;
   }
-  bool Matches(std::size_t at, const std::uint8_t* magic) const {
-    for (std::size_t i = 0; i < 8; ++i) {
-      if (bytes_[at + i] != magic[i]) return false;
-    }
-    return true;
-  }
-  std::uint64_t Little(std::size_t at, std::size_t size) const {
+  static std::uint64_t Little(const std::uint8_t* in, std::size_t size) {
     std::uint64_t value = 0;
-    for (std::size_t i = 0; i < size; ++i) value |= std::uint64_t{bytes_[at + i]} << (8 * i);
+    for (std::size_t i = 0; i < size; ++i) value |= std::uint64_t{in[i]} << (8 * i);
     return value;
   }
   template <typename T>
   bool Take(std::size_t& at, std::size_t end, std::size_t size, T* value) const {
     if (end - at < size) return false;
-    *value = static_cast<T>(Little(at, size));
+    *value = static_cast<T>(Little(record_.data() + at, size));
     at += size;
     return true;
   }
   bool TakeString(std::size_t& at, std::size_t end, std::string* text) const {
     std::uint32_t length = 0;
     if (!Take(at, end, 4, &length) || end - at < length) return false;
-    text->assign(reinterpret_cast<const char*>(bytes_.data() + at), length);
+    text->assign(reinterpret_cast<const char*>(record_.data() + at), length);
     at += length;
     return true;
   }
 
-  std::vector<std::uint8_t> bytes_;
-  std::size_t offset_ = 0;
+  std::FILE* file_;
+  std::vector<std::uint8_t> record_;
   bool done_ = false;
   McapReadError error_ = McapReadError::kNone;
   std::map<std::uint16_t, std::string> schemas_;

@@ -6,10 +6,10 @@
 // Channel and Message records in the order they are added), a DataEnd, a
 // summary section (every Schema and Channel again, one Statistics record)
 // with a SummaryOffset record for each of its groups, the Footer and the
-// magic. No chunks, so no chunk or message indexes: a reader reads the file
-// from the start (MCAP's own readers do; an indexed reader falls back to a
-// linear scan). CRCs are written as 0, which the specification reads as
-// "not computed".
+// magic. No chunks, so no chunk or message indexes: read it from the start
+// (MCAP's stream readers; an indexed reader's message query finds nothing
+// in it, though its summary reads). CRCs are written as 0, which the
+// specification reads as "not computed".
 //
 //   sluice::record::McapWriter mcap;
 //   if (!mcap.Open("run.mcap", "sluice-example")) ...;
@@ -74,7 +74,7 @@ class McapWriter {
   // A schema: its id (1, 2, ...; 0 is MCAP's "no schema"), or 0 when the
   // file is not open or the write failed.
   std::uint16_t AddSchema(std::string_view name, std::string_view encoding, std::string_view data) {
-    if (file_ == nullptr || schemas_.size() >= 0xFFFE) return 0;
+    if (file_ == nullptr || schemas_.size() >= 0xFFFF) return 0;  // ids 1 to 65535
     std::string record;
     const auto id = static_cast<std::uint16_t>(schemas_.size() + 1);
     PutLittle(record, id, 2);
@@ -90,7 +90,8 @@ class McapWriter {
   // file is not open, the schema unknown, or the write failed.
   int AddChannel(std::uint16_t schema_id, std::string_view topic, std::string_view message_encoding,
                  const std::map<std::string, std::string>& metadata = {}) {
-    if (file_ == nullptr || schema_id > schemas_.size() || channels_.size() >= 0xFFFF) return -1;
+    // Ids 0 to 65535.
+    if (file_ == nullptr || schema_id > schemas_.size() || channels_.size() > 0xFFFF) return -1;
     std::string record;
     const auto id = static_cast<std::uint16_t>(channels_.size());
     PutLittle(record, id, 2);
@@ -110,22 +111,22 @@ class McapWriter {
   }
 
   // A message on `channel` (from AddChannel). False when the file is not
-  // open, the channel unknown, or the write failed.
+  // open, the channel unknown, or a write failed. True: taken into the
+  // writer's buffer (in the file after FlushFile or Close).
   bool AddMessage(int channel, std::uint32_t sequence, std::uint64_t log_time_ns,
                   std::uint64_t publish_time_ns, const void* data, std::size_t size) {
     if (file_ == nullptr || channel < 0 || static_cast<std::size_t>(channel) >= channels_.size()) {
       return false;
     }
-    std::string head;
-    PutLittle(head, static_cast<std::uint16_t>(channel), 2);
-    PutLittle(head, sequence, 4);
-    PutLittle(head, log_time_ns, 8);
-    PutLittle(head, publish_time_ns, 8);
-    std::string opcode_and_length;
-    opcode_and_length.push_back(static_cast<char>(kOpMessage));
-    PutLittle(opcode_and_length, head.size() + size, 8);
-    WriteBytes(opcode_and_length.data(), opcode_and_length.size());
-    WriteBytes(head.data(), head.size());
+    // The record's opcode, length and fixed fields, without an allocation.
+    std::uint8_t head[1 + 8 + 22];
+    head[0] = kOpMessage;
+    PutLittle(head + 1, 22 + static_cast<std::uint64_t>(size), 8);
+    PutLittle(head + 9, static_cast<std::uint16_t>(channel), 2);
+    PutLittle(head + 11, sequence, 4);
+    PutLittle(head + 15, log_time_ns, 8);
+    PutLittle(head + 23, publish_time_ns, 8);
+    WriteBytes(head, sizeof(head));
     WriteBytes(data, size);
     if (!ok_) return false;
     if (message_count_ == 0 || log_time_ns < first_time_) first_time_ = log_time_ns;
@@ -133,6 +134,15 @@ class McapWriter {
     ++message_count_;
     ++channel_counts_[static_cast<std::size_t>(channel)];
     return true;
+  }
+
+  // Hands what the writer has buffered to the operating system (fflush):
+  // a message AddMessage took is in the file once this or Close returns
+  // true. False if any write since Open failed.
+  bool FlushFile() {
+    if (file_ == nullptr) return false;
+    if (std::fflush(file_) != 0) ok_ = false;
+    return ok_;
   }
 
   // Messages added so far.
@@ -191,6 +201,9 @@ class McapWriter {
 
   static void PutLittle(std::string& out, std::uint64_t value, std::size_t bytes) {
     for (std::size_t i = 0; i < bytes; ++i) out.push_back(static_cast<char>(value >> (8 * i)));
+  }
+  static void PutLittle(std::uint8_t* out, std::uint64_t value, std::size_t bytes) {
+    for (std::size_t i = 0; i < bytes; ++i) out[i] = static_cast<std::uint8_t>(value >> (8 * i));
   }
   // A string, bytes or map: a 32-bit length, then the content.
   static void PutString(std::string& out, std::string_view text) {

@@ -9,7 +9,8 @@
 // the user's (Flush, on any one thread) moves what the buffer holds into the
 // files. A message that finds the buffer full is not recorded and is
 // counted (Counts().refused): per channel, recorded + refused + failed is
-// every message the bus dispatched to the recorder.
+// every message the bus dispatched to the recorder. Recorded means in the
+// file: counted once the file's buffer was flushed to the system after it.
 //
 //   sluice::record::Recorder<Bus> recorder(bus, {"run", 64 << 20, 1 << 20});
 //   recorder.Record<Pose>("/robot/pose");
@@ -29,6 +30,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,15 +73,20 @@ class Recorder {
   }
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
-  // Unsubscribes, then writes what the buffer holds and closes the file.
+  // Close(). The bus must still exist: destroy the recorder (or Close it)
+  // before its bus.
   ~Recorder() { (void)Close(); }
 
   // Records the bus's messages of type T on `topic`, encoded by Codec;
-  // `type_name` names its schema. False when the bus's subscription table
-  // for T is full, or after Close.
+  // `type_name` names its schema. Before the bus runs and before Flush.
+  // False when `topic` is recorded already (one type a topic), the bus's
+  // subscription table for T is full, or after Close.
   template <typename T, typename Codec = nats::DefaultCodec<T>>
   bool Record(const std::string& topic, const std::string& type_name) {
     if (closed_) return false;
+    for (const auto& channel : channels_) {
+      if (channel->topic == topic) return false;  // one type a topic: the replayer decodes by topic
+    }
     const auto channel = static_cast<std::uint16_t>(channels_.size());
     channels_.push_back(std::make_unique<ChannelState>(topic, type_name));
     ChannelState* state = channels_.back().get();
@@ -99,44 +106,21 @@ class Recorder {
   // consumer): writes what the buffer holds into the files. How many
   // messages it wrote.
   std::size_t Flush() {
-    std::size_t written = 0;
-    // Acquire: pairs with Take's release store of write_, after the
-    // record's bytes.
-    const std::uint64_t end = write_.load(std::memory_order_acquire);
-    std::uint64_t at = read_.load(std::memory_order_relaxed);
-    std::vector<std::uint8_t>& record = out_;
-    while (at != end) {
-      std::uint8_t head[6];
-      CopyOut(at, head, sizeof(head));
-      const std::uint32_t size =
-          static_cast<std::uint32_t>(head[0] | head[1] << 8 | head[2] << 16 | head[3] << 24);
-      const std::uint16_t channel = static_cast<std::uint16_t>(head[4] | head[5] << 8);
-      record.resize(size);
-      CopyOut(at + sizeof(head), record.data(), size);
-      at += sizeof(head) + size;
-      // Release: pairs with Take's acquire load; the bytes read above are
-      // the writer's no longer.
-      read_.store(at, std::memory_order_release);
-      ChannelState& state = *channels_[channel];
-      if (Write(channel, state, record)) {
-        state.recorded.fetch_add(1, std::memory_order_relaxed);
-        ++written;
-      } else {
-        state.failed.fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-    return written;
+    const std::lock_guard<std::mutex> lock(writer_);
+    return FlushLocked();
   }
 
-  // Unsubscribes (after the bus's consumer has left the recorder's
-  // callbacks: Unsubscribe waits for a running one), flushes and closes
-  // the file. True when every write succeeded.
+  // Unsubscribes (Unsubscribe waits for a callback of the recorder's that
+  // the bus's consumer is running), flushes and closes the file. True when
+  // every write succeeded. Any thread, also while another calls Flush; the
+  // bus must still exist (the recorder unsubscribes from it).
   bool Close() {
+    const std::lock_guard<std::mutex> lock(writer_);
     if (closed_) return ok_;
     closed_ = true;
     for (SubscriptionHandle& handle : handles_) (void)bus_.Unsubscribe(handle);
     handles_.clear();
-    (void)Flush();
+    (void)FlushLocked();
     if (mcap_.IsOpen() && !mcap_.Close()) ok_ = false;
     return ok_;
   }
@@ -151,25 +135,78 @@ class Recorder {
     counts.failed = state.failed.load(std::memory_order_relaxed);
     return counts;
   }
-  // The files written so far, in order.
-  const std::vector<std::string>& Files() const noexcept { return files_; }
+  // The files written so far, in order (each one opened; a name whose file
+  // could not be made is not listed, and the next try uses it again).
+  std::vector<std::string> Files() const {
+    const std::lock_guard<std::mutex> lock(writer_);
+    return files_;
+  }
 
  private:
   struct ChannelState {
     ChannelState(std::string t, std::string n) : topic(std::move(t)), type_name(std::move(n)) {}
     std::string topic;
     std::string type_name;
-    std::uint32_t sequence = 0;  // the writer's
+    std::uint32_t sequence = 0;  // the bus's consumer's: every message taken, kept or not
     int mcap_channel = -1;       // in the file open now (the writer's)
+    std::uint64_t pending = 0;   // the writer's: in the writer's buffer, not yet flushed
     std::atomic<std::uint64_t> recorded{0};
     std::atomic<std::uint64_t> refused{0};
     std::atomic<std::uint64_t> failed{0};
   };
 
+  // Flush's work, holding writer_. A message counts as recorded once the
+  // file's buffer is flushed to the system after it (FlushFile here, or
+  // the file's close at a split); if that fails, as failed.
+  std::size_t FlushLocked() {
+    std::size_t written = 0;
+    // Acquire: pairs with Take's release store of write_, after the
+    // record's bytes.
+    const std::uint64_t end = write_.load(std::memory_order_acquire);
+    std::uint64_t at = read_.load(std::memory_order_relaxed);
+    std::vector<std::uint8_t>& record = out_;
+    while (at != end) {
+      std::uint8_t head[kRecordHead];
+      CopyOut(at, head, sizeof(head));
+      const auto size = static_cast<std::uint32_t>(Little(head, 4));
+      const auto channel = static_cast<std::uint16_t>(Little(head + 4, 2));
+      record_sequence_ = static_cast<std::uint32_t>(Little(head + 6, 4));
+      record.resize(size);
+      CopyOut(at + sizeof(head), record.data(), size);
+      at += sizeof(head) + size;
+      // Release: pairs with Take's acquire load; the bytes read above are
+      // the writer's no longer.
+      read_.store(at, std::memory_order_release);
+      ChannelState& state = *channels_[channel];
+      if (Write(state, record)) {
+        ++state.pending;
+        ++written;
+      } else {
+        state.failed.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    if (mcap_.IsOpen()) Settle(mcap_.FlushFile());
+    return written;
+  }
+
+  // The messages written since the last flush are in the file (true) or
+  // may not be (false: counted failed).
+  void Settle(bool flushed) {
+    for (auto& state : channels_) {
+      (flushed ? state->recorded : state->failed)
+          .fetch_add(state->pending, std::memory_order_relaxed);
+      state->pending = 0;
+    }
+    if (!flushed) ok_ = false;
+  }
+
   // The bus's consumer thread: the message into the buffer, or counted.
   template <typename T, typename Codec>
   void Take(std::uint16_t channel, ChannelState& state, const T& value,
             const MessageHeader& header) {
+    // Every message taken has its number, kept or not: a replay sees the
+    // ones not kept as gaps.
+    const std::uint32_t sequence = state.sequence++;
     std::string& bytes = scratch_;
     bytes.assign(kWireHeaderBytes, '\0');
     PutLittle(&bytes[0], header.msg_id, 8);
@@ -181,16 +218,17 @@ class Recorder {
       state.failed.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    const std::uint64_t need = 6 + bytes.size();
+    const std::uint64_t need = kRecordHead + bytes.size();
     const std::uint64_t at = write_.load(std::memory_order_relaxed);
     // Acquire: pairs with Flush's release store of read_.
     if (buffer_.size() - (at - read_.load(std::memory_order_acquire)) < need) {
       state.refused.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    std::uint8_t head[6];
+    std::uint8_t head[kRecordHead];
     PutLittle(reinterpret_cast<char*>(head), bytes.size(), 4);
     PutLittle(reinterpret_cast<char*>(head) + 4, channel, 2);
+    PutLittle(reinterpret_cast<char*>(head) + 6, sequence, 4);
     CopyIn(at, head, sizeof(head));
     CopyIn(at + sizeof(head), reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
     // Release: the record's bytes before the position that shows them.
@@ -209,19 +247,21 @@ class Recorder {
 
   // The writer: one message into the file open now (the next one when it
   // is full), its schema and channel written first in each file.
-  bool Write(std::uint16_t channel, ChannelState& state, const std::vector<std::uint8_t>& data) {
+  bool Write(ChannelState& state, const std::vector<std::uint8_t>& data) {
     if (mcap_.IsOpen() && options_.max_file_bytes != 0 &&
         mcap_.BytesWritten() >= options_.max_file_bytes) {
-      if (!mcap_.Close()) ok_ = false;
+      const bool flushed = mcap_.FlushFile();
+      Settle(mcap_.Close() && flushed);
     }
     if (!mcap_.IsOpen()) {
       char index[16];
       std::snprintf(index, sizeof(index), "-%03zu.mcap", files_.size());
-      files_.push_back(options_.path_prefix + index);
-      if (!mcap_.Open(files_.back(), "")) {
+      const std::string path = options_.path_prefix + index;
+      if (!mcap_.Open(path, "")) {
         ok_ = false;
         return false;
       }
+      files_.push_back(path);
       for (auto& each : channels_) each->mcap_channel = -1;
     }
     if (state.mcap_channel < 0) {
@@ -230,18 +270,19 @@ class Recorder {
       state.mcap_channel = schema == 0 ? -1 : mcap_.AddChannel(schema, state.topic, kWireEncoding);
       if (state.mcap_channel < 0) return false;
     }
-    (void)channel;
-    const std::uint64_t stamp = ReadLittle(data, 8);
-    const bool ok = mcap_.AddMessage(state.mcap_channel, state.sequence, stamp, stamp, data.data(),
-                                     data.size());
-    if (ok) ++state.sequence;
-    return ok;
+    const std::uint64_t stamp = Little(data.data() + 8, 8);
+    return mcap_.AddMessage(state.mcap_channel, record_sequence_, stamp, stamp, data.data(),
+                            data.size());
   }
-  static std::uint64_t ReadLittle(const std::vector<std::uint8_t>& data, std::size_t at) {
+  static std::uint64_t Little(const std::uint8_t* in, std::size_t size) {
     std::uint64_t value = 0;
-    for (std::size_t i = 0; i < 8; ++i) value |= std::uint64_t{data[at + i]} << (8 * i);
+    for (std::size_t i = 0; i < size; ++i) value |= std::uint64_t{in[i]} << (8 * i);
     return value;
   }
+
+  // A buffer record: the message's size (u32), channel (u16) and sequence
+  // (u32), then its bytes.
+  static constexpr std::size_t kRecordHead = 10;
 
   Bus& bus_;
   const RecorderOptions options_;
@@ -252,8 +293,11 @@ class Recorder {
   std::vector<std::uint8_t> buffer_;
   std::atomic<std::uint64_t> write_{0};
   std::atomic<std::uint64_t> read_{0};
-  std::string scratch_;            // Take's (the consumer's)
-  std::vector<std::uint8_t> out_;  // Flush's
+  std::string scratch_;  // Take's (the consumer's)
+  // The writer's, under writer_ (Flush and Close; the bus never takes it).
+  mutable std::mutex writer_;
+  std::vector<std::uint8_t> out_;
+  std::uint32_t record_sequence_ = 0;
   McapWriter mcap_;
   std::vector<std::string> files_;
   bool ok_ = true;

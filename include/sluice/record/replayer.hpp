@@ -22,6 +22,7 @@
 #include "sluice/config.hpp"
 #include "sluice/message.hpp"
 #include "sluice/nats/codec.hpp"
+#include "sluice/publish_result.hpp"
 #include "sluice/record/mcap_reader.hpp"
 #include "sluice/record/recorder.hpp"
 
@@ -35,11 +36,18 @@ struct ReplayResult {
   std::uint64_t skipped = 0;
   // Messages whose bytes the codec refused, or shorter than the header.
   std::uint64_t undecodable = 0;
-  // A topic's sequence numbers that did not follow on (a message missing
-  // from the recording), counted per missing number.
+  // Messages missing from a topic's numbers (each topic's start at 0): the
+  // recorder's refusals and failures, a file left out.
   std::uint64_t sequence_gaps = 0;
+  // Messages whose number was not past the topic's last (a file given
+  // twice, or out of order): published all the same.
+  std::uint64_t sequence_repeats = 0;
   // Refused for room and not admitted after make_room gave up.
   std::uint64_t refused = 0;
+  // Refused as bad input by the bus (kRejected).
+  std::uint64_t rejected = 0;
+  // The bus closed: the run stopped at the first message it refused.
+  bool closed = false;
   // The first file that could not be read, and why (kNone: every file read).
   McapReadError error = McapReadError::kNone;
   std::string error_file;
@@ -59,19 +67,31 @@ class Replayer {
       std::optional<T> value = Codec::Decode(data, size);
       if (!value) return Outcome::kUndecodable;
       for (;;) {
-        if (bus_.PublishFast(*value, sender, stamp, priority)) return Outcome::kPublished;
-        if (!make_room()) return Outcome::kRefused;
+        const PublishResult result = bus_.PublishFast(*value, sender, stamp, priority);
+        switch (result.Outcome()) {
+          case PublishOutcome::kAdmitted:
+            return Outcome::kPublished;
+          case PublishOutcome::kRefusedFull:
+          case PublishOutcome::kLaneFull:
+            if (!make_room()) return Outcome::kRefused;
+            break;  // room made: again
+          case PublishOutcome::kClosed:
+            return Outcome::kClosed;
+          default:
+            return Outcome::kRejected;
+        }
       }
     };
   }
 
   // Publishes every message of `files`, in order. A publish refused for
-  // room calls `make_room()` (dispatch some of the bus, say) and tries
-  // again, until it returns false. Stops at the first file that cannot be
-  // read (result.error).
+  // room (kRefusedFull, kLaneFull) calls `make_room()` (dispatch some of
+  // the bus, say) and tries again, until it returns false. Stops at the
+  // first file that cannot be read (result.error), or when the bus is
+  // closed (result.closed).
   ReplayResult Run(const std::vector<std::string>& files, const std::function<bool()>& make_room) {
     ReplayResult result;
-    std::map<std::string, std::uint32_t> next_sequence;
+    std::map<std::string, std::uint64_t> next_sequence;  // by topic; 0 before its first
     for (const std::string& path : files) {
       McapReader reader(path);
       McapMessage message;
@@ -82,11 +102,13 @@ class Replayer {
           ++result.skipped;
           continue;
         }
-        const auto expected = next_sequence.find(channel->topic);
-        if (expected != next_sequence.end() && message.sequence != expected->second) {
-          result.sequence_gaps += message.sequence - expected->second;
+        std::uint64_t& expected = next_sequence[channel->topic];
+        if (message.sequence >= expected) {
+          result.sequence_gaps += message.sequence - expected;
+          expected = std::uint64_t{message.sequence} + 1;
+        } else {
+          ++result.sequence_repeats;
         }
-        next_sequence[channel->topic] = message.sequence + 1;
         if (message.size < kWireHeaderBytes || message.data[20] > 2) {
           ++result.undecodable;
           continue;
@@ -105,6 +127,12 @@ class Replayer {
           case Outcome::kRefused:
             ++result.refused;
             break;
+          case Outcome::kRejected:
+            ++result.rejected;
+            break;
+          case Outcome::kClosed:
+            result.closed = true;
+            return result;
         }
       }
       if (reader.Error() != McapReadError::kNone) {
@@ -117,7 +145,7 @@ class Replayer {
   }
 
  private:
-  enum class Outcome { kPublished, kUndecodable, kRefused };
+  enum class Outcome { kPublished, kUndecodable, kRefused, kRejected, kClosed };
   using Publish = std::function<Outcome(const std::uint8_t*, std::size_t, std::uint32_t,
                                         std::chrono::nanoseconds, MessagePriority,
                                         const std::function<bool()>&)>;
