@@ -90,7 +90,7 @@ std::uint64_t Checksum(const std::vector<Seen>& seen) {
     mix(s.stamp);
     mix(static_cast<std::uint64_t>(s.priority));
     mix(s.a);
-    mix(static_cast<std::uint64_t>(s.b * 1024));
+    mix(static_cast<std::uint64_t>(static_cast<std::int64_t>(s.b * 1024)));  // b may be negative
   }
   return sum;
 }
