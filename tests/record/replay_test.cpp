@@ -329,6 +329,17 @@ TEST(ReplayTest, WhatTheRecordingMissesIsCountedAtReplay) {
     replayer.Replay<Pose>("/robot/pose");
     return replayer.Run(which, [&target] { return target.ProcessBatch() != 0; });
   };
+  // MCAP's readers read the files with their gaps (where node and
+  // @mcap/core are installed).
+  const std::string node = SLUICE_NODE_BINARY;
+  const std::string modules = SLUICE_NODE_MODULES;
+  if (!node.empty() && !modules.empty() && std::ifstream(modules + "/@mcap/core/package.json")) {
+    for (const std::string& file : files) {
+      const std::string command = "NODE_PATH='" + modules + "' '" + node + "' '" +
+                                  SLUICE_MCAP_CHECK_SCRIPT + "' '" + file + "' >/dev/null 2>&1";
+      EXPECT_EQ(std::system(command.c_str()), 0) << file;
+    }
+  }
   const auto all = replay(files);
   EXPECT_EQ(all.published, counts.recorded);
   EXPECT_EQ(all.sequence_gaps, counts.refused);
@@ -431,6 +442,25 @@ TEST(McapReaderTest, AFileCutShortGivesTheMessagesBeforeTheCut) {
   while (reader.Next(&message)) EXPECT_EQ(message.sequence, read++);
   EXPECT_EQ(read, 6u);
   EXPECT_EQ(reader.Error(), sluice::record::McapReadError::kTruncated);
+}
+
+// A record longer than the reader's bound is refused before anything of
+// its size is allocated.
+TEST(McapReaderTest, ARecordPastTheBoundIsRefusedWithoutAllocatingIt) {
+  const std::string path = Scratch("huge.mcap");
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    const unsigned char magic[8] = {0x89, 'M', 'C', 'A', 'P', 0x30, '\r', '\n'};
+    out.write(reinterpret_cast<const char*>(magic), sizeof(magic));
+    unsigned char head[9] = {0x05};
+    const std::uint64_t length = std::uint64_t{1} << 40;  // a terabyte
+    for (int i = 0; i < 8; ++i) head[1 + i] = static_cast<unsigned char>(length >> (8 * i));
+    out.write(reinterpret_cast<const char*>(head), sizeof(head));
+  }
+  sluice::record::McapReader reader(path);
+  sluice::record::McapMessage message;
+  EXPECT_FALSE(reader.Next(&message));
+  EXPECT_EQ(reader.Error(), sluice::record::McapReadError::kRecordTooLarge);
 }
 
 // The writer gives every id MCAP has: schemas 1 to 65535, channels 0 to

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/little_endian.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
@@ -88,7 +89,7 @@ class McapReader {
         return Fail(std::ferror(file_) != 0 ? McapReadError::kCannotOpen
                                             : McapReadError::kTruncated);
       }
-      const std::uint64_t length = Little(head + 1, 8);
+      const std::uint64_t length = detail::GetLittle(head + 1, 8);
       if (length > kMaxRecordBytes) return Fail(McapReadError::kRecordTooLarge);
       record_.resize(static_cast<std::size_t>(length));
       if (length != 0 && std::fread(record_.data(), 1, record_.size(), file_) != record_.size()) {
@@ -155,15 +156,10 @@ class McapReader {
     error_ = error;
     return false;
   }
-  static std::uint64_t Little(const std::uint8_t* in, std::size_t size) {
-    std::uint64_t value = 0;
-    for (std::size_t i = 0; i < size; ++i) value |= std::uint64_t{in[i]} << (8 * i);
-    return value;
-  }
   template <typename T>
   bool Take(std::size_t& at, std::size_t end, std::size_t size, T* value) const {
     if (end - at < size) return false;
-    *value = static_cast<T>(Little(record_.data() + at, size));
+    *value = static_cast<T>(detail::GetLittle(record_.data() + at, size));
     at += size;
     return true;
   }

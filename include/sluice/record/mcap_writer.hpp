@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/little_endian.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
@@ -199,11 +200,14 @@ class McapWriter {
   static constexpr std::uint8_t kOpSummaryOffset = 0x0E;
   static constexpr std::uint8_t kOpDataEnd = 0x0F;
 
+  // Appends the field to a record being built.
   static void PutLittle(std::string& out, std::uint64_t value, std::size_t bytes) {
-    for (std::size_t i = 0; i < bytes; ++i) out.push_back(static_cast<char>(value >> (8 * i)));
+    std::uint8_t field[8];
+    detail::PutLittle(field, value, bytes);
+    out.append(reinterpret_cast<const char*>(field), bytes);
   }
   static void PutLittle(std::uint8_t* out, std::uint64_t value, std::size_t bytes) {
-    for (std::size_t i = 0; i < bytes; ++i) out[i] = static_cast<std::uint8_t>(value >> (8 * i));
+    detail::PutLittle(out, value, bytes);
   }
   // A string, bytes or map: a 32-bit length, then the content.
   static void PutString(std::string& out, std::string_view text) {

@@ -1,7 +1,7 @@
 // Recording a bus into MCAP files: chosen message types, in the order the
 // bus dispatches them, each with its header (msg_id, timestamp, sender,
 // priority, lane), into files split by size, for the replayer
-// (sluice/record/replayer.hpp) and any MCAP tool. Hosted.
+// (sluice/record/replayer.hpp) and MCAP's readers. Hosted.
 //
 // The recorder never holds the bus up: it is a subscriber whose callback
 // copies the message, encoded by its codec (sluice/nats/codec.hpp, standard
@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/little_endian.hpp"
 #include "sluice/message.hpp"
 #include "sluice/nats/codec.hpp"
 #include "sluice/record/mcap_writer.hpp"
@@ -168,9 +169,9 @@ class Recorder {
     while (at != end) {
       std::uint8_t head[kRecordHead];
       CopyOut(at, head, sizeof(head));
-      const auto size = static_cast<std::uint32_t>(Little(head, 4));
-      const auto channel = static_cast<std::uint16_t>(Little(head + 4, 2));
-      record_sequence_ = static_cast<std::uint32_t>(Little(head + 6, 4));
+      const auto size = static_cast<std::uint32_t>(detail::GetLittle(head, 4));
+      const auto channel = static_cast<std::uint16_t>(detail::GetLittle(head + 4, 2));
+      record_sequence_ = static_cast<std::uint32_t>(detail::GetLittle(head + 6, 4));
       record.resize(size);
       CopyOut(at + sizeof(head), record.data(), size);
       at += sizeof(head) + size;
@@ -226,9 +227,9 @@ class Recorder {
       return;
     }
     std::uint8_t head[kRecordHead];
-    PutLittle(reinterpret_cast<char*>(head), bytes.size(), 4);
-    PutLittle(reinterpret_cast<char*>(head) + 4, channel, 2);
-    PutLittle(reinterpret_cast<char*>(head) + 6, sequence, 4);
+    detail::PutLittle(head, bytes.size(), 4);
+    detail::PutLittle(head + 4, channel, 2);
+    detail::PutLittle(head + 6, sequence, 4);
     CopyIn(at, head, sizeof(head));
     CopyIn(at + sizeof(head), reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
     // Release: the record's bytes before the position that shows them.
@@ -236,7 +237,7 @@ class Recorder {
   }
 
   static void PutLittle(char* out, std::uint64_t value, std::size_t size) {
-    for (std::size_t i = 0; i < size; ++i) out[i] = static_cast<char>(value >> (8 * i));
+    detail::PutLittle(reinterpret_cast<std::uint8_t*>(out), value, size);
   }
   void CopyIn(std::uint64_t at, const std::uint8_t* from, std::size_t size) {
     for (std::size_t i = 0; i < size; ++i) buffer_[(at + i) % buffer_.size()] = from[i];
@@ -270,14 +271,9 @@ class Recorder {
       state.mcap_channel = schema == 0 ? -1 : mcap_.AddChannel(schema, state.topic, kWireEncoding);
       if (state.mcap_channel < 0) return false;
     }
-    const std::uint64_t stamp = Little(data.data() + 8, 8);
+    const std::uint64_t stamp = detail::GetLittle(data.data() + 8, 8);
     return mcap_.AddMessage(state.mcap_channel, record_sequence_, stamp, stamp, data.data(),
                             data.size());
-  }
-  static std::uint64_t Little(const std::uint8_t* in, std::size_t size) {
-    std::uint64_t value = 0;
-    for (std::size_t i = 0; i < size; ++i) value |= std::uint64_t{in[i]} << (8 * i);
-    return value;
   }
 
   // A buffer record: the message's size (u32), channel (u16) and sequence

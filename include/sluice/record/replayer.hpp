@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/little_endian.hpp"
 #include "sluice/message.hpp"
 #include "sluice/nats/codec.hpp"
 #include "sluice/publish_result.hpp"
@@ -113,8 +114,8 @@ class Replayer {
           ++result.undecodable;
           continue;
         }
-        const auto stamp = std::chrono::nanoseconds(Little(message.data + 8, 8));
-        const auto sender = static_cast<std::uint32_t>(Little(message.data + 16, 4));
+        const auto stamp = std::chrono::nanoseconds(detail::GetLittle(message.data + 8, 8));
+        const auto sender = static_cast<std::uint32_t>(detail::GetLittle(message.data + 16, 4));
         const auto priority = static_cast<MessagePriority>(message.data[20]);
         switch (replay->second(message.data + kWireHeaderBytes, message.size - kWireHeaderBytes,
                                sender, stamp, priority, make_room)) {
@@ -149,12 +150,6 @@ class Replayer {
   using Publish = std::function<Outcome(const std::uint8_t*, std::size_t, std::uint32_t,
                                         std::chrono::nanoseconds, MessagePriority,
                                         const std::function<bool()>&)>;
-
-  static std::uint64_t Little(const std::uint8_t* in, std::size_t size) {
-    std::uint64_t value = 0;
-    for (std::size_t i = 0; i < size; ++i) value |= std::uint64_t{in[i]} << (8 * i);
-    return value;
-  }
 
   Bus& bus_;
   std::map<std::string, Publish> topics_;

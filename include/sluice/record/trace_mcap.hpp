@@ -1,7 +1,7 @@
 // Traced events (sluice/trace/) as an MCAP channel: each TraceEvent one
 // JSON message on the topic "/sluice/trace", with a JSON Schema that names
-// every field, so any MCAP tool (Foxglove, the mcap CLI) shows the events
-// by name. Hosted; standard library only.
+// every field, for tools that decode json channels by their jsonschema.
+// Hosted; standard library only.
 //
 //   sluice::record::McapWriter mcap;
 //   mcap.Open("trace.mcap");

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/little_endian.hpp"
 #include "sluice/error.hpp"
 #include "sluice/message.hpp"
 #include "sluice/publish_result.hpp"
@@ -113,33 +114,20 @@ constexpr const char* ToString(TraceReadError error) noexcept {
   return "unknown error";
 }
 
-namespace detail {
-
-inline void PutLittle(std::uint8_t* out, std::uint64_t value, std::size_t bytes) noexcept {
-  for (std::size_t i = 0; i < bytes; ++i) out[i] = static_cast<std::uint8_t>(value >> (8 * i));
-}
-inline std::uint64_t GetLittle(const std::uint8_t* in, std::size_t bytes) noexcept {
-  std::uint64_t value = 0;
-  for (std::size_t i = 0; i < bytes; ++i) value |= static_cast<std::uint64_t>(in[i]) << (8 * i);
-  return value;
-}
-
-}  // namespace detail
-
 // Writes `event` as its record: kTraceRecordBytes bytes at `out`.
 inline void EncodeTraceEvent(const TraceEvent& event, std::uint8_t* out) noexcept {
-  detail::PutLittle(out + 0, event.msg_id, 8);
-  detail::PutLittle(out + 8, event.stamp_ns, 8);
-  detail::PutLittle(out + 16, event.time_ns, 8);
-  detail::PutLittle(out + 24, event.sender_id, 4);
-  detail::PutLittle(out + 28, event.type_index, 4);
-  detail::PutLittle(out + 32, event.value, 4);
-  detail::PutLittle(out + 36, event.bus_id, 2);
-  detail::PutLittle(out + 38, event.lane, 2);
+  sluice::detail::PutLittle(out + 0, event.msg_id, 8);
+  sluice::detail::PutLittle(out + 8, event.stamp_ns, 8);
+  sluice::detail::PutLittle(out + 16, event.time_ns, 8);
+  sluice::detail::PutLittle(out + 24, event.sender_id, 4);
+  sluice::detail::PutLittle(out + 28, event.type_index, 4);
+  sluice::detail::PutLittle(out + 32, event.value, 4);
+  sluice::detail::PutLittle(out + 36, event.bus_id, 2);
+  sluice::detail::PutLittle(out + 38, event.lane, 2);
   out[40] = static_cast<std::uint8_t>(event.kind);
   out[41] = static_cast<std::uint8_t>(event.priority);
   out[42] = event.detail;
-  detail::PutLittle(out + 43, 0, 5);
+  sluice::detail::PutLittle(out + 43, 0, 5);
 }
 
 namespace detail {
@@ -173,16 +161,16 @@ inline TraceReadError DecodeTraceEvent(const std::uint8_t* in, TraceEvent* event
   if (!detail::IsDetailOf(static_cast<TraceEventKind>(kind), in[42])) {
     return TraceReadError::kBadDetail;
   }
-  if (detail::GetLittle(in + 43, 5) != 0) return TraceReadError::kNonZeroReserved;
+  if (sluice::detail::GetLittle(in + 43, 5) != 0) return TraceReadError::kNonZeroReserved;
   TraceEvent read;
-  read.msg_id = detail::GetLittle(in + 0, 8);
-  read.stamp_ns = detail::GetLittle(in + 8, 8);
-  read.time_ns = detail::GetLittle(in + 16, 8);
-  read.sender_id = static_cast<std::uint32_t>(detail::GetLittle(in + 24, 4));
-  read.type_index = static_cast<std::uint32_t>(detail::GetLittle(in + 28, 4));
-  read.value = static_cast<std::uint32_t>(detail::GetLittle(in + 32, 4));
-  read.bus_id = static_cast<std::uint16_t>(detail::GetLittle(in + 36, 2));
-  read.lane = static_cast<std::uint16_t>(detail::GetLittle(in + 38, 2));
+  read.msg_id = sluice::detail::GetLittle(in + 0, 8);
+  read.stamp_ns = sluice::detail::GetLittle(in + 8, 8);
+  read.time_ns = sluice::detail::GetLittle(in + 16, 8);
+  read.sender_id = static_cast<std::uint32_t>(sluice::detail::GetLittle(in + 24, 4));
+  read.type_index = static_cast<std::uint32_t>(sluice::detail::GetLittle(in + 28, 4));
+  read.value = static_cast<std::uint32_t>(sluice::detail::GetLittle(in + 32, 4));
+  read.bus_id = static_cast<std::uint16_t>(sluice::detail::GetLittle(in + 36, 2));
+  read.lane = static_cast<std::uint16_t>(sluice::detail::GetLittle(in + 38, 2));
   read.kind = static_cast<TraceEventKind>(kind);
   read.priority = static_cast<MessagePriority>(in[41]);
   read.detail = in[42];

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/little_endian.hpp"
 #include "sluice/trace/trace_event.hpp"
 
 namespace sluice {
@@ -28,9 +29,9 @@ inline void EncodeTraceStreamHeader(std::uint8_t* out) noexcept {
   out[1] = 'L';
   out[2] = 'T';
   out[3] = 'R';
-  detail::PutLittle(out + 4, kTraceStreamVersion, 2);
-  detail::PutLittle(out + 6, kTraceRecordBytes, 2);
-  detail::PutLittle(out + 8, 0, 8);
+  sluice::detail::PutLittle(out + 4, kTraceStreamVersion, 2);
+  sluice::detail::PutLittle(out + 6, kTraceRecordBytes, 2);
+  sluice::detail::PutLittle(out + 8, 0, 8);
 }
 
 // Drains `ring` (the drainer's thread) into `write(const std::uint8_t*
@@ -77,11 +78,11 @@ class TraceStreamReader {
       error_ = TraceReadError::kTruncated;
     } else if (data[0] != 'S' || data[1] != 'L' || data[2] != 'T' || data[3] != 'R') {
       error_ = TraceReadError::kBadMagic;
-    } else if (detail::GetLittle(data + 4, 2) != kTraceStreamVersion) {
+    } else if (sluice::detail::GetLittle(data + 4, 2) != kTraceStreamVersion) {
       error_ = TraceReadError::kUnknownVersion;
-    } else if (detail::GetLittle(data + 6, 2) != kTraceRecordBytes) {
+    } else if (sluice::detail::GetLittle(data + 6, 2) != kTraceRecordBytes) {
       error_ = TraceReadError::kBadRecordSize;
-    } else if (detail::GetLittle(data + 8, 8) != 0) {
+    } else if (sluice::detail::GetLittle(data + 8, 8) != 0) {
       error_ = TraceReadError::kNonZeroReserved;
     } else {
       offset_ = kTraceStreamHeaderBytes;
