@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/record/flight_recorder.hpp"
+#include "sluice/record/flight_recorder_observer.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -126,6 +128,49 @@ TEST(AllocationTest, MpscRunsWithoutAllocating) {
 
 TEST(AllocationTest, SpscRunsWithoutAllocating) {
   ExpectNoAllocationWhileRunning<sluice::SpscBus<BasicPayload, 4096>>();
+}
+
+// A flight recorder armed, triggered and freezing windows (by a trigger
+// type and by calls) allocates nothing on the bus's threads: only its
+// writer, outside the scope here, allocates.
+TEST(AllocationTest, AnArmedFlightRecorderAllocatesNothingWhileTheBusRuns) {
+  using Recorder = sluice::record::FlightRecorder<BasicPayload>;
+  struct Traits : sluice::DefaultBusTraits {
+    using Observer = sluice::record::FlightRecorderObserver<Recorder, SensorData>;
+  };
+  sluice::record::FlightRecorderOptions options;
+  options.before = 200;
+  options.after = 100;
+  options.path_prefix = "/nonexistent-directory-of-sluice/flight";
+  Recorder recorder(options);
+  auto bus = std::make_unique<sluice::MpscBus<BasicPayload, 4096, Traits>>();
+  bus->GetObserver().Attach(&recorder);
+  std::uint64_t sum = 0;
+  const auto handle =
+      bus->template Subscribe<MotorCmd>([&sum](const MotorCmd& c) { sum += c.speed; });
+  ASSERT_TRUE(handle.IsValid());
+  std::uint64_t frozen = 0;
+  for (int round = 0; round < 20; ++round) {
+    {
+      AllocationScope scope;
+      for (int i = 0; i < 1000; ++i) {
+        (void)bus->Publish(MotorCmd{i});
+        if (i == 500 && round % 2 == 0) {
+          (void)bus->PublishWithPriority(SensorData{1.0f}, 2, sluice::MessagePriority::HIGH);
+        }
+        if (i % 100 == 0) bus->ProcessBatch(64);
+      }
+      if (round % 2 == 1) recorder.Trigger();
+      while (bus->ProcessBatch(256) != 0) {
+      }
+      frozen += recorder.DumpPending() ? 1 : 0;
+      EXPECT_EQ(scope.count(), 0) << "heap allocations with a flight recorder armed";
+    }
+    (void)recorder.WriteDumps();  // the writer's: not the bus's
+  }
+  EXPECT_GE(frozen, 10u);
+  EXPECT_GE(recorder.Counts().triggers, 10u);
+  EXPECT_GT(sum, 0u);
 }
 
 TEST(AllocationTest, SubscribeAndUnsubscribeDoNotAllocate) {

@@ -82,6 +82,10 @@ void ForEachOneCoreRow(Visit&& visit, std::vector<std::string>* missing) {
         AdapterTag<SpscFullFastCallbacksTraced>{});
   visit("Sluice SPSC BARE_METAL PublishFast visitor, traced into a TraceRing", true,
         AdapterTag<SpscBareFastVisitorTraced>{});
+  visit("Sluice SPSC FULL_FEATURED PublishFast callbacks, flight recorder armed", true,
+        AdapterTag<SpscFullFastCallbacksFlight>{});
+  visit("Sluice SPSC BARE_METAL PublishFast visitor, flight recorder armed", true,
+        AdapterTag<SpscBareFastVisitorFlight>{});
   visit("Sluice MPSC FULL_FEATURED PublishFast callbacks", true,
         AdapterTag<MpscFullFastCallbacks>{});
   visit("Sluice MPSC BARE_METAL PublishFast visitor", true, AdapterTag<MpscBareFastVisitor>{});

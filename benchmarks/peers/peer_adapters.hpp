@@ -28,6 +28,8 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <sluice/record/flight_recorder.hpp>
+#include <sluice/record/flight_recorder_observer.hpp>
 #include <sluice/sluice.hpp>
 #include <sluice/trace/trace_ring.hpp>
 #include <sluice/trace/tracing_observer.hpp>
@@ -225,6 +227,33 @@ template <typename P>
 using SpscFullFastCallbacksTraced = TracedSluiceAdapter<kSpsc, kFull, kCallbacks, P>;
 template <typename P>
 using SpscBareFastVisitorTraced = TracedSluiceAdapter<kSpsc, kBare, kVisitor, P>;
+
+// A flight recorder armed (sluice/record/flight_recorder.hpp): every message
+// the consumer takes copied into the recorder's live window (3,072 before a
+// trigger, 1,024 after), no trigger type; no trigger comes, so no window
+// is ever written: what keeping the last messages costs.
+template <ProducerModel kModel, PerformanceMode kMode, SluicePath kPath, typename Probe>
+class FlightRecordedSluiceAdapter {
+ public:
+  using Recorder = record::FlightRecorder<std::variant<Message>>;
+  struct Traits : DefaultBusTraits {
+    using Observer = record::FlightRecorderObserver<Recorder>;
+  };
+  explicit FlightRecordedSluiceAdapter(Probe& probe)
+      : inner_(probe), recorder_(std::make_unique<Recorder>(record::FlightRecorderOptions{})) {
+    inner_.bus().GetObserver().Attach(recorder_.get());
+  }
+  bool TryPush(const Message& m) { return inner_.TryPush(m); }
+  std::size_t PopSome(Probe& probe) { return inner_.PopSome(probe); }
+
+ private:
+  SluiceAdapter<kModel, kMode, SluiceCall::kPublishFast, kPath, Probe, Traits> inner_;
+  std::unique_ptr<Recorder> recorder_;
+};
+template <typename P>
+using SpscFullFastCallbacksFlight = FlightRecordedSluiceAdapter<kSpsc, kFull, kCallbacks, P>;
+template <typename P>
+using SpscBareFastVisitorFlight = FlightRecordedSluiceAdapter<kSpsc, kBare, kVisitor, P>;
 
 // A registered producer: one lane as large as the bus, and the heavy fence
 // where there is one (Linux), so a lane publish fences nothing.

@@ -36,6 +36,13 @@
 // OnDispatched(header, type_index), each optional and called instead of the
 // header-only form where the observer has it; the core reads the index only
 // for an observer that takes it (sluice/trace/tracing_observer.hpp does).
+// The message itself, header and payload, goes to an observer that takes
+// it when it is taken: OnTakenMessage(const MessageEnvelope<Payload>&),
+// optional (sluice/record/flight_recorder_observer.hpp keeps a copy). An
+// observer that declares `static constexpr bool kTakesRuns = true;` lets
+// the consumer take a run of messages before it dispatches them (their
+// OnTaken events then come before the run's dispatch); it may not have
+// OnDispatched (a compile-time error).
 //
 // Every event goes to two observers, in one place
 // (detail/observe/observation.hpp): the traits' Observer, and before it

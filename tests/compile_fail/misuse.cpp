@@ -22,6 +22,21 @@ struct TriviallyCopyableTraits : sluice::DefaultBusTraits {
 };
 #endif
 
+#if CASE == 65
+// At namespace scope: a local class may not have static data members.
+struct RunsAndDispatched : sluice::NoObserver {
+  static constexpr bool kTakesRuns = true;
+};
+struct RunsAndDispatchedTraits : sluice::DefaultBusTraits {
+  using Observer = RunsAndDispatched;  // NoObserver's OnDispatched, inherited
+};
+#endif
+#if CASE == 66
+#include <string>
+
+#include "sluice/record/flight_recorder.hpp"
+#endif
+
 int main() {
 #if CASE == 1  // subscribing to a type that is not in the variant
   sluice::MpscBus<Payload, 16> bus;
@@ -326,6 +341,12 @@ int main() {
   };
   sluice::MpscBus<Payload, 8, Traits> bus;
   (void)bus.ProcessBatch();
+#elif CASE == 65  // an observer that takes runs and has OnDispatched
+  sluice::MpscBus<Payload, 8, RunsAndDispatchedTraits> bus;
+  (void)bus.ProcessBatch();
+#elif CASE == 66  // a flight recorder of a payload whose copy may allocate
+  sluice::record::FlightRecorder<std::variant<A, std::string> > recorder({});
+  (void)recorder.Capacity();
 #elif CASE == 40  // a 0.2 knob: the starvation limit
   struct Traits : sluice::PriorityOrderTraits {
     static constexpr std::uint32_t kStarvationLimit = 4;

@@ -20,6 +20,7 @@ async function main() {
   const schemas = new Map();
   const perTopic = {};
   const kinds = {};
+  const metadata = [];
   let messages = 0;
   let lastSequence = new Map();
   for (let record; (record = stream.nextRecord()); ) {
@@ -31,6 +32,7 @@ async function main() {
       }
       channels.set(record.id, record);
     }
+    if (record.type === "Metadata") metadata.push(record);
     if (record.type === "Message") {
       const channel = channels.get(record.channelId);
       if (!channel) throw new Error(`a message on channel ${record.channelId}, not yet written`);
@@ -79,7 +81,32 @@ async function main() {
     }
   }
 
+  // Metadata: the statistics' count, one index each in the summary, and
+  // what the indexed reader reads through them equal to the data section's.
+  if (statistics.metadataCount !== metadata.length) {
+    throw new Error(`statistics say ${statistics.metadataCount} metadata records; the file holds ${metadata.length}`);
+  }
+  if (indexed.metadataIndexes.length !== metadata.length) {
+    throw new Error(`the summary indexes ${indexed.metadataIndexes.length} metadata records; the file holds ${metadata.length}`);
+  }
+  const indexedMetadata = [];
+  for await (const record of indexed.readMetadata()) indexedMetadata.push(record);
+  if (indexedMetadata.length !== metadata.length) {
+    throw new Error("the indexed reader read a different number of metadata records");
+  }
+  indexedMetadata.forEach((record, i) => {
+    const data = metadata[i];
+    if (record.name !== data.name || JSON.stringify([...record.metadata]) !== JSON.stringify([...data.metadata])) {
+      throw new Error(`metadata record ${i} (${data.name}) differs between the index and the data section`);
+    }
+  });
+
   console.log(`messages ${messages}`);
+  for (const record of metadata) {
+    for (const [key, value] of record.metadata) {
+      if (/^[0-9]+$/.test(value)) console.log(`meta ${record.name}.${key} ${value}`);
+    }
+  }
   for (const type of Object.keys(records).sort()) console.log(`record ${type} ${records[type]}`);
   for (const topic of Object.keys(perTopic).sort()) console.log(`topic ${topic} ${perTopic[topic]}`);
   for (const kind of Object.keys(kinds).sort()) console.log(`kind ${kind} ${kinds[kind]}`);

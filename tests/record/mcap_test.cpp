@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "mcap_check.hpp"
 #include "sluice/record/mcap_writer.hpp"
 #include "sluice/record/trace_mcap.hpp"
 #include "sluice/sluice.hpp"
@@ -23,6 +24,8 @@
 #include "sluice/trace/tracing_observer.hpp"
 
 namespace {
+
+using sluice_test::ReadWithMcapsOwnReader;
 
 using sluice::record::McapWriter;
 
@@ -153,41 +156,6 @@ TEST(McapWriterTest, MisuseIsRefusedAndTheFileStaysWhole) {
   const auto records = Records(ReadFile(path));
   EXPECT_EQ(records.size(), 9u);  // header, channel, message, data end, channel, statistics,
                                   // two offsets, footer
-}
-
-// What check_mcap.cjs printed, by key ("messages", "topic /a", "kind x",
-// "record Schema"); empty, with `*skip` set, without node or @mcap/core.
-std::map<std::string, std::uint64_t> ReadWithMcapsOwnReader(const std::string& path,
-                                                            std::string* skip) {
-  const std::string node = SLUICE_NODE_BINARY;
-  const std::string modules = SLUICE_NODE_MODULES;
-  std::ifstream package(modules + "/@mcap/core/package.json");
-  if (node.empty() || modules.empty() || !package) {
-    *skip =
-        "node or the npm package @mcap/core not found (Debian: nodejs; then "
-        "tools/install_node_packages.sh DIR and SLUICE_NODE_MODULES=DIR/node_modules)";
-    return {};
-  }
-  const std::string command = "NODE_PATH='" + modules + "' '" + node + "' '" +
-                              SLUICE_MCAP_CHECK_SCRIPT + "' '" + path + "' 2>&1";
-  std::FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    ADD_FAILURE() << "cannot run " << command;
-    return {};
-  }
-  std::string output;
-  char buffer[512];
-  while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
-  const int status = pclose(pipe);
-  EXPECT_EQ(status, 0) << output;
-  std::map<std::string, std::uint64_t> found;
-  std::istringstream lines(output);
-  for (std::string line; std::getline(lines, line);) {
-    const std::size_t space = line.rfind(' ');
-    if (space == std::string::npos) continue;
-    found[line.substr(0, space)] = std::stoull(line.substr(space + 1));
-  }
-  return found;
 }
 
 TEST(McapReaderCheckTest, McapsOwnReadersFindExactlyWhatWasWritten) {

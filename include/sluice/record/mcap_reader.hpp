@@ -132,6 +132,25 @@ class McapReader {
           *message = read;
           return true;
         }
+        case 0x0C: {  // Metadata
+          std::string name;
+          std::uint32_t map_length = 0;
+          if (!TakeString(field, end, &name) || !Take(field, end, 4, &map_length) ||
+              end - field < map_length) {
+            return Fail(McapReadError::kBadRecord);
+          }
+          std::map<std::string, std::string>& entries = metadata_[name];
+          const std::size_t map_end = field + map_length;
+          while (field < map_end) {
+            std::string key;
+            std::string value;
+            if (!TakeString(field, map_end, &key) || !TakeString(field, map_end, &value)) {
+              return Fail(McapReadError::kBadRecord);
+            }
+            entries[key] = value;
+          }
+          break;
+        }
         case 0x06:  // Chunk
           return Fail(McapReadError::kChunked);
         case 0x0F:  // DataEnd: the summary after it repeats what was read
@@ -145,6 +164,11 @@ class McapReader {
   }
 
   McapReadError Error() const noexcept { return error_; }
+  // The Metadata records read so far, by name (a later record of a name
+  // adds to and overrides an earlier one's keys).
+  const std::map<std::string, std::map<std::string, std::string>>& Metadata() const {
+    return metadata_;
+  }
   // The channel `id`, once its record was read; null before.
   const McapChannel* Channel(std::uint16_t id) const {
     const auto found = channels_.find(id);
@@ -177,6 +201,7 @@ class McapReader {
   McapReadError error_ = McapReadError::kNone;
   std::map<std::uint16_t, std::string> schemas_;
   std::map<std::uint16_t, McapChannel> channels_;
+  std::map<std::string, std::map<std::string, std::string>> metadata_;
 };
 
 }  // namespace record

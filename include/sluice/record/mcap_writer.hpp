@@ -3,8 +3,9 @@
 // (writes through std::FILE); standard library only; not used by the bus.
 //
 // What it writes: the magic, a Header, then the data section (Schema,
-// Channel and Message records in the order they are added), a DataEnd, a
-// summary section (every Schema and Channel again, one Statistics record)
+// Channel, Message and Metadata records in the order they are added), a
+// DataEnd, a summary section (every Schema and Channel again, a
+// MetadataIndex for each Metadata record, one Statistics record)
 // with a SummaryOffset record for each of its groups, the Footer and the
 // magic. No chunks, so no chunk or message indexes: read it from the start
 // (MCAP's stream readers; an indexed reader's message query finds nothing
@@ -55,6 +56,7 @@ class McapWriter {
     schemas_.clear();
     channels_.clear();
     channel_counts_.clear();
+    metadata_indexes_.clear();
     message_count_ = 0;
     first_time_ = 0;
     last_time_ = 0;
@@ -137,6 +139,30 @@ class McapWriter {
     return true;
   }
 
+  // A Metadata record: `name` and its key/value pairs, in the data
+  // section, indexed in the summary (MetadataIndex). False when the file
+  // is not open or the write failed.
+  bool AddMetadata(std::string_view name, const std::map<std::string, std::string>& metadata) {
+    if (file_ == nullptr) return false;
+    std::string record;
+    PutString(record, name);
+    std::string map;
+    for (const auto& [key, value] : metadata) {
+      PutString(map, key);
+      PutString(map, value);
+    }
+    PutString(record, map);
+    const std::uint64_t start = offset_;
+    WriteRecord(kOpMetadata, record);
+    if (!ok_) return false;
+    std::string index;
+    PutLittle(index, start, 8);
+    PutLittle(index, offset_ - start, 8);
+    PutString(index, name);
+    metadata_indexes_.push_back(index);
+    return true;
+  }
+
   // Hands what the writer has buffered to the operating system (fflush):
   // a message AddMessage took is in the file once this or Close returns
   // true. False if any write since Open failed.
@@ -169,6 +195,7 @@ class McapWriter {
     };
     group(kOpSchema, schemas_);
     group(kOpChannel, channels_);
+    group(kOpMetadataIndex, metadata_indexes_);
     group(kOpStatistics, {Statistics()});
     const std::uint64_t summary_offset_start = offset_;
     for (const auto& [opcode, place] : groups) {
@@ -197,6 +224,8 @@ class McapWriter {
   static constexpr std::uint8_t kOpChannel = 0x04;
   static constexpr std::uint8_t kOpMessage = 0x05;
   static constexpr std::uint8_t kOpStatistics = 0x0B;
+  static constexpr std::uint8_t kOpMetadata = 0x0C;
+  static constexpr std::uint8_t kOpMetadataIndex = 0x0D;
   static constexpr std::uint8_t kOpSummaryOffset = 0x0E;
   static constexpr std::uint8_t kOpDataEnd = 0x0F;
 
@@ -221,7 +250,7 @@ class McapWriter {
     PutLittle(record, schemas_.size(), 2);
     PutLittle(record, channels_.size(), 4);
     PutLittle(record, 0, 4);  // attachments
-    PutLittle(record, 0, 4);  // metadata records
+    PutLittle(record, metadata_indexes_.size(), 4);
     PutLittle(record, 0, 4);  // chunks
     PutLittle(record, first_time_, 8);
     PutLittle(record, last_time_, 8);
@@ -256,6 +285,7 @@ class McapWriter {
   std::vector<std::string> schemas_;   // each Schema record's content
   std::vector<std::string> channels_;  // each Channel record's content
   std::vector<std::uint64_t> channel_counts_;
+  std::vector<std::string> metadata_indexes_;  // each MetadataIndex record's content
   std::uint64_t message_count_ = 0;
   std::uint64_t first_time_ = 0;
   std::uint64_t last_time_ = 0;

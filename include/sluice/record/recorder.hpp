@@ -40,14 +40,12 @@
 #include "sluice/message.hpp"
 #include "sluice/nats/codec.hpp"
 #include "sluice/record/mcap_writer.hpp"
+#include "sluice/record/wire_message.hpp"
 #include "sluice/subscription_handle.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace record {
-
-inline constexpr const char* kWireEncoding = "sluice.wire/1";
-inline constexpr std::size_t kWireHeaderBytes = 24;
 
 struct RecorderOptions {
   // Files: <path_prefix>-000.mcap, -001, ... (the next when one reaches
@@ -209,13 +207,7 @@ class Recorder {
     // ones not kept as gaps.
     const std::uint32_t sequence = state.sequence++;
     std::string& bytes = scratch_;
-    bytes.assign(kWireHeaderBytes, '\0');
-    PutLittle(&bytes[0], header.msg_id, 8);
-    PutLittle(&bytes[8], header.timestamp_ns, 8);
-    PutLittle(&bytes[16], header.sender_id, 4);
-    bytes[20] = static_cast<char>(header.priority);
-    PutLittle(&bytes[22], header.lane, 2);
-    if (!Codec::Encode(value, bytes)) {
+    if (!EncodeWireMessage<Codec>(header, value, bytes)) {
       state.failed.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -236,9 +228,6 @@ class Recorder {
     write_.store(at + need, std::memory_order_release);
   }
 
-  static void PutLittle(char* out, std::uint64_t value, std::size_t size) {
-    detail::PutLittle(reinterpret_cast<std::uint8_t*>(out), value, size);
-  }
   void CopyIn(std::uint64_t at, const std::uint8_t* from, std::size_t size) {
     for (std::size_t i = 0; i < size; ++i) buffer_[(at + i) % buffer_.size()] = from[i];
   }

@@ -166,9 +166,9 @@ class ConsumeCore : private StampResolver<Traits> {
   // Position KnownPublished(), kSlotStride, SlotsToEnd(position),
   // RunSlotAt(position), NextRunSlot(slot), IsPublishedIn(slot, position),
   // EnvelopeIn(slot), RunBytes(slot), void ReleaseRun(n)) and has no
-  // traits Observer (whose OnTaken must come just before each message's
-  // dispatch, so that a trace pairs them) takes runs of up to this many;
-  // any other
+  // traits Observer that sees each dispatch (kObservesEachDispatch: a
+  // tracer's OnTaken must come just before each message's dispatch, so
+  // that a trace pairs them) takes runs of up to this many; any other
   // front, and bare metal (where an interrupt may unsubscribe between any
   // two calls: freestanding_unsubscribe.pml), one message at a time.
   template <typename Front, typename = void>
@@ -181,8 +181,15 @@ class ConsumeCore : private StampResolver<Traits> {
   };
   static constexpr std::uint32_t kMaxRun = 32;
   template <typename Front>
+  using ObserverOf = std::decay_t<decltype(std::declval<Front&>().Watcher())>;
+  // Whether `Front`'s observer needs each message's events next to its
+  // dispatch (ObserverTakesRuns): then runs are one message long.
+  template <typename Front>
+  static constexpr bool kObservesEachDispatch =
+      Front::kObserves && !ObserverTakesRuns<ObserverOf<Front>>::value;
+  template <typename Front>
   static constexpr std::uint32_t kRunLength =
-      SLUICE_FREESTANDING || Front::kObserves
+      SLUICE_FREESTANDING || kObservesEachDispatch<Front>
           ? 1
           : static_cast<std::uint32_t>(LookAheadOf<Front>::kValue + 1 < kMaxRun
                                            ? LookAheadOf<Front>::kValue + 1
@@ -334,8 +341,10 @@ class ConsumeCore : private StampResolver<Traits> {
                   ReportError<BatchKind::kSubscriptions>(front, BusErrorCode::kCallbackThrew,
                                                          current, what);
                 });
-            // An observing front's runs are one message long: `envelope`.
-            static_assert(!Front::kObserves || kLength == 1, "an observed run is one message");
+            // A front whose observer sees each dispatch has runs one
+            // message long: `envelope`.
+            static_assert(!kObservesEachDispatch<Front> || kLength == 1,
+                          "an observed run is one message");
             ObserveConsume::Dispatched(front, *envelope);
             front.ReleaseRun(length);
             count += length;

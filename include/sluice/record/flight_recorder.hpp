@@ -1,0 +1,598 @@
+// A flight recorder: the last messages a bus dispatched, kept in memory
+// allocated at construction, and written to an MCAP file when something
+// happens (a call, a signal handler, a failed check, a message of a chosen
+// type such as an e-stop): the window before the trigger and a chosen
+// window after it. Hosted (the dump is written through std::FILE).
+//
+//   sluice::record::FlightRecorder<Payload> recorder({/*before=*/3000,
+//       /*before_ns=*/2'000'000'000, /*after=*/1000, /*after_ns=*/0, "estop"});
+//   recorder.Keep<Pose>("/robot/pose", "Pose");
+//   struct Traits : sluice::DefaultBusTraits {
+//     using Observer =
+//         sluice::record::FlightRecorderObserver<sluice::record::FlightRecorder<Payload>, EStop>;
+//   };
+//   sluice::AsyncBus<Payload, 1024, sluice::ProducerModel::kMulti, Traits> bus;
+//   bus.GetObserver().Attach(&recorder);
+//   ... on a thread of yours: recorder.WriteDumps() writes a completed window ...
+//
+// Who does what, and why nothing waits:
+//  - The bus's consumer (through FlightRecorderObserver, sluice/record/
+//    flight_recorder_observer.hpp) copies each message it takes into the
+//    live window, a ring of `before + after` envelopes (rounded up to a
+//    power of two): a copy and a compare a message, no allocation, no lock.
+//    Producers are not involved: a refusal is counted (one relaxed add) and
+//    a publish costs what it did.
+//  - A trigger is a count any thread or signal handler raises (Trigger: one
+//    lock-free add); the consumer takes it at the start or the end of a
+//    batch (or at Tick). A message of a trigger type is a trigger where it
+//    is taken.
+//  - Once `after` more messages are taken (or `after_ns` of the bus clock
+//    passed, seen at a batch's end or by Tick), the consumer freezes the
+//    window: it hands the ring to the writer and goes on in a second ring
+//    of the same size. That costs it a few stores, and, with `before_ns`,
+//    one pass over at most `before` timestamps.
+//  - The writer (WriteDumps, one thread of yours) writes the frozen window
+//    to <path_prefix>-NNN.mcap, then hands the ring back.
+//  - One window at a time: a trigger while a window is collected is part
+//    of it (counted as merged); one while the last window is still being
+//    written is counted as missed and starts nothing.
+//
+// A dump holds, in the order the bus dispatched them, every message of the
+// kept types the bus dispatched from the window's first message to its
+// last: the last `before` messages before the trigger (fewer where the
+// ring holds fewer: since the recorder was attached, or since the last
+// window was frozen; and only those at most `before_ns` older than the
+// trigger, where set) and `after` from it on. Each producer's messages are
+// therefore contiguous: every message it had admitted between its first
+// and last in the dump is in it. Its Metadata record "sluice.flight"
+// says why it was triggered, where, and how many messages the bus refused
+// from the start of the dispatch batch that took the window's first
+// message to the window's end, by priority. Messages are in "sluice.wire/1"
+// (sluice/record/wire_message.hpp): the replayer reads a dump as it reads
+// a recording.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "sluice/bus_traits.hpp"
+#include "sluice/clock.hpp"
+#include "sluice/config.hpp"
+#include "sluice/detail/consume/variant_index.hpp"
+#include "sluice/message.hpp"
+#include "sluice/nats/codec.hpp"
+#include "sluice/record/mcap_writer.hpp"
+#include "sluice/record/wire_message.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace record {
+
+// Why a window was taken (the dump's metadata "reason").
+enum class FlightTriggerReason : std::uint8_t {
+  kCall = 0,         // Trigger() from the program
+  kSignal = 1,       // Trigger(kSignal) from a signal handler
+  kFailedCheck = 2,  // Trigger(kFailedCheck) from a check of the program's
+  kMessageType = 3,  // a message of a trigger type was taken
+};
+
+inline const char* FlightTriggerReasonName(FlightTriggerReason reason) noexcept {
+  switch (reason) {
+    case FlightTriggerReason::kCall:
+      return "call";
+    case FlightTriggerReason::kSignal:
+      return "signal";
+    case FlightTriggerReason::kFailedCheck:
+      return "failed_check";
+    case FlightTriggerReason::kMessageType:
+      return "message_type";
+  }
+  return "unknown";
+}
+
+struct FlightRecorderOptions {
+  // Messages kept before the trigger, at most.
+  std::uint32_t before = 3072;
+  // ... and of those only the ones at most this many nanoseconds (bus
+  // clock, the header's timestamp_ns) older than the trigger; 0: any age.
+  // A message with no timestamp (0) is never too old.
+  std::uint64_t before_ns = 0;
+  // Messages kept from the trigger on: the window ends once this many
+  // more are taken ...
+  std::uint32_t after = 1024;
+  // ... or, if not 0, once this many nanoseconds of the bus clock passed
+  // since the trigger (seen at the end of a batch, or by Tick).
+  std::uint64_t after_ns = 0;
+  // Dump files: <path_prefix>-000.mcap, -001, ...
+  std::string path_prefix = "flight";
+};
+
+struct FlightRecorderCounts {
+  std::uint64_t triggers = 0;          // triggers that started a window
+  std::uint64_t triggers_merged = 0;   // came while a window was collected: part of it
+  std::uint64_t triggers_missed = 0;   // came while the last window was still being written
+  std::uint64_t dumps_written = 0;     // files written and closed
+  std::uint64_t dumps_failed = 0;      // a file that could not be made or written
+  std::uint64_t messages_dumped = 0;   // messages in the written files
+  std::uint64_t messages_skipped = 0;  // in a window, of a type not kept (Keep)
+};
+
+// The power of two at or above `size`: a ring slot's stride.
+constexpr std::size_t FlightSlotStride(std::size_t size) noexcept {
+  std::size_t stride = 1;
+  while (stride < size) stride <<= 1;
+  return stride;
+}
+
+// `Payload`: the bus's payload (a std::variant of trivially copyable
+// types, so that a copy allocates nothing). `Clock`: the bus clock's kind,
+// for `before_ns`, `after_ns` and Tick.
+template <typename PayloadType, typename Clock = typename DefaultBusTraits::Clock>
+class FlightRecorder {
+ public:
+  using Payload = PayloadType;
+  using Envelope = MessageEnvelope<Payload>;
+  static_assert(
+      std::is_trivially_copyable_v<Envelope>,
+      "Sluice: FlightRecorder keeps copies of the bus's envelopes: the payload's types must be "
+      "trivially copyable (a copy that allocates would allocate on the dispatch path)");
+
+  explicit FlightRecorder(FlightRecorderOptions options)
+      : options_(Clamped(std::move(options))),
+        capacity_(CapacityFor(options_.before, options_.after)),
+        mask_(capacity_ - 1),
+        rings_{std::make_unique<Slot[]>(capacity_), std::make_unique<Slot[]>(capacity_)},
+        checkpoints_(std::make_unique<Checkpoint[]>(capacity_)),
+        active_(rings_[0].get()),
+        spare_(rings_[1].get()) {}
+  FlightRecorder(const FlightRecorder&) = delete;
+  FlightRecorder& operator=(const FlightRecorder&) = delete;
+
+  // Writes messages of type T into dumps on `topic`, encoded by Codec
+  // (sluice/nats/codec.hpp), its schema named `type_name`. Before the
+  // recorder is attached. False when T or `topic` is kept already. Messages
+  // of types not kept are in the window but not in the file (counted).
+  template <typename T, typename Codec = nats::DefaultCodec<T>>
+  bool Keep(const std::string& topic, const std::string& type_name) {
+    constexpr std::size_t kIndex = detail::VariantIndex<T, Payload>::kValue;
+    static_assert(detail::VariantIndex<T, Payload>::kOccurrences == 1,
+                  "Sluice: Keep<T> needs T to be exactly one alternative of the payload");
+    if (kept_[kIndex].encode != nullptr) return false;
+    for (const KeptType& kept : kept_) {
+      if (kept.encode != nullptr && kept.topic == topic) return false;
+    }
+    kept_[kIndex].topic = topic;
+    kept_[kIndex].type_name = type_name;
+    kept_[kIndex].encode = [](const MessageHeader& header, const Payload& payload,
+                              std::string& bytes) {
+      return EncodeWireMessage<Codec>(header, *std::get_if<kIndex>(&payload), bytes);
+    };
+    return true;
+  }
+
+  // Asks for a window around now: any thread, and a signal handler (one
+  // lock-free add; nothing else). The bus's consumer takes it at the start
+  // or the end of a batch, whichever comes first (or at Tick): the
+  // window's "after" part starts with the next message it takes.
+  void Trigger(FlightTriggerReason reason = FlightTriggerReason::kCall) noexcept {
+    static_assert(std::atomic<std::uint32_t>::is_always_lock_free,
+                  "Sluice: Trigger must be safe in a signal handler");
+    request_reason_.store(static_cast<std::uint8_t>(reason), std::memory_order_relaxed);
+    // Release: the reason before the count the consumer acquires.
+    requests_.fetch_add(1, std::memory_order_release);
+  }
+
+  // The bus's consumer thread, when it is idle (after a ProcessBatchWait
+  // that timed out, say): takes a pending Trigger, and ends a window whose
+  // `after_ns` passed. A window's end is otherwise seen only at the end of
+  // a batch, so a bus that falls silent after a trigger needs Tick (or
+  // EndWindow) for its dump.
+  void Tick() noexcept {
+    TakeRequests();
+    if (stop_at_ != kNever && options_.after_ns != 0 && AfterTimePassed()) Freeze(true);
+  }
+  // The bus's consumer thread: ends the window being collected now (at
+  // shutdown, say), with what it holds.
+  void EndWindow() noexcept {
+    TakeRequests();
+    if (stop_at_ != kNever) Freeze(true);
+  }
+
+  // The writer (one thread at a time, any thread beside the bus's): writes
+  // the window the consumer froze, if there is one, to the next file, and
+  // hands its ring back. How many dumps it wrote (0 or 1; a file that
+  // failed is counted in dumps_failed and also returns 1).
+  std::size_t WriteDumps() {
+    const std::lock_guard<std::mutex> lock(writer_);
+    // Acquire: pairs with Freeze's release store; the frozen ring's
+    // envelopes and the dump's fields were written before it.
+    const Dump* dump = ready_.load(std::memory_order_acquire);
+    if (dump == nullptr) return 0;
+    char index[16];
+    std::snprintf(index, sizeof(index), "-%03zu.mcap", files_.size());
+    const std::string path = options_.path_prefix + index;
+    std::uint64_t dumped = 0;
+    std::uint64_t skipped = 0;
+    const bool ok = Write(*dump, path, &dumped, &skipped);
+    files_.push_back(path);
+    messages_dumped_.fetch_add(dumped, std::memory_order_relaxed);
+    messages_skipped_.fetch_add(skipped, std::memory_order_relaxed);
+    (ok ? dumps_written_ : dumps_failed_).fetch_add(1, std::memory_order_relaxed);
+    // Release: this thread's reads of the ring before the consumer, whose
+    // acquire load in Start sees null, writes into it again.
+    ready_.store(nullptr, std::memory_order_release);
+    return 1;
+  }
+
+  // Any thread.
+  FlightRecorderCounts Counts() const noexcept {
+    FlightRecorderCounts counts;
+    counts.triggers = triggers_.load(std::memory_order_relaxed);
+    counts.triggers_merged = triggers_merged_.load(std::memory_order_relaxed);
+    counts.triggers_missed = triggers_missed_.load(std::memory_order_relaxed);
+    counts.dumps_written = dumps_written_.load(std::memory_order_relaxed);
+    counts.dumps_failed = dumps_failed_.load(std::memory_order_relaxed);
+    counts.messages_dumped = messages_dumped_.load(std::memory_order_relaxed);
+    counts.messages_skipped = messages_skipped_.load(std::memory_order_relaxed);
+    return counts;
+  }
+  // The dump files written so far (also those that failed), in order.
+  std::vector<std::string> Files() const {
+    const std::lock_guard<std::mutex> lock(writer_);
+    return files_;
+  }
+  // A window is frozen and waits for WriteDumps. Any thread.
+  bool DumpPending() const noexcept { return ready_.load(std::memory_order_acquire) != nullptr; }
+  // The options in force: `before` and `after` at most 2^30 each.
+  const FlightRecorderOptions& Options() const noexcept { return options_; }
+  // Envelopes each of the two rings holds.
+  std::size_t Capacity() const noexcept { return capacity_; }
+
+  // ---- Called by FlightRecorderObserver (the bus's threads). ----
+
+  // Where the consumer copies the next message: the observer keeps it (in
+  // the bus, beside the core, so the copy needs no pointer to the
+  // recorder) and calls CursorDone when `left` reaches 0.
+  struct Slot;
+  struct CaptureCursor {
+    Slot* next = nullptr;
+    std::uint64_t left = 0;
+  };
+  // The consumer, at Attach: the observer's cursor, set to the live ring.
+  void BindCursor(CaptureCursor* cursor) noexcept {
+    cursor_ = cursor;
+    SetCursor(taken_);
+  }
+  // The consumer: the cursor ran out (the end of the ring, or of the
+  // window being collected).
+  SLUICE_NOINLINE void CursorDone() noexcept {
+    const std::uint64_t taken = Taken();
+    if (taken == stop_at_) {
+      Freeze(false);
+    } else {
+      SetCursor(taken);
+    }
+  }
+  // The consumer: the message just copied is of a trigger type.
+  SLUICE_NOINLINE void CapturedTriggerType(std::size_t type_index) noexcept {
+    Start(Taken() - 1, FlightTriggerReason::kMessageType, type_index);
+  }
+  // The consumer, before a batch's first message: where the refusal
+  // counts stood (for the window's refusals).
+  // A Trigger raised between batches is taken here, before the batch's
+  // first message.
+  void BatchBegins() noexcept {
+    if (SLUICE_UNLIKELY(requests_.load(std::memory_order_relaxed) != seen_requests_)) {
+      TakeRequests();
+    }
+    Checkpoint& checkpoint = checkpoints_[checkpoint_count_ & mask_];
+    checkpoint.position = Taken();
+    for (int i = 0; i < 3; ++i) {
+      checkpoint.refused[i] = refused_[i].load(std::memory_order_relaxed);
+    }
+    ++checkpoint_count_;
+  }
+  // The consumer, after a batch's last message: a pending Trigger, and a
+  // window's `after_ns`.
+  void BatchEnds() noexcept {
+    if (SLUICE_UNLIKELY(requests_.load(std::memory_order_relaxed) != seen_requests_)) {
+      TakeRequests();
+    }
+    if (stop_at_ != kNever && options_.after_ns != 0 && AfterTimePassed()) Freeze(true);
+  }
+  // A producer (any thread, an interrupt handler): `count` messages of
+  // `priority` refused. Bad input with no valid priority is not counted.
+  void Refused(MessagePriority priority, std::uint64_t count) noexcept {
+    const auto index = static_cast<std::size_t>(priority);
+    if (index < 3) refused_[index].fetch_add(count, std::memory_order_relaxed);
+  }
+
+  // A ring's element: an envelope, its stride a power of two (the copy's
+  // address is a shift).
+  struct alignas(FlightSlotStride(sizeof(Envelope))) Slot {
+    Envelope envelope;
+  };
+
+ private:
+  static constexpr std::uint64_t kNever = ~std::uint64_t{0};
+  static constexpr std::uint32_t kMostPerSide = std::uint32_t{1} << 30;
+
+  struct Checkpoint {
+    std::uint64_t position = 0;
+    std::uint64_t refused[3] = {0, 0, 0};
+  };
+  // A frozen window, the consumer's until it is handed over (ready_), the
+  // writer's until it is handed back.
+  struct Dump {
+    const Slot* ring = nullptr;
+    std::uint64_t first = 0;    // the window's first message (position)
+    std::uint64_t trigger = 0;  // the trigger's position (the first "after")
+    std::uint64_t end = 0;      // one past the last
+    std::uint64_t trigger_time_ns = 0;
+    std::uint64_t aged_out = 0;  // left out for `before_ns`
+    std::uint64_t refused[3] = {0, 0, 0};
+    std::size_t type_index = 0;
+    FlightTriggerReason reason = FlightTriggerReason::kCall;
+    bool ended_by_time = false;  // after_ns, Tick or EndWindow: fewer than `after`
+    bool history_short = false;  // fewer than `before` messages before the trigger
+  };
+  struct KeptType {
+    std::string topic;
+    std::string type_name;
+    bool (*encode)(const MessageHeader&, const Payload&, std::string&) = nullptr;
+  };
+
+  static FlightRecorderOptions Clamped(FlightRecorderOptions options) {
+    if (options.before > kMostPerSide) options.before = kMostPerSide;
+    if (options.after > kMostPerSide) options.after = kMostPerSide;
+    return options;
+  }
+  static std::size_t CapacityFor(std::uint32_t before, std::uint32_t after) {
+    const std::uint64_t need = std::uint64_t{before} + after;
+    std::size_t capacity = 2;
+    while (capacity < need) capacity <<= 1;
+    return capacity;
+  }
+
+  bool AfterTimePassed() const noexcept {
+    const std::uint64_t now = sluice::detail::ClockNanos<Clock>();
+    return now - trigger_time_ns_ >= options_.after_ns;
+  }
+
+  // The consumer: Trigger's requests since the last look.
+  void TakeRequests() noexcept {
+    // Acquire: pairs with Trigger's release add (its reason).
+    const std::uint32_t requests = requests_.load(std::memory_order_acquire);
+    if (requests == seen_requests_) return;
+    const std::uint32_t count = requests - seen_requests_;
+    seen_requests_ = requests;
+    const auto reason =
+        static_cast<FlightTriggerReason>(request_reason_.load(std::memory_order_relaxed));
+    Start(Taken(), reason, 0);
+    // Several requests seen at once are one window.
+    if (count > 1) triggers_merged_.fetch_add(count - 1, std::memory_order_relaxed);
+  }
+
+  // The consumer: a window around position `trigger`.
+  void Start(std::uint64_t trigger, FlightTriggerReason reason, std::size_t type_index) noexcept {
+    if (stop_at_ != kNever) {
+      triggers_merged_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    // Acquire: pairs with WriteDumps' release store; the writer is done
+    // with the spare ring before this thread writes into it.
+    if (ready_.load(std::memory_order_acquire) != nullptr) {
+      triggers_missed_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    triggers_.fetch_add(1, std::memory_order_relaxed);
+    // A trigger message taken as the last window froze is in that window's
+    // ring: this window starts with the next message.
+    trigger_at_ = trigger < base_ ? base_ : trigger;
+    trigger_reason_ = reason;
+    trigger_type_ = type_index;
+    trigger_time_ns_ = sluice::detail::ClockNanos<Clock>();
+    stop_at_ = trigger_at_ + options_.after;
+    const std::uint64_t taken = Taken();
+    if (taken >= stop_at_) {
+      Freeze(false);
+    } else {
+      SetCursor(taken);  // ends where the window ends
+    }
+  }
+
+  // The consumer: hands the window to the writer and goes on in the spare
+  // ring. `by_time`: the window ended before `after` messages.
+  void Freeze(bool by_time) noexcept {
+    const std::uint64_t taken = Taken();
+    // Free: a window starts only while none is handed over (Start), and
+    // only the window it started freezes.
+    Dump& dump = dump_;
+    dump = Dump{};
+    dump.ring = active_;
+    dump.trigger = trigger_at_;
+    dump.end = taken < stop_at_ ? taken : stop_at_;
+    dump.trigger_time_ns = trigger_time_ns_;
+    dump.reason = trigger_reason_;
+    dump.type_index = trigger_type_;
+    dump.ended_by_time = by_time && dump.end - trigger_at_ < options_.after;
+    // The ring holds the messages from base_ (its start) on.
+    std::uint64_t first =
+        trigger_at_ - base_ >= options_.before ? trigger_at_ - options_.before : base_;
+    dump.history_short = trigger_at_ - first < options_.before;
+    if (options_.before_ns != 0 && trigger_time_ns_ > options_.before_ns) {
+      const std::uint64_t oldest = trigger_time_ns_ - options_.before_ns;
+      while (first < trigger_at_) {
+        const std::uint64_t stamp = active_[first & mask_].envelope.header.timestamp_ns;
+        if (stamp == 0 || stamp >= oldest) break;
+        ++first;
+        ++dump.aged_out;
+      }
+    }
+    dump.first = first;
+    const Checkpoint& from = CheckpointAtOrBefore(first);
+    for (int i = 0; i < 3; ++i) {
+      dump.refused[i] = refused_[i].load(std::memory_order_relaxed) - from.refused[i];
+    }
+    // The spare ring is free: Start saw ready_ null (WriteDumps done).
+    std::swap(active_, spare_);
+    base_ = taken;
+    stop_at_ = kNever;
+    SetCursor(taken);
+    // Release: the ring's envelopes and the dump before the pointer that
+    // hands them over (WriteDumps' acquire load).
+    ready_.store(&dump, std::memory_order_release);
+  }
+
+  // The consumer: messages captured so far.
+  std::uint64_t Taken() const noexcept {
+    if (cursor_ == nullptr) return taken_;
+    return taken_ + static_cast<std::uint64_t>(cursor_->next - segment_);
+  }
+  // The consumer: the cursor at position `taken` of the live ring, up to
+  // the ring's end or the window's, whichever comes first.
+  void SetCursor(std::uint64_t taken) noexcept {
+    taken_ = taken;
+    if (cursor_ == nullptr) return;
+    const std::uint64_t slot = taken & mask_;
+    std::uint64_t left = capacity_ - slot;
+    if (stop_at_ != kNever && stop_at_ - taken < left) left = stop_at_ - taken;
+    segment_ = active_ + slot;
+    cursor_->next = active_ + slot;
+    cursor_->left = left;
+  }
+
+  // The newest checkpoint at or before `position`: the start of the batch
+  // that took it. The last `capacity_` checkpoints reach that far back
+  // (each batch took a message, and the window is at most capacity_ long).
+  const Checkpoint& CheckpointAtOrBefore(std::uint64_t position) const noexcept {
+    static const Checkpoint kNone{};
+    if (checkpoint_count_ == 0) return kNone;
+    std::uint64_t low = checkpoint_count_ > capacity_ ? checkpoint_count_ - capacity_ : 0;
+    std::uint64_t high = checkpoint_count_;  // [low, high): positions rise
+    if (checkpoints_[low & mask_].position > position) return checkpoints_[low & mask_];
+    while (high - low > 1) {
+      const std::uint64_t middle = low + (high - low) / 2;
+      if (checkpoints_[middle & mask_].position <= position) {
+        low = middle;
+      } else {
+        high = middle;
+      }
+    }
+    return checkpoints_[low & mask_];
+  }
+
+  // The writer: one dump file.
+  bool Write(const Dump& dump, const std::string& path, std::uint64_t* dumped,
+             std::uint64_t* skipped) {
+    McapWriter mcap;
+    if (!mcap.Open(path, "")) return false;
+    int channels[std::variant_size_v<Payload>];
+    std::uint32_t sequences[std::variant_size_v<Payload>] = {};
+    for (int& channel : channels) channel = -1;
+    std::string bytes;
+    bool ok = true;
+    std::uint64_t in_file = 0;
+    for (std::uint64_t at = dump.first; at < dump.end; ++at) {
+      const Envelope& envelope = dump.ring[at & mask_].envelope;
+      const std::size_t index = envelope.payload.index();
+      if (index >= std::variant_size_v<Payload> || kept_[index].encode == nullptr) {
+        ++*skipped;
+        continue;
+      }
+      if (channels[index] < 0) {
+        const std::uint16_t schema =
+            mcap.AddSchema(kept_[index].type_name, kWireEncoding, "sluice.wire/1: docs/tracing.md");
+        channels[index] =
+            schema == 0 ? -1 : mcap.AddChannel(schema, kept_[index].topic, kWireEncoding);
+        if (channels[index] < 0) {
+          ok = false;
+          break;
+        }
+      }
+      if (!kept_[index].encode(envelope.header, envelope.payload, bytes)) {
+        ++*skipped;
+        continue;
+      }
+      const std::uint64_t stamp = envelope.header.timestamp_ns;
+      if (!mcap.AddMessage(channels[index], sequences[index]++, stamp, stamp, bytes.data(),
+                           bytes.size())) {
+        ok = false;
+        break;
+      }
+      ++in_file;
+    }
+    std::map<std::string, std::string> metadata;
+    metadata["reason"] = FlightTriggerReasonName(dump.reason);
+    metadata["trigger_type_index"] = std::to_string(dump.type_index);
+    metadata["trigger_time_ns"] = std::to_string(dump.trigger_time_ns);
+    metadata["messages_before"] = std::to_string(dump.trigger - dump.first);
+    metadata["messages_after"] = std::to_string(dump.end - dump.trigger);
+    metadata["aged_out"] = std::to_string(dump.aged_out);
+    metadata["ended_by_time"] = dump.ended_by_time ? "1" : "0";
+    metadata["history_short"] = dump.history_short ? "1" : "0";
+    metadata["refused_low"] = std::to_string(dump.refused[0]);
+    metadata["refused_medium"] = std::to_string(dump.refused[1]);
+    metadata["refused_high"] = std::to_string(dump.refused[2]);
+    if (ok && !mcap.AddMetadata("sluice.flight", metadata)) ok = false;
+    if (!mcap.Close()) ok = false;
+    if (ok) *dumped += in_file;
+    return ok;
+  }
+
+  const FlightRecorderOptions options_;
+  const std::size_t capacity_;
+  const std::uint64_t mask_;
+  std::unique_ptr<Slot[]> rings_[2];
+  std::unique_ptr<Checkpoint[]> checkpoints_;
+  KeptType kept_[std::variant_size_v<Payload>];
+
+  // The bus's consumer's.
+  Slot* active_;
+  Slot* spare_;
+  CaptureCursor* cursor_ = nullptr;  // the observer's (BindCursor)
+  // Messages captured, ever (their positions): taken_ at the cursor's
+  // segment start, the cursor's progress since (Taken).
+  std::uint64_t taken_ = 0;
+  const Slot* segment_ = nullptr;
+  std::uint64_t base_ = 0;          // the first position the active ring holds
+  std::uint64_t stop_at_ = kNever;  // while a window is collected: its end
+  std::uint64_t trigger_at_ = 0;
+  std::uint64_t trigger_time_ns_ = 0;
+  std::size_t trigger_type_ = 0;
+  FlightTriggerReason trigger_reason_ = FlightTriggerReason::kCall;
+  std::uint32_t seen_requests_ = 0;
+  std::uint64_t checkpoint_count_ = 0;
+  Dump dump_;
+
+  // Shared.
+  std::atomic<std::uint32_t> requests_{0};
+  std::atomic<std::uint8_t> request_reason_{0};
+  std::atomic<const Dump*> ready_{nullptr};
+  std::atomic<std::uint64_t> refused_[3] = {};
+  std::atomic<std::uint64_t> triggers_{0};
+  std::atomic<std::uint64_t> triggers_merged_{0};
+  std::atomic<std::uint64_t> triggers_missed_{0};
+  std::atomic<std::uint64_t> dumps_written_{0};
+  std::atomic<std::uint64_t> dumps_failed_{0};
+  std::atomic<std::uint64_t> messages_dumped_{0};
+  std::atomic<std::uint64_t> messages_skipped_{0};
+
+  // The writer's.
+  mutable std::mutex writer_;
+  std::vector<std::string> files_;
+};
+
+}  // namespace record
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice

@@ -1,0 +1,135 @@
+// The bus side of a flight recorder (sluice/record/flight_recorder.hpp): an
+// Observer (sluice/observer.hpp) that copies each message the bus's
+// consumer takes into a FlightRecorder, counts refusals for it, and starts
+// a window when a message of one of `TriggerTypes` is taken.
+//
+//   struct Traits : sluice::DefaultBusTraits {
+//     using Observer =
+//         sluice::record::FlightRecorderObserver<sluice::record::FlightRecorder<Payload>, EStop>;
+//   };
+//   bus.GetObserver().Attach(&recorder);
+//
+// Armed, it costs the consumer a copy of the envelope, a pointer step and
+// a count down a message, plus one compare of the payload's index a trigger type (the
+// instruction budget's "flight recorder armed" rows); producers a relaxed
+// add a refusal and nothing a publish. A bus whose Observer is NoObserver
+// compiles none of it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <variant>
+
+#include "sluice/bus_traits.hpp"
+#include "sluice/config.hpp"
+#include "sluice/detail/consume/variant_index.hpp"
+#include "sluice/error.hpp"
+#include "sluice/message.hpp"
+#include "sluice/publish_result.hpp"
+#include "sluice/record/flight_recorder.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace record {
+
+// `Recorder`: a FlightRecorder of the bus's payload; `TriggerTypes`:
+// payload types whose message, when taken, starts a window (the e-stop).
+template <typename Recorder, typename... TriggerTypes>
+class FlightRecorderObserver {
+ public:
+  using Payload = typename Recorder::Payload;
+  static_assert(((detail::VariantIndex<TriggerTypes, Payload>::kOccurrences == 1) && ...),
+                "Sluice: each trigger type must be exactly one alternative of the payload");
+
+  // The consumer may take a run of messages before it dispatches them
+  // (sluice/observer.hpp): a copy needs no dispatch beside it.
+  static constexpr bool kTakesRuns = true;
+
+  FlightRecorderObserver() noexcept { Detached(); }
+  // Moves the attachment (a shared-memory bus's consumer moves its
+  // observer with it); the one moved from records nothing. Not while the
+  // bus's threads run.
+  FlightRecorderObserver(FlightRecorderObserver&& other) noexcept { *this = std::move(other); }
+  FlightRecorderObserver& operator=(FlightRecorderObserver&& other) noexcept {
+    Recorder* recorder = other.recorder_.exchange(nullptr, std::memory_order_relaxed);
+    other.Detached();
+    Attach(recorder);
+    return *this;
+  }
+
+  // Starts keeping the bus's messages in `recorder` (null: stops). Before
+  // the bus's consumer starts, or on its thread between batches: the
+  // cursor is that thread's. Producers may run: the release store pairs
+  // with their acquire loads in OnRefused. A recorder serves one bus.
+  void Attach(Recorder* recorder) noexcept {
+    recorder_.store(recorder, std::memory_order_release);
+    if (recorder == nullptr) {
+      Detached();
+    } else {
+      recorder->BindCursor(&cursor_);
+    }
+  }
+
+  // Inlined into the dispatch loop: a copy, a pointer step and a count
+  // down (to the end of the ring or of the window being collected).
+  template <typename Envelope>
+  SLUICE_ALWAYS_INLINE void OnTakenMessage(const Envelope& envelope) noexcept {
+    cursor_.next->envelope = envelope;
+    ++cursor_.next;
+    if (SLUICE_UNLIKELY(--cursor_.left == 0)) CursorDone();
+    if constexpr (sizeof...(TriggerTypes) > 0) {
+      const std::size_t index = envelope.payload.index();
+      if (SLUICE_UNLIKELY(
+              ((index == detail::VariantIndex<TriggerTypes, Payload>::kValue) || ...))) {
+        // Relaxed: the consumer's own store, or one made before it started.
+        Recorder* recorder = recorder_.load(std::memory_order_relaxed);
+        if (recorder != nullptr) recorder->CapturedTriggerType(index);
+      }
+    }
+  }
+  // Events it has no use for (and no OnDispatched: see kTakesRuns).
+  void OnAdmitted(const MessageHeader&) noexcept {}
+  void OnTaken(const MessageHeader&) noexcept {}
+  void OnError(const BusError&) noexcept {}
+  void OnBatchBegin(std::uint64_t) noexcept {
+    Recorder* recorder = recorder_.load(std::memory_order_relaxed);
+    if (recorder != nullptr) recorder->BatchBegins();
+  }
+  void OnBatchEnd(std::uint32_t) noexcept {
+    Recorder* recorder = recorder_.load(std::memory_order_relaxed);
+    if (recorder != nullptr) recorder->BatchEnds();
+  }
+  void OnRefused(PublishOutcome, MessagePriority priority, std::uint64_t count) noexcept {
+    // Acquire: pairs with Attach's release store (a producer's first look
+    // at a recorder attached while it runs).
+    Recorder* recorder = recorder_.load(std::memory_order_acquire);
+    if (recorder != nullptr) recorder->Refused(priority, count);
+  }
+
+ private:
+  using Cursor = typename Recorder::CaptureCursor;
+
+  SLUICE_NOINLINE void CursorDone() noexcept {
+    Recorder* recorder = recorder_.load(std::memory_order_relaxed);
+    if (recorder != nullptr) {
+      recorder->CursorDone();
+    } else {
+      Detached();
+    }
+  }
+  // Not attached: every copy goes to the one scratch slot.
+  void Detached() noexcept {
+    cursor_.next = &scratch_;
+    cursor_.left = 1;
+  }
+
+  Cursor cursor_;
+  std::atomic<Recorder*> recorder_{nullptr};
+  typename Recorder::Slot scratch_;
+};
+
+}  // namespace record
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
