@@ -1,0 +1,44 @@
+// Tracing into LTTng-UST: a sink for TracingObserver
+// (sluice/trace/tracing_observer.hpp) that fires the tracepoint
+// sluice:event (sluice/trace/lttng/tracepoints.h) for every event, with
+// every field of its TraceEvent. An LTTng session records it with the
+// process's other user-space events; babeltrace2 reads it, and Trace Compass
+// opens the trace (CTF).
+//
+//   struct Traits : sluice::DefaultBusTraits {
+//     using Observer = sluice::trace::TracingObserver<sluice::trace::LttngSink>;
+//   };
+//   sluice::trace::LttngSink sink;
+//   bus.GetObserver().Attach(&sink, /*bus_id=*/1);
+//   // and a .cpp file of its own: #include <sluice/trace/lttng/provider.hpp>
+//   // $ lttng create; lttng enable-event -u 'sluice:*'; lttng start; ./program; lttng stop
+//
+// Where no session enables sluice:event, each event costs the observer's
+// clock reading and LTTng's test of the tracepoint's state; where one does,
+// LTTng's lock-free per-CPU ring buffer takes it (what it cannot keep, it
+// counts as discarded: `lttng list` shows it). Hosted (Linux); needs
+// LTTng-UST 2.13 or later.
+#pragma once
+
+#include "sluice/config.hpp"
+#include "sluice/trace/lttng/tracepoints.h"
+#include "sluice/trace/trace_event.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace trace {
+
+class LttngSink {
+ public:
+  // Any thread, an interrupt handler's equivalent (a signal handler):
+  // LTTng-UST's tracepoints are lock-free. Always true: what LTTng's
+  // buffers cannot keep, LTTng counts.
+  bool Record(const TraceEvent& event) noexcept {
+    lttng_ust_tracepoint(sluice, event, &event);
+    return true;
+  }
+};
+
+}  // namespace trace
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
