@@ -1,6 +1,6 @@
 // Recording a bus into MCAP files: chosen message types, in the order the
 // bus dispatches them, each with its header (msg_id, timestamp, sender,
-// priority, lane), into files split by size, for the replayer
+// priority, lane), into files split by size or by time, for the replayer
 // (sluice/record/replayer.hpp) and MCAP's readers. Hosted.
 //
 // The recorder never holds the bus up: it is a subscriber whose callback
@@ -49,12 +49,15 @@ namespace record {
 
 struct RecorderOptions {
   // Files: <path_prefix>-000.mcap, -001, ... (the next when one reaches
-  // max_file_bytes; 0: one file).
+  // max_file_bytes; 0: no limit).
   std::string path_prefix = "recording";
   std::uint64_t max_file_bytes = std::uint64_t{64} << 20;
   // The buffer between the bus's consumer and the writer, allocated at
   // construction.
   std::size_t buffer_bytes = std::size_t{1} << 20;
+  // Also the next file when a message's timestamp is this many nanoseconds
+  // or more past the timestamp of the file's first message (0: no limit).
+  std::uint64_t max_file_duration_ns = 0;
 };
 
 struct RecorderCounts {
@@ -133,6 +136,14 @@ class Recorder {
     counts.refused = state.refused.load(std::memory_order_relaxed);
     counts.failed = state.failed.load(std::memory_order_relaxed);
     return counts;
+  }
+  // How many channels Record made, and each one's topic (in Record
+  // order); any thread once the bus runs (Record is done by then).
+  std::size_t ChannelCount() const noexcept { return channels_.size(); }
+  // An index past them: "".
+  const std::string& Topic(std::size_t index) const {
+    static const std::string kNone;
+    return index < channels_.size() ? channels_[index]->topic : kNone;
   }
   // The files written so far, in order (each one opened; a name whose file
   // could not be made is not listed, and the next try uses it again).
@@ -238,8 +249,13 @@ class Recorder {
   // The writer: one message into the file open now (the next one when it
   // is full), its schema and channel written first in each file.
   bool Write(ChannelState& state, const std::vector<std::uint8_t>& data) {
-    if (mcap_.IsOpen() && options_.max_file_bytes != 0 &&
-        mcap_.BytesWritten() >= options_.max_file_bytes) {
+    const std::uint64_t stamp = detail::GetLittle(data.data() + 8, 8);
+    const bool full =
+        options_.max_file_bytes != 0 && mcap_.BytesWritten() >= options_.max_file_bytes;
+    const bool long_enough = options_.max_file_duration_ns != 0 && mcap_.MessageCount() != 0 &&
+                             stamp >= file_first_stamp_ &&
+                             stamp - file_first_stamp_ >= options_.max_file_duration_ns;
+    if (mcap_.IsOpen() && (full || long_enough)) {
       const bool flushed = mcap_.FlushFile();
       Settle(mcap_.Close() && flushed);
     }
@@ -260,7 +276,7 @@ class Recorder {
       state.mcap_channel = schema == 0 ? -1 : mcap_.AddChannel(schema, state.topic, kWireEncoding);
       if (state.mcap_channel < 0) return false;
     }
-    const std::uint64_t stamp = detail::GetLittle(data.data() + 8, 8);
+    if (mcap_.MessageCount() == 0) file_first_stamp_ = stamp;
     return mcap_.AddMessage(state.mcap_channel, record_sequence_, stamp, stamp, data.data(),
                             data.size());
   }
@@ -283,6 +299,7 @@ class Recorder {
   mutable std::mutex writer_;
   std::vector<std::uint8_t> out_;
   std::uint32_t record_sequence_ = 0;
+  std::uint64_t file_first_stamp_ = 0;  // the timestamp of the open file's first message
   McapWriter mcap_;
   std::vector<std::string> files_;
   bool ok_ = true;
