@@ -25,10 +25,13 @@
 
 #include "mcap_check.hpp"
 #include "sluice/nats/codec.hpp"
+#include "sluice/observer_tee.hpp"
 #include "sluice/record/flight_recorder_observer.hpp"
 #include "sluice/record/mcap_reader.hpp"
 #include "sluice/record/replayer.hpp"
 #include "sluice/sluice.hpp"
+#include "sluice/trace/trace_ring.hpp"
+#include "sluice/trace/tracing_observer.hpp"
 
 struct Reading {
   std::uint32_t producer;
@@ -582,6 +585,52 @@ TEST(FlightRecorderTest, AWriterThreadDumpsExactlyTheDispatchedSliceAroundTheTri
       ASSERT_EQ(mine[i], mine[i - 1] + 1) << "producer " << p;
     }
   }
+}
+
+// A tracer and a flight recorder on one bus (ObserverTee): the dump is the
+// exact window, and the trace holds one taken event per message.
+TEST(FlightRecorderTest, ATracerBesideTheRecorderSeesEveryMessageAndTheDumpIsExact) {
+  using Ring = sluice::trace::TraceRing<8192>;
+  struct TeeTraits : sluice::DefaultBusTraits {
+    using Observer = sluice::ObserverTee<sluice::trace::TracingObserver<Ring>,
+                                         sluice::record::FlightRecorderObserver<Recorder, EStop>>;
+  };
+  using Bus = sluice::AsyncBus<Payload, 1024, sluice::ProducerModel::kMulti, TeeTraits>;
+  auto ring = std::make_unique<Ring>();
+  Recorder recorder(Options("tee", 50, 25));
+  KeepBoth(recorder);
+  auto bus = std::make_unique<Bus>();
+  ASSERT_TRUE(bus->GetObserver().First().Attach(ring.get(), 1));
+  bus->GetObserver().Second().Attach(&recorder);
+  std::vector<Item> log;
+  std::vector<sluice::SubscriptionHandle> handles;
+  Log(*bus, log, handles);
+  std::uint64_t taken_events = 0;
+  for (std::uint64_t seq = 0; seq < 500; ++seq) {
+    ASSERT_TRUE(bus->Publish(Reading{1, seq}, 1).IsAdmitted());
+    if (seq == 300) {
+      ASSERT_TRUE(bus->Publish(EStop{5}, 2).IsAdmitted());
+    }
+    if (seq % 32 == 31) {
+      while (bus->ProcessBatch() != 0) {
+      }
+      (void)ring->Drain([&taken_events](const sluice::trace::TraceEvent& event) {
+        if (event.kind == sluice::trace::TraceEventKind::kTaken) ++taken_events;
+      });
+    }
+  }
+  while (bus->ProcessBatch() != 0) {
+  }
+  (void)ring->Drain([&taken_events](const sluice::trace::TraceEvent& event) {
+    if (event.kind == sluice::trace::TraceEventKind::kTaken) ++taken_events;
+  });
+  EXPECT_EQ(taken_events, 501u);
+  EXPECT_EQ(ring->Lost(), 0u);
+  ASSERT_EQ(recorder.WriteDumps(), 1u);
+  const DumpRead dump = ReadDump(recorder.Files()[0]);
+  const auto stop = std::find_if(log.begin(), log.end(), [](const Item& i) { return i.type == 1; });
+  ASSERT_NE(stop, log.end());
+  EXPECT_EQ(dump.items, std::vector<Item>(stop - 50, stop + 25));
 }
 
 // MCAP's own readers read a dump: its messages, channels, and the
