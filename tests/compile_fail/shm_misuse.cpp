@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <sluice/extras/condition_variable_parker.hpp>
 #include <sluice/ipc/shm_bus.hpp>
+#include <sluice/record/flight_recorder.hpp>
 #include <sluice/wait_set.hpp>
 #include <utility>
 #include <variant>
@@ -36,6 +37,9 @@ int main() {
   sluice::WaitSet<sluice::ConditionVariableParker> set;
   sluice::ipc::ShmBus<Payload, 8> bus;
   (void)set.Wait(std::chrono::milliseconds(1), bus);
+#elif CASE == 6  // a flight recorder keeping a loan, whose block is gone by the dump
+  sluice::record::FlightRecorder<Payload> recorder({});
+  (void)recorder.Keep<sluice::ipc::Loaned<Frame>>("/frames", "Frame");
 #endif
   return 0;
 }

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -235,32 +236,61 @@ TEST(FlightRecorderTest, AMessageOfATriggerTypeStartsTheWindowAtItself) {
 }
 
 // With `after` 0 the window ends before the trigger message: the e-stop is
-// not in it.
+// not in it, and (copied into the ring before it starts the window) it
+// overwrites none of the window's messages, also where `before` alone
+// would fill a ring whose size is a power of two (8, 16).
 TEST(FlightRecorderTest, ATriggerMessageWithNoAfterWindowIsLeftOut) {
-  Rig<1024, Recorder, EStop> rig(Options("type_no_after", 10, 0));
+  for (const std::uint32_t before : {8u, 10u, 16u}) {
+    Rig<1024, Recorder, EStop> rig(Options("type_no_after", before, 0));
+    for (std::uint64_t seq = 0; seq < 40; ++seq) {
+      ASSERT_TRUE(rig.bus->Publish(Reading{1, seq}, 1).IsAdmitted());
+      if (seq == 19) {
+        ASSERT_TRUE(rig.bus->Publish(EStop{3}, 9).IsAdmitted());
+      }
+    }
+    while (rig.bus->ProcessBatch(8) != 0) {
+    }
+    ASSERT_EQ(rig.recorder.WriteDumps(), 1u);
+    const DumpRead dump = ReadDump(rig.recorder.Files()[0]);
+    const auto stop =
+        std::find_if(rig.log.begin(), rig.log.end(), [](const Item& i) { return i.type == 1; });
+    EXPECT_EQ(dump.items, std::vector<Item>(stop - before, stop)) << "before " << before;
+    EXPECT_EQ(dump.meta.at("messages_after"), "0");
+    std::remove(rig.recorder.Files()[0].c_str());
+  }
+}
+
+// A trigger-type message that is the window's last "after" message is in
+// the window: merged into it, not missed.
+TEST(FlightRecorderTest, ATriggerMessageThatEndsTheWindowIsMergedNotMissed) {
+  Rig<1024, Recorder, EStop> rig(Options("estop_last", 10, 3));
   for (std::uint64_t seq = 0; seq < 40; ++seq) {
     ASSERT_TRUE(rig.bus->Publish(Reading{1, seq}, 1).IsAdmitted());
-    if (seq == 19) {
-      ASSERT_TRUE(rig.bus->Publish(EStop{3}, 9).IsAdmitted());
+    if (seq == 19 || seq == 20) {  // the second is the first's window's third after
+      ASSERT_TRUE(rig.bus->Publish(EStop{static_cast<std::uint32_t>(seq)}, 9).IsAdmitted());
     }
   }
   while (rig.bus->ProcessBatch(8) != 0) {
   }
   ASSERT_EQ(rig.recorder.WriteDumps(), 1u);
   const DumpRead dump = ReadDump(rig.recorder.Files()[0]);
-  ASSERT_EQ(dump.items.size(), 10u);
-  EXPECT_EQ(dump.items.front().seq, 10u);
-  EXPECT_EQ(dump.items.back().seq, 19u);
-  EXPECT_EQ(dump.items.back().type, 0u);
-  EXPECT_EQ(dump.meta.at("messages_after"), "0");
+  ASSERT_EQ(dump.items.size(), 13u);
+  EXPECT_EQ(dump.items.back().type, 1u);
+  EXPECT_EQ(dump.items.back().seq, 20u);
+  const auto counts = rig.recorder.Counts();
+  EXPECT_EQ(counts.triggers, 1u);
+  EXPECT_EQ(counts.triggers_merged, 1u);
+  EXPECT_EQ(counts.triggers_missed, 0u);
 }
 
 // Planted: a window whose after part is counted from the wrong message, or a
 // ring that wraps wrongly, fails the comparisons above; here the same for a
-// trigger at every phase of the ring (its capacity is 64: 40 + 24).
+// trigger at every phase of the ring (its capacity is 64: 40 + 23 and one
+// more).
 TEST(FlightRecorderTest, TheWindowIsExactAtEveryPlaceInTheRing) {
   for (std::uint64_t at = 40; at < 40 + 64 * 3; at += 5) {
-    Rig<256, Recorder> rig(Options("phase", 40, 24));
+    Rig<256, Recorder> rig(Options("phase", 40, 23));
+    ASSERT_EQ(rig.recorder.Capacity(), 64u);
     auto& recorder = rig.recorder;
     auto& bus = rig.bus;
     auto& log = rig.log;
@@ -270,7 +300,7 @@ TEST(FlightRecorderTest, TheWindowIsExactAtEveryPlaceInTheRing) {
     ASSERT_EQ(recorder.WriteDumps(), 1u) << "trigger at " << at;
     const DumpRead dump = ReadDump(recorder.Files()[0]);
     const std::vector<Item> expected(log.begin() + static_cast<std::ptrdiff_t>(at - 40),
-                                     log.begin() + static_cast<std::ptrdiff_t>(at + 24));
+                                     log.begin() + static_cast<std::ptrdiff_t>(at + 23));
     ASSERT_EQ(dump.items, expected) << "trigger at " << at;
     EXPECT_EQ(dump.meta.at("reason"), "failed_check");
     std::remove(recorder.Files()[0].c_str());
@@ -632,6 +662,184 @@ TEST(FlightRecorderTest, ATracerBesideTheRecorderSeesEveryMessageAndTheDumpIsExa
   ASSERT_NE(stop, log.end());
   EXPECT_EQ(dump.items, std::vector<Item>(stop - 50, stop + 25));
 }
+
+// Detaching mid-window keeps what was taken while attached; the window is
+// then ended by EndWindow (also once the bus is gone), and nothing the bus
+// does after the detach reaches the recorder, which may then be destroyed.
+TEST(FlightRecorderTest, ADetachKeepsWhatWasTakenAndTheBusRunsOnWithoutTheRecorder) {
+  auto recorder = std::make_unique<Recorder>(Options("detach", 20, 30));
+  KeepBoth(*recorder);
+  auto bus = std::make_unique<FlightBus<1024, Recorder>>();
+  bus->GetObserver().Attach(recorder.get());
+  std::vector<Item> log;
+  std::vector<sluice::SubscriptionHandle> handles;
+  Log(*bus, log, handles);
+  PublishAndDispatch(*bus, 1, 50, 10, [&](std::uint64_t taken) {
+    if (taken == 40) recorder->Trigger();
+  });
+  bus->GetObserver().Attach(nullptr);  // 10 of the 30 after taken
+  EXPECT_FALSE(recorder->DumpPending());
+  PublishAndDispatch(*bus, 2, 100, 10, [](std::uint64_t) {});
+  bus.reset();  // the bus (and its observer) gone before the window ends
+  recorder->EndWindow();
+  ASSERT_EQ(recorder->WriteDumps(), 1u);
+  const DumpRead dump = ReadDump(recorder->Files()[0]);
+  EXPECT_EQ(dump.items, std::vector<Item>(log.begin() + 20, log.begin() + 50));
+  EXPECT_EQ(dump.meta.at("messages_after"), "10");
+  EXPECT_EQ(dump.meta.at("ended_by_time"), "1");
+}
+
+// A recorder destroyed first detaches its observer: the bus runs on.
+TEST(FlightRecorderTest, ARecorderDestroyedFirstDetachesItsObserver) {
+  auto bus = std::make_unique<FlightBus<1024, Recorder>>();
+  {
+    Recorder recorder(Options("gone", 20, 30));
+    bus->GetObserver().Attach(&recorder);
+    PublishAndDispatch(*bus, 1, 50, 10, [](std::uint64_t) {});
+  }
+  std::uint64_t seen = 0;
+  const auto handle = bus->Subscribe<Reading>([&seen](const Reading&) { ++seen; });
+  ASSERT_TRUE(handle.IsValid());
+  PublishAndDispatch(*bus, 1, 500, 10, [](std::uint64_t) {});
+  EXPECT_EQ(seen, 500u);
+}
+
+// Attaching again (to the same recorder, or after moving the observer) goes
+// on where the cursor was: the dump is the exact slice, nothing skipped.
+TEST(FlightRecorderTest, AttachingAgainOrMovingTheObserverLosesNothing) {
+  using Observer = sluice::record::FlightRecorderObserver<Recorder>;
+  for (const bool move : {false, true}) {
+    Rig<1024, Recorder> rig(Options(move ? "moved" : "reattached", 40, 30));
+    PublishAndDispatch(*rig.bus, 1, 100, 10, [&](std::uint64_t taken) {
+      if (taken == 40) rig.recorder.Trigger();
+      if (taken == 60) {
+        if (move) {
+          Observer moved(std::move(rig.bus->GetObserver()));
+          rig.bus->GetObserver() = std::move(moved);
+        } else {
+          rig.bus->GetObserver().Attach(&rig.recorder);
+        }
+      }
+    });
+    ASSERT_EQ(rig.recorder.WriteDumps(), 1u);
+    const DumpRead dump = ReadDump(rig.recorder.Files()[0]);
+    EXPECT_EQ(dump.items, std::vector<Item>(rig.log.begin(), rig.log.begin() + 70)) << move;
+  }
+}
+
+// Producers refusing while the recorder is detached and destroyed: a detach
+// waits for every producer inside OnRefused, so none reaches a destroyed
+// recorder (AddressSanitizer and ThreadSanitizer in CI). 200 attach and
+// destroy rounds beside two producers refused all along.
+TEST(FlightRecorderTest, ADetachWaitsForProducersCountingARefusal) {
+  auto bus = std::make_unique<FlightBus<64, Recorder>>();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> producers;
+  for (std::uint32_t p = 0; p < 2; ++p) {
+    producers.emplace_back([&, p] {
+      while (!stop.load()) (void)bus->Publish(Reading{p, 0}, p);  // full: refused
+    });
+  }
+  for (int round = 0; round < 200; ++round) {
+    auto recorder = std::make_unique<Recorder>(Options("refusing", 4, 4));
+    bus->GetObserver().Attach(recorder.get());
+    std::this_thread::yield();
+    bus->GetObserver().Attach(nullptr);
+    recorder.reset();
+  }
+  stop.store(true);
+  for (auto& thread : producers) thread.join();
+  EXPECT_GT(bus->GetStatistics().messages_dropped, 0u);
+}
+
+// Several triggers taken together while a window waits for the writer are
+// all missed; of several starting one window, the first's reason is kept.
+TEST(FlightRecorderTest, TriggersTakenTogetherAreCountedAndTheFirstReasonKept) {
+  Rig<256, Recorder> rig(Options("together", 4, 4));
+  PublishAndDispatch(*rig.bus, 1, 20, 4, [&](std::uint64_t taken) {
+    if (taken == 8) {
+      rig.recorder.Trigger(FlightTriggerReason::kFailedCheck);
+      rig.recorder.Trigger(FlightTriggerReason::kCall);
+    }
+    if (taken == 16) {  // the window froze at 12: the writer has not run
+      rig.recorder.Trigger();
+      rig.recorder.Trigger();
+    }
+  });
+  const auto counts = rig.recorder.Counts();
+  EXPECT_EQ(counts.triggers, 1u);
+  EXPECT_EQ(counts.triggers_merged, 1u);
+  EXPECT_EQ(counts.triggers_missed, 2u);
+  ASSERT_EQ(rig.recorder.WriteDumps(), 1u);
+  EXPECT_EQ(ReadDump(rig.recorder.Files()[0]).meta.at("reason"), "failed_check");
+}
+
+// A clock that steps back (or reads 0) after the trigger has not passed
+// `after_ns`: the window is not ended by time.
+TEST(FlightRecorderTest, AClockThatStepsBackDoesNotEndTheWindow) {
+  FlightRecorderOptions options = Options("clock_back", 4, 100);
+  options.after_ns = 1'000'000'000;
+  Rig<256, ClockedRecorder> rig(options);
+  g_now.store(5'000'000);
+  PublishAndDispatch(*rig.bus, 1, 10, 5, [&](std::uint64_t taken) {
+    if (taken == 5) rig.recorder.Trigger();
+  });
+  for (const std::uint64_t back : {4'999'000u, 0u}) {
+    g_now.store(back);
+    rig.recorder.Tick();
+    EXPECT_FALSE(rig.recorder.DumpPending()) << back;
+  }
+  g_now.store(5'000'000 + 2'000'000'000);  // past the trigger's reading by more than 1 s
+  rig.recorder.Tick();
+  EXPECT_TRUE(rig.recorder.DumpPending());
+  g_now.store(2'000'000'000);
+}
+
+// A second recorder (a program restarted) with the same prefix writes next
+// to the first's dump, never over it.
+TEST(FlightRecorderTest, ARestartedRecorderNeverOverwritesAnEarlierDump) {
+  std::vector<std::string> files;
+  for (std::uint32_t run = 0; run < 2; ++run) {
+    Rig<256, Recorder> rig(Options("restart", 4, 4));
+    PublishAndDispatch(*rig.bus, run, 20, 4, [&](std::uint64_t taken) {
+      if (taken == 8) rig.recorder.Trigger();
+    });
+    ASSERT_EQ(rig.recorder.WriteDumps(), 1u);
+    files.push_back(rig.recorder.Files()[0]);
+  }
+  ASSERT_NE(files[0], files[1]);
+  EXPECT_EQ(ReadDump(files[0]).items.front().producer, 0u);
+  EXPECT_EQ(ReadDump(files[1]).items.front().producer, 1u);
+  for (const std::string& file : files) std::remove(file.c_str());
+}
+
+#if SLUICE_HAS_EXCEPTIONS
+struct ThrowingCodec {
+  static bool Encode(const Reading& reading, std::string&) {
+    if (reading.seq == 13) throw std::runtime_error("codec");
+    return true;
+  }
+};
+// A codec that throws fails its dump (counted) and the ring is handed back:
+// the next window is written.
+TEST(FlightRecorderTest, ACodecThatThrowsFailsTheDumpAndTheNextOneIsWritten) {
+  Recorder recorder(Options("throwing", 4, 4));
+  ASSERT_TRUE((recorder.Keep<Reading, ThrowingCodec>("/readings", "Reading")));
+  auto bus = std::make_unique<FlightBus<256, Recorder>>();
+  bus->GetObserver().Attach(&recorder);
+  PublishAndDispatch(*bus, 1, 40, 4, [&](std::uint64_t taken) {
+    if (taken == 12) recorder.Trigger();  // window 8 to 15: holds 13
+  });
+  EXPECT_THROW(recorder.WriteDumps(), std::runtime_error);
+  EXPECT_FALSE(recorder.DumpPending());
+  EXPECT_EQ(recorder.Counts().dumps_failed, 1u);
+  PublishAndDispatch(*bus, 1, 40, 4, [&](std::uint64_t taken) {
+    if (taken == 32) recorder.Trigger();
+  });
+  EXPECT_EQ(recorder.WriteDumps(), 1u);
+  EXPECT_EQ(recorder.Counts().dumps_written, 1u);
+}
+#endif
 
 // MCAP's own readers read a dump: its messages, channels, and the
 // metadata record through the summary's index as in the data section.

@@ -79,6 +79,10 @@ class Loaned {
 
  public:
   using Type = T;
+  // What a copy of the handle names is valid during the callback only (the
+  // block goes back to its producer after the dispatch): a flight recorder
+  // refuses to keep it (sluice/record/flight_recorder.hpp).
+  static constexpr bool kValidInCallbackOnly = true;
   // The T in place, in the segment: valid during the callback only. Its
   // producer (or anything else that can write the segment) can still write
   // the block while it is read here: two reads of one field may differ,

@@ -53,6 +53,7 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -127,11 +128,23 @@ struct FlightRecorderCounts {
   std::uint64_t messages_skipped = 0;  // in a window, of a type not kept (Keep)
 };
 
-// The power of two at or above `size`: a ring slot's stride.
-constexpr std::size_t FlightSlotStride(std::size_t size) noexcept {
+// Whether a payload type names memory valid during its callback only (a
+// shared-memory loan: sluice/ipc/loan.hpp), which a kept copy cannot read
+// later.
+template <typename T, typename = void>
+struct ValidInCallbackOnly : std::false_type {};
+template <typename T>
+struct ValidInCallbackOnly<T, std::void_t<decltype(T::kValidInCallbackOnly)>>
+    : std::bool_constant<T::kValidInCallbackOnly> {};
+
+// A ring slot's alignment: for an envelope of up to 128 bytes the power of
+// two at or above its size, so that the copy's address is a shift; a larger
+// one keeps its own (its copy costs more than the multiply).
+constexpr std::size_t FlightSlotAlignment(std::size_t size, std::size_t alignment) noexcept {
+  if (size > 128) return alignment;
   std::size_t stride = 1;
   while (stride < size) stride <<= 1;
-  return stride;
+  return stride < alignment ? alignment : stride;
 }
 
 // `Payload`: the bus's payload (a std::variant of trivially copyable
@@ -157,6 +170,11 @@ class FlightRecorder {
         spare_(rings_[1].get()) {}
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
+  // Detaches the observer still attached (its bus's consumer must not be
+  // dispatching, and it waits for producers inside OnRefused).
+  ~FlightRecorder() {
+    if (detach_ != nullptr) detach_(observer_);
+  }
 
   // Writes messages of type T into dumps on `topic`, encoded by Codec
   // (sluice/nats/codec.hpp), its schema named `type_name`. Before the
@@ -167,6 +185,9 @@ class FlightRecorder {
     constexpr std::size_t kIndex = detail::VariantIndex<T, Payload>::kValue;
     static_assert(detail::VariantIndex<T, Payload>::kOccurrences == 1,
                   "Sluice: Keep<T> needs T to be exactly one alternative of the payload");
+    static_assert(!ValidInCallbackOnly<T>::value,
+                  "Sluice: Keep<T> cannot keep a loaned payload: its block goes back to the "
+                  "producer after the dispatch, before a dump is written");
     if (kept_[kIndex].encode != nullptr) return false;
     for (const KeptType& kept : kept_) {
       if (kept.encode != nullptr && kept.topic == topic) return false;
@@ -184,10 +205,15 @@ class FlightRecorder {
   // lock-free add; nothing else). The bus's consumer takes it at the start
   // or the end of a batch, whichever comes first (or at Tick): the
   // window's "after" part starts with the next message it takes.
+  // Of several triggers the consumer takes together, the window keeps the
+  // first one's reason.
   void Trigger(FlightTriggerReason reason = FlightTriggerReason::kCall) noexcept {
-    static_assert(std::atomic<std::uint32_t>::is_always_lock_free,
+    static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
+                      std::atomic<std::uint8_t>::is_always_lock_free,
                   "Sluice: Trigger must be safe in a signal handler");
-    request_reason_.store(static_cast<std::uint8_t>(reason), std::memory_order_relaxed);
+    std::uint8_t none = kNoReason;
+    (void)request_reason_.compare_exchange_strong(none, static_cast<std::uint8_t>(reason),
+                                                  std::memory_order_relaxed);
     // Release: the reason before the count the consumer acquires.
     requests_.fetch_add(1, std::memory_order_release);
   }
@@ -209,28 +235,36 @@ class FlightRecorder {
   }
 
   // The writer (one thread at a time, any thread beside the bus's): writes
-  // the window the consumer froze, if there is one, to the next file, and
+  // the window the consumer froze, if there is one, to a new file, and
   // hands its ring back. How many dumps it wrote (0 or 1; a file that
-  // failed is counted in dumps_failed and also returns 1).
+  // failed is counted in dumps_failed and also returns 1). Files are
+  // numbered from -000 on, a number whose file exists already skipped, so
+  // that a restarted program never overwrites an earlier run's dumps. A
+  // codec that throws fails the dump (counted); the ring is handed back
+  // all the same, and the exception goes on to the caller.
   std::size_t WriteDumps() {
     const std::lock_guard<std::mutex> lock(writer_);
     // Acquire: pairs with Freeze's release store; the frozen ring's
     // envelopes and the dump's fields were written before it.
     const Dump* dump = ready_.load(std::memory_order_acquire);
     if (dump == nullptr) return 0;
-    char index[16];
-    std::snprintf(index, sizeof(index), "-%03zu.mcap", files_.size());
-    const std::string path = options_.path_prefix + index;
+    // Whatever happens below, the ring goes back to the consumer.
+    struct HandBack {
+      FlightRecorder& recorder;
+      bool ok = false;
+      ~HandBack() {
+        (ok ? recorder.dumps_written_ : recorder.dumps_failed_)
+            .fetch_add(1, std::memory_order_relaxed);
+        // Release: this thread's reads of the ring before the consumer,
+        // whose acquire load in Start sees null, writes into it again.
+        recorder.ready_.store(nullptr, std::memory_order_release);
+      }
+    } hand_back{*this};
     std::uint64_t dumped = 0;
     std::uint64_t skipped = 0;
-    const bool ok = Write(*dump, path, &dumped, &skipped);
-    files_.push_back(path);
+    hand_back.ok = Write(*dump, &dumped, &skipped);
     messages_dumped_.fetch_add(dumped, std::memory_order_relaxed);
     messages_skipped_.fetch_add(skipped, std::memory_order_relaxed);
-    (ok ? dumps_written_ : dumps_failed_).fetch_add(1, std::memory_order_relaxed);
-    // Release: this thread's reads of the ring before the consumer, whose
-    // acquire load in Start sees null, writes into it again.
-    ready_.store(nullptr, std::memory_order_release);
     return 1;
   }
 
@@ -246,7 +280,8 @@ class FlightRecorder {
     counts.messages_skipped = messages_skipped_.load(std::memory_order_relaxed);
     return counts;
   }
-  // The dump files written so far (also those that failed), in order.
+  // The dump files written so far, in order; also those that failed (the
+  // name tried last).
   std::vector<std::string> Files() const {
     const std::lock_guard<std::mutex> lock(writer_);
     return files_;
@@ -268,10 +303,27 @@ class FlightRecorder {
     Slot* next = nullptr;
     std::uint64_t left = 0;
   };
-  // The consumer, at Attach: the observer's cursor, set to the live ring.
-  void BindCursor(CaptureCursor* cursor) noexcept {
+  // The consumer, at Attach: the observer's cursor, set to the live ring
+  // where the last cursor (another observer's, or this one's before a
+  // move) left it. `detach(observer)` stops that observer (the
+  // recorder's destructor calls it).
+  void BindCursor(CaptureCursor* cursor, void* observer, void (*detach)(void*)) noexcept {
+    // Another observer's: detached first (it unbinds, keeping its count).
+    if (detach_ != nullptr && observer_ != observer) detach_(observer_);
+    taken_ = Taken();
     cursor_ = cursor;
+    observer_ = observer;
+    detach_ = detach;
     SetCursor(taken_);
+  }
+  // The consumer, at Attach(another) or the observer's end: the cursor is
+  // the observer's no longer; what it copied is kept.
+  void UnbindCursor(const CaptureCursor* cursor) noexcept {
+    if (cursor_ != cursor) return;
+    taken_ = Taken();
+    cursor_ = nullptr;
+    observer_ = nullptr;
+    detach_ = nullptr;
   }
   // The consumer: the cursor ran out (the end of the ring, or of the
   // window being collected).
@@ -283,9 +335,18 @@ class FlightRecorder {
       SetCursor(taken);
     }
   }
-  // The consumer: the message just copied is of a trigger type.
+  // The consumer: the message just copied is of a trigger type; its count
+  // is not yet off the cursor's `left`. In a window being collected it is
+  // part of it (merged), also when it is the window's last.
   SLUICE_NOINLINE void CapturedTriggerType(std::size_t type_index) noexcept {
-    Start(Taken() - 1, FlightTriggerReason::kMessageType, type_index);
+    const std::uint64_t taken = Taken();
+    if (stop_at_ != kNever) {
+      triggers_merged_.fetch_add(1, std::memory_order_relaxed);
+      if (--cursor_->left == 0) CursorDone();
+      return;
+    }
+    if (--cursor_->left == 0) SetCursor(taken);  // the ring's end (no window)
+    Start(taken - 1, FlightTriggerReason::kMessageType, type_index);
   }
   // The consumer, before a batch's first message: where the refusal
   // counts stood (for the window's refusals).
@@ -319,7 +380,7 @@ class FlightRecorder {
 
   // A ring's element: an envelope, its stride a power of two (the copy's
   // address is a shift).
-  struct alignas(FlightSlotStride(sizeof(Envelope))) Slot {
+  struct alignas(FlightSlotAlignment(sizeof(Envelope), alignof(Envelope))) Slot {
     Envelope envelope;
   };
 
@@ -357,16 +418,21 @@ class FlightRecorder {
     if (options.after > kMostPerSide) options.after = kMostPerSide;
     return options;
   }
+  // One more than the window: a trigger-type message is copied into the
+  // ring before it starts a window, and with `after` 0 it is not the
+  // window's, so it must not overwrite the window's oldest message.
   static std::size_t CapacityFor(std::uint32_t before, std::uint32_t after) {
-    const std::uint64_t need = std::uint64_t{before} + after;
+    const std::uint64_t need = std::uint64_t{before} + after + 1;
     std::size_t capacity = 2;
     while (capacity < need) capacity <<= 1;
     return capacity;
   }
 
+  // A clock that reads less than at the trigger (stepped back, or 0) has
+  // not passed anything.
   bool AfterTimePassed() const noexcept {
     const std::uint64_t now = sluice::detail::ClockNanos<Clock>();
-    return now - trigger_time_ns_ >= options_.after_ns;
+    return now >= trigger_time_ns_ && now - trigger_time_ns_ >= options_.after_ns;
   }
 
   // The consumer: Trigger's requests since the last look.
@@ -376,26 +442,29 @@ class FlightRecorder {
     if (requests == seen_requests_) return;
     const std::uint32_t count = requests - seen_requests_;
     seen_requests_ = requests;
-    const auto reason =
-        static_cast<FlightTriggerReason>(request_reason_.load(std::memory_order_relaxed));
-    Start(Taken(), reason, 0);
-    // Several requests seen at once are one window.
-    if (count > 1) triggers_merged_.fetch_add(count - 1, std::memory_order_relaxed);
+    // A Trigger between the exchange and its add is taken next time, with
+    // its reason or the one after it.
+    std::uint8_t reason = request_reason_.exchange(kNoReason, std::memory_order_relaxed);
+    if (reason == kNoReason) reason = static_cast<std::uint8_t>(FlightTriggerReason::kCall);
+    Start(Taken(), static_cast<FlightTriggerReason>(reason), 0, count);
   }
 
-  // The consumer: a window around position `trigger`.
-  void Start(std::uint64_t trigger, FlightTriggerReason reason, std::size_t type_index) noexcept {
+  // The consumer: a window around position `trigger`, for `count`
+  // triggers seen together (one window: the others merged into it).
+  void Start(std::uint64_t trigger, FlightTriggerReason reason, std::size_t type_index,
+             std::uint32_t count = 1) noexcept {
     if (stop_at_ != kNever) {
-      triggers_merged_.fetch_add(1, std::memory_order_relaxed);
+      triggers_merged_.fetch_add(count, std::memory_order_relaxed);
       return;
     }
     // Acquire: pairs with WriteDumps' release store; the writer is done
     // with the spare ring before this thread writes into it.
     if (ready_.load(std::memory_order_acquire) != nullptr) {
-      triggers_missed_.fetch_add(1, std::memory_order_relaxed);
+      triggers_missed_.fetch_add(count, std::memory_order_relaxed);
       return;
     }
     triggers_.fetch_add(1, std::memory_order_relaxed);
+    if (count > 1) triggers_merged_.fetch_add(count - 1, std::memory_order_relaxed);
     // A trigger message taken as the last window froze is in that window's
     // ring: this window starts with the next message.
     trigger_at_ = trigger < base_ ? base_ : trigger;
@@ -492,11 +561,31 @@ class FlightRecorder {
     return checkpoints_[low & mask_];
   }
 
+  // The writer: the next file that does not exist yet, opened (its name
+  // in files_), or false.
+  bool OpenNext(McapWriter& mcap) {
+    for (int tries = 0; tries < 100000; ++tries) {
+      char index[24];
+      std::snprintf(index, sizeof(index), "-%03llu.mcap",
+                    static_cast<unsigned long long>(next_file_++));
+      const std::string path = options_.path_prefix + index;
+      errno = 0;
+      if (mcap.Open(path, "", /*exclusive=*/true)) {
+        files_.push_back(path);
+        return true;
+      }
+      if (errno != EEXIST) {
+        files_.push_back(path);  // the name tried, for the caller's report
+        return false;
+      }
+    }
+    return false;
+  }
+
   // The writer: one dump file.
-  bool Write(const Dump& dump, const std::string& path, std::uint64_t* dumped,
-             std::uint64_t* skipped) {
+  bool Write(const Dump& dump, std::uint64_t* dumped, std::uint64_t* skipped) {
     McapWriter mcap;
-    if (!mcap.Open(path, "")) return false;
+    if (!OpenNext(mcap)) return false;
     int channels[std::variant_size_v<Payload>];
     std::uint32_t sequences[std::variant_size_v<Payload>] = {};
     for (int& channel : channels) channel = -1;
@@ -561,6 +650,8 @@ class FlightRecorder {
   Slot* active_;
   Slot* spare_;
   CaptureCursor* cursor_ = nullptr;  // the observer's (BindCursor)
+  void* observer_ = nullptr;
+  void (*detach_)(void*) = nullptr;
   // Messages captured, ever (their positions): taken_ at the cursor's
   // segment start, the cursor's progress since (Taken).
   std::uint64_t taken_ = 0;
@@ -577,7 +668,8 @@ class FlightRecorder {
 
   // Shared.
   std::atomic<std::uint32_t> requests_{0};
-  std::atomic<std::uint8_t> request_reason_{0};
+  static constexpr std::uint8_t kNoReason = 0xFF;
+  std::atomic<std::uint8_t> request_reason_{kNoReason};
   std::atomic<const Dump*> ready_{nullptr};
   std::atomic<std::uint64_t> refused_[3] = {};
   std::atomic<std::uint64_t> triggers_{0};
@@ -591,6 +683,7 @@ class FlightRecorder {
   // The writer's.
   mutable std::mutex writer_;
   std::vector<std::string> files_;
+  std::uint64_t next_file_ = 0;
 };
 
 }  // namespace record

@@ -46,10 +46,11 @@ class McapWriter {
 
   // Creates (or truncates) `path` and writes the magic and the Header
   // record (`profile`: the MCAP profile, "" for none). False, and nothing
-  // open, when the file cannot be made or written.
-  bool Open(const std::string& path, std::string_view profile = "") {
+  // open, when the file cannot be made or written. `exclusive`: a file
+  // that exists already is left alone (false, errno EEXIST).
+  bool Open(const std::string& path, std::string_view profile = "", bool exclusive = false) {
     if (file_ != nullptr) return false;
-    file_ = std::fopen(path.c_str(), "wb");
+    file_ = std::fopen(path.c_str(), exclusive ? "wbx" : "wb");
     if (file_ == nullptr) return false;
     ok_ = true;
     offset_ = 0;
