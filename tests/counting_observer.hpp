@@ -36,6 +36,7 @@ class CountingObserver {
     last_count_.store(count, std::memory_order_relaxed);
   }
   void OnError(const sluice::BusError&) noexcept { Add(errors_); }
+  void OnClosed() noexcept { Add(closed_); }
 
   std::uint64_t Admitted(sluice::MessagePriority priority) const noexcept {
     return Read(admitted_[static_cast<std::size_t>(priority) % 3]);
@@ -49,6 +50,7 @@ class CountingObserver {
   std::uint64_t Batches() const noexcept { return Read(batches_); }
   std::uint64_t Taken() const noexcept { return Read(taken_); }
   std::uint64_t Errors() const noexcept { return Read(errors_); }
+  std::uint64_t Closed() const noexcept { return Read(closed_); }
   std::uint64_t LastBatchFill() const noexcept { return Read(last_fill_); }
   std::uint64_t LastBatchCount() const noexcept { return Read(last_count_); }
 
@@ -65,6 +67,7 @@ class CountingObserver {
   std::atomic<std::uint64_t> batches_{0};
   std::atomic<std::uint64_t> taken_{0};
   std::atomic<std::uint64_t> errors_{0};
+  std::atomic<std::uint64_t> closed_{0};
   std::atomic<std::uint64_t> last_fill_{0};
   std::atomic<std::uint64_t> last_count_{0};
 };

@@ -116,7 +116,10 @@ Kept RunEvents() {
     kept.producer_published += lane.high_priority_published;
     kept.producer_dropped += lane.high_priority_dropped;
   });
+  EXPECT_EQ(bus.GetObserver().Closed(), 0u);
   bus.Close();
+  bus.Close();  // once: the call that closed it tells
+  EXPECT_EQ(bus.GetObserver().Closed(), 1u);
   EXPECT_FALSE(bus.Publish(Item{0}));
   kept.statistics.messages_refused_closed = bus.GetStatistics().messages_refused_closed;
 

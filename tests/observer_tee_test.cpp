@@ -73,6 +73,10 @@ static_assert(!ObserverTakesRuns<Mixed>::value, "one does not: the tee does not"
 static_assert(!HasTypedOnDispatched<TwoRunners>::value && !HasOnDispatched<TwoRunners>::value,
               "neither has OnDispatched: the tee has none (it takes runs)");
 static_assert(HasTypedOnDispatched<Mixed>::value, "one has OnDispatched: the tee has it");
+static_assert(!sluice::detail::HasOnClosed<Mixed>::value, "neither has OnClosed: the tee neither");
+static_assert(
+    sluice::detail::HasOnClosed<sluice::ObserverTee<sluice_test::CountingObserver, Typed>>::value,
+    "one has OnClosed: the tee has it");
 
 TEST(ObserverTeeTest, EveryEventReachesBothObserversInTheFormEachTakes) {
   struct Traits : sluice::DefaultBusTraits {
@@ -103,6 +107,8 @@ TEST(ObserverTeeTest, EveryEventReachesBothObserversInTheFormEachTakes) {
   EXPECT_EQ(typed.refused, 20u - admitted);
   EXPECT_EQ(counting.Batches(), typed.batches);
   EXPECT_EQ(dispatched, admitted);
+  bus->Close();
+  EXPECT_EQ(counting.Closed(), 1u);  // Typed has no OnClosed: the tee tells the one that has
   for (std::size_t i = 0; i < typed.taken_types.size(); ++i) {
     EXPECT_EQ(typed.taken_types[i], i % 2) << i;  // FIFO: Small, Other, ...
     EXPECT_EQ(typed.admitted_types[i], i % 2) << i;

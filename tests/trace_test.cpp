@@ -94,6 +94,11 @@ std::vector<TraceEvent> EveryKind() {
   lost.kind = TraceEventKind::kLost;
   lost.value = 12;
   events.push_back(lost);
+  TraceEvent closed;
+  closed.kind = TraceEventKind::kClosed;
+  closed.bus_id = 3;
+  closed.time_ns = 99;
+  events.push_back(closed);
   return events;
 }
 
@@ -513,6 +518,25 @@ TEST(TracingObserverTest, NothingIsRecordedBeforeAttachOrAfterDetach) {
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, TraceEventKind::kAdmitted);
   EXPECT_EQ(events[0].msg_id, 1u);  // the second message's position
+}
+
+// Closing the bus is one kClosed event, however many Close calls follow;
+// the refusals after it are kRefused events with kClosed.
+TEST(TracingObserverTest, ACloseIsOneClosedEvent) {
+  Ring ring;
+  TracedBus bus;
+  ASSERT_TRUE(bus.GetObserver().Attach(&ring, 4));
+  ASSERT_TRUE(bus.Publish(Small{1}));
+  bus.Close();
+  bus.Close();
+  EXPECT_FALSE(bus.Publish(Small{2}));
+  const std::vector<TraceEvent> events = Drained(ring);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].kind, TraceEventKind::kAdmitted);
+  EXPECT_EQ(events[1].kind, TraceEventKind::kClosed);
+  EXPECT_EQ(events[1].bus_id, 4u);
+  EXPECT_EQ(events[2].kind, TraceEventKind::kRefused);
+  EXPECT_EQ(events[2].detail, static_cast<std::uint8_t>(sluice::PublishOutcome::kClosed));
 }
 
 // Bad input with a priority that is none of the three is a kRefused event

@@ -29,6 +29,11 @@
 //   OnError(error)            the consumer, when a callback or the visitor
 //                             threw, after the error is counted and before
 //                             the error callback runs.
+//   OnClosed()                the call that closed the bus (Close), once,
+//                             after producers are refused and woken; on the
+//                             shared-memory bus, its consumer's Close.
+//                             Optional: an observer without it is not
+//                             called.
 // Each is noexcept and must not publish to or dispatch the bus it observes
 // (its own counts are its concern; the bus holds no lock while it runs).
 // A message event may also take the payload's index (std::variant::index()):

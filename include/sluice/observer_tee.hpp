@@ -13,7 +13,7 @@
 // The tee takes the payload index with its message events (so the core
 // reads it) and gives each observer the form it has; it takes the message
 // itself (OnTakenMessage) for the observers that take it; it has
-// OnDispatched where either observer has it; and it lets the consumer take
+// OnDispatched and OnClosed where either observer has them; and it lets the consumer take
 // runs (kTakesRuns) only where both do. Tees nest: ObserverTee<A,
 // ObserverTee<B, C>>.
 #pragma once
@@ -87,6 +87,15 @@ class ObserverTee {
   void OnError(const BusError& error) noexcept {
     first_.OnError(error);
     second_.OnError(error);
+  }
+  // Only where one of them has it.
+  template <
+      typename First = FirstObserver,
+      std::enable_if_t<
+          detail::HasOnClosed<First>::value || detail::HasOnClosed<SecondObserver>::value, int> = 0>
+  void OnClosed() noexcept {
+    if constexpr (detail::HasOnClosed<FirstObserver>::value) first_.OnClosed();
+    if constexpr (detail::HasOnClosed<SecondObserver>::value) second_.OnClosed();
   }
 
  private:

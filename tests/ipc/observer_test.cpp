@@ -94,7 +94,10 @@ TEST(ShmObserverTest, EachSideSeesTheEventsOfItsOwnProcess) {
   EXPECT_EQ(consumed.Errors(), stats.processing_errors);
 #endif
 
+  EXPECT_EQ(consumed.Closed(), 0u);
   bus.Close();
+  EXPECT_EQ(consumed.Closed(), 1u);  // the consumer's Close, once
+  EXPECT_EQ(produced.Closed(), 0u);
   EXPECT_EQ(producer.PublishWithPriority(Stop{0, 0}, 7, MessagePriority::HIGH).Outcome(),
             PublishOutcome::kClosed);
   EXPECT_EQ(produced.Refused(PublishOutcome::kClosed), 1u);

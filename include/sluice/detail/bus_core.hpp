@@ -38,6 +38,7 @@
 #include "sluice/detail/consume/visit_envelope.hpp"
 #include "sluice/detail/observe/backpressure_gauges.hpp"
 #include "sluice/detail/observe/latency_recorder.hpp"
+#include "sluice/detail/observe/observation.hpp"
 #include "sluice/detail/observe/statistics_counters.hpp"
 #include "sluice/detail/publish/admission_policy.hpp"
 #include "sluice/detail/publish/bus_sources.hpp"
@@ -356,12 +357,18 @@ class BusCore : public PublishCore<Payload> {
   // preempted it, which closes the queue itself.
   void Close() noexcept {
     if (close_.IsClosed()) return;
-    close_.Begin();
+    const bool first = close_.Begin();
     const Position tail = queue_.Close();
     close_.Finish(tail);
     wake_->Notify();
     // Every producer waiting for room re-checks and finds the bus closed.
     room_.NotifyWaiters(/*only_with_room=*/false, [](MessagePriority) { return true; });
+    // The optional event, once: told by the call that began the close.
+    if constexpr (HasOnClosed<Observer>::value) {
+      if (first) observer_.OnClosed();
+    } else {
+      (void)first;
+    }
   }
 
   bool IsClosed() const noexcept { return close_.IsClosed(); }

@@ -25,10 +25,11 @@ class CloseState {
  public:
   // Any thread: marks the bus as closing, so that refusals racing with the
   // close may be counted as refused for being closed.
-  void Begin() noexcept {
+  // True for the one call that moved the state from open.
+  bool Begin() noexcept {
     std::uint32_t open = kOpen;
-    (void)state_.compare_exchange_strong(open, kClosing, std::memory_order_relaxed,
-                                         std::memory_order_relaxed);
+    return state_.compare_exchange_strong(open, kClosing, std::memory_order_relaxed,
+                                          std::memory_order_relaxed);
   }
   // After the queue is closed at `tail`: SYNC POINT WRITE (S).
   void Finish(Position tail) noexcept {

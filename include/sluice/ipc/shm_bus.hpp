@@ -221,6 +221,10 @@ class ShmBus {
       sluice::detail::FullFence();
       front_.Lanes().WakeEveryRoom();
       front_.Counts().totals = GetStatistics();
+      // The traits' Observer's optional OnClosed (sluice/observer.hpp).
+      if constexpr (sluice::detail::HasOnClosed<typename Traits::Observer>::value) {
+        front_.Watcher().OnClosed();
+      }
       // The names are removed only while they are still this bus's (under
       // the lock a consumer making the name again takes). A lock held for
       // over a second (by a process of this user) leaves them: closed, the

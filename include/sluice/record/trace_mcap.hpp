@@ -42,6 +42,8 @@ constexpr const char* TraceKindName(trace::TraceEventKind kind) noexcept {
       return "error";
     case trace::TraceEventKind::kLost:
       return "lost";
+    case trace::TraceEventKind::kClosed:
+      return "closed";
   }
   return "unknown";
 }
@@ -50,7 +52,7 @@ constexpr const char* TraceKindName(trace::TraceEventKind kind) noexcept {
 inline constexpr const char* kTraceEventJsonSchema =
     R"({"title":"sluice.TraceEvent","type":"object","properties":{)"
     R"("kind":{"type":"string","enum":["admitted","refused","batch_begin","taken",)"
-    R"("dispatched","batch_end","error","lost"]},)"
+    R"("dispatched","batch_end","error","lost","closed"]},)"
     R"("bus_id":{"type":"integer"},"lane":{"type":"integer"},"msg_id":{"type":"integer"},)"
     R"("sender_id":{"type":"integer"},"priority":{"type":"integer","minimum":0,"maximum":2},)"
     R"("type_index":{"type":"integer"},"stamp_ns":{"type":"integer"},)"

@@ -104,6 +104,11 @@ class ChromeTraceWriter {
         Emit("}");
         End();
         break;
+      case TraceEventKind::kClosed:
+        Begin("closed", "i", event.time_ns, event.bus_id, 0);
+        Emit(",\"s\":\"p\"");
+        End();
+        break;
       case TraceEventKind::kLost:
         Begin("lost", "i", event.time_ns, event.bus_id, 0);
         Emit(",\"s\":\"p\",\"args\":{\"events\":");

@@ -46,8 +46,10 @@ enum class TraceEventKind : std::uint8_t {
   // last such record (the ring was full when they came). `bus_id`: the
   // ring's.
   kLost = 8,
+  // The bus was closed (OnClosed), by the thread that closed it.
+  kClosed = 9,
 };
-inline constexpr std::uint8_t kLastTraceEventKind = 8;
+inline constexpr std::uint8_t kLastTraceEventKind = 9;
 
 struct TraceEvent {
   std::uint64_t msg_id = 0;

@@ -107,6 +107,11 @@ class TracingObserver {
     event.value = count;
     Record(event);
   }
+  void OnClosed() noexcept {
+    TraceEvent event;
+    event.kind = TraceEventKind::kClosed;
+    Record(event);
+  }
   void OnError(const BusError& error) noexcept {
     TraceEvent event;
     event.kind = TraceEventKind::kError;

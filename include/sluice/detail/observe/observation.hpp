@@ -85,6 +85,12 @@ struct ObserverTakesRuns : std::false_type {};
 template <typename Observer>
 struct ObserverTakesRuns<Observer, std::void_t<decltype(Observer::kTakesRuns)>>
     : std::bool_constant<Observer::kTakesRuns> {};
+// Whether an Observer has the optional OnClosed(): the bus was closed.
+template <typename Observer, typename = void>
+struct HasOnClosed : std::false_type {};
+template <typename Observer>
+struct HasOnClosed<Observer, std::void_t<decltype(std::declval<Observer&>().OnClosed())>>
+    : std::true_type {};
 // Whether an Observer has the optional OnDispatched(header).
 template <typename Observer, typename = void>
 struct HasOnDispatched : std::false_type {};

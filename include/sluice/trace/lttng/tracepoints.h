@@ -19,7 +19,7 @@
 #include "sluice/trace/trace_event.hpp"
 
 // kind: TraceEventKind's value (admitted 1, refused 2, batch_begin 3, taken
-// 4, dispatched 5, batch_end 6, error 7, lost 8); priority:
+// 4, dispatched 5, batch_end 6, error 7, lost 8, closed 9); priority:
 // MessagePriority's (LOW 0, MEDIUM 1, HIGH 2).
 // LTTng's field list is a sequence of macros, one a line.
 // clang-format off
