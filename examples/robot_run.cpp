@@ -32,6 +32,7 @@
 #include "sluice/sluice.hpp"
 #include "sluice/trace/chrome_trace.hpp"
 #include "sluice/trace/trace_ring.hpp"
+#include "sluice/trace/trace_stream.hpp"
 #include "sluice/trace/tracing_observer.hpp"
 
 struct LidarScan {
@@ -136,7 +137,8 @@ int main(int argc, char** argv) {
     const auto once = [&] {
       (void)flight.WriteDumps();
       (void)recorder.Flush();
-      (void)ring->Drain([&chrome](const sluice::trace::TraceEvent& e) { chrome.Write(e); });
+      (void)sluice::trace::DrainEvents(
+          *ring, [&chrome](const sluice::trace::TraceEvent& e) { chrome.Write(e); });
     };
     while (running.load()) {
       once();

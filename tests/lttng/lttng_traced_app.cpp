@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <variant>
 
@@ -40,10 +41,14 @@ struct Traits : sluice::DefaultBusTraits {
 
 }  // namespace
 
-int main() {
+// Usage: sluice_lttng_traced_app BUS_ID (the test's session records only
+// this bus id's events: another program's, or another run's, are not its).
+int main(int argc, char** argv) {
+  if (argc != 2) return 2;
+  const auto bus_id = static_cast<std::uint16_t>(std::strtoul(argv[1], nullptr, 10));
   sluice::trace::LttngSink sink;
   auto bus = std::make_unique<sluice::MpscBus<Payload, 1024, Traits>>();
-  if (!bus->GetObserver().Attach(&sink, 7)) return 1;
+  if (!bus->GetObserver().Attach(&sink, bus_id)) return 1;
   std::uint64_t seen = 0;
   const auto readings = bus->Subscribe<Reading>([&seen](const Reading&) { ++seen; });
   const auto commands = bus->Subscribe<Command>([&seen](const Command&) { ++seen; });

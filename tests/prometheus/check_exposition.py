@@ -2,9 +2,11 @@
 """Runs a program that prints Prometheus text and checks the text with the
 parser of the official Python client (Debian: python3-prometheus-client).
 
-Checks: the text parses; every histogram's buckets are cumulative and its
-+Inf bucket equals its _count; every line of EXPECTED ("sample value", the
-sample written with its labels in sorted order) matches.
+Checks: the text parses; each metric name has one HELP and one TYPE line
+and each series one sample (the format's rules, which this parser lets
+through and stricter ones, such as Go's, refuse); every histogram's buckets
+are cumulative and its +Inf bucket equals its _count; every line of EXPECTED
+("sample value", the sample written with its labels in sorted order) matches.
 
 usage: check_exposition.py EXPECTED PROGRAM [ARGUMENTS...]
 (PROGRAM may be an emulator, such as qemu-aarch64, followed by the program.)
@@ -30,11 +32,19 @@ def main():
     families = list(text_string_to_metric_families(text))
     samples = {}
     problems = []
+    for kind in ("HELP", "TYPE"):
+        names = [line.split()[2] for line in text.splitlines()
+                 if line.startswith("# " + kind + " ")]
+        for name in sorted(set(n for n in names if names.count(n) > 1)):
+            problems.append("{} lines for {}: {}".format(kind, name, names.count(name)))
     for family in families:
         buckets = defaultdict(list)
         counts = {}
         for sample in family.samples:
-            samples[key(sample.name, sample.labels)] = sample.value
+            series = key(sample.name, sample.labels)
+            if series in samples:
+                problems.append("a series twice: " + series)
+            samples[series] = sample.value
             if family.type != "histogram":
                 continue
             series = tuple(sorted((k, v) for k, v in sample.labels.items() if k != "le"))

@@ -74,10 +74,21 @@ int main(int argc, char** argv) {
   }
   if (!recorder.Close()) return 1;
   if (flight.WriteDumps() != 1) return 1;
+  // A second bus's recorders ("arm"), nothing recorded: in the same text,
+  // each family written once.
+  auto arm = std::make_unique<Bus>();
+  sluice::record::Recorder<Bus> arm_recorder(*arm, {scratch + "/metrics_arm", 0, 256});
+  if (!arm_recorder.Record<Pose>("/robot/\"pose\"", "Pose")) return 1;
+  if (arm_recorder.Record<Stop>("/robot/\xFF", "Stop")) return 1;  // not UTF-8: refused
+  Flight arm_flight(options);
   std::string text;
   sluice::WritePrometheus(text, "robot", *bus);
-  sluice::record::WriteRecorderPrometheus(text, "robot", recorder);
-  sluice::record::WriteFlightRecorderPrometheus(text, "robot", flight);
+  sluice::record::WriteRecorderPrometheus(
+      text, {sluice::record::CaptureRecorderMetrics("robot", recorder),
+             sluice::record::CaptureRecorderMetrics("arm", arm_recorder)});
+  sluice::record::WriteFlightRecorderPrometheus(
+      text, {sluice::record::CaptureFlightRecorderMetrics("robot", flight),
+             sluice::record::CaptureFlightRecorderMetrics("arm", arm_flight)});
   std::fputs(text.c_str(), stdout);
   return 0;
 }

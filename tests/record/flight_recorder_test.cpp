@@ -158,6 +158,10 @@ struct Rig {
     bus->GetObserver().Attach(&recorder);
     Log(*bus, log, handles);
   }
+  // Dumps never overwrite a file: the test's are removed.
+  ~Rig() {
+    for (const std::string& file : recorder.Files()) std::remove(file.c_str());
+  }
   R recorder;
   std::unique_ptr<FlightBus<kCapacity, R, Triggers...>> bus;
   std::vector<Item> log;
@@ -798,19 +802,22 @@ TEST(FlightRecorderTest, AClockThatStepsBackDoesNotEndTheWindow) {
 // A second recorder (a program restarted) with the same prefix writes next
 // to the first's dump, never over it.
 TEST(FlightRecorderTest, ARestartedRecorderNeverOverwritesAnEarlierDump) {
-  std::vector<std::string> files;
+  // Two runs' rigs, the first's dump kept until the end (a rig removes its
+  // dumps when it goes).
+  std::vector<std::unique_ptr<Rig<256, Recorder>>> runs;
   for (std::uint32_t run = 0; run < 2; ++run) {
-    Rig<256, Recorder> rig(Options("restart", 4, 4));
+    runs.push_back(std::make_unique<Rig<256, Recorder>>(Options("restart", 4, 4)));
+    Rig<256, Recorder>& rig = *runs.back();
     PublishAndDispatch(*rig.bus, run, 20, 4, [&](std::uint64_t taken) {
       if (taken == 8) rig.recorder.Trigger();
     });
     ASSERT_EQ(rig.recorder.WriteDumps(), 1u);
-    files.push_back(rig.recorder.Files()[0]);
   }
-  ASSERT_NE(files[0], files[1]);
-  EXPECT_EQ(ReadDump(files[0]).items.front().producer, 0u);
-  EXPECT_EQ(ReadDump(files[1]).items.front().producer, 1u);
-  for (const std::string& file : files) std::remove(file.c_str());
+  const std::string first = runs[0]->recorder.Files()[0];
+  const std::string second = runs[1]->recorder.Files()[0];
+  ASSERT_NE(first, second);
+  EXPECT_EQ(ReadDump(first).items.front().producer, 0u);
+  EXPECT_EQ(ReadDump(second).items.front().producer, 1u);
 }
 
 #if SLUICE_HAS_EXCEPTIONS

@@ -7,13 +7,16 @@
 // could not keep, and never holds the bus up.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -93,6 +96,12 @@ std::uint64_t Checksum(const std::vector<Seen>& seen) {
     mix(static_cast<std::uint64_t>(static_cast<std::int64_t>(s.b * 1024)));  // b may be negative
   }
   return sum;
+}
+
+// Recordings never overwrite a file (a name whose file exists is
+// skipped): each test removes what it wrote.
+void RemoveFiles(const std::vector<std::string>& files) {
+  for (const std::string& file : files) std::remove(file.c_str());
 }
 
 std::string Scratch(const std::string& name) {
@@ -241,6 +250,7 @@ TEST(ReplayTest, ARecordingSplitByDurationSpansLessThanItInEachFile) {
   }
   EXPECT_EQ(result.sequence_gaps, 0u);
   EXPECT_EQ(replayed, original);
+  RemoveFiles(files);
 }
 
 // A writer that does not keep up: the bus is never held up (every
@@ -281,6 +291,7 @@ TEST(ReplayTest, ARecorderThatCannotKeepUpCountsWhatItCouldNotKeep) {
     EXPECT_EQ(reader.Error(), sluice::record::McapReadError::kNone);
   }
   EXPECT_EQ(in_files, pose.recorded + stop.recorded);
+  RemoveFiles(recorder.Files());
 }
 
 // The writer on a thread of its own, flushing while the bus's thread
@@ -330,6 +341,7 @@ TEST(ReplayTest, AWriterThreadBesideTheBusesThreadsRecordsOrCountsEveryMessage) 
     EXPECT_EQ(reader.Error(), sluice::record::McapReadError::kNone);
   }
   EXPECT_EQ(in_files, counts.recorded);
+  RemoveFiles(recorder.Files());
 }
 
 // MCAP's own readers read every file the replay test wrote.
@@ -356,6 +368,7 @@ TEST(ReplayTest, McapsOwnReadersReadTheSplitFiles) {
                                 SLUICE_MCAP_CHECK_SCRIPT + "' '" + file + "' >/dev/null 2>&1";
     EXPECT_EQ(std::system(command.c_str()), 0) << file;
   }
+  RemoveFiles(recorder.Files());
 }
 
 // Messages the recorder could not keep are gaps in the replay, each
@@ -410,18 +423,34 @@ TEST(ReplayTest, WhatTheRecordingMissesIsCountedAtReplay) {
   const auto without_first = replay({files.begin() + 1, files.end()});
   EXPECT_GT(without_first.sequence_gaps, counts.refused);
   EXPECT_EQ(without_first.sequence_repeats, 0u);
+  RemoveFiles(files);
 }
 
 // A file that cannot be written: nothing counts as recorded, every message
 // as failed, Close says so; a name whose file could not be made is not
 // listed.
 TEST(ReplayTest, WriteFailuresAreCountedAsFailedNotRecorded) {
-  const std::string full = Scratch("full");
-  (void)std::remove((full + "-000.mcap").c_str());
-  ASSERT_EQ(symlink("/dev/full", (full + "-000.mcap").c_str()), 0);
   {
+    // A disk that fills: files of this process limited to 256 bytes (the
+    // write then fails with EFBIG, SIGXFSZ ignored), restored after.
+    struct FileSizeLimit {
+      rlimit before{};
+      void (*handler)(int) = SIG_DFL;
+      FileSizeLimit() {
+        getrlimit(RLIMIT_FSIZE, &before);
+        handler = std::signal(SIGXFSZ, SIG_IGN);
+        rlimit small = before;
+        small.rlim_cur = 256;
+        setrlimit(RLIMIT_FSIZE, &small);
+      }
+      ~FileSizeLimit() {
+        setrlimit(RLIMIT_FSIZE, &before);
+        std::signal(SIGXFSZ, handler);
+      }
+    } limit;
     Bus bus;
-    sluice::record::Recorder<Bus> recorder(bus, {full, 0, 1u << 16});
+    sluice::record::Recorder<Bus> recorder(
+        bus, {Scratch("full_" + std::to_string(getpid())), 0, 1u << 16});
     ASSERT_TRUE((recorder.Record<Pose>("/robot/pose", "Pose")));
     for (std::uint32_t i = 0; i < 20; ++i) {
       ASSERT_TRUE(bus.Publish(Pose{i, 1, 2}));
@@ -431,8 +460,8 @@ TEST(ReplayTest, WriteFailuresAreCountedAsFailedNotRecorded) {
     EXPECT_FALSE(recorder.Close());
     EXPECT_EQ(recorder.Counts(0).recorded, 0u);
     EXPECT_EQ(recorder.Counts(0).failed, 20u);
+    for (const std::string& file : recorder.Files()) std::remove(file.c_str());
   }
-  (void)std::remove((full + "-000.mcap").c_str());
   Bus bus;
   sluice::record::Recorder<Bus> nowhere(bus, {Scratch("no/such/dir/run"), 0, 1u << 16});
   ASSERT_TRUE((nowhere.Record<Pose>("/robot/pose", "Pose")));
@@ -445,6 +474,67 @@ TEST(ReplayTest, WriteFailuresAreCountedAsFailedNotRecorded) {
   EXPECT_TRUE(nowhere.Files().empty());
   EXPECT_EQ(nowhere.Counts(0).failed, 5u);
 }
+
+// A recording never overwrites a file: a number whose file exists is
+// skipped (a restarted program beside its earlier run).
+TEST(ReplayTest, ARecordingNeverOverwritesAFile) {
+  const std::string prefix = Scratch("keep_" + std::to_string(getpid()));
+  {
+    std::ofstream earlier(prefix + "-000.mcap", std::ios::binary | std::ios::trunc);
+    earlier << "an earlier run's";
+  }
+  Bus bus;
+  sluice::record::Recorder<Bus> recorder(bus, {prefix, 0, 1u << 16});
+  ASSERT_TRUE((recorder.Record<Pose>("/robot/pose", "Pose")));
+  ASSERT_TRUE(bus.Publish(Pose{1, 1, 2}));
+  (void)bus.ProcessBatch();
+  ASSERT_TRUE(recorder.Close());
+  ASSERT_EQ(recorder.Files().size(), 1u);
+  EXPECT_EQ(recorder.Files()[0], prefix + "-001.mcap");
+  std::ifstream earlier(prefix + "-000.mcap", std::ios::binary);
+  const std::string content((std::istreambuf_iterator<char>(earlier)),
+                            std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "an earlier run's");
+  std::remove((prefix + "-000.mcap").c_str());
+  std::remove((prefix + "-001.mcap").c_str());
+}
+
+// Topics and type names are MCAP strings: not valid UTF-8, refused.
+TEST(ReplayTest, ATopicThatIsNotUtf8IsRefused) {
+  Bus bus;
+  sluice::record::Recorder<Bus> recorder(bus, {Scratch("utf8"), 0, 1u << 16});
+  EXPECT_FALSE((recorder.Record<Pose>("/robot/\xFF", "Pose")));
+  EXPECT_FALSE((recorder.Record<Pose>("/robot/pose", "Po\xC0se")));
+  EXPECT_TRUE((recorder.Record<Pose>("/robot/p\xC3\xA9se", "Pose")));
+  EXPECT_EQ(recorder.ChannelCount(), 1u);
+}
+
+#if SLUICE_HAS_EXCEPTIONS
+struct ThrowingPoseCodec {
+  static bool Encode(const Pose& pose, std::string& out) {
+    if (pose.frame % 3 == 0) throw std::runtime_error("codec");
+    return sluice::nats::DefaultCodec<Pose>::Encode(pose, out);
+  }
+};
+// A codec that throws fails the message, counted: recorded + refused +
+// failed is still every message dispatched; the bus reports the throw.
+TEST(ReplayTest, ACodecThatThrowsIsCountedFailed) {
+  Bus bus;
+  sluice::record::Recorder<Bus> recorder(bus, {Scratch("throwing_codec"), 0, 1u << 16});
+  ASSERT_TRUE((recorder.Record<Pose, ThrowingPoseCodec>("/robot/pose", "Pose")));
+  for (std::uint32_t i = 0; i < 10; ++i) {
+    ASSERT_TRUE(bus.Publish(Pose{i, 1, 2}));
+    (void)bus.ProcessBatch();
+  }
+  (void)recorder.Flush();
+  const auto counts = recorder.Counts(0);
+  EXPECT_EQ(counts.failed, 4u);  // frames 0, 3, 6, 9
+  EXPECT_EQ(counts.recorded + counts.refused + counts.failed, 10u);
+  EXPECT_EQ(bus.GetStatistics().processing_errors, 4u);
+  ASSERT_TRUE(recorder.Close());
+  for (const std::string& file : recorder.Files()) std::remove(file.c_str());
+}
+#endif
 
 // A closed bus stops the replay; make_room is not asked for a refusal
 // that is not for room.
@@ -470,6 +560,7 @@ TEST(ReplayTest, AClosedBusStopsTheReplayWithoutAskingForRoom) {
   EXPECT_TRUE(result.closed);
   EXPECT_EQ(result.published, 0u);
   EXPECT_EQ(asked, 0);
+  RemoveFiles(files);
 }
 
 // A file cut short reads as every whole message before the cut, then

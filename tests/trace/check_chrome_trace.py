@@ -2,12 +2,15 @@
 """Runs a program that writes a Chrome trace (sluice/trace/chrome_trace.hpp)
 to a file and prints "admitted N" and "refused N"; checks the file with the
 jsonschema package (Debian: python3-jsonschema) against chrome_trace.schema.json
-and then what a viewer needs: duration events (B, E) nest on each track; every
+and then what a viewer needs: duration events (B, E) nest on each track, in
+the file's order and in time order; every
 flow start (s) has exactly one end (f) and every end a start; one "admitted"
 instant per admitted message, one dispatch slice per flow, and the refusal
-counts adding up to what the program refused.
+counts adding up to what the program refused. With --lossy (a trace whose
+ring lost events, as the program's "lost N" says): the schema, the nesting
+and a "lost" instant for every loss; the counts cannot add up.
 
-usage: check_chrome_trace.py SCHEMA OUTPUT_FILE PROGRAM [ARGUMENTS...]
+usage: check_chrome_trace.py [--lossy] SCHEMA OUTPUT_FILE PROGRAM [ARGUMENTS...]
 (the program is run with OUTPUT_FILE as its last argument)
 """
 import json
@@ -19,7 +22,11 @@ import jsonschema
 
 
 def main():
-    schema_path, output_path, command = sys.argv[1], sys.argv[2], sys.argv[3:]
+    arguments = sys.argv[1:]
+    lossy = arguments[0] == "--lossy"
+    if lossy:
+        arguments = arguments[1:]
+    schema_path, output_path, command = arguments[0], arguments[1], arguments[2:]
     printed = subprocess.run(command + [output_path], check=True, stdout=subprocess.PIPE).stdout
     counts = dict(line.split() for line in printed.decode().splitlines() if line.strip())
     with open(schema_path, encoding="utf-8") as schema_file:
@@ -31,7 +38,7 @@ def main():
     problems = []
     stacks = defaultdict(list)
     starts, ends = Counter(), Counter()
-    admitted = refused = slices = 0
+    admitted = refused = slices = lost = 0
     for event in trace["traceEvents"]:
         track = (event["pid"], event["tid"])
         phase = event["ph"]
@@ -50,9 +57,35 @@ def main():
             admitted += 1
         elif phase == "i" and event["name"] == "refused":
             refused += event["args"]["count"]
+        elif phase == "i" and event["name"] == "lost":
+            lost += event["args"]["events"]
     for track, stack in stacks.items():
         if stack:
             problems.append("B without E on {}: {}".format(track, stack))
+    # Viewers order a track's events by time: the slices nest in that order too.
+    by_time = defaultdict(list)
+    for event in trace["traceEvents"]:
+        if event["ph"] in ("B", "E"):
+            by_time[(event["pid"], event["tid"])].append(event)
+    for track, events in by_time.items():
+        depth = 0
+        for event in sorted(events, key=lambda e: e["ts"]):
+            depth += 1 if event["ph"] == "B" else -1
+            if depth < 0:
+                problems.append("in time order an E comes before its B on {}".format(track))
+                break
+    if lost != int(counts["lost"]):
+        problems.append("lost {} != {}".format(lost, counts["lost"]))
+    if lossy:
+        if lost == 0:
+            problems.append("a lossy run lost nothing")
+        if problems:
+            print("\n".join(problems[:20]))
+            return 1
+        print("{} events, {} lost, schema and nesting ok".format(len(trace["traceEvents"]), lost))
+        return 0
+    if lost != 0:
+        problems.append("the run lost {} events".format(lost))
     if starts != ends or any(n != 1 for n in starts.values()):
         problems.append("flows do not pair one to one")
     expected = int(counts["admitted"])

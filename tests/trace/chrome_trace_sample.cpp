@@ -1,8 +1,10 @@
 // Writes a Chrome trace (sluice/trace/chrome_trace.hpp) of a small robot run
 // to the file given, for check_chrome_trace.py: a bus of three types and
 // three priorities, four senders, refusals, a callback that throws (an
-// error event) where exceptions are on. Prints "admitted N", "refused N"
-// for the checker.
+// error event) where exceptions are on, and the close. Prints "admitted N",
+// "refused N" and "lost N" for the checker. With `lossy` (first argument),
+// the trace ring holds 64 events and is drained once, at the end: most
+// events are lost, and the trace must still nest.
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include "sluice/sluice.hpp"
 #include "sluice/trace/chrome_trace.hpp"
 #include "sluice/trace/trace_ring.hpp"
+#include "sluice/trace/trace_stream.hpp"
 #include "sluice/trace/tracing_observer.hpp"
 
 namespace {
@@ -27,26 +30,27 @@ struct EStop {
   std::uint32_t code;
 };
 using Payload = std::variant<Lidar, Imu, EStop>;
-using Ring = sluice::trace::TraceRing<16384>;
+template <std::size_t kEvents>
+using Ring = sluice::trace::TraceRing<kEvents>;
+template <std::size_t kEvents>
 struct Traits : sluice::DefaultBusTraits {
-  using Observer = sluice::trace::TracingObserver<Ring>;
+  using Observer = sluice::trace::TracingObserver<Ring<kEvents>>;
 };
-}  // namespace
 
-int main(int argc, char** argv) {
-  if (argc != 2) return 2;
-  auto ring = std::make_unique<Ring>();
-  auto bus = std::make_unique<sluice::MpscBus<Payload, 64, Traits>>();
+template <std::size_t kEvents>
+int Run(const char* path, bool drain_often) {
+  auto ring = std::make_unique<Ring<kEvents>>();
+  auto bus = std::make_unique<sluice::MpscBus<Payload, 64, Traits<kEvents>>>();
   if (!bus->GetObserver().Attach(ring.get(), 3)) return 1;
-  const auto lidar = bus->Subscribe<Lidar>([](const Lidar&) {});
-  const auto imu = bus->Subscribe<Imu>([](const Imu& sample) {
+  const auto lidar = bus->template Subscribe<Lidar>([](const Lidar&) {});
+  const auto imu = bus->template Subscribe<Imu>([](const Imu& sample) {
 #if SLUICE_HAS_EXCEPTIONS
     if (sample.sample == 5) throw std::runtime_error("bad sample");
 #else
     (void)sample;
 #endif
   });
-  const auto stop = bus->Subscribe<EStop>([](const EStop&) {});
+  const auto stop = bus->template Subscribe<EStop>([](const EStop&) {});
   if (!lidar.IsValid() || !imu.IsValid() || !stop.IsValid()) return 1;
   std::string json;
   sluice::trace::ChromeTraceWriter<std::string> chrome(json);
@@ -62,18 +66,33 @@ int main(int argc, char** argv) {
     if (i % 50 == 49) {  // the bus fills between batches: LOW is refused
       while (bus->ProcessBatch(16) != 0) {
       }
-      (void)ring->Drain([&chrome](const sluice::trace::TraceEvent& event) { chrome.Write(event); });
+      if (drain_often) {
+        (void)sluice::trace::DrainEvents(
+            *ring, [&chrome](const sluice::trace::TraceEvent& event) { chrome.Write(event); });
+      }
     }
   }
   while (bus->ProcessBatch(16) != 0) {
   }
-  (void)ring->Drain([&chrome](const sluice::trace::TraceEvent& event) { chrome.Write(event); });
+  bus->Close();
+  std::uint64_t lost = 0;
+  (void)sluice::trace::DrainEvents(*ring, [&](const sluice::trace::TraceEvent& event) {
+    if (event.kind == sluice::trace::TraceEventKind::kLost) lost += event.value;
+    chrome.Write(event);
+  });
   chrome.Finish();
-  if (ring->Lost() != 0) return 1;
-  std::ofstream out(argv[1], std::ios::binary | std::ios::trunc);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << json;
   if (!out) return 1;
-  std::printf("admitted %llu\nrefused %llu\n", static_cast<unsigned long long>(admitted),
-              static_cast<unsigned long long>(refused));
+  std::printf("admitted %llu\nrefused %llu\nlost %llu\n", static_cast<unsigned long long>(admitted),
+              static_cast<unsigned long long>(refused), static_cast<unsigned long long>(lost));
   return 0;
+}
+}  // namespace
+
+// Usage: sluice_chrome_trace_sample [lossy] OUTPUT
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "lossy") return Run<64>(argv[2], false);
+  if (argc == 2) return Run<16384>(argv[1], true);
+  return 2;
 }

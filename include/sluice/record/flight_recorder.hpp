@@ -178,7 +178,8 @@ class FlightRecorder {
 
   // Writes messages of type T into dumps on `topic`, encoded by Codec
   // (sluice/nats/codec.hpp), its schema named `type_name`. Before the
-  // recorder is attached. False when T or `topic` is kept already. Messages
+  // recorder is attached. False when T or `topic` is kept already, or
+  // `topic` or `type_name` is not valid UTF-8 (MCAP's strings are). Messages
   // of types not kept are in the window but not in the file (counted).
   template <typename T, typename Codec = nats::DefaultCodec<T>>
   bool Keep(const std::string& topic, const std::string& type_name) {
@@ -189,6 +190,7 @@ class FlightRecorder {
                   "Sluice: Keep<T> cannot keep a loaned payload: its block goes back to the "
                   "producer after the dispatch, before a dump is written");
     if (kept_[kIndex].encode != nullptr) return false;
+    if (!IsValidUtf8(topic) || !IsValidUtf8(type_name)) return false;
     for (const KeptType& kept : kept_) {
       if (kept.encode != nullptr && kept.topic == topic) return false;
     }
@@ -562,24 +564,14 @@ class FlightRecorder {
   }
 
   // The writer: the next file that does not exist yet, opened (its name
-  // in files_), or false.
+  // in files_; a name that could not be made too, for the caller's
+  // report), or false.
   bool OpenNext(McapWriter& mcap) {
-    for (int tries = 0; tries < 100000; ++tries) {
-      char index[24];
-      std::snprintf(index, sizeof(index), "-%03llu.mcap",
-                    static_cast<unsigned long long>(next_file_++));
-      const std::string path = options_.path_prefix + index;
-      errno = 0;
-      if (mcap.Open(path, "", /*exclusive=*/true)) {
-        files_.push_back(path);
-        return true;
-      }
-      if (errno != EEXIST) {
-        files_.push_back(path);  // the name tried, for the caller's report
-        return false;
-      }
-    }
-    return false;
+    std::string path;
+    const bool opened = OpenNextMcapFile(mcap, options_.path_prefix, next_file_, &path);
+    files_.push_back(path);
+    if (!opened) ++next_file_;  // a dump's failed name is not tried again
+    return opened;
   }
 
   // The writer: one dump file.

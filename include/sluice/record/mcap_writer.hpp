@@ -20,6 +20,7 @@
 //   mcap.Close();   // false if any write failed
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -31,10 +32,27 @@
 
 #include "sluice/config.hpp"
 #include "sluice/detail/little_endian.hpp"
+#include "sluice/detail/observe/utf8.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace record {
+
+// Whether `text` is valid UTF-8, as MCAP's strings (names, topics,
+// encodings) must be.
+inline bool IsValidUtf8(std::string_view text) noexcept {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t sequence = detail::Utf8SequenceLength(bytes + i, text.size() - i);
+    if (sequence == 0) return false;
+    i += sequence;
+  }
+  return true;
+}
+
+class McapWriter;
+bool OpenNextMcapFile(McapWriter& mcap, const std::string& prefix, std::uint64_t& next,
+                      std::string* path);
 
 class McapWriter {
  public:
@@ -76,9 +94,11 @@ class McapWriter {
   bool IsOpen() const noexcept { return file_ != nullptr; }
 
   // A schema: its id (1, 2, ...; 0 is MCAP's "no schema"), or 0 when the
-  // file is not open or the write failed.
+  // file is not open, the write failed, or the name or encoding is not
+  // valid UTF-8.
   std::uint16_t AddSchema(std::string_view name, std::string_view encoding, std::string_view data) {
     if (file_ == nullptr || schemas_.size() >= 0xFFFF) return 0;  // ids 1 to 65535
+    if (!IsValidUtf8(name) || !IsValidUtf8(encoding)) return 0;
     std::string record;
     const auto id = static_cast<std::uint16_t>(schemas_.size() + 1);
     PutLittle(record, id, 2);
@@ -91,11 +111,13 @@ class McapWriter {
   }
 
   // A channel on `schema_id` (0: none): its id (0, 1, ...), or -1 when the
-  // file is not open, the schema unknown, or the write failed.
+  // file is not open, the schema unknown, the write failed, or the topic or
+  // encoding is not valid UTF-8.
   int AddChannel(std::uint16_t schema_id, std::string_view topic, std::string_view message_encoding,
                  const std::map<std::string, std::string>& metadata = {}) {
     // Ids 0 to 65535.
     if (file_ == nullptr || schema_id > schemas_.size() || channels_.size() > 0xFFFF) return -1;
+    if (!IsValidUtf8(topic) || !IsValidUtf8(message_encoding)) return -1;
     std::string record;
     const auto id = static_cast<std::uint16_t>(channels_.size());
     PutLittle(record, id, 2);
@@ -291,6 +313,28 @@ class McapWriter {
   std::uint64_t first_time_ = 0;
   std::uint64_t last_time_ = 0;
 };
+
+// Opens <prefix>-NNN.mcap for the first NNN from `next` on whose file does
+// not exist yet (created exclusively: an existing file is never
+// overwritten), advancing `next` past it; `*path` is the name opened, or
+// the last tried. False when a file cannot be made for another reason than
+// existing (the next call tries that name again).
+inline bool OpenNextMcapFile(McapWriter& mcap, const std::string& prefix, std::uint64_t& next,
+                             std::string* path) {
+  for (int tries = 0; tries < 100000; ++tries) {
+    char index[24];
+    std::snprintf(index, sizeof(index), "-%03llu.mcap", static_cast<unsigned long long>(next));
+    *path = prefix + index;
+    errno = 0;
+    if (mcap.Open(*path, "", /*exclusive=*/true)) {
+      ++next;
+      return true;
+    }
+    if (errno != EEXIST) return false;
+    ++next;
+  }
+  return false;
+}
 
 }  // namespace record
 }  // namespace SLUICE_ABI_NAMESPACE

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -81,11 +82,12 @@ class Recorder {
 
   // Records the bus's messages of type T on `topic`, encoded by Codec;
   // `type_name` names its schema. Before the bus runs and before Flush.
-  // False when `topic` is recorded already (one type a topic), the bus's
+  // False when `topic` is recorded already (one type a topic), `topic` or
+  // `type_name` is not valid UTF-8 (MCAP's strings are), the bus's
   // subscription table for T is full, or after Close.
   template <typename T, typename Codec = nats::DefaultCodec<T>>
   bool Record(const std::string& topic, const std::string& type_name) {
-    if (closed_) return false;
+    if (closed_ || !IsValidUtf8(topic) || !IsValidUtf8(type_name)) return false;
     for (const auto& channel : channels_) {
       if (channel->topic == topic) return false;  // one type a topic: the replayer decodes by topic
     }
@@ -218,7 +220,20 @@ class Recorder {
     // ones not kept as gaps.
     const std::uint32_t sequence = state.sequence++;
     std::string& bytes = scratch_;
-    if (!EncodeWireMessage<Codec>(header, value, bytes)) {
+    bool encoded = false;
+#if SLUICE_HAS_EXCEPTIONS
+    // A codec that throws (or a string that cannot grow) fails the message,
+    // counted, and the exception goes on to the bus (a callback's error).
+    try {
+      encoded = EncodeWireMessage<Codec>(header, value, bytes);
+    } catch (...) {
+      state.failed.fetch_add(1, std::memory_order_relaxed);
+      throw;
+    }
+#else
+    encoded = EncodeWireMessage<Codec>(header, value, bytes);
+#endif
+    if (!encoded) {
       state.failed.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -260,14 +275,10 @@ class Recorder {
       Settle(mcap_.Close() && flushed);
     }
     if (!mcap_.IsOpen()) {
-      char index[16];
-      std::snprintf(index, sizeof(index), "-%03zu.mcap", files_.size());
-      const std::string path = options_.path_prefix + index;
-      if (!mcap_.Open(path, "")) {
+      if (!OpenNext()) {
         ok_ = false;
         return false;
       }
-      files_.push_back(path);
       for (auto& each : channels_) each->mcap_channel = -1;
     }
     if (state.mcap_channel < 0) {
@@ -279,6 +290,16 @@ class Recorder {
     if (mcap_.MessageCount() == 0) file_first_stamp_ = stamp;
     return mcap_.AddMessage(state.mcap_channel, record_sequence_, stamp, stamp, data.data(),
                             data.size());
+  }
+
+  // The writer: the next file of the recording that does not exist yet
+  // (numbers whose file exists are skipped: a recording never overwrites a
+  // file, an earlier run's say), opened and listed in files_.
+  bool OpenNext() {
+    std::string path;
+    if (!OpenNextMcapFile(mcap_, options_.path_prefix, next_file_, &path)) return false;
+    files_.push_back(path);
+    return true;
   }
 
   // A buffer record: the message's size (u32), channel (u16) and sequence
@@ -302,6 +323,7 @@ class Recorder {
   std::uint64_t file_first_stamp_ = 0;  // the timestamp of the open file's first message
   McapWriter mcap_;
   std::vector<std::string> files_;
+  std::uint64_t next_file_ = 0;  // the number the next file tries first
   bool ok_ = true;
   bool closed_ = false;
 };

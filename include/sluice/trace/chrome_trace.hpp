@@ -6,24 +6,37 @@
 //
 //   std::string json;
 //   sluice::trace::ChromeTraceWriter<std::string> chrome(json);
-//   ring.Drain([&](const sluice::trace::TraceEvent& event) { chrome.Write(event); });
+//   sluice::trace::DrainEvents(ring, [&](const sluice::trace::TraceEvent& event) {
+//     chrome.Write(event);
+//   });
 //   chrome.Finish();
 //
 // What it draws, per bus (a process, `pid` = the bus id): the consumer's
 // track (`tid` 0) holds each batch as a slice and, inside it, each message
 // from taken to dispatched as a slice named after its payload index; each
-// sender's track (`tid` = sender id + 1) holds an instant at each admitted
-// message, and a flow arrow from it to the message's slice (flow id
-// "bus:lane:msg_id"). Refusals are instants on the track of sender 0 (a
-// refusal carries no sender), errors and losses on the consumer's. Times
-// (`ts`) are the events' time_ns in microseconds, to the nanosecond.
+// sender has a track of its own (`tid` 1, 2, ... in the order the senders
+// first appear, named "sender <id>"), with an instant at each admitted
+// message and a flow arrow from it to the message's slice. A flow's id is
+// the bus id, the lane and the msg_id's low 32 bits in one 64-bit number,
+// written in hexadecimal as a string (Perfetto reads a string id as a
+// hexadecimal number): unique while a lane's msg_ids in one trace span less
+// than 2^32. Refusals are instants on the track of the refusals (`tid`
+// "refusals"; a refusal carries no sender), errors and the close on the
+// consumer's. A loss (events the ring could not keep) is a global instant
+// with its count; the slices open then are ended there (as are those open
+// at Finish), and an end whose begin was lost is left out, so that the
+// slices always nest. Times (`ts`)
+// are the events' time_ns in microseconds, to the nanosecond (a reader
+// that holds them as doubles keeps the nanoseconds up to 2^53 ns).
 #pragma once
 
 #include <charconv>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 
 #include "sluice/config.hpp"
 #include "sluice/trace/trace_event.hpp"
@@ -46,46 +59,70 @@ class ChromeTraceWriter {
   // One event, as one or two trace events. After Finish: nothing.
   void Write(const TraceEvent& event) {
     if (finished_) return;
+    if (event.time_ns > last_time_ns_) last_time_ns_ = event.time_ns;
+    if (event.kind == TraceEventKind::kLost) {
+      // The lost events may be any bus's: every open slice ends here, at
+      // the latest time seen (a drain's kLost has no time of its own).
+      for (auto& [bus, open] : open_) {
+        CloseOpen(bus, open, last_time_ns_);
+      }
+      Begin("lost", "i", last_time_ns_, event.bus_id, 0);
+      Emit(",\"s\":\"g\",\"args\":{\"events\":");
+      Number(event.value);
+      Emit("}");
+      End();
+      return;
+    }
     NameTracks(event.bus_id);
+    OpenSlices& open = open_[event.bus_id];
     switch (event.kind) {
-      case TraceEventKind::kAdmitted:
-        Begin("admitted", "i", event.time_ns, event.bus_id, event.sender_id + std::uint64_t{1});
+      case TraceEventKind::kAdmitted: {
+        const std::uint64_t tid = SenderTrack(event.bus_id, event.sender_id);
+        Begin("admitted", "i", event.time_ns, event.bus_id, tid);
         Emit(",\"s\":\"t\"");
         MessageArgs(event);
         End();
-        Begin("message", "s", event.time_ns, event.bus_id, event.sender_id + std::uint64_t{1});
+        Begin("message", "s", event.time_ns, event.bus_id, tid);
         FlowId(event);
         End();
         break;
+      }
       case TraceEventKind::kTaken:
+        if (open.dispatch) EndSlice(event.bus_id, open, event.time_ns, false);  // its end lost
         Begin("type ", "B", event.time_ns, event.bus_id, 0, event.type_index);
         MessageArgs(event);
         End();
+        open.dispatch = true;
+        open.type_index = event.type_index;
         Begin("message", "f", event.time_ns, event.bus_id, 0);
         Emit(",\"bp\":\"e\"");
         FlowId(event);
         End();
         break;
       case TraceEventKind::kDispatched:
-        Begin("type ", "E", event.time_ns, event.bus_id, 0, event.type_index);
-        End();
+        if (open.dispatch) EndSlice(event.bus_id, open, event.time_ns, false);
         break;
       case TraceEventKind::kBatchBegin:
+        CloseOpen(event.bus_id, open, event.time_ns);  // a batch whose end was lost
         Begin("batch", "B", event.time_ns, event.bus_id, 0);
         Emit(",\"args\":{\"fill\":");
         Number(event.msg_id);
         Emit("}");
         End();
+        open.batch = true;
         break;
       case TraceEventKind::kBatchEnd:
+        if (!open.batch) break;  // its begin was lost
+        if (open.dispatch) EndSlice(event.bus_id, open, event.time_ns, false);
         Begin("batch", "E", event.time_ns, event.bus_id, 0);
         Emit(",\"args\":{\"messages\":");
         Number(event.value);
         Emit("}");
         End();
+        open.batch = false;
         break;
       case TraceEventKind::kRefused:
-        Begin("refused", "i", event.time_ns, event.bus_id, 1);
+        Begin("refused", "i", event.time_ns, event.bus_id, kRefusalTrack);
         Emit(",\"s\":\"t\",\"args\":{\"outcome\":");
         Number(event.detail);
         Emit(",\"priority\":");
@@ -110,18 +147,17 @@ class ChromeTraceWriter {
         End();
         break;
       case TraceEventKind::kLost:
-        Begin("lost", "i", event.time_ns, event.bus_id, 0);
-        Emit(",\"s\":\"p\",\"args\":{\"events\":");
-        Number(event.value);
-        Emit("}");
-        End();
-        break;
+        break;  // above
     }
   }
 
-  // Closes the document; later Writes write nothing.
+  // Ends the slices still open (at the latest time seen) and closes the
+  // document; later Writes write nothing.
   void Finish() {
     if (finished_) return;
+    for (auto& [bus, open] : open_) {
+      CloseOpen(bus, open, last_time_ns_);
+    }
     finished_ = true;
     Emit("]}\n");
   }
@@ -181,13 +217,50 @@ class ChromeTraceWriter {
     Emit("}");
   }
   void FlowId(const TraceEvent& event) {
+    const std::uint64_t id = std::uint64_t{event.bus_id} << 48 | std::uint64_t{event.lane} << 32 |
+                             (event.msg_id & 0xFFFFFFFFu);
+    char digits[16];
+    const std::to_chars_result result = std::to_chars(digits, digits + sizeof digits, id, 16);
     Emit(",\"id\":\"");
-    Number(event.bus_id);
-    Emit(":");
-    Number(event.lane);
-    Emit(":");
-    Number(event.msg_id);
+    Emit(std::string_view(digits, static_cast<std::size_t>(result.ptr - digits)));
     Emit("\"");
+  }
+
+  // What is open on a bus's consumer track.
+  struct OpenSlices {
+    bool batch = false;
+    bool dispatch = false;
+    std::uint32_t type_index = 0;
+  };
+  void EndSlice(std::uint16_t bus, OpenSlices& open, std::uint64_t time_ns, bool batch) {
+    if (batch) {
+      Begin("batch", "E", time_ns, bus, 0);
+      open.batch = false;
+    } else {
+      Begin("type ", "E", time_ns, bus, 0, open.type_index);
+      open.dispatch = false;
+    }
+    End();
+  }
+  void CloseOpen(std::uint16_t bus, OpenSlices& open, std::uint64_t time_ns) {
+    if (open.dispatch) EndSlice(bus, open, time_ns, false);
+    if (open.batch) EndSlice(bus, open, time_ns, true);
+  }
+  // A sender's track: 1, 2, ... per bus, named when first used.
+  std::uint64_t SenderTrack(std::uint16_t bus, std::uint32_t sender) {
+    const std::uint64_t key = std::uint64_t{bus} << 32 | sender;
+    const auto found = sender_tracks_.find(key);
+    if (found != sender_tracks_.end()) return found->second;
+    const std::uint64_t tid = ++senders_of_bus_[bus];
+    sender_tracks_.emplace(key, tid);
+    Emit(",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":");
+    Number(bus);
+    Emit(",\"tid\":");
+    Number(tid);
+    Emit(",\"args\":{\"name\":\"sender ");
+    Number(sender);
+    Emit("\"}}");
+    return tid;
   }
   // The first event of a bus names its process and consumer track.
   void NameTracks(std::uint16_t bus_id) {
@@ -203,13 +276,26 @@ class ChromeTraceWriter {
     Number(bus_id);
     Emit("\"}},\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":");
     Number(bus_id);
-    Emit(",\"tid\":0,\"args\":{\"name\":\"consumer\"}}");
+    Emit(
+        ",\"tid\":0,\"args\":{\"name\":\"consumer\"}},\n{\"name\":\"thread_name\",\"ph\":\"M\","
+        "\"pid\":");
+    Number(bus_id);
+    Emit(",\"tid\":");
+    Number(kRefusalTrack);
+    Emit(",\"args\":{\"name\":\"refusals\"}}");
   }
+
+  // Above every sender's track (at most 2^32 - 1 of them a bus).
+  static constexpr std::uint64_t kRefusalTrack = 0xFFFFFFFF;
 
   Sink& sink_;
   bool first_ = true;
   bool finished_ = false;
   std::uint64_t named_[1024] = {};  // a bit per bus id seen
+  std::map<std::uint16_t, OpenSlices> open_;
+  std::uint64_t last_time_ns_ = 0;                                  // the latest event time written
+  std::unordered_map<std::uint64_t, std::uint64_t> sender_tracks_;  // (bus, sender) -> tid
+  std::unordered_map<std::uint16_t, std::uint64_t> senders_of_bus_;
 };
 
 }  // namespace trace

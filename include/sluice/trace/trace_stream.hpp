@@ -34,22 +34,15 @@ inline void EncodeTraceStreamHeader(std::uint8_t* out) noexcept {
   sluice::detail::PutLittle(out + 8, 0, 8);
 }
 
-// Drains `ring` (the drainer's thread) into `write(const std::uint8_t*
-// bytes, std::size_t size)`, one record per call: at most `most` events,
-// oldest first (a kLost event among them where a Record reported a loss),
-// then kLost records for the losses no Record has reported yet: they
-// happened when the ring was full, so after the events drained. How many
-// records were written.
-template <typename Ring, typename Write>
-std::uint32_t DrainRecords(Ring& ring, Write&& write,
-                           std::uint32_t most = static_cast<std::uint32_t>(Ring::kEvents)) {
-  std::uint8_t record[kTraceRecordBytes];
-  std::uint32_t written = ring.Drain(
-      [&](const TraceEvent& event) {
-        EncodeTraceEvent(event, record);
-        write(static_cast<const std::uint8_t*>(record), kTraceRecordBytes);
-      },
-      most);
+// Drains `ring` (the drainer's thread) into `sink(const TraceEvent&)`: at
+// most `most` events, oldest first (a kLost event among them where a Record
+// reported a loss), then kLost events for the losses no Record has reported
+// yet: they happened when the ring was full, so after the events drained.
+// How many events the sink was given.
+template <typename Ring, typename Sink>
+std::uint32_t DrainEvents(Ring& ring, Sink&& sink,
+                          std::uint32_t most = static_cast<std::uint32_t>(Ring::kEvents)) {
+  std::uint32_t given = ring.Drain([&sink](const TraceEvent& event) { sink(event); }, most);
   // Taken after the drain: a loss counted after this read is reported by a
   // later Record or drain, after the events recorded before it.
   std::uint64_t lost = ring.TakeLost();
@@ -58,12 +51,26 @@ std::uint32_t DrainRecords(Ring& ring, Write&& write,
   event.bus_id = ring.Id();
   while (lost != 0) {
     event.value = lost > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(lost);
-    EncodeTraceEvent(event, record);
-    write(static_cast<const std::uint8_t*>(record), kTraceRecordBytes);
-    ++written;
+    sink(static_cast<const TraceEvent&>(event));
+    ++given;
     lost -= event.value;
   }
-  return written;
+  return given;
+}
+
+// DrainEvents into `write(const std::uint8_t* bytes, std::size_t size)`,
+// one record per call. How many records were written.
+template <typename Ring, typename Write>
+std::uint32_t DrainRecords(Ring& ring, Write&& write,
+                           std::uint32_t most = static_cast<std::uint32_t>(Ring::kEvents)) {
+  std::uint8_t record[kTraceRecordBytes];
+  return DrainEvents(
+      ring,
+      [&](const TraceEvent& event) {
+        EncodeTraceEvent(event, record);
+        write(static_cast<const std::uint8_t*>(record), kTraceRecordBytes);
+      },
+      most);
 }
 
 // Reads a stream held in memory (`size` bytes at `data`, read in place).
