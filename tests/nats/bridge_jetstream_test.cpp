@@ -1905,8 +1905,17 @@ TEST_F(NatsDispatchAckTest, ARedeliveryOfAMessageStillInTheBusIsNotAcknowledged)
   // acknowledged, the server would no longer hold all kHeld.
   const std::uint64_t before = duplicates();
   ASSERT_TRUE(Eventually([&] { return duplicates() >= before + kHeld; })) << duplicates();
-  EXPECT_EQ(AckPending(server_.Url(), "slow_medium"), static_cast<std::int64_t>(kHeld))
-      << Accounting(receiver.GetStatistics()) << " stored=" << StoredMessages(server_.Url());
+  // An acknowledged message never becomes pending again, so one the bridge
+  // had acknowledged keeps this below kHeld for good. Polled, not read once:
+  // under ThreadSanitizer and load the server once read 19 for a moment
+  // while the bridge had acknowledged, terminated and handed back nothing
+  // (received=40 delivered=20 rejected[duplicate]=20 filed=20
+  // acknowledged=0 stored=20; CI step 8, 2026-12-07): a message between
+  // two of its redeliveries, it seems, in the server's own bookkeeping.
+  EXPECT_TRUE(Eventually([&] {
+    return AckPending(server_.Url(), "slow_medium") == static_cast<std::int64_t>(kHeld);
+  })) << AckPending(server_.Url(), "slow_medium")
+      << " " << Accounting(receiver.GetStatistics()) << " stored=" << StoredMessages(server_.Url());
   EXPECT_EQ(bus.GetObserver().DispatchAcknowledgements().Counts().acknowledged, 0u);
   (void)receiver.Shutdown(10s, sluice::nats::ShutdownDrain::kDispatchHere);
   EXPECT_EQ(dispatched.size(), kHeld);  // each once
