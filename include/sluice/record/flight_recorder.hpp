@@ -663,8 +663,10 @@ class FlightRecorder {
   static constexpr std::uint8_t kNoReason = 0xFF;
   std::atomic<std::uint8_t> request_reason_{kNoReason};
   std::atomic<const Dump*> ready_{nullptr};
-  std::atomic<std::uint64_t> refused_[3] = {};
-  std::atomic<std::uint64_t> triggers_{0};
+  // Producers' (a relaxed add a refusal), apart from the consumer's state
+  // above and the counts below.
+  alignas(kCacheLineSize) std::atomic<std::uint64_t> refused_[3] = {};
+  alignas(kCacheLineSize) std::atomic<std::uint64_t> triggers_{0};
   std::atomic<std::uint64_t> triggers_merged_{0};
   std::atomic<std::uint64_t> triggers_missed_{0};
   std::atomic<std::uint64_t> dumps_written_{0};

@@ -164,10 +164,14 @@ class FlightRecorderObserver {
     cursor_.left = 1;
   }
 
+  // The consumer's, written a message.
   Cursor cursor_;
-  std::atomic<Recorder*> recorder_{nullptr};
-  std::atomic<std::uint32_t> refusing_{0};  // producers inside OnRefused
   typename Recorder::Slot scratch_;
+  // What producers touch (OnRefused writes refusing_ a refusal), on a line
+  // of its own: a storm of refusals does not take the consumer's cursor
+  // line from it.
+  alignas(kCacheLineSize) std::atomic<Recorder*> recorder_{nullptr};
+  std::atomic<std::uint32_t> refusing_{0};  // producers inside OnRefused
 };
 
 }  // namespace record
