@@ -46,18 +46,23 @@ struct ImuSample {
 struct EStop {
   std::uint32_t reason;
 };
-// Named fields for the recordings' codec (sluice/nats/codec.hpp).
+// The recordings' codec (sluice/nats/codec.hpp), with names, so that MCAP
+// tools (Foxglove Studio, say) show each field by name (docs/tracing.md,
+// "Named fields").
 template <>
 struct sluice::nats::Fields<LidarScan> {
   static constexpr auto kMembers = std::make_tuple(&LidarScan::scan, &LidarScan::nearest_m);
+  static constexpr const char* kNames[] = {"scan", "nearest_m"};
 };
 template <>
 struct sluice::nats::Fields<ImuSample> {
   static constexpr auto kMembers = std::make_tuple(&ImuSample::sample, &ImuSample::yaw_rate);
+  static constexpr const char* kNames[] = {"sample", "yaw_rate"};
 };
 template <>
 struct sluice::nats::Fields<EStop> {
   static constexpr auto kMembers = std::make_tuple(&EStop::reason);
+  static constexpr const char* kNames[] = {"reason"};
 };
 
 namespace {

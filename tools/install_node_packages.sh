@@ -3,7 +3,10 @@
 # the official NATS client ("nats" 2.29.3 and the two packages it needs), for
 # the bridge's interoperability test (tests/nats/interop_test.cpp), and
 # MCAP's own reader ("@mcap/core" 2.2.2 and the three packages it needs),
-# which checks every MCAP file the tests write (tests/record). Downloads the
+# which checks every MCAP file the tests write (tests/record), and
+# Foxglove's ROS 1 readers ("@foxglove/rosmsg" 5.0.5,
+# "@foxglove/rosmsg-serialization" 2.0.4 and the two packages they need),
+# which decode the recordings' named fields. Downloads the
 # registry's tarballs with curl and checks each against its published
 # sha512, so neither npm nor a package.json is needed. Then configure with
 # -DSLUICE_NODE_MODULES=DIR/node_modules (or export SLUICE_NODE_MODULES).
@@ -18,6 +21,10 @@ packages=(
   "@foxglove/crc|https://registry.npmjs.org/@foxglove/crc/-/crc-0.0.3.tgz|DjIZsnL3CyP/yQ/vUYA9cjrD0a/8YXejI5ZmsaOiT16cLfZcTwaCxIN01/ys4jsy+dZCQ/9DnWFn7AEFbiMDaA=="
   "heap-js|https://registry.npmjs.org/heap-js/-/heap-js-2.7.2.tgz|hl3ckmCs5hLAkk9YYqy0z6bqw78eZ4/JddC7mG7Xf/6heEb4v99EkO7sCJslxt62lmCMp+K47OWDKtSuUaqI+g=="
   "tslib|https://registry.npmjs.org/tslib/-/tslib-2.9.1.tgz|a4Ux9VKuIMHsOS7ENbEq6hK2ZGYIT27Rtl0E4eD9KqwxhKiQeMZE/9xb3IdYwWaSOyIBQLExhQgXDTYoiCxnWA=="
+  "@foxglove/rosmsg|https://registry.npmjs.org/@foxglove/rosmsg/-/rosmsg-5.0.5.tgz|+qY6xW+4HdbPI3ItAlFFMjXgAiplXyRsv+kqdBk8OcWGH38BmEd7s6v/VnCkbYovAoB5rfR5giuKfmPRNzwbrA=="
+  "@foxglove/rosmsg-serialization|https://registry.npmjs.org/@foxglove/rosmsg-serialization/-/rosmsg-serialization-2.0.4.tgz|Vbw9bZFoCi+tt6spWEbAuzdgIE2GhoHjFX/URJFlpv3Q90XvbbaJBhc7187ULZLVRbf4ARRFhUgzGY6B7bmGXw=="
+  "@foxglove/message-definition|https://registry.npmjs.org/@foxglove/message-definition/-/message-definition-0.5.0.tgz|B/2GvWn4wRSsPDywcmy6uNXgAfZRhiOAnmy3qAaS6MHVqiHQqs/RoDsoW6Gw9sXSweJpeH5qAqAihvm1pR9Thg=="
+  "md5-typescript|https://registry.npmjs.org/md5-typescript/-/md5-typescript-1.0.5.tgz|ovAc4EtiNt2dY8JPhPr/wkC9h4U5k/nuClNVcG0Ga3V1rMlYpAY24ZaaymFXJlz+ccJ6UMPo3FSaVKe7czBsXw=="
 )
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -35,4 +42,4 @@ for entry in "${packages[@]}"; do
   mkdir -p "$target"
   tar -xzf "$tarball" -C "$target" --strip-components=1
 done
-echo "the npm packages nats and @mcap/core are in $dir/node_modules"
+echo "the npm packages nats, @mcap/core and @foxglove/rosmsg-serialization are in $dir/node_modules"

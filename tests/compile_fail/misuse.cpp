@@ -36,6 +36,18 @@ struct RunsAndDispatchedTraits : sluice::DefaultBusTraits {
 
 #include "sluice/record/flight_recorder.hpp"
 #endif
+#if CASE == 67
+#include <string>
+#include <tuple>
+
+#include "sluice/record/recorder.hpp"
+// At namespace scope: a specialization. Two members, one name.
+template <>
+struct sluice::nats::Fields<A> {
+  static constexpr auto kMembers = std::make_tuple(&A::value, &A::value);
+  static constexpr const char* kNames[] = {"value"};
+};
+#endif
 
 int main() {
 #if CASE == 1  // subscribing to a type that is not in the variant
@@ -347,6 +359,10 @@ int main() {
 #elif CASE == 66  // a flight recorder of a payload whose copy may allocate
   sluice::record::FlightRecorder<std::variant<A, std::string> > recorder({});
   (void)recorder.Capacity();
+#elif CASE == 67  // field names for a recording that do not match the field list
+  sluice::MpscBus<Payload, 8> bus;
+  sluice::record::Recorder<sluice::MpscBus<Payload, 8> > recorder(bus, {});
+  (void)recorder.Record<A>("/a", "A");
 #elif CASE == 40  // a 0.2 knob: the starvation limit
   struct Traits : sluice::PriorityOrderTraits {
     static constexpr std::uint32_t kStarvationLimit = 4;

@@ -2,10 +2,50 @@
 // what they found, one "key value" line each, for tests/record/mcap_test.cpp
 // to compare with what it wrote. Exits 1, saying why, on anything the
 // readers refuse or that disagrees between the file's two sections.
+//
+// A channel in ROS 1 encoding ("ros1", schema "ros1msg": the recorder's
+// named fields) is also decoded with Foxglove's ROS 1 readers (npm
+// @foxglove/rosmsg parses the definition, @foxglove/rosmsg-serialization
+// reads each message), and each decoded message is written back with their
+// writer, which must give the recorded bytes exactly; it prints the sum of
+// every numeric field by path ("field /topic payload.pose.x 1234"; a bool
+// counts 1, an array's elements are summed; a field that ever held a
+// fraction is left out). Without those packages it
+// prints "ros1 unchecked N".
 // Usage: node check_mcap.cjs FILE
 "use strict";
 const fs = require("fs");
 const { McapStreamReader, McapIndexedReader } = require("@mcap/core");
+
+function loadRos1Readers() {
+  try {
+    const { parse } = require("@foxglove/rosmsg");
+    const { MessageReader, MessageWriter } = require("@foxglove/rosmsg-serialization");
+    return { parse, MessageReader, MessageWriter };
+  } catch (error) {
+    return undefined;
+  }
+}
+
+// Adds every numeric leaf of `value` under `path` into `sums` (BigInt).
+function addLeaves(sums, path, value) {
+  if (typeof value === "bigint") {
+    sums.set(path, (sums.get(path) ?? 0n) + value);
+  } else if (typeof value === "number") {
+    // A fraction (or NaN) has no exact sum: the path is left out.
+    if (!Number.isInteger(value)) sums.set(path, undefined);
+    if (sums.has(path) && sums.get(path) === undefined) return;
+    sums.set(path, (sums.get(path) ?? 0n) + BigInt(value));
+  } else if (typeof value === "boolean") {
+    sums.set(path, (sums.get(path) ?? 0n) + (value ? 1n : 0n));
+  } else if (ArrayBuffer.isView(value) || Array.isArray(value)) {
+    for (const element of value) addLeaves(sums, path, element);
+  } else if (value !== null && typeof value === "object") {
+    for (const key of Object.keys(value)) addLeaves(sums, `${path}.${key}`, value[key]);
+  } else {
+    throw new Error(`${path}: a field of type ${typeof value}`);
+  }
+}
 
 async function main() {
   const file = process.argv[2];
@@ -23,6 +63,10 @@ async function main() {
   const metadata = [];
   let messages = 0;
   let lastSequence = new Map();
+  const ros1 = loadRos1Readers();
+  const ros1Codecs = new Map();  // by channel id
+  const fieldSums = new Map();   // "topic path" -> BigInt
+  let ros1Unchecked = 0;
   for (let record; (record = stream.nextRecord()); ) {
     records[record.type] = (records[record.type] ?? 0) + 1;
     if (record.type === "Schema") schemas.set(record.id, record);
@@ -45,6 +89,37 @@ async function main() {
         throw new Error(`channel ${channel.topic}: sequence ${record.sequence} after ${previous}`);
       }
       lastSequence.set(record.channelId, record.sequence);
+      if (channel.messageEncoding === "ros1") {
+        const schema = schemas.get(channel.schemaId);
+        if (!schema || schema.encoding !== "ros1msg") {
+          throw new Error(`channel ${channel.topic}: ros1 messages without a ros1msg schema`);
+        }
+        if (!ros1) {
+          ++ros1Unchecked;
+        } else {
+          let codec = ros1Codecs.get(channel.id);
+          if (!codec) {
+            const definitions = ros1.parse(Buffer.from(schema.data).toString("utf8"), { ros2: false });
+            codec = { reader: new ros1.MessageReader(definitions), writer: new ros1.MessageWriter(definitions) };
+            ros1Codecs.set(channel.id, codec);
+          }
+          const value = codec.reader.readMessage(record.data);
+          const again = codec.writer.writeMessage(value);
+          if (Buffer.compare(Buffer.from(again), Buffer.from(record.data)) !== 0) {
+            throw new Error(`channel ${channel.topic}: a message of ${record.data.length} bytes reads as one of ${again.length}`);
+          }
+          const sums = new Map();
+          addLeaves(sums, "", value);
+          for (const [path, sum] of sums) {
+            const key = `${channel.topic} ${path.slice(1)}`;
+            if (sum === undefined || (fieldSums.has(key) && fieldSums.get(key) === undefined)) {
+              fieldSums.set(key, undefined);
+            } else {
+              fieldSums.set(key, (fieldSums.get(key) ?? 0n) + sum);
+            }
+          }
+        }
+      }
       if (channel.messageEncoding === "json") {
         const value = JSON.parse(Buffer.from(record.data).toString("utf8"));
         if (typeof value.kind === "string") kinds[value.kind] = (kinds[value.kind] ?? 0) + 1;
@@ -110,6 +185,12 @@ async function main() {
   for (const type of Object.keys(records).sort()) console.log(`record ${type} ${records[type]}`);
   for (const topic of Object.keys(perTopic).sort()) console.log(`topic ${topic} ${perTopic[topic]}`);
   for (const kind of Object.keys(kinds).sort()) console.log(`kind ${kind} ${kinds[kind]}`);
+  for (const key of [...fieldSums.keys()].sort()) {
+    if (fieldSums.get(key) !== undefined) {
+      console.log(`field ${key} ${BigInt.asUintN(64, fieldSums.get(key))}`);
+    }
+  }
+  if (ros1Unchecked !== 0) console.log(`ros1 unchecked ${ros1Unchecked}`);
 }
 
 main().catch((error) => {

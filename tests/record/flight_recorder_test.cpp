@@ -44,6 +44,7 @@ struct EStop {
 template <>
 struct sluice::nats::Fields<Reading> {
   static constexpr auto kMembers = std::make_tuple(&Reading::producer, &Reading::seq);
+  static constexpr const char* kNames[] = {"producer", "seq"};  // a dump MCAP tools decode
 };
 template <>
 struct sluice::nats::Fields<EStop> {
@@ -873,6 +874,14 @@ TEST(FlightRecorderTest, McapsOwnReadersReadADumpAndItsMetadata) {
   EXPECT_EQ(found.at("meta sluice.flight.messages_before"), 100u);
   EXPECT_EQ(found.at("meta sluice.flight.messages_after"), 20u);
   EXPECT_EQ(found.at("meta sluice.flight.trigger_type_index"), 1u);
+  // Readings have named fields, decoded by Foxglove's ROS 1 reader where
+  // it is installed: readings 101 to 219 (the 100 before the e-stop,
+  // which starts the window's 20 after with itself).
+  if (found.count("ros1 unchecked") == 0) {
+    EXPECT_EQ(found.at("field /readings payload.producer"), 119u);
+    EXPECT_EQ(found.at("field /readings payload.seq"), (101u + 219u) * 119u / 2u);
+    EXPECT_EQ(found.count("field /estop payload.code"), 0u);  // EStop has no names
+  }
 }
 
 TEST(FlightRecorderTest, TheReplayerReplaysADumpInItsOrder) {

@@ -56,7 +56,10 @@ namespace nats {
 // On the wire: 1 + 8 + 8 = 17 bytes. A member left out is not sent and
 // arrives value-initialized; list each member once. Each member is a
 // scalar (bool, an integer, a scoped enum, float or double), an array of
-// them, or a struct with Fields of its own.
+// them, or a struct with Fields of its own. Optionally, the members' names
+// in the same order, which the bridge does not send and recordings use so
+// that MCAP tools show the fields by name (sluice/record/message_schema.hpp):
+//     static constexpr const char* kNames[] = {"frame", "x", "y"};
 template <typename T>
 struct Fields {};
 

@@ -73,6 +73,7 @@
 #include "sluice/message.hpp"
 #include "sluice/nats/codec.hpp"
 #include "sluice/record/mcap_writer.hpp"
+#include "sluice/record/message_schema.hpp"
 #include "sluice/record/wire_message.hpp"
 
 namespace sluice {
@@ -196,6 +197,7 @@ class FlightRecorder {
     }
     kept_[kIndex].topic = topic;
     kept_[kIndex].type_name = type_name;
+    kept_[kIndex].schema = SchemaOf<T, Codec>();
     kept_[kIndex].encode = [](const MessageHeader& header, const Payload& payload,
                               std::string& bytes) {
       return EncodeWireMessage<Codec>(header, *std::get_if<kIndex>(&payload), bytes);
@@ -412,6 +414,7 @@ class FlightRecorder {
   struct KeptType {
     std::string topic;
     std::string type_name;
+    MessageSchema schema;
     bool (*encode)(const MessageHeader&, const Payload&, std::string&) = nullptr;
   };
 
@@ -592,10 +595,11 @@ class FlightRecorder {
         continue;
       }
       if (channels[index] < 0) {
+        const KeptType& kept = kept_[index];
         const std::uint16_t schema =
-            mcap.AddSchema(kept_[index].type_name, kWireEncoding, "sluice.wire/1: docs/tracing.md");
+            mcap.AddSchema(kept.type_name, kept.schema.schema_encoding, kept.schema.definition);
         channels[index] =
-            schema == 0 ? -1 : mcap.AddChannel(schema, kept_[index].topic, kWireEncoding);
+            schema == 0 ? -1 : mcap.AddChannel(schema, kept.topic, kept.schema.message_encoding);
         if (channels[index] < 0) {
           ok = false;
           break;

@@ -39,6 +39,14 @@ struct McapChannel {
   std::string topic;
   std::string message_encoding;
   std::string schema_name;  // "" without a schema
+  std::string schema_encoding;
+  std::string schema_data;
+};
+
+struct McapSchema {
+  std::string name;
+  std::string encoding;
+  std::string data;
 };
 
 struct McapMessage {
@@ -101,11 +109,12 @@ class McapReader {
       switch (head[0]) {
         case 0x03: {  // Schema
           std::uint16_t id = 0;
-          std::string name;
-          if (!Take(field, end, 2, &id) || !TakeString(field, end, &name)) {
+          McapSchema schema;
+          if (!Take(field, end, 2, &id) || !TakeString(field, end, &schema.name) ||
+              !TakeString(field, end, &schema.encoding) || !TakeString(field, end, &schema.data)) {
             return Fail(McapReadError::kBadRecord);
           }
-          schemas_[id] = name;
+          schemas_[id] = std::move(schema);
           break;
         }
         case 0x04: {  // Channel
@@ -116,7 +125,11 @@ class McapReader {
             return Fail(McapReadError::kBadRecord);
           }
           const auto schema = schemas_.find(channel.schema_id);
-          if (schema != schemas_.end()) channel.schema_name = schema->second;
+          if (schema != schemas_.end()) {
+            channel.schema_name = schema->second.name;
+            channel.schema_encoding = schema->second.encoding;
+            channel.schema_data = schema->second.data;
+          }
           channels_[channel.id] = channel;
           break;
         }
@@ -199,7 +212,7 @@ class McapReader {
   std::vector<std::uint8_t> record_;
   bool done_ = false;
   McapReadError error_ = McapReadError::kNone;
-  std::map<std::uint16_t, std::string> schemas_;
+  std::map<std::uint16_t, McapSchema> schemas_;
   std::map<std::uint16_t, McapChannel> channels_;
   std::map<std::string, std::map<std::string, std::string>> metadata_;
 };

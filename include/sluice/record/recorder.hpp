@@ -20,9 +20,12 @@
 // A message's MCAP record: log time and publish time its timestamp_ns,
 // sequence counted per channel across the files, data the 24-byte header
 // (msg_id u64, timestamp_ns u64, sender_id u32, priority u8, 0 u8, lane
-// u16, little-endian) then the codec's bytes; message encoding
-// "sluice.wire/1", schema named after the topic's type (the name given to
-// Record), encoding "sluice.wire/1".
+// u16, little-endian) then the codec's bytes; the schema named after the
+// topic's type (the name given to Record). Encoded by WireCodec with named
+// fields, the bytes are a ROS 1 message and the channel says so (message
+// encoding "ros1", schema "ros1msg": sluice/record/message_schema.hpp), so
+// MCAP tools show the fields by name; with any other codec, message and
+// schema encoding "sluice.wire/1".
 #pragma once
 
 #include <atomic>
@@ -41,6 +44,7 @@
 #include "sluice/message.hpp"
 #include "sluice/nats/codec.hpp"
 #include "sluice/record/mcap_writer.hpp"
+#include "sluice/record/message_schema.hpp"
 #include "sluice/record/wire_message.hpp"
 #include "sluice/subscription_handle.hpp"
 
@@ -92,7 +96,7 @@ class Recorder {
       if (channel->topic == topic) return false;  // one type a topic: the replayer decodes by topic
     }
     const auto channel = static_cast<std::uint16_t>(channels_.size());
-    channels_.push_back(std::make_unique<ChannelState>(topic, type_name));
+    channels_.push_back(std::make_unique<ChannelState>(topic, type_name, SchemaOf<T, Codec>()));
     ChannelState* state = channels_.back().get();
     SubscriptionHandle handle = bus_.template Subscribe<T>(
         [this, channel, state](const T& value, const MessageHeader& header) {
@@ -156,9 +160,11 @@ class Recorder {
 
  private:
   struct ChannelState {
-    ChannelState(std::string t, std::string n) : topic(std::move(t)), type_name(std::move(n)) {}
+    ChannelState(std::string t, std::string n, MessageSchema s)
+        : topic(std::move(t)), type_name(std::move(n)), schema(std::move(s)) {}
     std::string topic;
     std::string type_name;
+    MessageSchema schema;
     std::uint32_t sequence = 0;  // the bus's consumer's: every message taken, kept or not
     int mcap_channel = -1;       // in the file open now (the writer's)
     std::uint64_t pending = 0;   // the writer's: in the writer's buffer, not yet flushed
@@ -283,8 +289,9 @@ class Recorder {
     }
     if (state.mcap_channel < 0) {
       const std::uint16_t schema =
-          mcap_.AddSchema(state.type_name, kWireEncoding, "sluice.wire/1: docs/tracing.md");
-      state.mcap_channel = schema == 0 ? -1 : mcap_.AddChannel(schema, state.topic, kWireEncoding);
+          mcap_.AddSchema(state.type_name, state.schema.schema_encoding, state.schema.definition);
+      state.mcap_channel =
+          schema == 0 ? -1 : mcap_.AddChannel(schema, state.topic, state.schema.message_encoding);
       if (state.mcap_channel < 0) return false;
     }
     if (mcap_.MessageCount() == 0) file_first_stamp_ = stamp;

@@ -25,6 +25,7 @@
 #include "sluice/nats/codec.hpp"
 #include "sluice/publish_result.hpp"
 #include "sluice/record/mcap_reader.hpp"
+#include "sluice/record/message_schema.hpp"
 #include "sluice/record/recorder.hpp"
 
 namespace sluice {
@@ -99,7 +100,9 @@ class Replayer {
       while (reader.Next(&message)) {
         const McapChannel* channel = reader.Channel(message.channel_id);
         const auto replay = topics_.find(channel->topic);
-        if (replay == topics_.end() || channel->message_encoding != kWireEncoding) {
+        if (replay == topics_.end() ||
+            !IsReplayable(channel->message_encoding, channel->schema_encoding,
+                          channel->schema_data)) {
           ++result.skipped;
           continue;
         }
