@@ -47,17 +47,14 @@
 // and last in the dump is in it. Its Metadata record "sluice.flight"
 // says why it was triggered, where, and how many messages the bus refused
 // from the start of the dispatch batch that took the window's first
-// message to the window's end, by priority. Messages are in "sluice.wire/1"
-// (sluice/record/wire_message.hpp): the replayer reads a dump as it reads
-// a recording.
+// message to the window's end, by priority. Messages are written as the
+// recorder writes them (sluice/record/flight_dump_writer.hpp): the replayer
+// reads a dump as it reads a recording.
 #pragma once
 
 #include <atomic>
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -69,38 +66,13 @@
 #include "sluice/bus_traits.hpp"
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
-#include "sluice/detail/consume/variant_index.hpp"
 #include "sluice/message.hpp"
 #include "sluice/nats/codec.hpp"
-#include "sluice/record/mcap_writer.hpp"
-#include "sluice/record/message_schema.hpp"
-#include "sluice/record/wire_message.hpp"
+#include "sluice/record/flight_dump_writer.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace record {
-
-// Why a window was taken (the dump's metadata "reason").
-enum class FlightTriggerReason : std::uint8_t {
-  kCall = 0,         // Trigger() from the program
-  kSignal = 1,       // Trigger(kSignal) from a signal handler
-  kFailedCheck = 2,  // Trigger(kFailedCheck) from a check of the program's
-  kMessageType = 3,  // a message of a trigger type was taken
-};
-
-inline const char* FlightTriggerReasonName(FlightTriggerReason reason) noexcept {
-  switch (reason) {
-    case FlightTriggerReason::kCall:
-      return "call";
-    case FlightTriggerReason::kSignal:
-      return "signal";
-    case FlightTriggerReason::kFailedCheck:
-      return "failed_check";
-    case FlightTriggerReason::kMessageType:
-      return "message_type";
-  }
-  return "unknown";
-}
 
 struct FlightRecorderOptions {
   // Messages kept before the trigger, at most.
@@ -128,15 +100,6 @@ struct FlightRecorderCounts {
   std::uint64_t messages_dumped = 0;   // messages in the written files
   std::uint64_t messages_skipped = 0;  // in a window, of a type not kept (Keep)
 };
-
-// Whether a payload type names memory valid during its callback only (a
-// shared-memory loan: sluice/ipc/loan.hpp), which a kept copy cannot read
-// later.
-template <typename T, typename = void>
-struct ValidInCallbackOnly : std::false_type {};
-template <typename T>
-struct ValidInCallbackOnly<T, std::void_t<decltype(T::kValidInCallbackOnly)>>
-    : std::bool_constant<T::kValidInCallbackOnly> {};
 
 // A ring slot's alignment: for an envelope of up to 128 bytes the power of
 // two at or above its size, so that the copy's address is a shift; a larger
@@ -168,7 +131,8 @@ class FlightRecorder {
         rings_{std::make_unique<Slot[]>(capacity_), std::make_unique<Slot[]>(capacity_)},
         checkpoints_(std::make_unique<Checkpoint[]>(capacity_)),
         active_(rings_[0].get()),
-        spare_(rings_[1].get()) {}
+        spare_(rings_[1].get()),
+        dumps_(options_.path_prefix) {}
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
   // Detaches the observer still attached (its bus's consumer must not be
@@ -184,25 +148,8 @@ class FlightRecorder {
   // of types not kept are in the window but not in the file (counted).
   template <typename T, typename Codec = nats::DefaultCodec<T>>
   bool Keep(const std::string& topic, const std::string& type_name) {
-    constexpr std::size_t kIndex = detail::VariantIndex<T, Payload>::kValue;
-    static_assert(detail::VariantIndex<T, Payload>::kOccurrences == 1,
-                  "Sluice: Keep<T> needs T to be exactly one alternative of the payload");
-    static_assert(!ValidInCallbackOnly<T>::value,
-                  "Sluice: Keep<T> cannot keep a loaned payload: its block goes back to the "
-                  "producer after the dispatch, before a dump is written");
-    if (kept_[kIndex].encode != nullptr) return false;
-    if (!IsValidUtf8(topic) || !IsValidUtf8(type_name)) return false;
-    for (const KeptType& kept : kept_) {
-      if (kept.encode != nullptr && kept.topic == topic) return false;
-    }
-    kept_[kIndex].topic = topic;
-    kept_[kIndex].type_name = type_name;
-    kept_[kIndex].schema = SchemaOf<T, Codec>();
-    kept_[kIndex].encode = [](const MessageHeader& header, const Payload& payload,
-                              std::string& bytes) {
-      return EncodeWireMessage<Codec>(header, *std::get_if<kIndex>(&payload), bytes);
-    };
-    return true;
+    const std::lock_guard<std::mutex> lock(writer_);
+    return dumps_.template Keep<T, Codec>(topic, type_name);
   }
 
   // Asks for a window around now: any thread, and a signal handler (one
@@ -266,7 +213,12 @@ class FlightRecorder {
     } hand_back{*this};
     std::uint64_t dumped = 0;
     std::uint64_t skipped = 0;
-    hand_back.ok = Write(*dump, &dumped, &skipped);
+    hand_back.ok = dumps_.Write(
+        *dump,
+        [dump, this](std::uint64_t at) -> const Envelope& {
+          return dump->ring[at & mask_].envelope;
+        },
+        &dumped, &skipped);
     messages_dumped_.fetch_add(dumped, std::memory_order_relaxed);
     messages_skipped_.fetch_add(skipped, std::memory_order_relaxed);
     return 1;
@@ -288,7 +240,7 @@ class FlightRecorder {
   // name tried last).
   std::vector<std::string> Files() const {
     const std::lock_guard<std::mutex> lock(writer_);
-    return files_;
+    return dumps_.Files();
   }
   // A window is frozen and waits for WriteDumps. Any thread.
   bool DumpPending() const noexcept { return ready_.load(std::memory_order_acquire) != nullptr; }
@@ -398,24 +350,8 @@ class FlightRecorder {
   };
   // A frozen window, the consumer's until it is handed over (ready_), the
   // writer's until it is handed back.
-  struct Dump {
+  struct Dump : FlightWindow {
     const Slot* ring = nullptr;
-    std::uint64_t first = 0;    // the window's first message (position)
-    std::uint64_t trigger = 0;  // the trigger's position (the first "after")
-    std::uint64_t end = 0;      // one past the last
-    std::uint64_t trigger_time_ns = 0;
-    std::uint64_t aged_out = 0;  // left out for `before_ns`
-    std::uint64_t refused[3] = {0, 0, 0};
-    std::size_t type_index = 0;
-    FlightTriggerReason reason = FlightTriggerReason::kCall;
-    bool ended_by_time = false;  // after_ns, Tick or EndWindow: fewer than `after`
-    bool history_short = false;  // fewer than `before` messages before the trigger
-  };
-  struct KeptType {
-    std::string topic;
-    std::string type_name;
-    MessageSchema schema;
-    bool (*encode)(const MessageHeader&, const Payload&, std::string&) = nullptr;
   };
 
   static FlightRecorderOptions Clamped(FlightRecorderOptions options) {
@@ -566,81 +502,11 @@ class FlightRecorder {
     return checkpoints_[low & mask_];
   }
 
-  // The writer: the next file that does not exist yet, opened (its name
-  // in files_; a name that could not be made too, for the caller's
-  // report), or false.
-  bool OpenNext(McapWriter& mcap) {
-    std::string path;
-    const bool opened = OpenNextMcapFile(mcap, options_.path_prefix, next_file_, &path);
-    files_.push_back(path);
-    if (!opened) ++next_file_;  // a dump's failed name is not tried again
-    return opened;
-  }
-
-  // The writer: one dump file.
-  bool Write(const Dump& dump, std::uint64_t* dumped, std::uint64_t* skipped) {
-    McapWriter mcap;
-    if (!OpenNext(mcap)) return false;
-    int channels[std::variant_size_v<Payload>];
-    std::uint32_t sequences[std::variant_size_v<Payload>] = {};
-    for (int& channel : channels) channel = -1;
-    std::string bytes;
-    bool ok = true;
-    std::uint64_t in_file = 0;
-    for (std::uint64_t at = dump.first; at < dump.end; ++at) {
-      const Envelope& envelope = dump.ring[at & mask_].envelope;
-      const std::size_t index = envelope.payload.index();
-      if (index >= std::variant_size_v<Payload> || kept_[index].encode == nullptr) {
-        ++*skipped;
-        continue;
-      }
-      if (channels[index] < 0) {
-        const KeptType& kept = kept_[index];
-        const std::uint16_t schema =
-            mcap.AddSchema(kept.type_name, kept.schema.schema_encoding, kept.schema.definition);
-        channels[index] =
-            schema == 0 ? -1 : mcap.AddChannel(schema, kept.topic, kept.schema.message_encoding);
-        if (channels[index] < 0) {
-          ok = false;
-          break;
-        }
-      }
-      if (!kept_[index].encode(envelope.header, envelope.payload, bytes)) {
-        ++*skipped;
-        continue;
-      }
-      const std::uint64_t stamp = envelope.header.timestamp_ns;
-      if (!mcap.AddMessage(channels[index], sequences[index]++, stamp, stamp, bytes.data(),
-                           bytes.size())) {
-        ok = false;
-        break;
-      }
-      ++in_file;
-    }
-    std::map<std::string, std::string> metadata;
-    metadata["reason"] = FlightTriggerReasonName(dump.reason);
-    metadata["trigger_type_index"] = std::to_string(dump.type_index);
-    metadata["trigger_time_ns"] = std::to_string(dump.trigger_time_ns);
-    metadata["messages_before"] = std::to_string(dump.trigger - dump.first);
-    metadata["messages_after"] = std::to_string(dump.end - dump.trigger);
-    metadata["aged_out"] = std::to_string(dump.aged_out);
-    metadata["ended_by_time"] = dump.ended_by_time ? "1" : "0";
-    metadata["history_short"] = dump.history_short ? "1" : "0";
-    metadata["refused_low"] = std::to_string(dump.refused[0]);
-    metadata["refused_medium"] = std::to_string(dump.refused[1]);
-    metadata["refused_high"] = std::to_string(dump.refused[2]);
-    if (ok && !mcap.AddMetadata("sluice.flight", metadata)) ok = false;
-    if (!mcap.Close()) ok = false;
-    if (ok) *dumped += in_file;
-    return ok;
-  }
-
   const FlightRecorderOptions options_;
   const std::size_t capacity_;
   const std::uint64_t mask_;
   std::unique_ptr<Slot[]> rings_[2];
   std::unique_ptr<Checkpoint[]> checkpoints_;
-  KeptType kept_[std::variant_size_v<Payload>];
 
   // The bus's consumer's.
   Slot* active_;
@@ -678,10 +544,9 @@ class FlightRecorder {
   std::atomic<std::uint64_t> messages_dumped_{0};
   std::atomic<std::uint64_t> messages_skipped_{0};
 
-  // The writer's.
+  // The writer's (and Keep's, before the bus runs).
   mutable std::mutex writer_;
-  std::vector<std::string> files_;
-  std::uint64_t next_file_ = 0;
+  FlightDumpWriter<Payload> dumps_;
 };
 
 }  // namespace record
