@@ -99,6 +99,21 @@ std::vector<TraceEvent> EveryKind() {
   closed.bus_id = 3;
   closed.time_ns = 99;
   events.push_back(closed);
+  // A shared-memory bus's lane events: the lane, the producer's pid,
+  // killed (detail) and its lost claims (value).
+  TraceEvent attached;
+  attached.kind = TraceEventKind::kLaneAttached;
+  attached.lane = 4;
+  attached.sender_id = 31337;
+  events.push_back(attached);
+  TraceEvent exited = attached;
+  exited.kind = TraceEventKind::kLaneExited;
+  exited.detail = 1;
+  events.push_back(exited);
+  TraceEvent handed_back = exited;
+  handed_back.kind = TraceEventKind::kLaneHandedBack;
+  handed_back.value = 1;
+  events.push_back(handed_back);
   return events;
 }
 
@@ -180,6 +195,15 @@ TEST(TraceEventTest, ARecordThatIsNotOneIsRefusedWithItsReason) {
     taken.detail = static_cast<std::uint8_t>(detail);
     EncodeTraceEvent(taken, record);
     EXPECT_EQ(DecodeTraceEvent(record, &read) == TraceReadError::kNone, detail == 0) << detail;
+    // A lane that was left: killed (1) or not (0), nothing else.
+    for (const TraceEventKind kind :
+         {TraceEventKind::kLaneExited, TraceEventKind::kLaneHandedBack}) {
+      TraceEvent left;
+      left.kind = kind;
+      left.detail = static_cast<std::uint8_t>(detail);
+      EncodeTraceEvent(left, record);
+      EXPECT_EQ(DecodeTraceEvent(record, &read) == TraceReadError::kNone, detail <= 1) << detail;
+    }
   }
 }
 

@@ -34,6 +34,12 @@
 //                             shared-memory bus, its consumer's Close.
 //                             Optional: an observer without it is not
 //                             called.
+//   OnLaneEvent(event)        the shared-memory bus's consumer process, as
+//                             a producer's lane changes hands (LaneEvent):
+//                             kAttached on its hand-out thread, before the
+//                             producer has the lane (so before any of the
+//                             lane's messages is taken); kExited and
+//                             kHandedBack on the consumer thread. Optional.
 // Each is noexcept and must not publish to or dispatch the bus it observes
 // (its own counts are its concern; the bus holds no lock while it runs).
 // A message event may also take the payload's index (std::variant::index()):
@@ -81,6 +87,20 @@ struct FullObservation {
 // The bus keeps none of them; see above.
 struct NoObservation {
   static constexpr bool kKeeps = false;
+};
+
+// A shared-memory bus's producer lane changing hands (OnLaneEvent).
+enum class LaneEventKind : std::uint8_t {
+  kAttached = 1,    // a producer process was given the lane
+  kExited = 2,      // its producer left: detached, or exited without detaching (killed)
+  kHandedBack = 3,  // its last message was taken; the lane is free for the next producer
+};
+struct LaneEvent {
+  LaneEventKind kind = LaneEventKind::kAttached;
+  std::uint16_t lane = 0;  // 1.., as MessageHeader::lane of its messages
+  std::int32_t pid = 0;    // the producer's process, as the kernel named it to the consumer
+  bool killed = false;     // kExited, kHandedBack: it exited without detaching
+  std::uint64_t lost = 0;  // kHandedBack: its claims never published (killed mid-publish)
 };
 
 // Observes nothing; every call compiles to nothing.

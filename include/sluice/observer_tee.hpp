@@ -27,6 +27,7 @@
 #include "sluice/detail/observe/observation.hpp"
 #include "sluice/error.hpp"
 #include "sluice/message.hpp"
+#include "sluice/observer.hpp"
 #include "sluice/publish_result.hpp"
 
 namespace sluice {
@@ -96,6 +97,14 @@ class ObserverTee {
   void OnClosed() noexcept {
     if constexpr (detail::HasOnClosed<FirstObserver>::value) first_.OnClosed();
     if constexpr (detail::HasOnClosed<SecondObserver>::value) second_.OnClosed();
+  }
+  template <typename First = FirstObserver,
+            std::enable_if_t<detail::HasOnLaneEvent<First>::value ||
+                                 detail::HasOnLaneEvent<SecondObserver>::value,
+                             int> = 0>
+  void OnLaneEvent(const LaneEvent& event) noexcept {
+    if constexpr (detail::HasOnLaneEvent<FirstObserver>::value) first_.OnLaneEvent(event);
+    if constexpr (detail::HasOnLaneEvent<SecondObserver>::value) second_.OnLaneEvent(event);
   }
 
  private:

@@ -6,7 +6,8 @@ and then what a viewer needs: duration events (B, E) nest on each track, in
 the file's order and in time order; every
 flow start (s) has exactly one end (f) and every end a start; one "admitted"
 instant per admitted message, one dispatch slice per flow, and the refusal
-counts adding up to what the program refused. With --lossy (a trace whose
+counts adding up to what the program refused, and its lane events (the
+program's "lane_events N") as instants. With --lossy (a trace whose
 ring lost events, as the program's "lost N" says): the schema, the nesting
 and a "lost" instant for every loss; the counts cannot add up.
 
@@ -38,7 +39,7 @@ def main():
     problems = []
     stacks = defaultdict(list)
     starts, ends = Counter(), Counter()
-    admitted = refused = slices = lost = 0
+    admitted = refused = slices = lost = lane_events = 0
     for event in trace["traceEvents"]:
         track = (event["pid"], event["tid"])
         phase = event["ph"]
@@ -59,6 +60,8 @@ def main():
             refused += event["args"]["count"]
         elif phase == "i" and event["name"] == "lost":
             lost += event["args"]["events"]
+        elif phase == "i" and event["name"].startswith("lane "):
+            lane_events += 1
     for track, stack in stacks.items():
         if stack:
             problems.append("B without E on {}: {}".format(track, stack))
@@ -93,6 +96,8 @@ def main():
                        ("dispatch slices", slices)):
         if seen != expected:
             problems.append("{} {} != admitted {}".format(name, seen, expected))
+    if lane_events != int(counts["lane_events"]):
+        problems.append("lane events {} != {}".format(lane_events, counts["lane_events"]))
     if refused != int(counts["refused"]) or refused == 0:
         problems.append("refused {} != {}".format(refused, counts["refused"]))
     if problems:

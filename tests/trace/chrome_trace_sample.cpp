@@ -1,10 +1,12 @@
 // Writes a Chrome trace (sluice/trace/chrome_trace.hpp) of a small robot run
 // to the file given, for check_chrome_trace.py: a bus of three types and
 // three priorities, four senders, refusals, a callback that throws (an
-// error event) where exceptions are on, and the close. Prints "admitted N",
-// "refused N" and "lost N" for the checker. With `lossy` (first argument),
-// the trace ring holds 64 events and is drained once, at the end: most
-// events are lost, and the trace must still nest.
+// error event) where exceptions are on, the close, and a shared-memory
+// bus's three lane events, told to the tracer as that bus tells them (a
+// lane attached, its producer killed, the lane handed back). Prints
+// "admitted N", "refused N", "lost N" and "lane_events N" for the checker. With `lossy` (first
+// argument), the trace ring holds 64 events and is drained once, at the end: most events are lost,
+// and the trace must still nest.
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -56,6 +58,10 @@ int Run(const char* path, bool drain_often) {
   sluice::trace::ChromeTraceWriter<std::string> chrome(json);
   std::uint64_t admitted = 0;
   std::uint64_t refused = 0;
+  sluice::LaneEvent lane;
+  lane.lane = 1;
+  lane.pid = 4242;
+  bus->GetObserver().OnLaneEvent(lane);  // kAttached
   const auto count = [&](const sluice::PublishResult& result) {
     (result.IsAdmitted() ? admitted : refused) += 1;
   };
@@ -74,6 +80,12 @@ int Run(const char* path, bool drain_often) {
   }
   while (bus->ProcessBatch(16) != 0) {
   }
+  lane.kind = sluice::LaneEventKind::kExited;
+  lane.killed = true;
+  bus->GetObserver().OnLaneEvent(lane);
+  lane.kind = sluice::LaneEventKind::kHandedBack;
+  lane.lost = 1;
+  bus->GetObserver().OnLaneEvent(lane);
   bus->Close();
   std::uint64_t lost = 0;
   (void)sluice::trace::DrainEvents(*ring, [&](const sluice::trace::TraceEvent& event) {
@@ -84,8 +96,9 @@ int Run(const char* path, bool drain_often) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << json;
   if (!out) return 1;
-  std::printf("admitted %llu\nrefused %llu\nlost %llu\n", static_cast<unsigned long long>(admitted),
-              static_cast<unsigned long long>(refused), static_cast<unsigned long long>(lost));
+  std::printf("admitted %llu\nrefused %llu\nlost %llu\nlane_events 3\n",
+              static_cast<unsigned long long>(admitted), static_cast<unsigned long long>(refused),
+              static_cast<unsigned long long>(lost));
   return 0;
 }
 }  // namespace

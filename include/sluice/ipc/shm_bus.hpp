@@ -562,9 +562,16 @@ class ShmBus {
     // The producer's view of the header: read-only.
     const int header_fd = bus->segment_.Reopen(bus->name_, /*writable=*/false);
     if (header_fd < 0) return AttachError::kSystemError;
-    const AttachError handed = bus->front_.Lanes().HandOut(
-        request.name, peer,
-        [&](std::uint32_t lane, int lane_fd) { delivery.Deliver(lane, header_fd, lane_fd); });
+    const AttachError handed =
+        bus->front_.Lanes().HandOut(request.name, peer, [&](std::uint32_t lane, int lane_fd) {
+          // Before the producer has the lane, so before any of its messages.
+          LaneEvent attached;
+          attached.kind = LaneEventKind::kAttached;
+          attached.lane = static_cast<std::uint16_t>(lane + 1);
+          attached.pid = peer;
+          bus->front_.Lanes().TellLaneEvent(bus->front_, attached);
+          delivery.Deliver(lane, header_fd, lane_fd);
+        });
     if (handed != AttachError::kNone) ::close(header_fd);
     return handed;
   }

@@ -16,10 +16,12 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "sluice/admission.hpp"
 #include "sluice/config.hpp"
+#include "sluice/detail/observe/observation.hpp"
 #include "sluice/detail/observe/utf8.hpp"
 #include "sluice/ipc/admission_recheck.hpp"
 #include "sluice/ipc/lane_handout.hpp"
@@ -29,6 +31,7 @@
 #include "sluice/ipc/shm_layout.hpp"
 #include "sluice/ipc/shm_options.hpp"
 #include "sluice/message.hpp"
+#include "sluice/observer.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
@@ -272,6 +275,19 @@ class ConsumerLanes {
   // Whether a lane whose owner left is still to be handed back.
   bool AnyGone() const noexcept { return gone_ != 0; }
 
+  // The traits' observer's optional OnLaneEvent (sluice/observer.hpp), on
+  // the thread that saw the lane change hands.
+  template <typename Front>
+  static void TellLaneEvent(Front& front, const LaneEvent& event) noexcept {
+    using Observer = std::remove_reference_t<decltype(front.Watcher())>;
+    if constexpr (sluice::detail::HasOnLaneEvent<Observer>::value) {
+      front.Watcher().OnLaneEvent(event);
+    } else {
+      (void)front;
+      (void)event;
+    }
+  }
+
   // Called on the consumer thread each time a producer's lane is handed
   // back (after its last message was taken).
   void OnExit(std::function<void(const ProducerExit&)> handler) { on_exit_ = std::move(handler); }
@@ -314,6 +330,12 @@ class ConsumerLanes {
       }
       lanes_[lane].pid = control.owner.pid;
       gone_ |= bit;
+      LaneEvent exited;
+      exited.kind = LaneEventKind::kExited;
+      exited.lane = static_cast<std::uint16_t>(lane + 1);
+      exited.pid = lanes_[lane].pid;
+      exited.killed = lanes_[lane].killed;
+      TellLaneEvent(front, exited);
     }
     hold.unlock();
     if (gone_ != 0) TendGoneLanes(front, dispatching);
@@ -387,6 +409,13 @@ class ConsumerLanes {
         // Else the system refused a new object: the lane stays out of use
         // (neither active nor free; a consumer taking over frees it).
       }
+      LaneEvent handed_back;
+      handed_back.kind = LaneEventKind::kHandedBack;
+      handed_back.lane = exit.lane;
+      handed_back.pid = exit.pid;
+      handed_back.killed = exit.killed;
+      handed_back.lost = exit.lost;
+      TellLaneEvent(front, handed_back);
       if (on_exit_) {
 #if SLUICE_HAS_EXCEPTIONS
         try {

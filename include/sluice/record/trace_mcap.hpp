@@ -44,6 +44,12 @@ constexpr const char* TraceKindName(trace::TraceEventKind kind) noexcept {
       return "lost";
     case trace::TraceEventKind::kClosed:
       return "closed";
+    case trace::TraceEventKind::kLaneAttached:
+      return "lane_attached";
+    case trace::TraceEventKind::kLaneExited:
+      return "lane_exited";
+    case trace::TraceEventKind::kLaneHandedBack:
+      return "lane_handed_back";
   }
   return "unknown";
 }
@@ -52,7 +58,8 @@ constexpr const char* TraceKindName(trace::TraceEventKind kind) noexcept {
 inline constexpr const char* kTraceEventJsonSchema =
     R"({"title":"sluice.TraceEvent","type":"object","properties":{)"
     R"("kind":{"type":"string","enum":["admitted","refused","batch_begin","taken",)"
-    R"("dispatched","batch_end","error","lost","closed"]},)"
+    R"("dispatched","batch_end","error","lost","closed","lane_attached","lane_exited",)"
+    R"("lane_handed_back"]},)"
     R"("bus_id":{"type":"integer"},"lane":{"type":"integer"},"msg_id":{"type":"integer"},)"
     R"("sender_id":{"type":"integer"},"priority":{"type":"integer","minimum":0,"maximum":2},)"
     R"("type_index":{"type":"integer"},"stamp_ns":{"type":"integer"},)"

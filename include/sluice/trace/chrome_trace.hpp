@@ -21,8 +21,10 @@
 // written in hexadecimal as a string (Perfetto reads a string id as a
 // hexadecimal number): unique while a lane's msg_ids in one trace span less
 // than 2^32. Refusals are instants on the track of the refusals (`tid`
-// "refusals"; a refusal carries no sender), errors and the close on the
-// consumer's. A loss (events the ring could not keep) is a global instant
+// "refusals"; a refusal carries no sender), errors, the close and a
+// shared-memory bus's lane events (attached, exited, handed back, with the
+// lane, the producer's pid, whether it was killed and its lost claims) on
+// the consumer's. A loss (events the ring could not keep) is a global instant
 // with its count; the slices open then are ended there (as are those open
 // at Finish), and an end whose begin was lost is left out, so that the
 // slices always nest. Times (`ts`)
@@ -144,6 +146,24 @@ class ChromeTraceWriter {
       case TraceEventKind::kClosed:
         Begin("closed", "i", event.time_ns, event.bus_id, 0);
         Emit(",\"s\":\"p\"");
+        End();
+        break;
+      case TraceEventKind::kLaneAttached:
+      case TraceEventKind::kLaneExited:
+      case TraceEventKind::kLaneHandedBack:
+        Begin(event.kind == TraceEventKind::kLaneAttached ? "lane attached"
+              : event.kind == TraceEventKind::kLaneExited ? "lane exited"
+                                                          : "lane handed back",
+              "i", event.time_ns, event.bus_id, 0);
+        Emit(",\"s\":\"t\",\"args\":{\"lane\":");
+        Number(event.lane);
+        Emit(",\"pid\":");
+        Number(event.sender_id);
+        Emit(",\"killed\":");
+        Number(event.detail);
+        Emit(",\"lost\":");
+        Number(event.value);
+        Emit("}");
         End();
         break;
       case TraceEventKind::kLost:

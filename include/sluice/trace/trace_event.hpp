@@ -48,8 +48,19 @@ enum class TraceEventKind : std::uint8_t {
   kLost = 8,
   // The bus was closed (OnClosed), by the thread that closed it.
   kClosed = 9,
+  // A shared-memory bus's lane changing hands (OnLaneEvent: LaneEvent),
+  // in the consumer's process: `lane` the lane (as its messages' header),
+  // `sender_id` the producer's process id as the kernel named it to the
+  // consumer, `detail` 1 when it exited without detaching (kLaneExited,
+  // kLaneHandedBack), `value` its claims never published (kLaneHandedBack;
+  // at most 2^32 - 1). Given the lane (kLaneAttached), on the hand-out
+  // thread; left (kLaneExited) and handed back, its last message taken
+  // (kLaneHandedBack), on the consumer thread.
+  kLaneAttached = 10,
+  kLaneExited = 11,
+  kLaneHandedBack = 12,
 };
-inline constexpr std::uint8_t kLastTraceEventKind = 9;
+inline constexpr std::uint8_t kLastTraceEventKind = 12;
 
 struct TraceEvent {
   std::uint64_t msg_id = 0;
@@ -144,6 +155,9 @@ inline bool IsDetailOf(TraceEventKind kind, std::uint8_t detail) noexcept {
     case TraceEventKind::kError:
       return detail >= static_cast<std::uint8_t>(BusErrorCode::kCallbackThrew) &&
              detail <= static_cast<std::uint8_t>(BusErrorCode::kExitHandlerThrew);
+    case TraceEventKind::kLaneExited:
+    case TraceEventKind::kLaneHandedBack:
+      return detail <= 1;  // killed
     default:
       return detail == 0;
   }

@@ -25,6 +25,7 @@
 #include "sluice/config.hpp"
 #include "sluice/error.hpp"
 #include "sluice/message.hpp"
+#include "sluice/observer.hpp"
 #include "sluice/publish_result.hpp"
 #include "sluice/trace/trace_event.hpp"
 
@@ -110,6 +111,25 @@ class TracingObserver {
   void OnClosed() noexcept {
     TraceEvent event;
     event.kind = TraceEventKind::kClosed;
+    Record(event);
+  }
+  void OnLaneEvent(const LaneEvent& lane) noexcept {
+    TraceEvent event;
+    switch (lane.kind) {
+      case LaneEventKind::kAttached:
+        event.kind = TraceEventKind::kLaneAttached;
+        break;
+      case LaneEventKind::kExited:
+        event.kind = TraceEventKind::kLaneExited;
+        break;
+      case LaneEventKind::kHandedBack:
+        event.kind = TraceEventKind::kLaneHandedBack;
+        break;
+    }
+    event.lane = lane.lane;
+    event.sender_id = static_cast<std::uint32_t>(lane.pid);
+    event.detail = lane.kind != LaneEventKind::kAttached && lane.killed ? 1 : 0;
+    event.value = lane.lost > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(lane.lost);
     Record(event);
   }
   void OnError(const BusError& error) noexcept {

@@ -34,6 +34,7 @@
 #include "sluice/detail/observe/latency_recorder.hpp"
 #include "sluice/error.hpp"
 #include "sluice/message.hpp"
+#include "sluice/observer.hpp"
 #include "sluice/performance_mode.hpp"
 #include "sluice/publish_result.hpp"
 
@@ -91,6 +92,12 @@ struct HasOnClosed : std::false_type {};
 template <typename Observer>
 struct HasOnClosed<Observer, std::void_t<decltype(std::declval<Observer&>().OnClosed())>>
     : std::true_type {};
+// Whether an Observer has the optional OnLaneEvent(event).
+template <typename Observer, typename = void>
+struct HasOnLaneEvent : std::false_type {};
+template <typename Observer>
+struct HasOnLaneEvent<Observer, std::void_t<decltype(std::declval<Observer&>().OnLaneEvent(
+                                    std::declval<const LaneEvent&>()))>> : std::true_type {};
 // Whether an Observer has the optional OnDispatched(header).
 template <typename Observer, typename = void>
 struct HasOnDispatched : std::false_type {};

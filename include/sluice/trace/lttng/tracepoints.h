@@ -19,7 +19,8 @@
 #include "sluice/trace/trace_event.hpp"
 
 // kind: TraceEventKind's value (admitted 1, refused 2, batch_begin 3, taken
-// 4, dispatched 5, batch_end 6, error 7, lost 8, closed 9); priority:
+// 4, dispatched 5, batch_end 6, error 7, lost 8, closed 9, lane_attached
+// 10, lane_exited 11, lane_handed_back 12); priority:
 // MessagePriority's (LOW 0, MEDIUM 1, HIGH 2).
 // LTTng's field list is a sequence of macros, one a line.
 // clang-format off
