@@ -86,6 +86,10 @@ void ForEachOneCoreRow(Visit&& visit, std::vector<std::string>* missing) {
         AdapterTag<SpscFullFastCallbacksFlight>{});
   visit("Sluice SPSC BARE_METAL PublishFast visitor, flight recorder armed", true,
         AdapterTag<SpscBareFastVisitorFlight>{});
+  visit("Sluice SPSC FULL_FEATURED PublishFast callbacks, flight recorder dumping", true,
+        AdapterTag<SpscFullFastCallbacksDumping>{});
+  visit("Sluice SPSC BARE_METAL PublishFast visitor, flight recorder dumping", true,
+        AdapterTag<SpscBareFastVisitorDumping>{});
   visit("Sluice MPSC FULL_FEATURED PublishFast callbacks", true,
         AdapterTag<MpscFullFastCallbacks>{});
   visit("Sluice MPSC BARE_METAL PublishFast visitor", true, AdapterTag<MpscBareFastVisitor>{});

@@ -21,11 +21,16 @@
 // (harness/isolated.hpp), so no peer pays for false sharing in its adapter.
 #pragma once
 
+#include <unistd.h>
+
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <sluice/record/flight_recorder.hpp>
@@ -34,8 +39,10 @@
 #include <sluice/trace/trace_ring.hpp>
 #include <sluice/trace/tracing_observer.hpp>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <variant>
+#include <vector>
 
 #include "bench_payload.hpp"
 #include "harness/isolated.hpp"
@@ -254,6 +261,65 @@ template <typename P>
 using SpscFullFastCallbacksFlight = FlightRecordedSluiceAdapter<kSpsc, kFull, kCallbacks, P>;
 template <typename P>
 using SpscBareFastVisitorFlight = FlightRecordedSluiceAdapter<kSpsc, kBare, kVisitor, P>;
+
+// The flight recorder armed as above, and dumping a window a round: each
+// PopSome first writes the window the consumer froze, if there is one
+// (WriteDumps on the consumer's own thread, as a program that writes its
+// dumps from its loop does), then raises a trigger. One window of 1,024
+// messages is frozen and written each round (the other triggers merge into
+// it, counted). What the row adds to "armed" is the freeze, the trigger
+// and the writer's work, all on this one thread. The recorder keeps no
+// type, so a dump is its metadata record (the consumer's freeze does not
+// depend on what is written); each file is removed once written.
+template <ProducerModel kModel, PerformanceMode kMode, SluicePath kPath, typename Probe>
+class FlightDumpingSluiceAdapter {
+ public:
+  using Recorder = record::FlightRecorder<std::variant<Message>>;
+  struct Traits : DefaultBusTraits {
+    using Observer = record::FlightRecorderObserver<Recorder>;
+  };
+  explicit FlightDumpingSluiceAdapter(Probe& probe)
+      : inner_(probe), directory_(ScratchDirectory()), recorder_(MakeRecorder(directory_)) {
+    inner_.bus().GetObserver().Attach(recorder_.get());
+  }
+  FlightDumpingSluiceAdapter(const FlightDumpingSluiceAdapter&) = delete;
+  FlightDumpingSluiceAdapter& operator=(const FlightDumpingSluiceAdapter&) = delete;
+  ~FlightDumpingSluiceAdapter() {
+    std::error_code ignored;
+    std::filesystem::remove_all(directory_, ignored);
+  }
+  bool TryPush(const Message& m) { return inner_.TryPush(m); }
+  std::size_t PopSome(Probe& probe) {
+    if (recorder_->DumpPending() && recorder_->WriteDumps() != 0) {
+      std::remove(recorder_->LastFile().c_str());
+    }
+    recorder_->Trigger();
+    return inner_.PopSome(probe);
+  }
+
+ private:
+  static std::filesystem::path ScratchDirectory() {
+    static std::atomic<unsigned> next{0};
+    std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                 ("sluice-flight-bench-" + std::to_string(::getpid()) + "-" +
+                                  std::to_string(next.fetch_add(1)));
+    std::filesystem::create_directories(path);
+    return path;
+  }
+  static std::unique_ptr<Recorder> MakeRecorder(const std::filesystem::path& directory) {
+    record::FlightRecorderOptions options;
+    options.path_prefix = (directory / "dump").string();
+    return std::make_unique<Recorder>(options);
+  }
+
+  SluiceAdapter<kModel, kMode, SluiceCall::kPublishFast, kPath, Probe, Traits> inner_;
+  std::filesystem::path directory_;
+  std::unique_ptr<Recorder> recorder_;
+};
+template <typename P>
+using SpscFullFastCallbacksDumping = FlightDumpingSluiceAdapter<kSpsc, kFull, kCallbacks, P>;
+template <typename P>
+using SpscBareFastVisitorDumping = FlightDumpingSluiceAdapter<kSpsc, kBare, kVisitor, P>;
 
 // A registered producer: one lane as large as the bus, and the heavy fence
 // where there is one (Linux), so a lane publish fences nothing.

@@ -242,6 +242,12 @@ class FlightRecorder {
     const std::lock_guard<std::mutex> lock(writer_);
     return dumps_.Files();
   }
+  // The dump file WriteDumps tried last ("" before the first): what a
+  // program that moves or uploads each dump needs, without copying Files().
+  std::string LastFile() const {
+    const std::lock_guard<std::mutex> lock(writer_);
+    return dumps_.Files().empty() ? std::string() : dumps_.Files().back();
+  }
   // A window is frozen and waits for WriteDumps. Any thread.
   bool DumpPending() const noexcept { return ready_.load(std::memory_order_acquire) != nullptr; }
   // The options in force: `before` and `after` at most 2^30 each.
