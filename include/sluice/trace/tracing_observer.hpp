@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "sluice/bus_traits.hpp"
@@ -35,8 +36,9 @@ namespace trace {
 
 // `Ring`: a TraceRing (or any type with `bool Record(const TraceEvent&)
 // noexcept` safe from every thread that publishes to or dispatches the
-// bus). `Clock`: the clock of each event's time_ns (the bus clock's kind:
-// NowNanos()); NullClock records 0.
+// bus; one that also has `bool Enabled() const noexcept` is asked first,
+// and an event it does not want is not built further: LttngSink). `Clock`: the clock of each
+// event's time_ns (the bus clock's kind: NowNanos()); NullClock records 0.
 template <typename Ring, typename Clock = typename DefaultBusTraits::Clock>
 class TracingObserver {
  public:
@@ -160,10 +162,21 @@ class TracingObserver {
     // Acquire: pairs with Attach's release store (bus_id_ written before).
     Ring* ring = ring_.load(std::memory_order_acquire);
     if (ring == nullptr) return;
+    // A place that says it keeps nothing now (LttngSink with no session):
+    // no clock reading for an event no one keeps.
+    if constexpr (HasEnabled<Ring>::value) {
+      if (!ring->Enabled()) return;
+    }
     event.bus_id = static_cast<std::uint16_t>(bus_id_.load(std::memory_order_relaxed));
     event.time_ns = sluice::detail::ClockNanos<Clock>();
     (void)ring->Record(event);
   }
+
+  template <typename R, typename = void>
+  struct HasEnabled : std::false_type {};
+  template <typename R>
+  struct HasEnabled<R, std::void_t<decltype(std::declval<const R&>().Enabled())>> : std::true_type {
+  };
 
   // Above any 16-bit id: not attached yet.
   static constexpr std::uint32_t kNoBusId = 0x10000;

@@ -13,8 +13,9 @@
 //   // and a .cpp file of its own: #include <sluice/trace/lttng/provider.hpp>
 //   // $ lttng create; lttng enable-event -u 'sluice:*'; lttng start; ./program; lttng stop
 //
-// Where no session enables sluice:event, each event costs the observer's
-// clock reading and LTTng's test of the tracepoint's state; where one does,
+// Where no session enables sluice:event, each event costs LTTng's test of
+// the tracepoint's state (Enabled: the observer then reads no clock); where
+// one does,
 // LTTng's lock-free per-CPU ring buffer takes it (what it cannot keep, it
 // counts as discarded: `lttng list` shows it). Hosted (Linux); needs
 // LTTng-UST 2.13 or later.
@@ -37,6 +38,11 @@ class LttngSink {
     lttng_ust_tracepoint(sluice, event, &event);
     return true;
   }
+  // Whether a session records sluice:event now: TracingObserver asks before
+  // it reads the clock, so a traced binary that no one traces pays a load
+  // and a branch an event. A session that starts or stops between this and
+  // Record costs that one event at most.
+  bool Enabled() const noexcept { return lttng_ust_tracepoint_enabled(sluice, event); }
 };
 
 }  // namespace trace
