@@ -74,7 +74,7 @@ void Measure(std::size_t rounds, Samples& out) {
   CountProbe probe;
   auto queue = std::make_unique<Adapter<CountProbe>>(probe);
   std::uint64_t seq = 0;
-  for (std::size_t round = 0; round <= rounds; ++round) {  // round 0: warm-up
+  for (std::size_t round = 0; round <= rounds; ++round) {  // round 0: warm-up, not timed
     std::uint64_t pushed = 0;
     const std::uint64_t start = FastClock::Ticks();
     const std::uint64_t popped = OneCoreRound(*queue, probe, seq, pushed);
@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (rounds == 0) rounds = 1;
+  if (rounds < 5) rounds = 5;  // a round a block at least
   FastClock::Calibrate();
   const std::vector<int> cpus = AllowedCpus();
   if (!cpus.empty()) (void)PinThisThread(cpus.front());
@@ -133,7 +133,8 @@ int main(int argc, char** argv) {
   for (std::size_t block = 0; block < kBlocks; ++block) {
     for (std::size_t k = 0; k < kRows; ++k) {
       const std::size_t i = (block + k) % kRows;  // each block starts with another row
-      rows[i].measure(rounds / kBlocks + 1, samples[i]);
+      // `rounds` in all: the first rounds % kBlocks blocks one more.
+      rows[i].measure(rounds / kBlocks + (block < rounds % kBlocks ? 1 : 0), samples[i]);
     }
   }
   std::printf("== LTTng-UST tracing, one core: push 1,024 then pop 1,024, 24-byte payload\n");

@@ -39,7 +39,8 @@
 //                             kAttached on its hand-out thread, before the
 //                             producer has the lane (so before any of the
 //                             lane's messages is taken); kExited and
-//                             kHandedBack on the consumer thread. Optional.
+//                             kHandedBack on the consumer thread. None
+//                             after Close. Optional.
 // Each is noexcept and must not publish to or dispatch the bus it observes
 // (its own counts are its concern; the bus holds no lock while it runs).
 // A message event may also take the payload's index (std::variant::index()):
@@ -91,9 +92,11 @@ struct NoObservation {
 
 // A shared-memory bus's producer lane changing hands (OnLaneEvent).
 enum class LaneEventKind : std::uint8_t {
-  kAttached = 1,    // a producer process was given the lane
-  kExited = 2,      // its producer left: detached, or exited without detaching (killed)
-  kHandedBack = 3,  // its last message was taken; the lane is free for the next producer
+  kAttached = 1,  // a producer process was given the lane
+  kExited = 2,    // its producer left: detached, or exited without detaching (killed)
+  // Its last message was taken; told before the lane is free for the next
+  // producer, so before that producer's kAttached.
+  kHandedBack = 3,
 };
 struct LaneEvent {
   LaneEventKind kind = LaneEventKind::kAttached;

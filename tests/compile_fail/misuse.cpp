@@ -36,6 +36,26 @@ struct RunsAndDispatchedTraits : sluice::DefaultBusTraits {
 
 #include "sluice/record/flight_recorder.hpp"
 #endif
+#if CASE == 68
+#include <string>
+#include <tuple>
+
+#include "sluice/nats/codec.hpp"
+// At namespace scope: specializations. B's names are wrong ("2nd" is not a
+// field name); A, which holds a B, names none.
+struct Holder {
+  B inner;
+};
+template <>
+struct sluice::nats::Fields<B> {
+  static constexpr auto kMembers = std::make_tuple(&B::value);
+  static constexpr const char* kNames[] = {"2nd"};
+};
+template <>
+struct sluice::nats::Fields<Holder> {
+  static constexpr auto kMembers = std::make_tuple(&Holder::inner);
+};
+#endif
 #if CASE == 67
 #include <string>
 #include <tuple>
@@ -363,6 +383,9 @@ int main() {
   sluice::MpscBus<Payload, 8> bus;
   sluice::record::Recorder<sluice::MpscBus<Payload, 8> > recorder(bus, {});
   (void)recorder.Record<A>("/a", "A");
+#elif CASE == 68  // a wrong field name inside a struct whose own fields have no names
+  std::string bytes;
+  (void)sluice::nats::WireCodec<Holder>::Encode(Holder{}, bytes);
 #elif CASE == 40  // a 0.2 knob: the starvation limit
   struct Traits : sluice::PriorityOrderTraits {
     static constexpr std::uint32_t kStarvationLimit = 4;

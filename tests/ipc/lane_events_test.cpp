@@ -9,12 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <sluice/ipc/shm_bus.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ipc_test_messages.hpp"
@@ -43,11 +45,25 @@ using Tracer = sluice::trace::TracingObserver<Ring>;
 // An observer of lane events alone, beside the tracer (ObserverTee passes
 // OnLaneEvent to the one that has it). Locked: kAttached comes on the
 // hand-out thread, the others on the consumer's.
+// With `hold_hand_back`, a kHandedBack waits (at most the guard) until
+// `release`, saying `in_hand_back`: the consumer preempted right there.
 struct LaneLog : sluice::NoObserver {
   void OnLaneEvent(const sluice::LaneEvent& event) noexcept {
-    const std::lock_guard<std::mutex> hold(lock);
-    events.push_back(event);
+    {
+      const std::lock_guard<std::mutex> hold(lock);
+      events.push_back(event);
+    }
+    if (event.kind == sluice::LaneEventKind::kHandedBack && hold_hand_back.load()) {
+      in_hand_back.store(true);
+      const auto deadline = std::chrono::steady_clock::now() + kGuard;
+      while (!release.load() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+      }
+    }
   }
+  std::atomic<bool> hold_hand_back{false};
+  std::atomic<bool> in_hand_back{false};
+  std::atomic<bool> release{false};
   std::vector<sluice::LaneEvent> Events() const {
     const std::lock_guard<std::mutex> hold(lock);
     return events;
@@ -173,6 +189,72 @@ TEST(ShmLaneEventsTest, EachLaneIsAttachedLeftAndHandedBackInTheTrace) {
     EXPECT_EQ(events[handed.handed_back[0]].detail, exit.killed ? 1 : 0);
   }
   bus.Close();
+}
+
+// The lane a producer left is free for the next one only after its
+// kHandedBack was told: a consumer held inside that event (as a preemption
+// there would) leaves the lane taken, so the next Attach finds no free
+// lane, and the next owner's kAttached comes after the hand-back.
+TEST(ShmLaneEventsTest, ALanesNextOwnerIsAttachedOnlyAfterItsHandBackWasTold) {
+  const std::string name = UniqueName();
+  Bus bus;
+  sluice::ipc::ShmBusOptions options;
+  options.peer_check_interval = std::chrono::hours(1);
+  std::atomic<int> exits{0};
+  bus.OnProducerExit([&exits](const ProducerExit&) { exits.fetch_add(1); });
+  ASSERT_EQ(bus.Create(name, options), AttachError::kNone);
+  std::vector<Producer> producers(sluice::ipc::ShmBusTraits::kMaxProducers);
+  for (Producer& producer : producers) ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  const std::uint16_t left = producers[3].Lane();
+  producers[3].Detach();
+  LaneLog& log = bus.GetObserver().Second();
+  log.hold_hand_back.store(true);
+  std::thread consumer([&] {
+    bus.CheckProducers();
+    (void)sluice_ipc_test::DispatchUntil(bus, [&] { return exits.load() == 1; });
+  });
+  const auto deadline = std::chrono::steady_clock::now() + kGuard;
+  while (!log.in_hand_back.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_TRUE(log.in_hand_back.load());
+  Producer next;
+  EXPECT_EQ(next.Attach(name), AttachError::kNoFreeLane)
+      << "the lane was free before its hand-back was told";
+  log.release.store(true);
+  consumer.join();
+  ASSERT_EQ(next.Attach(name), AttachError::kNone);
+  EXPECT_EQ(next.Lane(), left);
+  std::vector<sluice::LaneEventKind> of_lane;
+  for (const sluice::LaneEvent& event : log.Events()) {
+    if (event.lane == left) of_lane.push_back(event.kind);
+  }
+  EXPECT_EQ(of_lane, (std::vector<sluice::LaneEventKind>{
+                         sluice::LaneEventKind::kAttached, sluice::LaneEventKind::kExited,
+                         sluice::LaneEventKind::kHandedBack, sluice::LaneEventKind::kAttached}));
+  bus.Close();
+}
+
+// Close ends the lane events: lanes still owned, or left and not yet
+// handed back, are told no kExited or kHandedBack after it (the bus is
+// gone; its statistics and OnProducerExit say no more either).
+TEST(ShmLaneEventsTest, NoLaneEventFollowsClose) {
+  const std::string name = UniqueName();
+  Bus bus;
+  sluice::ipc::ShmBusOptions options;
+  options.peer_check_interval = std::chrono::hours(1);
+  ASSERT_EQ(bus.Create(name, options), AttachError::kNone);
+  Producer kept;
+  Producer left;
+  ASSERT_EQ(kept.Attach(name), AttachError::kNone);
+  ASSERT_EQ(left.Attach(name), AttachError::kNone);
+  left.Detach();  // not yet looked for
+  bus.Close();
+  bus.CheckProducers();
+  const std::vector<sluice::LaneEvent> log = bus.GetObserver().Second().Events();
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0].kind, sluice::LaneEventKind::kAttached);
+  EXPECT_EQ(log[1].kind, sluice::LaneEventKind::kAttached);
 }
 
 }  // namespace

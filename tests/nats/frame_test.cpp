@@ -328,6 +328,27 @@ TEST(NatsCodec, DefaultCodecSendsOnlyValuesItCanCheck) {
   EXPECT_EQ(bytes, std::string("\x01\x00\x00\x00\x02\x00\x00\x00", 8));
 }
 
+// A scoped enum over bool is a bool on the wire: one byte, 0 or 1; any
+// other byte is refused (taken as the enum, it would be a bool that is
+// neither, which is undefined behaviour to read).
+TEST(NatsCodec, AScopedEnumOverBoolAcceptsOnlyZeroAndOne) {
+  enum class Switch : bool { kOff = false, kOn = true };
+  using Codec = sluice::nats::WireCodec<Switch>;
+  static_assert(sluice::nats::kWireSize<Switch> == 1);
+  std::string bytes;
+  ASSERT_TRUE(Codec::Encode(Switch::kOn, bytes));
+  ASSERT_TRUE(Codec::Encode(Switch::kOff, bytes));
+  EXPECT_EQ(bytes, std::string("\x01\x00", 2));
+  const std::uint8_t on = 1;
+  const std::uint8_t off = 0;
+  EXPECT_EQ(Codec::Decode(&on, 1), Switch::kOn);
+  EXPECT_EQ(Codec::Decode(&off, 1), Switch::kOff);
+  for (int byte = 2; byte < 256; ++byte) {
+    const auto value = static_cast<std::uint8_t>(byte);
+    EXPECT_FALSE(Codec::Decode(&value, 1).has_value()) << byte;
+  }
+}
+
 TEST(NatsCodec, TheConceptAcceptsCodecsAndRefusesOthers) {
   using sluice::nats::kIsCodecFor;
   using sluice_nats_test::Note;

@@ -44,6 +44,27 @@ struct Sample {
 struct Unnamed {
   std::uint32_t code;
 };
+// Field `a_b`, and field `b` of field `a`: two paths that join to the same
+// text, each a struct of its own.
+struct Inner {
+  std::uint8_t k;
+};
+struct Middle {
+  Inner b;
+};
+struct Pair {
+  std::uint32_t u;
+  double d;
+};
+struct Joined {
+  Pair a_b;
+  Middle a;
+};
+enum class Switch : bool { kOff = false, kOn = true };
+struct Switched {
+  Switch on;
+  std::array<Inner, 2> inners;
+};
 template <>
 struct sluice::nats::Fields<Vec3> {
   static constexpr auto kMembers = std::make_tuple(&Vec3::x, &Vec3::y, &Vec3::z);
@@ -58,13 +79,38 @@ struct sluice::nats::Fields<Sample> {
                                            "ok",    "mode",   "count"};
 };
 template <>
+struct sluice::nats::Fields<Inner> {
+  static constexpr auto kMembers = std::make_tuple(&Inner::k);
+  static constexpr const char* kNames[] = {"k"};
+};
+template <>
+struct sluice::nats::Fields<Middle> {
+  static constexpr auto kMembers = std::make_tuple(&Middle::b);
+  static constexpr const char* kNames[] = {"b"};
+};
+template <>
+struct sluice::nats::Fields<Pair> {
+  static constexpr auto kMembers = std::make_tuple(&Pair::u, &Pair::d);
+  static constexpr const char* kNames[] = {"u", "d"};
+};
+template <>
+struct sluice::nats::Fields<Joined> {
+  static constexpr auto kMembers = std::make_tuple(&Joined::a_b, &Joined::a);
+  static constexpr const char* kNames[] = {"a_b", "a"};
+};
+template <>
+struct sluice::nats::Fields<Switched> {
+  static constexpr auto kMembers = std::make_tuple(&Switched::on, &Switched::inners);
+  static constexpr const char* kNames[] = {"on", "inners"};
+};
+template <>
 struct sluice::nats::Fields<Unnamed> {
   static constexpr auto kMembers = std::make_tuple(&Unnamed::code);
 };
 
 namespace {
 
-using Payload = std::variant<Sample, Unnamed>;
+using Payload = std::variant<Sample, Unnamed, Joined, Switched>;
 using Bus = sluice::AsyncBus<Payload, 1024, sluice::ProducerModel::kMulti>;
 using sluice::nats::WireCodec;
 using sluice::record::kHasNamedFields;
@@ -184,6 +230,47 @@ TEST(NamedFieldsTest, FoxglovesRos1ReaderDecodesEveryFieldByName) {
   EXPECT_EQ(decoded_fields, want.size());
   EXPECT_EQ(found.at("topic /robot/sample"), kCount);
   EXPECT_EQ(found.at("topic /robot/unnamed"), kCount);
+  std::remove(recorder.Files()[0].c_str());
+}
+
+// Two paths that join to the same text name two types apart (the second
+// _2), which Foxglove's reader tells apart; a scoped enum over bool is a
+// bool; an array of structs is an array of one type.
+TEST(NamedFieldsTest, NestedTypesWhosePathsJoinAlikeGetNamesOfTheirOwn) {
+  const std::string definition = sluice::record::SchemaOf<Joined, WireCodec<Joined>>().definition;
+  EXPECT_NE(definition.find("\nsluice/Payload_a_b a_b\nsluice/Payload_a a\n"), std::string::npos)
+      << definition;
+  EXPECT_NE(definition.find("\nMSG: sluice/Payload_a_b\nuint32 u\nfloat64 d\n"), std::string::npos)
+      << definition;
+  EXPECT_NE(definition.find("\nMSG: sluice/Payload_a\nsluice/Payload_a_b_2 b\n"), std::string::npos)
+      << definition;
+  EXPECT_NE(definition.find("\nMSG: sluice/Payload_a_b_2\nuint8 k\n"), std::string::npos)
+      << definition;
+  const std::string switched = sluice::record::SchemaOf<Switched, WireCodec<Switched>>().definition;
+  EXPECT_NE(switched.find("\nbool on\nsluice/Payload_inners[2] inners\n"), std::string::npos)
+      << switched;
+
+  std::string why;
+  if (!HaveRos1Readers(&why)) GTEST_SKIP() << why;
+  Bus bus;
+  sluice::record::Recorder<Bus> recorder(bus, {Scratch("joined"), 0, 1u << 20});
+  ASSERT_TRUE((recorder.Record<Joined>("/joined", "Joined")));
+  ASSERT_TRUE((recorder.Record<Switched>("/switched", "Switched")));
+  for (std::uint32_t i = 0; i < 10; ++i) {
+    ASSERT_TRUE(bus.Publish(Joined{{i, 2.0 * i}, {{static_cast<std::uint8_t>(3 * i)}}}));
+    ASSERT_TRUE(bus.Publish(Switched{i % 2 == 0 ? Switch::kOn : Switch::kOff,
+                                     {{{static_cast<std::uint8_t>(i)}, {1}}}}));
+    (void)bus.ProcessBatch();
+  }
+  ASSERT_TRUE(recorder.Close());
+  std::string skip;
+  const auto found = sluice_test::ReadWithMcapsOwnReader(recorder.Files()[0], &skip);
+  ASSERT_TRUE(skip.empty()) << skip;
+  EXPECT_EQ(found.at("field /joined payload.a_b.u"), 45u);
+  EXPECT_EQ(found.at("field /joined payload.a_b.d"), 90u);
+  EXPECT_EQ(found.at("field /joined payload.a.b.k"), 135u);
+  EXPECT_EQ(found.at("field /switched payload.on"), 5u);
+  EXPECT_EQ(found.at("field /switched payload.inners.k"), 45u + 10u);
   std::remove(recorder.Files()[0].c_str());
 }
 

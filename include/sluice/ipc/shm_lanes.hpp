@@ -394,6 +394,15 @@ class ConsumerLanes {
       exit.lane = static_cast<std::uint16_t>(lane + 1);
       exit.pid = consumer.pid;
       exit.killed = consumer.killed;
+      // Told before the lane is free, so before the next owner's kAttached
+      // (told by the hand-out, which needs the lane free).
+      LaneEvent handed_back;
+      handed_back.kind = LaneEventKind::kHandedBack;
+      handed_back.lane = exit.lane;
+      handed_back.pid = exit.pid;
+      handed_back.killed = exit.killed;
+      handed_back.lost = exit.lost;
+      TellLaneEvent(front, handed_back);
       // Off the active set before it is free, so that the next owner's bit
       // is not cleared after it was set.
       header_->lanes_active.fetch_and(~bit, std::memory_order_relaxed);
@@ -409,13 +418,6 @@ class ConsumerLanes {
         // Else the system refused a new object: the lane stays out of use
         // (neither active nor free; a consumer taking over frees it).
       }
-      LaneEvent handed_back;
-      handed_back.kind = LaneEventKind::kHandedBack;
-      handed_back.lane = exit.lane;
-      handed_back.pid = exit.pid;
-      handed_back.killed = exit.killed;
-      handed_back.lost = exit.lost;
-      TellLaneEvent(front, handed_back);
       if (on_exit_) {
 #if SLUICE_HAS_EXCEPTIONS
         try {

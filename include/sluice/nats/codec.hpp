@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -148,6 +149,25 @@ template <typename T>
 struct IsScopedEnum<T, true>
     : std::bool_constant<!std::is_convertible_v<T, std::underlying_type_t<T>>> {};
 
+// A scoped enum over bool has two values: it goes as a bool does.
+template <typename T, bool = IsScopedEnum<T>::value>
+struct IsBoolEnum : std::false_type {};
+template <typename T>
+struct IsBoolEnum<T, true> : std::is_same<std::underlying_type_t<T>, bool> {};
+template <typename T>
+struct Wire<T, std::enable_if_t<IsBoolEnum<T>::value>> {
+  static constexpr bool kEncodable = true;
+  static constexpr std::size_t kSize = 1;
+  static void Put(const T& value, std::uint8_t* out) noexcept {
+    out[0] = static_cast<bool>(static_cast<std::underlying_type_t<T>>(value)) ? 1 : 0;
+  }
+  static bool Get(const std::uint8_t* in, T* value) noexcept {
+    if (in[0] > 1) return false;
+    *value = static_cast<T>(in[0] == 1);
+    return true;
+  }
+};
+
 // A value sent as its bits, little-endian, in an unsigned integer of its
 // size.
 template <typename T, typename Bits>
@@ -166,10 +186,10 @@ struct WireBits {
 };
 
 // Integers (two's complement) and scoped enums (their underlying integer;
-// every value of it is accepted).
+// every value of it is accepted; one over bool is a bool, above).
 template <typename T>
 struct Wire<T, std::enable_if_t<(std::is_integral_v<T> && !std::is_same_v<T, bool>) ||
-                                IsScopedEnum<T>::value>>
+                                (IsScopedEnum<T>::value && !IsBoolEnum<T>::value)>>
     : WireBits<T, typename UnsignedOfSize<sizeof(T)>::Type> {
   static constexpr bool kEncodable = true;
 };
@@ -211,9 +231,51 @@ struct MemberOf<T, M T::*> : std::true_type {
   using Type = M;
 };
 
+// Field names (Fields<T>::kNames, optional): [A-Za-z][A-Za-z0-9_]*, the
+// rule of ROS 1 and of most schema languages.
+template <typename T, typename = void>
+struct HasFieldNames : std::false_type {};
+template <typename T>
+struct HasFieldNames<T, std::void_t<decltype(Fields<T>::kNames)>> : std::true_type {};
+
+constexpr bool IsFieldName(const char* name) {
+  if (name == nullptr) return false;
+  const auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  if (!letter(name[0])) return false;
+  for (const char* c = name + 1; *c != '\0'; ++c) {
+    if (!letter(*c) && !(*c >= '0' && *c <= '9') && *c != '_') return false;
+  }
+  return true;
+}
+
+constexpr bool SameFieldName(const char* a, const char* b) {
+  for (; *a != '\0' && *a == *b; ++a, ++b) {
+  }
+  return *a == *b;
+}
+
+// True without kNames; with them, one valid name a member, none twice.
+template <typename T>
+constexpr bool FieldNamesAreValid() {
+  if constexpr (HasFieldNames<T>::value) {
+    constexpr std::size_t kCount = std::size(Fields<T>::kNames);
+    if (kCount != std::tuple_size_v<std::decay_t<decltype(Fields<T>::kMembers)>>) return false;
+    for (std::size_t i = 0; i < kCount; ++i) {
+      if (!IsFieldName(Fields<T>::kNames[i])) return false;
+      for (std::size_t j = 0; j < i; ++j) {
+        if (SameFieldName(Fields<T>::kNames[i], Fields<T>::kNames[j])) return false;
+      }
+    }
+  }
+  return true;
+}
+
 // A struct with a field list: each listed member in order.
 template <typename T>
 struct Wire<T, std::enable_if_t<HasFieldList<T>::value>> {
+  static_assert(FieldNamesAreValid<T>(),
+                "Sluice: sluice::nats::Fields<T>::kNames needs one name for each member in "
+                "kMembers, each a field name ([A-Za-z][A-Za-z0-9_]*), no name twice");
   using List = std::decay_t<decltype(Fields<T>::kMembers)>;
 
   template <std::size_t... kI>

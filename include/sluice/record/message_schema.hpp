@@ -31,13 +31,15 @@
 //   float64 y
 //
 // A struct inside is a message type of its own, named after the path of
-// fields that leads to it (sluice/Payload_pose for a field `pose`). A
+// fields that leads to it (sluice/Payload_pose for a field `pose`; _2,
+// _3, ... after a name another path gave already). A
 // scalar payload is one field (`float64 payload`), an array a fixed-length
-// array (`float32[3] payload`). Names are checked at compile time: ROS 1
-// field names ([A-Za-z][A-Za-z0-9_]*), one for each listed member, no name
-// twice.
+// array (`float32[3] payload`). Names are checked at compile time wherever
+// the field list is used (sluice/nats/codec.hpp): ROS 1 field names
+// ([A-Za-z][A-Za-z0-9_]*), one for each listed member, no name twice.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -45,6 +47,8 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "sluice/config.hpp"
 #include "sluice/nats/codec.hpp"
@@ -53,42 +57,6 @@
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace detail {
-
-template <typename T, typename = void>
-struct HasFieldNames : std::false_type {};
-template <typename T>
-struct HasFieldNames<T, std::void_t<decltype(nats::Fields<T>::kNames)>> : std::true_type {};
-
-constexpr bool IsRos1FieldName(const char* name) {
-  if (name == nullptr) return false;
-  const auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
-  if (!letter(name[0])) return false;
-  for (const char* c = name + 1; *c != '\0'; ++c) {
-    if (!letter(*c) && !(*c >= '0' && *c <= '9') && *c != '_') return false;
-  }
-  return true;
-}
-
-constexpr bool SameFieldName(const char* a, const char* b) {
-  for (; *a != '\0' && *a == *b; ++a, ++b) {
-  }
-  return *a == *b;
-}
-
-template <typename T>
-constexpr bool FieldNamesAreValid() {
-  constexpr std::size_t kCount = std::size(nats::Fields<T>::kNames);
-  if (kCount != std::tuple_size_v<std::decay_t<decltype(nats::Fields<T>::kMembers)>>) {
-    return false;
-  }
-  for (std::size_t i = 0; i < kCount; ++i) {
-    if (!IsRos1FieldName(nats::Fields<T>::kNames[i])) return false;
-    for (std::size_t j = 0; j < i; ++j) {
-      if (SameFieldName(nats::Fields<T>::kNames[i], nats::Fields<T>::kNames[j])) return false;
-    }
-  }
-  return true;
-}
 
 // Scalars: the ROS 1 primitive of the same size and signedness (a scoped
 // enum as its underlying integer).
@@ -149,10 +117,8 @@ constexpr bool IsDescribable() {
   } else if constexpr (!std::is_void_v<typename Ros1ArrayElement<T>::Type>) {
     using E = typename Ros1ArrayElement<T>::Type;
     return std::is_void_v<typename Ros1ArrayElement<E>::Type> && IsDescribable<E>();
-  } else if constexpr (nats::kHasWireForm<T> && HasFieldNames<T>::value) {
-    static_assert(FieldNamesAreValid<T>(),
-                  "Sluice: sluice::nats::Fields<T>::kNames needs one name for each member in "
-                  "kMembers, each a ROS 1 field name ([A-Za-z][A-Za-z0-9_]*), no name twice");
+  } else if constexpr (nats::kHasWireForm<T> && nats::detail::HasFieldNames<T>::value) {
+    // The names are checked where the field list is (nats::detail::Wire).
     using List = std::decay_t<decltype(nats::Fields<T>::kMembers)>;
     return AllFieldsDescribable<T>(std::make_index_sequence<std::tuple_size_v<List>>{});
   } else {
@@ -160,19 +126,39 @@ constexpr bool IsDescribable() {
   }
 }
 
+// The definitions being written: the nested message types' text, and
+// the type names given so far. A struct's type is named after the path of
+// fields to it (sluice/Payload_pose_origin); a path that another path
+// already gave (field `a_b`, and field `b` of field `a`) is made unique
+// with _2, _3, ..., which no path gives (each field name starts with a
+// letter).
+struct Ros1Definitions {
+  std::string nested;
+  std::vector<std::string> names;
+
+  std::string UniqueName(const std::string& path) {
+    std::string name = path;
+    for (int suffix = 2; std::find(names.begin(), names.end(), name) != names.end(); ++suffix) {
+      name = path + "_" + std::to_string(suffix);
+    }
+    names.push_back(name);
+    return name;
+  }
+};
+
 // Appends the definitions of the message types T's fields need, and
-// returns the type T is written as in its parent (`type_name` when T is a
-// struct).
+// returns the type T is written as in its parent (a struct: a type named
+// after `path`).
 template <typename T>
-std::string DescribeType(const std::string& type_name, std::string* nested);
+std::string DescribeType(const std::string& path, Ros1Definitions* definitions);
 
 template <typename T, std::size_t... kI>
-void DescribeFields(const std::string& type_name, std::string* body, std::string* nested,
+void DescribeFields(const std::string& path, std::string* body, Ros1Definitions* definitions,
                     std::index_sequence<kI...>) {
   using List = std::decay_t<decltype(nats::Fields<T>::kMembers)>;
   const auto field = [&](auto member, const char* name) {
     using Field = typename nats::detail::MemberOf<T, decltype(member)>::Type;
-    *body += DescribeType<Field>(type_name + "_" + name, nested);
+    *body += DescribeType<Field>(path + "_" + name, definitions);
     *body += ' ';
     *body += name;
     *body += '\n';
@@ -181,20 +167,22 @@ void DescribeFields(const std::string& type_name, std::string* body, std::string
 }
 
 template <typename T>
-std::string DescribeType(const std::string& type_name, std::string* nested) {
+std::string DescribeType(const std::string& path, Ros1Definitions* definitions) {
   if constexpr (kIsWireScalar<T>) {
     return Ros1PrimitiveName<T>();
   } else if constexpr (!std::is_void_v<typename Ros1ArrayElement<T>::Type>) {
-    return DescribeType<typename Ros1ArrayElement<T>::Type>(type_name, nested) + "[" +
+    return DescribeType<typename Ros1ArrayElement<T>::Type>(path, definitions) + "[" +
            std::to_string(Ros1ArrayElement<T>::kLength) + "]";
   } else {
     using List = std::decay_t<decltype(nats::Fields<T>::kMembers)>;
+    std::string name = definitions->UniqueName(path);
+    // This type's definition goes before those of its fields' types.
+    const std::size_t at = definitions->nested.size();
     std::string body;
-    std::string inner;
-    DescribeFields<T>(type_name, &body, &inner,
+    DescribeFields<T>(name, &body, definitions,
                       std::make_index_sequence<std::tuple_size_v<List>>{});
-    *nested += std::string(80, '=') + "\nMSG: " + type_name + "\n" + body + inner;
-    return type_name;
+    definitions->nested.insert(at, std::string(80, '=') + "\nMSG: " + name + "\n" + body);
+    return name;
   }
 }
 
@@ -232,10 +220,10 @@ inline constexpr bool kHasNamedFields =
 template <typename T, typename Codec>
 MessageSchema SchemaOf() {
   if constexpr (kHasNamedFields<T, Codec>) {
-    std::string nested;
-    const std::string payload = detail::DescribeType<T>("sluice/Payload", &nested);
+    detail::Ros1Definitions definitions;
+    const std::string payload = detail::DescribeType<T>("sluice/Payload", &definitions);
     return {kRos1Encoding, kRos1SchemaEncoding,
-            std::string(kRos1HeaderDefinition) + payload + " payload\n" + nested};
+            std::string(kRos1HeaderDefinition) + payload + " payload\n" + definitions.nested};
   } else {
     return {kWireEncoding, kWireEncoding, "sluice.wire/1: docs/tracing.md"};
   }

@@ -41,7 +41,8 @@ class LttngSink {
   // Whether a session records sluice:event now: TracingObserver asks before
   // it reads the clock, so a traced binary that no one traces pays a load
   // and a branch an event. A session that starts or stops between this and
-  // Record costs that one event at most.
+  // Record changes the fate of at most the one event each thread has
+  // between the two.
   bool Enabled() const noexcept { return lttng_ust_tracepoint_enabled(sluice, event); }
 };
 
