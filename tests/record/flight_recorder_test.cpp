@@ -159,8 +159,12 @@ struct Rig {
     bus->GetObserver().Attach(&recorder);
     Log(*bus, log, handles);
   }
-  // Dumps never overwrite a file: the test's are removed.
+  // Dumps never overwrite a file: the test's are removed, once MCAP's own
+  // readers read the whole ones (where every dump was written).
   ~Rig() {
+    if (recorder.Counts().dumps_failed == 0) {
+      (void)sluice_test::ReadEachWithMcapsOwnReader(recorder.Files());
+    }
     for (const std::string& file : recorder.Files()) std::remove(file.c_str());
   }
   R recorder;

@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace sluice_test {
 
@@ -44,10 +45,30 @@ inline std::map<std::string, std::uint64_t> ReadWithMcapsOwnReader(const std::st
   std::istringstream lines(output);
   for (std::string line; std::getline(lines, line);) {
     const std::size_t space = line.rfind(' ');
-    if (space == std::string::npos) continue;
+    if (space == std::string::npos || space + 1 == line.size() ||
+        line.find_first_not_of("0123456789", space + 1) != std::string::npos) {
+      continue;  // not "key number": an error's text, printed above on failure
+    }
     found[line.substr(0, space)] = std::stoull(line.substr(space + 1));
   }
   return found;
+}
+
+// MCAP's own readers read each of `files` that exists (a test's whole
+// files, before it removes them); nothing without node or @mcap/core. The count of messages
+// they read, over all the files.
+inline std::uint64_t ReadEachWithMcapsOwnReader(const std::vector<std::string>& files) {
+  std::uint64_t messages = 0;
+  for (const std::string& file : files) {
+    if (!std::ifstream(file)) continue;  // removed by the test already
+    std::string skip;
+    const auto found = ReadWithMcapsOwnReader(file, &skip);
+    if (!skip.empty()) return 0;
+    const auto read = found.find("messages");
+    EXPECT_NE(read, found.end()) << file;
+    if (read != found.end()) messages += read->second;
+  }
+  return messages;
 }
 
 }  // namespace sluice_test

@@ -23,6 +23,7 @@
 #include <variant>
 #include <vector>
 
+#include "mcap_check.hpp"
 #include "sluice/nats/codec.hpp"
 #include "sluice/record/mcap_reader.hpp"
 #include "sluice/record/recorder.hpp"
@@ -99,8 +100,10 @@ std::uint64_t Checksum(const std::vector<Seen>& seen) {
 }
 
 // Recordings never overwrite a file (a name whose file exists is
-// skipped): each test removes what it wrote.
+// skipped): each test removes what it wrote, once MCAP's own readers read
+// it (where node and @mcap/core are).
 void RemoveFiles(const std::vector<std::string>& files) {
+  (void)sluice_test::ReadEachWithMcapsOwnReader(files);
   for (const std::string& file : files) std::remove(file.c_str());
 }
 
@@ -192,6 +195,9 @@ TEST(ReplayTest, AReplayReproducesTheDispatchOrderTimestampsAndPayloadsAcrossSpl
   for (std::size_t i = 0; i < original.size(); ++i) {
     ASSERT_TRUE(replayed[i] == original[i]) << "message " << i << " of the dispatch order";
   }
+  // MCAP's own readers read every file too (nothing without them).
+  const std::uint64_t read = sluice_test::ReadEachWithMcapsOwnReader(files);
+  EXPECT_TRUE(read == 0 || read == original.size()) << read;
   for (const std::string& file : files) std::remove(file.c_str());
 }
 
