@@ -41,8 +41,11 @@
 //                             lane's messages is taken); kExited and
 //                             kHandedBack on the consumer thread. None
 //                             after Close. Optional.
-// Each is noexcept and must not publish to or dispatch the bus it observes
-// (its own counts are its concern; the bus holds no lock while it runs).
+// Each is noexcept and must not call the bus it observes: no publish, no
+// dispatch, no Close or Create (its own counts are its concern). The
+// in-process bus holds no lock while an event runs; the shared-memory bus
+// tells kAttached and kExited holding the lock its hand-out shares with
+// its liveness check, which Close also takes.
 // A message event may also take the payload's index (std::variant::index()):
 // OnAdmitted(header, type_index), OnTaken(header, type_index),
 // OnDispatched(header, type_index), each optional and called instead of the

@@ -30,8 +30,16 @@ struct sluice::nats::Fields<Labelled> {
   static constexpr auto kMembers = std::make_tuple(&Labelled::label, &Labelled::value);
 };
 enum Unscoped { kOff, kOn };
+union Either {  // a field list does not give a union a wire form
+  bool flag;
+  std::uint32_t count;
+};
+template <>
+struct sluice::nats::Fields<Either> {
+  static constexpr auto kMembers = std::make_tuple(&Either::flag, &Either::count);
+};
 using Payload = std::variant<Text, Raw, Bare, Padded, Labelled, sluice::nats::Remote<Raw>,
-                             const char*, Unscoped>;
+                             const char*, Unscoped, Either>;
 
 // Encodes, but cannot decode.
 struct HalfCodec {
@@ -66,6 +74,10 @@ bool Configure(sluice::nats::Bridge<sluice::MpscBus<Payload, 64>>& bridge) {
   return bridge.Forward<const char*, sluice::nats::TriviallyCopyableCodec<const char*>>("p", 1);
 #elif CASE == 9
   return bridge.Forward<Unscoped>("mode", 1);
+#elif CASE == 10
+  return bridge.Forward<Either>("either", 1);
+#elif CASE == 11
+  return bridge.Forward<Either, sluice::nats::WireCodec<Either>>("either", 1);
 #else
   return bridge.Forward<Text, TextCodec>("text", 1) && bridge.Receive<Raw>("raw", 2) &&
          bridge.Receive<sluice::nats::Remote<Raw>>("remote", 3);

@@ -60,6 +60,11 @@ struct Joined {
   Pair a_b;
   Middle a;
 };
+// One struct type on two fields (and, as a tree, on 2^n paths).
+struct Span {
+  Vec3 from;
+  Vec3 to;
+};
 enum class Switch : bool { kOff = false, kOn = true };
 struct Switched {
   Switch on;
@@ -99,6 +104,11 @@ struct sluice::nats::Fields<Joined> {
   static constexpr const char* kNames[] = {"a_b", "a"};
 };
 template <>
+struct sluice::nats::Fields<Span> {
+  static constexpr auto kMembers = std::make_tuple(&Span::from, &Span::to);
+  static constexpr const char* kNames[] = {"from", "to"};
+};
+template <>
 struct sluice::nats::Fields<Switched> {
   static constexpr auto kMembers = std::make_tuple(&Switched::on, &Switched::inners);
   static constexpr const char* kNames[] = {"on", "inners"};
@@ -110,7 +120,7 @@ struct sluice::nats::Fields<Unnamed> {
 
 namespace {
 
-using Payload = std::variant<Sample, Unnamed, Joined, Switched>;
+using Payload = std::variant<Sample, Unnamed, Joined, Switched, Span>;
 using Bus = sluice::AsyncBus<Payload, 1024, sluice::ProducerModel::kMulti>;
 using sluice::nats::WireCodec;
 using sluice::record::kHasNamedFields;
@@ -271,6 +281,38 @@ TEST(NamedFieldsTest, NestedTypesWhosePathsJoinAlikeGetNamesOfTheirOwn) {
   EXPECT_EQ(found.at("field /joined payload.a.b.k"), 135u);
   EXPECT_EQ(found.at("field /switched payload.on"), 5u);
   EXPECT_EQ(found.at("field /switched payload.inners.k"), 45u + 10u);
+  std::remove(recorder.Files()[0].c_str());
+}
+
+// A struct type reached by several fields is one message type, described
+// once: the definition grows with the types, not the paths.
+TEST(NamedFieldsTest, AStructTypeOnSeveralFieldsIsDescribedOnce) {
+  const std::string definition = sluice::record::SchemaOf<Span, WireCodec<Span>>().definition;
+  EXPECT_NE(definition.find("\nsluice/Payload_from from\nsluice/Payload_from to\n"),
+            std::string::npos)
+      << definition;
+  std::size_t types = 0;
+  for (std::size_t at = definition.find("MSG: "); at != std::string::npos;
+       at = definition.find("MSG: ", at + 1)) {
+    ++types;
+  }
+  EXPECT_EQ(types, 2u) << definition;  // sluice/Payload and sluice/Payload_from
+
+  std::string why;
+  if (!HaveRos1Readers(&why)) GTEST_SKIP() << why;
+  Bus bus;
+  sluice::record::Recorder<Bus> recorder(bus, {Scratch("span"), 0, 1u << 20});
+  ASSERT_TRUE((recorder.Record<Span>("/span", "Span")));
+  for (std::uint32_t i = 0; i < 10; ++i) {
+    ASSERT_TRUE(bus.Publish(Span{{double(i), 0, 0}, {0, 0, 2.0 * i}}));
+    (void)bus.ProcessBatch();
+  }
+  ASSERT_TRUE(recorder.Close());
+  std::string skip;
+  const auto found = sluice_test::ReadWithMcapsOwnReader(recorder.Files()[0], &skip);
+  ASSERT_TRUE(skip.empty()) << skip;
+  EXPECT_EQ(found.at("field /span payload.from.x"), 45u);
+  EXPECT_EQ(found.at("field /span payload.to.z"), 90u);
   std::remove(recorder.Files()[0].c_str());
 }
 

@@ -403,6 +403,7 @@ class ConsumerLanes {
       handed_back.killed = exit.killed;
       handed_back.lost = exit.lost;
       TellLaneEvent(front, handed_back);
+      if (header_ == nullptr) return;  // closed from the observer, against its rules
       // Off the active set before it is free, so that the next owner's bit
       // is not cleared after it was set.
       header_->lanes_active.fetch_and(~bit, std::memory_order_relaxed);

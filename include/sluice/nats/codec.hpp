@@ -311,7 +311,10 @@ struct Wire<T, std::enable_if_t<HasFieldList<T>::value>> {
   }
 
   static constexpr bool kListsMembersOfT = AllMembers(Indices{});
-  static constexpr bool kEncodable = Encodable();
+  // A union's members share their bytes: decoding one after another would
+  // leave a member holding another's bytes (a bool holding 7), so a union
+  // has no wire form, with or without a field list.
+  static constexpr bool kEncodable = !std::is_union_v<T> && Encodable();
   static constexpr std::size_t kSize = Size();
 
   template <std::size_t... kI>
@@ -363,6 +366,9 @@ inline constexpr std::size_t kWireSize = detail::Wire<T>::kSize;
 // refuses them.
 template <typename T>
 struct WireCodec {
+  static_assert(!std::is_union_v<T>,
+                "Sluice: a union has no wire form (its members share their bytes); give it a "
+                "codec of its own");
   static_assert(detail::FieldListIsOfT<T>(),
                 "Sluice: every entry of sluice::nats::Fields<T>::kMembers must be a pointer to "
                 "a data member of T");
@@ -454,11 +460,12 @@ struct NoCodecNoWireForm {};
 
 template <typename T>
 constexpr auto SelectDefaultCodec() {
-  if constexpr (HasFieldList<T>::value || kHasWireForm<T>) {
+  // A union has no wire form, field list or not (Wire's kEncodable).
+  if constexpr (!std::is_union_v<T> && (HasFieldList<T>::value || kHasWireForm<T>)) {
     return WireCodec<T>{};
   } else if constexpr (!std::is_trivially_copyable_v<T>) {
     return NoCodecNotTriviallyCopyable{};
-  } else if constexpr (std::is_class_v<T>) {
+  } else if constexpr (std::is_class_v<T>) {  // a union is not a class here
     return NoCodecListTheFields{};
   } else {
     return NoCodecNoWireForm{};

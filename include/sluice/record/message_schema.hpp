@@ -30,9 +30,10 @@
 //   float64 x
 //   float64 y
 //
-// A struct inside is a message type of its own, named after the path of
-// fields that leads to it (sluice/Payload_pose for a field `pose`; _2,
-// _3, ... after a name another path gave already). A
+// A struct inside is a message type of its own, named after the first path
+// of fields that leads to it (sluice/Payload_pose for a field `pose`; _2,
+// _3, ... after a name given already), and described once however many
+// fields have it. A
 // scalar payload is one field (`float64 payload`), an array a fixed-length
 // array (`float32[3] payload`). Names are checked at compile time wherever
 // the field list is used (sluice/nats/codec.hpp): ROS 1 field names
@@ -126,16 +127,30 @@ constexpr bool IsDescribable() {
   }
 }
 
-// The definitions being written: the nested message types' text, and
-// the type names given so far. A struct's type is named after the path of
-// fields to it (sluice/Payload_pose_origin); a path that another path
-// already gave (field `a_b`, and field `b` of field `a`) is made unique
-// with _2, _3, ..., which no path gives (each field name starts with a
-// letter).
+// One address per type: a struct's identity here without RTTI.
+template <typename T>
+struct Ros1TypeKey {
+  static constexpr char kKey = 0;
+};
+
+// The definitions being written: the nested message types' text, the type
+// names given so far, and the struct types described, each once. A struct
+// type is named after the first path of fields that reaches it
+// (sluice/Payload_pose_origin); a name given already (field `a_b`, and
+// field `b` of field `a`) takes _2, _3, ... until it is one not given. A
+// type reached again is not described again, so the text grows with the
+// number of types, not of paths.
 struct Ros1Definitions {
   std::string nested;
   std::vector<std::string> names;
+  std::vector<std::pair<const void*, std::string>> described;
 
+  const std::string* NameOf(const void* key) const {
+    for (const auto& [type, name] : described) {
+      if (type == key) return &name;
+    }
+    return nullptr;
+  }
   std::string UniqueName(const std::string& path) {
     std::string name = path;
     for (int suffix = 2; std::find(names.begin(), names.end(), name) != names.end(); ++suffix) {
@@ -175,7 +190,10 @@ std::string DescribeType(const std::string& path, Ros1Definitions* definitions) 
            std::to_string(Ros1ArrayElement<T>::kLength) + "]";
   } else {
     using List = std::decay_t<decltype(nats::Fields<T>::kMembers)>;
+    const void* const key = &Ros1TypeKey<T>::kKey;
+    if (const std::string* known = definitions->NameOf(key)) return *known;
     std::string name = definitions->UniqueName(path);
+    definitions->described.emplace_back(key, name);
     // This type's definition goes before those of its fields' types.
     const std::size_t at = definitions->nested.size();
     std::string body;
