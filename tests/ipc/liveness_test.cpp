@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -235,6 +236,16 @@ TEST(ShmLivenessTest, ADescriptorClosedAndReusedDoesNotMakeLiveProducersGone) {
   EXPECT_FALSE(exits.Any());
   producer.Kill(SIGKILL);
   ::close(reused);
+  // The bus's own descriptor was closed above, so its Close cannot tell the
+  // names are still its own and leaves them (as it leaves a name another
+  // consumer may hold): the test removes what it made.
+  bus.Close();
+  for (const std::string& part : {std::string(), std::string(".wake")}) {
+    (void)::shm_unlink((name + part).c_str());
+  }
+  for (std::size_t lane = 0; lane < sluice::ipc::ShmBusTraits::kMaxProducers; ++lane) {
+    (void)::shm_unlink((name + ".lane" + std::to_string(lane)).c_str());
+  }
 }
 
 // A producer that calls exec is the same process, but its segment is closed
