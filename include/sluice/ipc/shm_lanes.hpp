@@ -394,8 +394,12 @@ class ConsumerLanes {
       exit.lane = static_cast<std::uint16_t>(lane + 1);
       exit.pid = consumer.pid;
       exit.killed = consumer.killed;
-      // Told before the lane is free, so before the next owner's kAttached
-      // (told by the hand-out, which needs the lane free).
+      // Told before the lane is free, so before the next owner's kAttached:
+      // this event happens before the release fetch_or of lanes_free below
+      // (made under handout_lock_), and the hand-out finds the lane free only
+      // by its acquire load of lanes_free under the same lock, before it
+      // tells kAttached (ShmLaneEventsTest holds this event and the next
+      // Attach finds no free lane).
       LaneEvent handed_back;
       handed_back.kind = LaneEventKind::kHandedBack;
       handed_back.lane = exit.lane;
