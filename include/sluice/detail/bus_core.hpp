@@ -221,6 +221,7 @@ class BusCore : public PublishCore<Payload> {
   // The mode in force: the one place it is read, by every publish (through
   // its source), every batch, RoomFor and GetPerformanceMode. A FixedMode
   // is a constant here, so no test of it is compiled anywhere.
+  static constexpr bool kModeIsFixed = Traits::Mode::kFixed;
   SLUICE_ALWAYS_INLINE PerformanceMode Mode() const noexcept {
     if constexpr (Traits::Mode::kFixed) {
       return Traits::Mode::kValue;

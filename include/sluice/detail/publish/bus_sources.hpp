@@ -28,6 +28,7 @@ struct BusSourceBase {
   using Observer = typename Core::Observer;
   static constexpr bool kKeeps = Core::kKeeps;
   static constexpr bool kObserves = Core::kObserves;
+  static constexpr bool kModeIsFixed = Core::kModeIsFixed;
   Core& core;
   SLUICE_ALWAYS_INLINE PerformanceMode Mode() const noexcept { return core.Mode(); }
   // SYNC POINT WRITE (W): after the slot's release store, the fence and

@@ -27,6 +27,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -131,11 +132,35 @@ class PublishCore {
   // slot, no copy or move). MakeHeader gives the observer the same header
   // after the publish, only when there is one (ObservePublish::Admitted),
   // with the stamp in nanoseconds (a deferred one converted: StampNanos).
+  // kOneWord: priority, counted and lane are written as one 4-byte word of
+  // the header's object representation, the same bytes: one store instead
+  // of three where all but `counted` are constants and `counted` is known
+  // only at run time (OneWordHeader: a lane that is a constant, a mode set
+  // at run time). GCC merges the stores of constants by itself, and a lane
+  // known only at run time is cheaper stored on its own.
+  template <bool kOneWord = false>
   static void FillHeader(MessageHeader& header, Position id, std::uint64_t timestamp_ns,
                          std::uint32_t sender_id, MessagePriority priority, bool counted,
                          std::uint16_t lane) noexcept {
     header.msg_id = id;
     header.timestamp_ns = timestamp_ns;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if constexpr (kOneWord) {
+      static_assert(
+          std::is_trivially_copyable_v<MessageHeader> && std::is_standard_layout_v<MessageHeader> &&
+              sizeof(MessageHeader) == 24 && offsetof(MessageHeader, sender_id) == 16 &&
+              offsetof(MessageHeader, priority) == 20 && offsetof(MessageHeader, counted) == 21 &&
+              offsetof(MessageHeader, lane) == 22 && sizeof(MessagePriority) == 1 &&
+              sizeof(bool) == 1,
+          "FillHeader writes priority, counted and lane as one word");
+      header.sender_id = sender_id;
+      const std::uint32_t word = std::uint32_t{static_cast<std::uint8_t>(priority)} |
+                                 std::uint32_t{counted} << 8 | std::uint32_t{lane} << 16;
+      std::memcpy(reinterpret_cast<unsigned char*>(&header) + offsetof(MessageHeader, priority),
+                  &word, sizeof word);
+      return;
+    }
+#endif
     header.sender_id = sender_id;
     header.priority = priority;
     header.counted = counted;
@@ -148,12 +173,21 @@ class PublishCore {
     FillHeader(header, id, timestamp_ns, sender_id, priority, counted, lane);
     return header;
   }
-  template <typename MakePayloadFn>
+  // Whether `Source::Lane()` is a constant expression (the shared queue's
+  // 0) and the mode is not fixed at compile time (kModeIsFixed false).
+  template <typename Source, typename = void>
+  struct OneWordHeader : std::false_type {};
+  template <typename Source>
+  struct OneWordHeader<Source, std::void_t<std::integral_constant<std::uint16_t, Source::Lane()>,
+                                           std::integral_constant<bool, Source::kModeIsFixed>>>
+      : std::bool_constant<!Source::kModeIsFixed> {};
+  template <typename Source, typename MakePayloadFn>
   static Envelope* WriteEnvelope(void* storage, Position id, std::uint64_t timestamp_ns,
                                  std::uint32_t sender_id, MessagePriority priority, bool counted,
                                  std::uint16_t lane, MakePayloadFn& make_payload) noexcept {
     MessageHeader header;
-    FillHeader(header, id, timestamp_ns, sender_id, priority, counted, lane);
+    FillHeader<OneWordHeader<Source>::value>(header, id, timestamp_ns, sender_id, priority, counted,
+                                             lane);
     return new (storage) Envelope{header, make_payload()};
   }
 
@@ -191,9 +225,9 @@ class PublishCore {
     // Counted before the message becomes visible (ObservePublish::Claimed).
     const bool counted = ObservePublish::Counts<Source>(mode);
     if (counted) ObservePublish::Claimed(source, priority, 1);
-    const Envelope* written =
-        WriteEnvelope(source.Slots().Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
-                      sender_id, priority, counted, source.Lane(), make_payload);
+    const Envelope* written = WriteEnvelope<Source>(
+        source.Slots().Storage(claim), Source::Target::MessageId(claim), timestamp_ns, sender_id,
+        priority, counted, source.Lane(), make_payload);
     const std::size_t type_index = ObservePublish::TypeIndex(source, *written);
     source.Slots().Publish(claim);
     source.Leave();
@@ -280,7 +314,7 @@ class PublishCore {
         for (Position i = 0; i < claimed; ++i, ++first) {
           const typename Source::Target::Claim claim = Source::Target::InRun(run, i);
           auto make_payload = [&] { return MakePayload(*first); };
-          const Envelope* written = WriteEnvelope(
+          const Envelope* written = WriteEnvelope<Source>(
               source.Slots().Storage(claim), Source::Target::MessageId(claim), timestamp_ns,
               sender_id, priority, counted, source.Lane(), make_payload);
           const std::size_t type_index = ObservePublish::TypeIndex(source, *written);
