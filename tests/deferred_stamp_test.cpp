@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -177,6 +178,57 @@ TYPED_TEST(DeferredStampTest, AStampedMessageIsConvertedAfterASwitchToBareMetal)
   ASSERT_TRUE(publisher.Publish(Reading{2}));
   EXPECT_EQ(bus.ProcessBatch(), 2u);
   EXPECT_EQ(seen, (std::vector<std::uint64_t>{15000, 0}));
+}
+
+// A visitor that takes the header, or the envelope, after a switch to
+// BARE_METAL (a batch that records no latency): every stamp still
+// converted, over more messages than a run takes and across the slot
+// array's end.
+TYPED_TEST(DeferredStampTest, AVisitorOfHeadersSeesNanosecondsAfterASwitchToBareMetal) {
+  typename TypeParam::Bus bus;
+  typename TypeParam::Publisher publisher(bus);
+  std::vector<std::uint64_t> expected;
+  std::vector<std::uint64_t> seen;
+  for (int round = 0; round < 3; ++round) {
+    bus.SetPerformanceMode(PerformanceMode::FULL_FEATURED);
+    expected.clear();
+    seen.clear();
+    for (std::uint64_t i = 0; i < 50; ++i) {
+      TickClock::ticks = 3000 + 100 * round + i;
+      ASSERT_TRUE(publisher.Publish(Reading{static_cast<std::uint32_t>(i)}));
+      expected.push_back(TickClock::ticks * 10);
+    }
+    bus.SetPerformanceMode(PerformanceMode::BARE_METAL);
+    if (round == 1) {
+      EXPECT_EQ(bus.ProcessBatchWith([&](const sluice::MessageEnvelope<Payload>& envelope) {
+        seen.push_back(envelope.header.timestamp_ns);
+      }),
+                50u);
+    } else {
+      EXPECT_EQ(bus.ProcessBatchWith([&](const auto&, const MessageHeader& header) {
+        seen.push_back(header.timestamp_ns);
+      }),
+                50u);
+    }
+    EXPECT_EQ(seen, expected) << "round " << round;
+  }
+}
+
+// A visitor that takes the payload alone, in a batch that records no
+// latency and with no observer: nobody reads the stamps, which are left
+// unconverted (what the conversion would cost is not spent).
+TYPED_TEST(DeferredStampTest, AStampNobodyReadsIsNotConverted) {
+  typename TypeParam::Bus bus;
+  typename TypeParam::Publisher publisher(bus);
+  for (std::uint32_t i = 0; i < 40; ++i) ASSERT_TRUE(publisher.Publish(Reading{i}));
+  bus.SetPerformanceMode(PerformanceMode::BARE_METAL);
+  std::uint64_t sum = 0;
+  EXPECT_EQ(bus.ProcessBatchWith([&](const auto& message) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(message)>, Reading>) sum += message.seq;
+  }),
+            40u);
+  EXPECT_EQ(sum, 40u * 39u / 2u);
+  EXPECT_EQ(TickClock::conversions, 0u);
 }
 
 // The histograms measure the converted stamp to the consumer's reading.

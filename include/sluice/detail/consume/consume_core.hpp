@@ -37,6 +37,8 @@
 #include <cstdint>
 #include <exception>
 #include <type_traits>
+#include <utility>
+#include <variant>
 
 #include "sluice/clock.hpp"
 #include "sluice/config.hpp"
@@ -124,7 +126,9 @@ class ConsumeCore : private StampResolver<Traits> {
   template <typename Front, typename Visitor>
   static std::uint32_t DispatchToVisitor(Front& front, Visitor& visitor,
                                          std::uint32_t max_messages) {
-    return RunBatch<BatchKind::kVisitor>(
+    constexpr bool kHeaderBlind = AcceptsEveryAlternative<Payload, Visitor>(
+        std::make_index_sequence<std::variant_size_v<Payload>>{});
+    return RunBatch<BatchKind::kVisitor, kHeaderBlind>(
         front, max_messages, [&](const Envelope& current) SLUICE_LAMBDA_ALWAYS_INLINE {
           // A valueless payload is refused by Publish; std::visit would throw.
           if (current.payload.valueless_by_exception()) return;
@@ -198,7 +202,10 @@ class ConsumeCore : private StampResolver<Traits> {
   // Inlined into ProcessBatch and ProcessBatchWith: with the stamp's test
   // in the loop GCC 12 stopped inlining it there, which cost the one-core
   // BARE_METAL visitor rows 1-3 instructions a message.
-  template <BatchKind kKind, typename Front, typename DispatchOne>
+  // kHeaderBlind: `dispatch_one` reads no message's header (a visitor that
+  // takes the payload alone), so a run that records no latency and has no
+  // observer leaves a deferred stamp unconverted: nobody reads it.
+  template <BatchKind kKind, bool kHeaderBlind = false, typename Front, typename DispatchOne>
   SLUICE_ALWAYS_INLINE static std::uint32_t RunBatch(Front& front, std::uint32_t max_messages,
                                                      DispatchOne&& dispatch_one) {
     ConsumeCore& self = front.Consumer();
@@ -224,11 +231,11 @@ class ConsumeCore : private StampResolver<Traits> {
       (void)dispatch_one;
       count = DispatchRuns(front, envelope, max_messages);
     } else if constexpr (kKind == BatchKind::kVisitor && kRunLength < Front >> 1) {
-      count = DispatchEachOfRuns(front, envelope, max_messages, dispatch_one);
+      count = DispatchEachOfRuns<kHeaderBlind>(front, envelope, max_messages, dispatch_one);
     } else
 #endif
     {
-      count = DispatchRun(front, envelope, max_messages, dispatch_one);
+      count = DispatchRun<kHeaderBlind>(front, envelope, max_messages, dispatch_one);
     }
     if constexpr (kKind == BatchKind::kSubscriptions) self.LeaveEpoch();
     self.dispatching_ = false;
@@ -250,16 +257,20 @@ class ConsumeCore : private StampResolver<Traits> {
   // to `dispatch_one` and releases it; each is seen first, where the bus's
   // observation counts it and records its latency
   // (detail/observe/observation.hpp).
-  template <typename Front, typename DispatchOne>
+  template <bool kHeaderBlind, typename Front, typename DispatchOne>
   SLUICE_ALWAYS_INLINE static std::uint32_t DispatchRun(Front& front, Envelope* envelope,
                                                         std::uint32_t max_messages,
                                                         DispatchOne& dispatch_one) {
     return ObserveConsume::Messages<typename Traits::Clock, Latency::kClockInterval>(
-        front, [&](auto&& taken, auto&&, auto&&) SLUICE_LAMBDA_ALWAYS_INLINE {
+        front, [&](auto&& taken, auto&&, auto&& clock) SLUICE_LAMBDA_ALWAYS_INLINE {
+          // Whether anything reads a message's timestamp: the callbacks or
+          // visitor, the observer or the latency histograms of this batch.
+          constexpr bool kStampsRead =
+              !kHeaderBlind || Front::kObserves || std::decay_t<decltype(clock)>::kReadsStamps;
           // Counted down: the count is computed once, after the loop.
           std::uint32_t left = max_messages;
           do {
-            front.Consumer().Stamps().Resolve(envelope->header);
+            if constexpr (kStampsRead) front.Consumer().Stamps().Resolve(envelope->header);
             taken(envelope->header);
             if constexpr (Front::kObserves) ObserveConsume::TakenWithType(front, *envelope);
             dispatch_one(*envelope);
@@ -319,20 +330,34 @@ class ConsumeCore : private StampResolver<Traits> {
             const std::uint32_t before_reading = clock.TakenBeforeReading();
             const std::uint32_t until = before_reading < most - 1 ? before_reading + 1 : most;
             std::uint32_t length = 1;
-            while (length < until) {
-              // ... and before a message not yet published or of another
-              // type. The slot after, within the array; its envelope is
-              // looked at only once its position is known to be published.
-              slot = Front::NextRunSlot(slot);
-              if (length >= known && !front.IsPublishedIn(slot, front_position + length)) break;
-              Envelope* next = Front::EnvelopeIn(slot);
-              if (next->payload.index() != type) break;
+            // ... and before a message not yet published or of another
+            // type. The slot after, within the array; its envelope is
+            // looked at only once its position is known to be published:
+            // first those known published, one compare a message for the
+            // run's length, then each slot tested.
+            const auto takes = [&](Envelope* next) SLUICE_LAMBDA_ALWAYS_INLINE {
+              if (next->payload.index() != type) return false;
               front.Consumer().Stamps().Resolve(next->header);
-              if (clock.ReadsFreshClock(next->header)) break;
+              if (clock.ReadsFreshClock(next->header)) return false;
               // Before the next reading (length < until): counted below.
               taken_before_reading(next->header);
               if constexpr (Front::kObserves) ObserveConsume::TakenWithType(front, *next);
               ++length;
+              return true;
+            };
+            const std::uint32_t sure = known < until ? static_cast<std::uint32_t>(known) : until;
+            bool more = true;
+            while (length < sure) {
+              slot = Front::NextRunSlot(slot);
+              if (!takes(Front::EnvelopeIn(slot))) {
+                more = false;
+                break;
+              }
+            }
+            while (more && length < until) {
+              slot = Front::NextRunSlot(slot);
+              if (!front.IsPublishedIn(slot, front_position + length)) break;
+              more = takes(Front::EnvelopeIn(slot));
             }
             clock.TakenBeforeReading(length - 1);
             front.Consumer().registry_.DispatchRun(
@@ -362,39 +387,54 @@ class ConsumeCore : private StampResolver<Traits> {
   // release store, as DispatchRuns). The positions are read once a run,
   // so the loop keeps its position in a register: the visitor's stores
   // could alias the front's for the compiler, which otherwise reloaded the
-  // position and stored it twice for every message.
-  template <typename Front, typename DispatchOne>
+  // position and stored it twice for every message. A run walks first the
+  // slots known to be published (KnownPublished), one compare a message,
+  // then tests each slot after them.
+  template <bool kHeaderBlind, typename Front, typename DispatchOne>
   SLUICE_ALWAYS_INLINE static std::uint32_t DispatchEachOfRuns(Front& front, Envelope* envelope,
                                                                std::uint32_t max_messages,
                                                                DispatchOne& dispatch_one) {
     return ObserveConsume::Messages<typename Traits::Clock, Latency::kClockInterval>(
-        front, [&](auto&& taken, auto&&, auto&&) SLUICE_LAMBDA_ALWAYS_INLINE {
+        front, [&](auto&& taken, auto&&, auto&& clock) SLUICE_LAMBDA_ALWAYS_INLINE {
           constexpr std::uint32_t kLength = kRunLength<Front>;
+          // Whether anything reads a message's timestamp (as DispatchRun).
+          constexpr bool kStampsRead =
+              !kHeaderBlind || Front::kObserves || std::decay_t<decltype(clock)>::kReadsStamps;
+          const auto one = [&](Envelope& current) SLUICE_LAMBDA_ALWAYS_INLINE {
+            if constexpr (kStampsRead) front.Consumer().Stamps().Resolve(current.header);
+            taken(current.header);
+            if constexpr (Front::kObserves) ObserveConsume::TakenWithType(front, current);
+            dispatch_one(current);
+            ObserveConsume::Dispatched(front, current);
+          };
           std::uint32_t left = max_messages;
           do {
             const Position front_position = front.FrontPosition();
-            // Published for certain (one producer: the consumer's copy of
-            // the tail), so looked at without a check; past them, IsPublishedIn.
-            const Position known = front.KnownPublished();
             // A run ends at the end of the slot array, so that it walks
             // the slots one by one.
             const Position to_end = Front::SlotsToEnd(front_position);
             std::uint32_t most = left < kLength ? left : kLength;
             if (to_end < most) most = static_cast<std::uint32_t>(to_end);
+            // Published for certain (one producer: the consumer's copy of
+            // the tail; at least the front), so looked at without a check.
+            const Position known = front.KnownPublished();
+            const std::uint32_t sure = known < most ? static_cast<std::uint32_t>(known) : most;
             auto slot = front.RunSlotAt(front_position);
             std::uint32_t length = 0;
             for (;;) {
-              front.Consumer().Stamps().Resolve(envelope->header);
-              taken(envelope->header);
-              if constexpr (Front::kObserves) ObserveConsume::TakenWithType(front, *envelope);
-              dispatch_one(*envelope);
-              ObserveConsume::Dispatched(front, *envelope);
-              if (++length == most) break;
-              // The slot after, within the array; its envelope is looked
-              // at only once its position is known to be published.
+              one(*envelope);
+              if (++length == sure) break;
               slot = Front::NextRunSlot(slot);
-              if (length >= known && !front.IsPublishedIn(slot, front_position + length)) break;
               envelope = Front::EnvelopeIn(slot);
+            }
+            // Past them, each slot's position is tested for publication
+            // before its envelope is looked at.
+            while (length < most) {
+              slot = Front::NextRunSlot(slot);
+              if (!front.IsPublishedIn(slot, front_position + length)) break;
+              envelope = Front::EnvelopeIn(slot);
+              one(*envelope);
+              ++length;
             }
             front.ReleaseRun(length);
             left -= length;

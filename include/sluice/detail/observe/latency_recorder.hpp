@@ -97,6 +97,7 @@ using LatencySum = std::conditional_t<sizeof(Counter) == 8, NativeSum, SplitSum>
 
 // A batch that records no latency (histograms off, or not FULL_FEATURED).
 struct NoLatencyBatch {
+  static constexpr bool kReadsStamps = false;  // reads no message's timestamp
   void Add(const MessageHeader&) noexcept {}
   void AddBeforeReading(const MessageHeader&) noexcept {}
   void TakenBeforeReading(std::uint32_t) noexcept {}
@@ -148,6 +149,8 @@ class LatencyRecorder {
     // `now_nanos` (not 0) was read just before the batch's first message.
     Batch(LatencyRecorder* recorder, std::uint64_t now_nanos) noexcept
         : recorder_(recorder), now_(now_nanos) {}
+
+    static constexpr bool kReadsStamps = true;  // each message's timestamp
 
     SLUICE_ALWAYS_INLINE void Add(const MessageHeader& header) noexcept {
       if constexpr (kClockInterval != 0) {
