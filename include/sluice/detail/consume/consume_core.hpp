@@ -336,7 +336,11 @@ class ConsumeCore : private StampResolver<Traits> {
             // first those known published, one compare a message for the
             // run's length, then each slot tested.
             const auto takes = [&](Envelope* next) SLUICE_LAMBDA_ALWAYS_INLINE {
-              if (next->payload.index() != type) return false;
+              // One alternative: every message is of the run's type (a
+              // valueless payload is never admitted).
+              if constexpr (std::variant_size_v < Payload >> 1) {
+                if (next->payload.index() != type) return false;
+              }
               front.Consumer().Stamps().Resolve(next->header);
               if (clock.ReadsFreshClock(next->header)) return false;
               // Before the next reading (length < until): counted below.
