@@ -448,24 +448,27 @@ class SubscriptionRegistry {
                                  std::uint32_t count, const std::atomic<Mask>& active, Mask mask,
                                  std::uint32_t& calling) {
     Stored& callback = *std::launder(reinterpret_cast<Stored*>(storage));
-    std::uint32_t i = 0;
+    // Counted down: one test a message for the run's end, and the index of
+    // the message being called (count - left) worked out only when needed.
+    const unsigned char* at = first;
+    std::uint32_t left = count;
 #if SLUICE_HAS_EXCEPTIONS
     try {
 #endif
-      do {
-        Call<Stored, T, kType>(
-            callback, *std::launder(reinterpret_cast<const Envelope*>(first + i * stride)));
-        ++i;
-      } while (i < count && active.load(std::memory_order_seq_cst) == mask);
+      for (;;) {
+        Call<Stored, T, kType>(callback, *std::launder(reinterpret_cast<const Envelope*>(at)));
+        if (--left == 0 || active.load(std::memory_order_seq_cst) != mask) break;
+        at += stride;
+      }
 #if SLUICE_HAS_EXCEPTIONS
     } catch (...) {
-      calling = i;
+      calling = count - left;
       throw;  // to DispatchRun, which reports it
     }
 #else
     (void)calling;
 #endif
-    return i;
+    return count - left;
   }
 #endif
 
