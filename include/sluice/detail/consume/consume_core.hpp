@@ -350,18 +350,21 @@ class ConsumeCore : private StampResolver<Traits> {
               return true;
             };
             const std::uint32_t sure = known < until ? static_cast<std::uint32_t>(known) : until;
-            bool more = true;
             while (length < sure) {
               slot = Front::NextRunSlot(slot);
-              if (!takes(Front::EnvelopeIn(slot))) {
-                more = false;
-                break;
-              }
+              if (!takes(Front::EnvelopeIn(slot))) break;
             }
-            while (more && length < until) {
-              slot = Front::NextRunSlot(slot);
-              if (!front.IsPublishedIn(slot, front_position + length)) break;
-              more = takes(Front::EnvelopeIn(slot));
+            // Every known slot taken (a refused one leaves length < sure):
+            // the run goes on past them. (>=: several producers know only
+            // the front, sure <= 1, which the compiler sees.)
+            if (length >= sure) {
+              while (length < until) {
+                slot = Front::NextRunSlot(slot);
+                if (!front.IsPublishedIn(slot, front_position + length) ||
+                    !takes(Front::EnvelopeIn(slot))) {
+                  break;
+                }
+              }
             }
             clock.TakenBeforeReading(length - 1);
             front.Consumer().registry_.DispatchRun(
