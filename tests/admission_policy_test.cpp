@@ -11,6 +11,7 @@
 #include <cstdint>
 
 namespace sluice_test {
+namespace admission_policy_test {
 namespace {
 
 using sluice::AdmissionThresholds;
@@ -159,4 +160,5 @@ TEST(AdmissionPolicyTest, TheLevelAtEveryDepthIsWhereAdmissionRefuses) {
 }
 
 }  // namespace
+}  // namespace admission_policy_test
 }  // namespace sluice_test

@@ -8,6 +8,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace admission_test {
 namespace {
 
 using sluice::BackpressureLevel;
@@ -197,4 +198,5 @@ TEST(AdmissionTest, ReferenceBurstLosesNoHighSpsc) {
 }
 
 }  // namespace
+}  // namespace admission_test
 }  // namespace sluice_test

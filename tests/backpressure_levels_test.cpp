@@ -20,6 +20,7 @@
 #include "typed_test_names.hpp"
 
 namespace sluice_test {
+namespace backpressure_levels_test {
 namespace {
 
 using sluice::AdmissionThresholds;
@@ -373,4 +374,5 @@ TEST(BackpressurePeakConcurrencyTest, APeakIsAFillTheQueueHeldWhileThresholdsCha
 }
 
 }  // namespace
+}  // namespace backpressure_levels_test
 }  // namespace sluice_test

@@ -13,6 +13,7 @@
 #include "sluice/sluice.hpp"
 #include "test_support.hpp"
 
+namespace batch_concurrency_test {
 namespace {
 
 struct Item {
@@ -110,3 +111,4 @@ TEST(BatchConcurrencyTest, BatchesFromSeveralProducersArriveWholeAndOnce) {
 }
 
 }  // namespace
+}  // namespace batch_concurrency_test

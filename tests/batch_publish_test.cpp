@@ -15,6 +15,7 @@
 #include "sluice/sluice.hpp"
 #include "typed_test_names.hpp"
 
+namespace batch_publish_test {
 namespace {
 
 // Counts copies and moves: constructed in place means neither happened.
@@ -391,3 +392,4 @@ TYPED_TEST(PublishBatchRoomTest, AfterTheConsumerFreedTheRingABatchTakesItAll) {
 }
 
 }  // namespace
+}  // namespace batch_publish_test

@@ -16,6 +16,7 @@
 #include "sluice/sluice.hpp"
 #include "sluice/wait_set.hpp"
 
+namespace catch_up_pause_test {
 namespace {
 
 struct Reading {
@@ -367,3 +368,4 @@ TEST_F(CatchUpPauseTest, NoCatchUpPauseIsTheFreestandingDefaultAndHostedIsCatchU
 }
 
 }  // namespace
+}  // namespace catch_up_pause_test

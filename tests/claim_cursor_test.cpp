@@ -13,6 +13,7 @@
 #include <string>
 
 namespace sluice_test {
+namespace claim_cursor_test {
 namespace {
 
 using sluice::Position;
@@ -238,4 +239,5 @@ TYPED_TEST(ClaimCursorTest, TakingOverTheConsumerFinishesItsRelease) {
 }
 
 }  // namespace
+}  // namespace claim_cursor_test
 }  // namespace sluice_test

@@ -11,6 +11,7 @@
 #include <vector>
 
 namespace sluice_test {
+namespace clock_test {
 namespace {
 
 // A 3 GHz counter and steady_clock on one simulated time line (nanoseconds),
@@ -468,4 +469,5 @@ TEST(ClockStampTest, StampsAloneKeepTheClockRefined) {
 }
 
 }  // namespace
+}  // namespace clock_test
 }  // namespace sluice_test

@@ -17,6 +17,7 @@
 #include "sluice/sluice.hpp"
 #include "test_support.hpp"
 
+namespace close_concurrency_test {
 namespace {
 
 struct Item {
@@ -137,3 +138,4 @@ TEST(CloseConcurrencyTest, ConcurrentClosesTellTheObserverOnce) {
 }
 
 }  // namespace
+}  // namespace close_concurrency_test

@@ -13,6 +13,7 @@
 #include "sluice/sluice.hpp"
 #include "typed_test_names.hpp"
 
+namespace close_test {
 namespace {
 
 struct Reading {
@@ -92,3 +93,4 @@ TEST(CloseSleepingTest, AWaitOnAClosedDrainedBusReturnsAtOnce) {
 }
 
 }  // namespace
+}  // namespace close_test

@@ -12,6 +12,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace component_concurrency_test {
 namespace {
 
 // Weak owners die on the owner thread while the consumer dispatches to them,
@@ -131,4 +132,5 @@ TEST(ComponentConcurrencyTest, RetiringCallbacksOutliveNeitherTheComponentNorThe
 }
 
 }  // namespace
+}  // namespace component_concurrency_test
 }  // namespace sluice_test

@@ -9,6 +9,7 @@
 
 #include "sluice/all.hpp"
 
+namespace component_retire_test {
 namespace {
 
 struct Reading {
@@ -109,3 +110,4 @@ TEST(ComponentRetireTest, AnEntryReusedAfterItsOwnerRetiredItselfIsNotRetiredAga
 }
 
 }  // namespace
+}  // namespace component_retire_test

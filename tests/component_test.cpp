@@ -9,6 +9,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace component_test {
 namespace {
 
 using Bus = sluice::MpscBus<BasicPayload, 64>;
@@ -447,4 +448,5 @@ TEST(FixedContainersTest, TravelThroughTheBusInsideAPayload) {
 }
 
 }  // namespace
+}  // namespace component_test
 }  // namespace sluice_test

@@ -14,6 +14,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace concurrency_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -567,4 +568,5 @@ TEST(ConcurrencyTest, CounterClockIsNonDecreasingOnEveryThreadWhileItCalibrates)
 }
 
 }  // namespace
+}  // namespace concurrency_test
 }  // namespace sluice_test

@@ -13,6 +13,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace contract_concurrency_test {
 namespace {
 
 using sluice::BackpressureLevel;
@@ -174,4 +175,5 @@ TEST(ContractConcurrencyTest, NearlyEmptyMpscBusNeverReadsFull) {
 }
 
 }  // namespace
+}  // namespace contract_concurrency_test
 }  // namespace sluice_test

@@ -11,6 +11,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace contract_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -239,4 +240,5 @@ TEST(ContractTest, ValuelessPayloadIsRefused) {
 #endif
 
 }  // namespace
+}  // namespace contract_test
 }  // namespace sluice_test

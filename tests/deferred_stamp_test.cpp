@@ -16,6 +16,7 @@
 #include "sluice/sluice.hpp"
 #include "typed_test_names.hpp"
 
+namespace deferred_stamp_test {
 namespace {
 
 using sluice::MessageHeader;
@@ -383,3 +384,4 @@ TEST(DeferredStampCounterClockTest, PublishStampsAreNanosecondsOnTheClocksTimeLi
 }
 
 }  // namespace
+}  // namespace deferred_stamp_test

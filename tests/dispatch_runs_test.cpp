@@ -20,6 +20,7 @@
 #include "typed_test_names.hpp"
 
 namespace sluice_test {
+namespace dispatch_runs_test {
 namespace {
 
 // More messages than one run holds (32), so that runs follow runs.
@@ -446,4 +447,5 @@ TYPED_TEST(DispatchRunsTest, AVisitorThatThrowsInARunIsReportedForItsMessageAndT
 #endif
 
 }  // namespace
+}  // namespace dispatch_runs_test
 }  // namespace sluice_test

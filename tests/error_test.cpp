@@ -8,6 +8,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace error_test {
 namespace {
 
 #if SLUICE_HAS_EXCEPTIONS
@@ -192,4 +193,5 @@ TEST(ErrorTest, NeedsExceptions) { GTEST_SKIP() << "built without exceptions: no
 #endif
 
 }  // namespace
+}  // namespace error_test
 }  // namespace sluice_test

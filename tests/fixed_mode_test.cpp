@@ -13,6 +13,7 @@
 #include "sluice/sluice.hpp"
 #include "typed_test_names.hpp"
 
+namespace fixed_mode_test {
 namespace {
 
 using sluice::MessageHeader;
@@ -186,3 +187,4 @@ TYPED_TEST(FixedModeTest, KeepsItsModesRule) {
 }
 
 }  // namespace
+}  // namespace fixed_mode_test

@@ -24,6 +24,7 @@
 #include "sluice/heavy_fence.hpp"
 
 namespace sluice_test {
+namespace laned_queue_test {
 namespace {
 
 using sluice::DeliveryOrder;
@@ -221,4 +222,5 @@ TEST(LanedQueueTest, OrderedTakesTheHighestPriorityAcrossSourcesUnlessTheSharedQ
 }
 
 }  // namespace
+}  // namespace laned_queue_test
 }  // namespace sluice_test

@@ -11,6 +11,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace latency_concurrency_test {
 namespace {
 
 using sluice::kLatencyBucketCount;
@@ -78,4 +79,5 @@ TEST(LatencyConcurrencyTest, SnapshotsDuringResetsNeverExceedWhatWasRecorded) {
 }
 
 }  // namespace
+}  // namespace latency_concurrency_test
 }  // namespace sluice_test

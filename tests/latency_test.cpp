@@ -9,6 +9,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace latency_test {
 namespace {
 
 using sluice::LatencyHistogram;
@@ -489,4 +490,5 @@ TEST(LatencyTest, AClockWithOnlyNowMicrosIsReadInNanoseconds) {
 }
 
 }  // namespace
+}  // namespace latency_test
 }  // namespace sluice_test

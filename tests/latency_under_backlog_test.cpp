@@ -22,6 +22,7 @@
 #include "typed_test_names.hpp"
 
 namespace sluice_test {
+namespace latency_under_backlog_test {
 namespace {
 
 using sluice::DeliveryOrder;
@@ -318,4 +319,5 @@ TEST(LatencyUnderBacklogTest, OnlyRecordingBatchesReadTheClock) {
 }
 
 }  // namespace
+}  // namespace latency_under_backlog_test
 }  // namespace sluice_test

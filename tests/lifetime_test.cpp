@@ -6,6 +6,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace lifetime_test {
 namespace {
 
 using Bus = sluice::MpscBus<OwningPayload, 16>;
@@ -85,4 +86,5 @@ TEST_F(LifetimeTest, MoveOnlyPayloadReachesTheSubscriber) {
 }
 
 }  // namespace
+}  // namespace lifetime_test
 }  // namespace sluice_test

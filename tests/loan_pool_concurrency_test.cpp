@@ -20,6 +20,7 @@
 #include "sluice/sluice.hpp"
 #include "test_support.hpp"
 
+namespace loan_pool_concurrency_test {
 namespace {
 
 using sluice::Loan;
@@ -263,3 +264,4 @@ TEST(LoanPoolConcurrencyTest, EveryBlockReturnedOnceWithSharedReferencesAcrossTh
 }
 
 }  // namespace
+}  // namespace loan_pool_concurrency_test

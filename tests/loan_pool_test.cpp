@@ -19,6 +19,7 @@
 #include "sluice/detail/test_access.hpp"
 #include "sluice/sluice.hpp"
 
+namespace loan_pool_test {
 namespace {
 
 using sluice::Loan;
@@ -475,3 +476,4 @@ TEST(LoanPoolTest, LanePublishLoanCountsAnEmptyLoanOnTheBusNotAsALaneRefusal) {
 }
 
 }  // namespace
+}  // namespace loan_pool_test

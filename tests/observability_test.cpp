@@ -15,6 +15,7 @@
 #include "sluice/sluice.hpp"
 #include "typed_test_names.hpp"
 
+namespace observability_test {
 namespace {
 
 using sluice::BackpressureLevel;
@@ -358,3 +359,4 @@ TEST(BackpressurePeakLaneTest, ALaneRefusalIsSeenInTheBussGauges) {
 }
 
 }  // namespace
+}  // namespace observability_test

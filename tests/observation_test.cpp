@@ -19,6 +19,7 @@
 #include "typed_test_names.hpp"
 
 namespace sluice_test {
+namespace observation_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -253,4 +254,5 @@ TEST(ObservationTest, AFixedModeBusThatKeepsNothingPublishesAndDispatches) {
 }
 
 }  // namespace
+}  // namespace observation_test
 }  // namespace sluice_test

@@ -15,6 +15,7 @@
 #include "counting_observer.hpp"
 #include "sluice/sluice.hpp"
 
+namespace observer_tee_test {
 namespace {
 
 struct Small {
@@ -135,3 +136,4 @@ TEST(ObserverTeeTest, ATeeOfObserversThatTakeRunsSeesEveryMessage) {
 }
 
 }  // namespace
+}  // namespace observer_tee_test

@@ -20,6 +20,7 @@
 #include "typed_test_names.hpp"
 
 namespace sluice_test {
+namespace observer_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -201,4 +202,5 @@ TEST(ObserverBlockingTest, SeesATimedOutBlockingPublishOnce) {
 }
 
 }  // namespace
+}  // namespace observer_test
 }  // namespace sluice_test

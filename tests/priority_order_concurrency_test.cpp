@@ -36,6 +36,7 @@
 #include "sluice/extras/futex_parker.hpp"
 #endif
 
+namespace priority_order_concurrency_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -849,3 +850,4 @@ TYPED_TEST(PriorityPublishBlockingTest, EveryBlockingPublishIsAdmittedAndDispatc
 }
 
 }  // namespace
+}  // namespace priority_order_concurrency_test

@@ -27,6 +27,7 @@
 #include "test_support.hpp"
 #include "typed_test_names.hpp"
 
+namespace priority_order_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -750,3 +751,4 @@ TEST(PriorityOrderTraitsTest, SlotMemoryIsThreeRingsAndTheConvenienceTraitsAreSt
 }
 
 }  // namespace
+}  // namespace priority_order_test

@@ -19,6 +19,7 @@
 #include "sluice/detail/queue/message_queue.hpp"
 
 namespace sluice_test {
+namespace priority_queue_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -290,4 +291,5 @@ TEST(PriorityQueueSpscTest, AnUnpublishedHighClaimDoesNotHoldTheRingsBelow) {
 }
 
 }  // namespace
+}  // namespace priority_queue_test
 }  // namespace sluice_test

@@ -24,6 +24,7 @@
 #include "test_support.hpp"
 #include "typed_test_names.hpp"
 
+namespace producer_lane_concurrency_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -355,3 +356,4 @@ TYPED_TEST(ProducerLaneConcurrencyTest, AProducersNameIsNeverShownWithAnotherHol
 }
 
 }  // namespace
+}  // namespace producer_lane_concurrency_test

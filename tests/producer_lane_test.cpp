@@ -23,6 +23,7 @@
 #include "sluice/sluice.hpp"
 #include "typed_test_names.hpp"
 
+namespace producer_lane_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -485,3 +486,4 @@ TEST(ProducerLaneWakeTest, ALanePublishWakesASleepingConsumer) {
 }
 
 }  // namespace
+}  // namespace producer_lane_test

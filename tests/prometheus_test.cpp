@@ -9,6 +9,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace prometheus_test {
 namespace {
 
 bool Contains(const std::string& text, std::string_view line) {
@@ -293,4 +294,5 @@ TEST(PrometheusTest, RegisteredProducersCarryLaneAndProducerLabels) {
                        "producer=\"lidar \\\"front\\\"\",reason=\"rejected\"} 0"));
 }
 
+}  // namespace prometheus_test
 }  // namespace sluice_test

@@ -34,6 +34,7 @@ inline void PrintTo(PublishOutcome status, std::ostream* out) { *out << ToString
 }  // namespace SLUICE_ABI_NAMESPACE
 }  // namespace sluice
 
+namespace publish_blocking_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -544,3 +545,4 @@ TEST(PublishBlockingSpscTest, TheOneProducerWaitsForTheConsumer) {
 }
 
 }  // namespace
+}  // namespace publish_blocking_test

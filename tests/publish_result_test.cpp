@@ -12,6 +12,7 @@
 #include "sluice/extras/condition_variable_parker.hpp"
 #include "sluice/sluice.hpp"
 
+namespace publish_result_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -38,6 +39,7 @@ static_assert(sizeof(PublishResult) <= 8, "a result travels in a register");
 static_assert(std::is_constructible_v<bool, PublishResult>, "contextually a bool");
 
 }  // namespace
+}  // namespace publish_result_test
 
 // A user's own printer for PublishResult (written before the library had
 // one) is still the one chosen, for every stream.
@@ -52,6 +54,7 @@ std::string Print(const sluice::PublishResult& result) {
 }
 }  // namespace user_code
 
+namespace publish_result_test {
 namespace {
 
 TEST(PublishResultTest, AUsersOwnPrinterIsStillChosen) {
@@ -256,3 +259,4 @@ TEST(PublishResultTest, EveryOutcomeHasAName) {
 }
 
 }  // namespace
+}  // namespace publish_result_test

@@ -7,6 +7,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace publish_test {
 namespace {
 
 using sluice::MessageHeader;
@@ -158,4 +159,5 @@ TEST(PublishTest, HeapStorageBusOfDefaultCapacityLivesOnTheStack) {
 }
 
 }  // namespace
+}  // namespace publish_test
 }  // namespace sluice_test

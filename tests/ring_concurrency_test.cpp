@@ -15,6 +15,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace ring_concurrency_test {
 namespace {
 
 using sluice::Position;
@@ -101,4 +102,5 @@ TEST(RingConcurrencyTest, ProducersRaceAcrossThePositionWrap) {
 }
 
 }  // namespace
+}  // namespace ring_concurrency_test
 }  // namespace sluice_test

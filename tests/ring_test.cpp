@@ -12,6 +12,7 @@
 #include <vector>
 
 namespace sluice_test {
+namespace ring_test {
 namespace {
 
 using sluice::Position;
@@ -257,4 +258,5 @@ TEST(RingMpscTest, UnpublishedClaimHidesLaterSlotsInline) {
 }
 
 }  // namespace
+}  // namespace ring_test
 }  // namespace sluice_test

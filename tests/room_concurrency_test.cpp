@@ -15,6 +15,7 @@
 #include "sluice/sluice.hpp"
 #include "typed_test_names.hpp"
 
+namespace room_concurrency_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -98,3 +99,4 @@ TEST(WaitForRoomCallbackTest, InsideItsOwnBatchItReturnsAtOnce) {
 }
 
 }  // namespace
+}  // namespace room_concurrency_test

@@ -12,6 +12,7 @@
 #include "sluice/sluice.hpp"
 #include "typed_test_names.hpp"
 
+namespace room_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -105,3 +106,4 @@ TEST(RoomLaneTest, TheBussRoomIsTheSharedQueuesAndAProducersIsItsLanes) {
 }
 
 }  // namespace
+}  // namespace room_test

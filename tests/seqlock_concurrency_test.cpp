@@ -16,6 +16,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace seqlock_concurrency_test {
 namespace {
 
 constexpr std::size_t kWords = 8;
@@ -94,4 +95,5 @@ TEST(SeqLockConcurrencyTest, ReadersNeverReturnATornOrOlderRecord) {
 }
 
 }  // namespace
+}  // namespace seqlock_concurrency_test
 }  // namespace sluice_test

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 namespace sluice_test {
+namespace seqlock_test {
 namespace {
 
 using sluice::detail::SeqLock;
@@ -192,4 +193,5 @@ TEST(SeqLockTest, TheVersionKeepsItsParityAcrossTheWrap) {
 }
 
 }  // namespace
+}  // namespace seqlock_test
 }  // namespace sluice_test

@@ -25,6 +25,7 @@
 #include "typed_test_names.hpp"
 #endif
 
+namespace sleeping_consumer_test {
 namespace {
 
 struct Tick {
@@ -219,3 +220,4 @@ TYPED_TEST(SleepingConsumerTest, ZeroNegativeAndNanTimeoutsPollAndReturn) {
 }
 
 }  // namespace
+}  // namespace sleeping_consumer_test

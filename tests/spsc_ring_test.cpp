@@ -13,6 +13,7 @@
 #include "sluice/detail/test_access.hpp"
 
 namespace sluice_test {
+namespace spsc_ring_test {
 namespace {
 
 using sluice::Position;
@@ -93,4 +94,5 @@ TEST(SpscRingTest, ATailWrittenPastARingPublishesNothingEvenAfterASkip) {
 }
 
 }  // namespace
+}  // namespace spsc_ring_test
 }  // namespace sluice_test

@@ -3,6 +3,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace statistics_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -74,4 +75,5 @@ TEST(StatisticsTest, OnlyFullFeaturedCounts) {
 }
 
 }  // namespace
+}  // namespace statistics_test
 }  // namespace sluice_test

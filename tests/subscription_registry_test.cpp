@@ -14,6 +14,7 @@
 #include "sluice/detail/test_access.hpp"
 
 namespace sluice_test {
+namespace subscription_registry_test {
 namespace {
 
 using sluice::MessageEnvelope;
@@ -360,4 +361,5 @@ TEST(SubscriptionRegistryTest, ACallableWhoseCopyThrowsLeavesItsSlotFree) {
 #endif  // SLUICE_HAS_EXCEPTIONS
 
 }  // namespace
+}  // namespace subscription_registry_test
 }  // namespace sluice_test

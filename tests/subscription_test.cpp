@@ -6,6 +6,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace subscription_test {
 namespace {
 
 using Bus = sluice::MpscBus<BasicPayload, 64>;
@@ -158,4 +159,5 @@ TEST(SubscriptionTest, SelfUnsubscribedCallableIsDestroyedAtBatchEnd) {
 }
 
 }  // namespace
+}  // namespace subscription_test
 }  // namespace sluice_test

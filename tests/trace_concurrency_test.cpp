@@ -18,6 +18,7 @@
 #include "sluice/trace/trace_ring.hpp"
 #include "sluice/trace/tracing_observer.hpp"
 
+namespace trace_concurrency_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -145,3 +146,4 @@ TEST(TraceConcurrencyTest, EveryAdmittedMessageIsOneWholeFlowWhileTheRingIsDrain
 }
 
 }  // namespace
+}  // namespace trace_concurrency_test

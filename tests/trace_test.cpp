@@ -18,6 +18,7 @@
 #include "sluice/trace/trace_stream.hpp"
 #include "sluice/trace/tracing_observer.hpp"
 
+namespace trace_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -660,3 +661,4 @@ TEST(TracingObserverTest, AThrowingCallbackIsAnErrorEventInsideItsFlow) {
 #endif
 
 }  // namespace
+}  // namespace trace_test

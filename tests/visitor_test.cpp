@@ -6,6 +6,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace visitor_test {
 namespace {
 
 struct Overloads {
@@ -56,4 +57,5 @@ TEST(VisitorTest, VisitorBypassesSubscriptions) {
 }
 
 }  // namespace
+}  // namespace visitor_test
 }  // namespace sluice_test

@@ -23,6 +23,7 @@
 #endif
 
 namespace sluice_test {
+namespace wait_loop_concurrency_test {
 namespace {
 
 using sluice::detail::WaitEnd;
@@ -89,4 +90,5 @@ TYPED_TEST(WaitLoopConcurrencyTest, AParkedWaiterIsStoppedByTheNotifyAfterTheSto
 }
 
 }  // namespace
+}  // namespace wait_loop_concurrency_test
 }  // namespace sluice_test

@@ -19,6 +19,7 @@
 #include "sluice/extras/condition_variable_parker.hpp"
 
 namespace sluice_test {
+namespace wait_loop_test {
 namespace {
 
 using sluice::detail::WaitEnd;
@@ -216,4 +217,5 @@ TEST(WaitLoopTest, ARealSignalTimesOutAndLeavesNoWaiterCounted) {
 }
 
 }  // namespace
+}  // namespace wait_loop_test
 }  // namespace sluice_test

@@ -29,6 +29,7 @@
 #include "sluice/extras/futex_parker.hpp"
 #endif
 
+namespace wait_set_concurrency_test {
 namespace {
 
 struct Tick {
@@ -317,3 +318,4 @@ TYPED_TEST(WaitSetConcurrencyTest, HandOversThatRotateAcrossBusesNeverLoseAWakeU
 }
 
 }  // namespace
+}  // namespace wait_set_concurrency_test

@@ -27,6 +27,7 @@
 #include "sluice/extras/futex_parker.hpp"
 #endif
 
+namespace wait_set_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -377,3 +378,4 @@ TYPED_TEST(WaitSetTest, TheBusesOwnProcessBatchWaitWorksInASet) {
 }
 
 }  // namespace
+}  // namespace wait_set_test

@@ -24,6 +24,7 @@
 #include "typed_test_names.hpp"
 #endif
 
+namespace wake_signal_test {
 namespace {
 
 // Handshakes per producer: each is one chance for a notify to land between
@@ -174,3 +175,4 @@ TYPED_TEST(WakeSignalTest, ANotifyBeforeTheWaitIsNotLost) {
 }
 
 }  // namespace
+}  // namespace wake_signal_test

@@ -7,6 +7,7 @@
 #include "test_support.hpp"
 
 namespace sluice_test {
+namespace wraparound_test {
 namespace {
 
 constexpr sluice::Position kMax = std::numeric_limits<sluice::Position>::max();
@@ -52,4 +53,5 @@ TEST(WraparoundTest, SpscCrossesThe64BitWrap) {
 }
 
 }  // namespace
+}  // namespace wraparound_test
 }  // namespace sluice_test

@@ -40,6 +40,7 @@
 #include "../typed_test_names.hpp"
 #include "ipc_test_peer.hpp"
 
+namespace conformance_test {
 namespace {
 
 using sluice::MessageHeader;
@@ -694,3 +695,4 @@ TYPED_TEST(ConformanceTest, AfterCloseAnEmptyLoanIsRefusedAsClosed) {
 }
 
 }  // namespace
+}  // namespace conformance_test

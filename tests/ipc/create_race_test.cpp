@@ -25,6 +25,7 @@
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
 
+namespace create_race_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -218,3 +219,4 @@ TEST(CreateRaceTest, AConsumerKilledAtAnyStepLeavesNoHalfMadeSegment) {
 }
 
 }  // namespace
+}  // namespace create_race_test

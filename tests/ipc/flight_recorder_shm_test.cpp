@@ -33,6 +33,7 @@ struct sluice::nats::Fields<sluice_ipc_test::Pose> {
                       &sluice_ipc_test::Pose::theta, &sluice_ipc_test::Pose::seq);
 };
 
+namespace flight_recorder_shm_test {
 namespace {
 
 using sluice::ipc::AttachError;
@@ -106,3 +107,4 @@ TEST(ShmFlightRecorderTest, ADumpHoldsExactlyTheWindowTheSharedBusDispatched) {
 }
 
 }  // namespace
+}  // namespace flight_recorder_shm_test

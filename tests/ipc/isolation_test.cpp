@@ -29,6 +29,7 @@
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
 
+namespace isolation_test {
 namespace {
 
 using namespace sluice_ipc_test;
@@ -751,3 +752,4 @@ TEST_F(ShmRecheckTest, AMessageInASlotNeverClaimedIsDropped) {
 }
 
 }  // namespace
+}  // namespace isolation_test

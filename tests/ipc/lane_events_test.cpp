@@ -25,6 +25,7 @@
 #include "sluice/trace/trace_ring.hpp"
 #include "sluice/trace/tracing_observer.hpp"
 
+namespace lane_events_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -258,3 +259,4 @@ TEST(ShmLaneEventsTest, NoLaneEventFollowsClose) {
 }
 
 }  // namespace
+}  // namespace lane_events_test

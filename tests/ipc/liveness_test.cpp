@@ -31,6 +31,7 @@
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
 
+namespace liveness_test {
 namespace {
 
 using namespace sluice_ipc_test;
@@ -501,3 +502,4 @@ INSTANTIATE_TEST_SUITE_P(PidNamespace, ShmLivenessNamespaceTest, ::testing::Bool
                          });
 
 }  // namespace
+}  // namespace liveness_test

@@ -23,6 +23,7 @@
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
 
+namespace loan_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -465,3 +466,4 @@ TEST(ShmLoanTest, AnotherNumberOfLoanBlocksIsAnotherLayout) {
 }
 
 }  // namespace
+}  // namespace loan_test

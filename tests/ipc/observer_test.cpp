@@ -25,6 +25,7 @@
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
 
+namespace observer_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -277,3 +278,4 @@ TEST(ShmObserverTest, OnDispatchedFollowsEachMessagesCallbacks) {
 }
 
 }  // namespace
+}  // namespace observer_test

@@ -30,6 +30,7 @@
 #include "ipc_test_peer.hpp"
 #include "sluice/detail/test_access.hpp"
 
+namespace producer_exit_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -566,3 +567,4 @@ TEST(ShmConsumerRestartTest, AConsumerKilledWhileDispatchingLosesAtMostTheMessag
 }
 
 }  // namespace
+}  // namespace producer_exit_test

@@ -34,6 +34,7 @@
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
 
+namespace shm_bus_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -851,7 +852,7 @@ TEST(ShmBusTest, TypeNamesAreSpelledAlikeByEveryCompiler) {
   EXPECT_EQ(TypeName<unsigned short>(), "unsigned short");
   EXPECT_EQ(TypeName<unsigned int>(), "unsigned int");
   EXPECT_EQ(TypeName<sluice_ipc_test::Pose>(), "sluice_ipc_test::Pose");
-  EXPECT_EQ(TypeName<InAnonymous>(), "(anonymous namespace)::InAnonymous");
+  EXPECT_EQ(TypeName<InAnonymous>(), "shm_bus_test::(anonymous namespace)::InAnonymous");
 }
 
 // A process in another PID namespace cannot look the consumer's pid up:
@@ -885,7 +886,9 @@ TEST(ShmBusTest, AnotherPidNamespaceNeverTakesALiveConsumerForGone) {
 }
 
 }  // namespace
+}  // namespace shm_bus_test
 
+namespace shm_bus_test {
 namespace {
 
 // A lane taken during a batch (by a subscriber, here) has its HIGH taken
@@ -1001,3 +1004,4 @@ TEST(ShmBusTest, ACallbackMayCloseTheBusAndNoBatchRunsInsideAnother) {
 }
 
 }  // namespace
+}  // namespace shm_bus_test

@@ -24,6 +24,7 @@
 #include "ipc_test_messages.hpp"
 #include "ipc_test_peer.hpp"
 
+namespace shm_publish_test {
 namespace {
 
 using sluice::MessageHeader;
@@ -647,3 +648,4 @@ TEST(ShmCatchUpPauseTest, TheFirstEmptyPollAfterABatchPausesAndAWaitNever) {
 }
 
 }  // namespace
+}  // namespace shm_publish_test

@@ -32,6 +32,7 @@
 #include "ipc_test_peer.hpp"
 #include "sleep_watch.hpp"
 
+namespace sleeping_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -299,3 +300,4 @@ TEST_F(ShmSleepingTest, PublishBlockingAdmitsTimesOutOrRejects) {
 }
 
 }  // namespace
+}  // namespace sleeping_test

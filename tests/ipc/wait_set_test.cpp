@@ -29,6 +29,7 @@
 #include "ipc_test_peer.hpp"
 #include "sleep_watch.hpp"
 
+namespace wait_set_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -263,3 +264,4 @@ TEST_F(ShmWaitSetTest, AZeroCheckIntervalStillLetsTheSetSleep) {
 }
 
 }  // namespace
+}  // namespace wait_set_test

@@ -18,6 +18,7 @@
 #include "bridge_test_support.hpp"
 #include "test_messages.hpp"
 
+namespace bridge_heartbeat_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -263,3 +264,4 @@ TEST(NatsHeartbeatOptionsTest, AnIntervalAbove32BitsOfMillisecondsFailsStart) {
 }
 
 }  // namespace
+}  // namespace bridge_heartbeat_test

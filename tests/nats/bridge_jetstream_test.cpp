@@ -31,6 +31,7 @@
 #include "nats_server_process.hpp"
 #include "test_messages.hpp"
 
+namespace bridge_jetstream_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -236,7 +237,9 @@ TEST_F(NatsJetStreamTest, ThreeServerKillsLoseNothingAndDispatchNothingTwice) {
 }
 
 }  // namespace
+}  // namespace bridge_jetstream_test
 
+namespace bridge_jetstream_test {
 namespace {
 
 // The stream's window full and the server gone: the consumer thread waits
@@ -287,7 +290,9 @@ TEST_F(NatsJetStreamTest, ShutdownEndsAWaitForTheWindowAndCountsWhatItGaveUp) {
 }
 
 }  // namespace
+}  // namespace bridge_jetstream_test
 
+namespace bridge_jetstream_test {
 namespace {
 
 // One consumer per priority: a LOW backlog in the stream, which the slow
@@ -416,10 +421,13 @@ class RefusingBus : public SmallBus {
 };
 
 }  // namespace
+}  // namespace bridge_jetstream_test
 
 template <>
-struct sluice::nats::detail::BusInfo<RefusingBus> : sluice::nats::detail::BusInfo<SmallBus> {};
+struct sluice::nats::detail::BusInfo<bridge_jetstream_test::RefusingBus>
+    : sluice::nats::detail::BusInfo<bridge_jetstream_test::SmallBus> {};
 
+namespace bridge_jetstream_test {
 namespace {
 
 // The bus refuses the first readings, so they are handed back, again each
@@ -1271,10 +1279,13 @@ class RefusingOnceBus : public RemoteBus {
 };
 
 }  // namespace
+}  // namespace bridge_jetstream_test
 
 template <>
-struct sluice::nats::detail::BusInfo<RefusingOnceBus> : sluice::nats::detail::BusInfo<RemoteBus> {};
+struct sluice::nats::detail::BusInfo<bridge_jetstream_test::RefusingOnceBus>
+    : sluice::nats::detail::BusInfo<bridge_jetstream_test::RemoteBus> {};
 
+namespace bridge_jetstream_test {
 namespace {
 
 // Over JetStream a message's provenance carries its sequence in the stream
@@ -1422,7 +1433,9 @@ TEST_F(NatsJetStreamTest, ShutdownDoesNotWaitOutAFetchThreadsPause) {
 }
 
 }  // namespace
+}  // namespace bridge_jetstream_test
 
+namespace bridge_jetstream_test {
 namespace {
 
 // At least once through a receiver's crash: a stream of readings is read by
@@ -2136,7 +2149,9 @@ TEST(NatsDispatchAckOptionsTest, OnDispatchNeedsTheBusObserverAndAStream) {
 }
 
 }  // namespace
+}  // namespace bridge_jetstream_test
 
+namespace bridge_jetstream_test {
 namespace {
 
 // A heartbeat in a JetStream stream (one that stores a core route's
@@ -2189,3 +2204,4 @@ TEST_F(NatsJetStreamTest, AHeartbeatInAStreamIsAnUnknownTypeAndTakesNoNumber) {
 }
 
 }  // namespace
+}  // namespace bridge_jetstream_test

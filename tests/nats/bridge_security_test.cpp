@@ -26,6 +26,7 @@
 #error "SLUICE_NATS_CREDENTIALS_DIR names tests/nats/credentials (tests/nats/CMakeLists.txt)"
 #endif
 
+namespace bridge_security_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -462,3 +463,4 @@ TEST(NatsServerListTest, TheBridgeReconnectsToAnotherServerOfItsList) {
 }
 
 }  // namespace
+}  // namespace bridge_security_test

@@ -21,6 +21,7 @@
 #include "bridge_test_support.hpp"
 #include "test_messages.hpp"
 
+namespace bridge_signing_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -313,3 +314,4 @@ TEST(NatsSignedFrameOptionsTest, BadKeysFailStartAndASignedRouteNeedsAKey) {
 }
 
 }  // namespace
+}  // namespace bridge_signing_test

@@ -24,6 +24,7 @@
 #include "bridge_test_support.hpp"
 #include "test_messages.hpp"
 
+namespace bridge_streams_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -529,12 +530,16 @@ struct Pose {
 };
 
 }  // namespace
+}  // namespace bridge_streams_test
 
 template <>
-struct sluice::nats::Fields<Pose> {
-  static constexpr auto kMembers = std::make_tuple(&Pose::frame, &Pose::x, &Pose::flags);
+struct sluice::nats::Fields<bridge_streams_test::Pose> {
+  static constexpr auto kMembers =
+      std::make_tuple(&bridge_streams_test::Pose::frame, &bridge_streams_test::Pose::x,
+                      &bridge_streams_test::Pose::flags);
 };
 
+namespace bridge_streams_test {
 namespace {
 
 TEST_F(NatsBridgeTest, AForwardedFrameCarriesTheFieldsAndNoPadding) {
@@ -618,9 +623,11 @@ TEST_F(NatsBridgeTest, AHighAdmittedAfterWaitingIsNotADropAnywhere) {
 }
 
 }  // namespace
+}  // namespace bridge_streams_test
 
 // ---- Routes while running, patterns and queue groups -------------------------------
 
+namespace bridge_streams_test {
 namespace {
 
 // A received pattern takes frames from every subject it matches, each its
@@ -745,7 +752,9 @@ TEST_F(NatsBridgeTest, AQueueGroupSharesFramesWithoutGapsOrDuplicates) {
 }
 
 }  // namespace
+}  // namespace bridge_streams_test
 
+namespace bridge_streams_test {
 namespace {
 
 // A subject forwarded again after StopForwarding goes on numbering where it
@@ -836,3 +845,4 @@ TEST_F(NatsBridgeTest, RouteCallsFromABusCallbackDoNotDeadlockWithStopOrShutdown
 }
 
 }  // namespace
+}  // namespace bridge_streams_test

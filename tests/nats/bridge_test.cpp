@@ -24,6 +24,7 @@
 #include "nats_server_process.hpp"
 #include "test_messages.hpp"
 
+namespace bridge_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -1028,3 +1029,4 @@ TEST(NatsBridgeOptionsTest, AStreamTableOutOfRangeFailsStart) {
 }
 
 }  // namespace
+}  // namespace bridge_test

@@ -8,6 +8,7 @@
 
 #include <chrono>
 
+namespace connection_test {
 namespace {
 
 using sluice::nats::BridgeOptions;
@@ -122,3 +123,4 @@ TEST(NatsConnection, AnOrderlyCloseWithATimeoutOf0WaitsForNeither) {
 }
 
 }  // namespace
+}  // namespace connection_test

@@ -10,6 +10,7 @@
 
 #include "sluice/message.hpp"
 
+namespace counters_test {
 namespace {
 
 using sluice::nats::BridgeStatisticsSnapshot;
@@ -84,3 +85,4 @@ TEST(NatsCounters, EveryTallyReachesItsOwnFieldAndNothingElse) {
 }
 
 }  // namespace
+}  // namespace counters_test

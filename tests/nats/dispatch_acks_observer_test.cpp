@@ -12,6 +12,7 @@
 #include "sluice/trace/trace_ring.hpp"
 #include "sluice/trace/tracing_observer.hpp"
 
+namespace dispatch_acks_observer_test {
 namespace {
 
 using Ring = sluice::trace::TraceRing<256>;
@@ -56,3 +57,4 @@ TEST(DispatchAcksObserverTest, ATracerBehindAckOnDispatchRecordsWholeFlowsWithTh
 }
 
 }  // namespace
+}  // namespace dispatch_acks_observer_test

@@ -17,6 +17,7 @@
 #include "sluice/nats/outbound.hpp"
 #include "test_messages.hpp"
 
+namespace inbound_routes_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -146,3 +147,4 @@ TEST_F(NatsInboundRoutesTest, RemovingASubjectForgetsItsStreams) {
 }
 
 }  // namespace
+}  // namespace inbound_routes_test

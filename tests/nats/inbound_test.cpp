@@ -18,6 +18,7 @@
 #include "sluice/bus.hpp"
 #include "test_messages.hpp"
 
+namespace inbound_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -239,3 +240,4 @@ TEST_F(ReceiverTest, AMessageHandedBackIsNewWhenItComesAgain) {
 }
 
 }  // namespace
+}  // namespace inbound_test

@@ -25,6 +25,7 @@
 #define SLUICE_NODE_MODULES ""
 #endif
 
+namespace interop_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -135,3 +136,4 @@ TEST_F(NatsBridgeTest, TheNodeClientReadsAndWritesTheDocumentedFrames) {
 }
 
 }  // namespace
+}  // namespace interop_test

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+namespace jetstream_outbound_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -100,3 +101,4 @@ TEST_F(NatsStreamPublisherTest, TheResenderPublishesAnUnacknowledgedMessageAgain
 }
 
 }  // namespace
+}  // namespace jetstream_outbound_test

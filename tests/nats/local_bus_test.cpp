@@ -12,6 +12,7 @@
 
 #include "sluice/bus.hpp"
 
+namespace local_bus_test {
 namespace {
 
 using sluice::nats::ShutdownDrain;
@@ -86,3 +87,4 @@ TEST_F(NatsLocalBusTest, UnsubscribeEndsEachValidHandleAndSkipsTheRest) {
 }
 
 }  // namespace
+}  // namespace local_bus_test

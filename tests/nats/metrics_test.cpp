@@ -16,6 +16,7 @@
 #include "sluice/message.hpp"
 #include "sluice/sluice.hpp"
 
+namespace metrics_test {
 namespace {
 
 using sluice::nats::BridgeMetrics;
@@ -217,3 +218,4 @@ TEST(NatsMetricsTest, ABadBusNameIsWrittenAsValidEscapedText) {
 }
 
 }  // namespace
+}  // namespace metrics_test

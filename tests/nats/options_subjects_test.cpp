@@ -8,6 +8,7 @@
 #include "sluice/nats/options.hpp"
 #include "sluice/nats/subjects.hpp"
 
+namespace options_subjects_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -130,3 +131,4 @@ TEST(NatsSubjects, OverlapIsTokenByToken) {
 }
 
 }  // namespace
+}  // namespace options_subjects_test

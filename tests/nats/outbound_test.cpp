@@ -17,6 +17,7 @@
 #include "sluice/bus.hpp"
 #include "test_messages.hpp"
 
+namespace outbound_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -159,3 +160,4 @@ TEST_F(NatsSenderTest, ACodecThatThrowsIsCountedAndReachesTheBus) {
 #endif
 
 }  // namespace
+}  // namespace outbound_test

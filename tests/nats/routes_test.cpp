@@ -14,6 +14,7 @@
 
 #include "sluice/bus.hpp"
 
+namespace routes_test {
 namespace {
 
 using Bus = sluice::MpscBus<std::variant<int, double, float>, 64>;
@@ -186,3 +187,4 @@ TEST_F(RouteTableTest, RemovingASubjectFreesTheIdsNoOtherSubjectUses) {
 }
 
 }  // namespace
+}  // namespace routes_test

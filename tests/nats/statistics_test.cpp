@@ -15,6 +15,7 @@
 #include "sluice/nats/inbound.hpp"
 #include "test_messages.hpp"
 
+namespace statistics_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -70,3 +71,4 @@ TEST(NatsStatistics, EachPartFillsItsOwnFields) {
 }
 
 }  // namespace
+}  // namespace statistics_test

@@ -16,6 +16,7 @@
 
 #include "sluice/message.hpp"
 
+namespace subscriptions_test {
 namespace {
 
 using sluice::MessagePriority;
@@ -98,3 +99,4 @@ TEST(NatsSubscriptionSet, ACompletionThatCannotBeWatchedIsNotWaitedFor) {
 }
 
 }  // namespace
+}  // namespace subscriptions_test

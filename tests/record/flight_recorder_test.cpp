@@ -51,6 +51,7 @@ struct sluice::nats::Fields<EStop> {
   static constexpr auto kMembers = std::make_tuple(&EStop::code);
 };
 
+namespace flight_recorder_test {
 namespace {
 
 using Payload = std::variant<Reading, EStop>;
@@ -970,3 +971,4 @@ TEST(FlightRecorderTest, AnEmptyWindowWritesOnlyItsMetadata) {
 }
 
 }  // namespace
+}  // namespace flight_recorder_test

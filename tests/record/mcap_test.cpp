@@ -23,6 +23,7 @@
 #include "sluice/trace/trace_ring.hpp"
 #include "sluice/trace/tracing_observer.hpp"
 
+namespace mcap_test {
 namespace {
 
 using sluice_test::ReadWithMcapsOwnReader;
@@ -252,3 +253,4 @@ TEST(TraceMcapTest, ATracedRunReadsBackEventByEventInMcapsOwnReader) {
 }
 
 }  // namespace
+}  // namespace mcap_test

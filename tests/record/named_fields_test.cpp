@@ -118,6 +118,7 @@ struct sluice::nats::Fields<Unnamed> {
   static constexpr auto kMembers = std::make_tuple(&Unnamed::code);
 };
 
+namespace named_fields_test {
 namespace {
 
 using Payload = std::variant<Sample, Unnamed, Joined, Switched, Span>;
@@ -390,3 +391,4 @@ TEST(NamedFieldsTest, AForeignRos1ChannelIsNotReplayed) {
 }
 
 }  // namespace
+}  // namespace named_fields_test

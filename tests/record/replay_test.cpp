@@ -54,6 +54,7 @@ struct sluice::nats::Fields<Stop> {
   static constexpr auto kMembers = std::make_tuple(&Stop::reason);
 };
 
+namespace replay_test {
 namespace {
 
 using Payload = std::variant<Pose, Range, Stop>;
@@ -647,3 +648,4 @@ TEST(McapReaderTest, AFileThatIsNotWholeHasANamedOutcome) {
 }
 
 }  // namespace
+}  // namespace replay_test
