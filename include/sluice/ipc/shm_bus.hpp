@@ -40,6 +40,7 @@
 #include "sluice/ipc/fingerprint.hpp"
 #include "sluice/ipc/host_clock.hpp"
 #include "sluice/ipc/lane_handout.hpp"
+#include "sluice/ipc/lane_handout_service.hpp"
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"
 #include "sluice/ipc/segment.hpp"
@@ -646,7 +647,7 @@ class ShmBus {
   Segment wake_;
   Header* header_ = nullptr;
   WakePage* wake_page_ = nullptr;
-  // Hands producers their lanes (sluice/ipc/lane_handout.hpp).
+  // Hands producers their lanes (sluice/ipc/lane_handout_service.hpp).
   detail::LaneHandoutService handout_;
   pid_t creator_ = 0;       // the process that called Create
   bool took_over_ = false;  // Create took over a killed consumer's segment
