@@ -5,7 +5,8 @@
  *
  * Models the lane hand-out by descriptor: ipc::detail::ConsumerLanes::
  * HandOut (on the consumer's LaneHandoutService thread), ConsumerLanes::CheckProducers,
- * TendGoneLanes and ResetLane (its consumer thread), ConsumerLanes::
+ * TendGoneLanes (their LaneRecovery, sluice/ipc/shm_lane_recovery.hpp) and
+ * ResetLane (its consumer thread), ConsumerLanes::
  * TakeOver (the consumer that takes a killed one's segment over), and
  * ShmProducer::Attach and Detach (a producer process). SYNC POINT (U) of
  * sluice/ipc/shm_layout.hpp, a lane changing hands, with lanes kept in

@@ -1,16 +1,16 @@
 // The consumer's side of the producers' lanes of a shared-memory bus
-// (sluice/ipc/shm_bus.hpp): its view of each lane's rings, the claims it
-// skipped for a producer that left, looking for producers that left
-// (CheckProducers), handing their lanes back (TendGoneLanes, ResetLane, the
-// exit report), the merge of the lanes into one HIGH-first order
-// (ReadyFront), and the per-lane readings the gauges and statistics need.
-// The segment's layout and protocol: sluice/ipc/shm_layout.hpp.
+// (sluice/ipc/shm_bus.hpp): each lane's object made, named, taken over and
+// made anew (ResetLane), its view of each lane's rings, the claims it
+// skipped for a producer that left, the hand-out of a free lane, the merge
+// of the lanes into one HIGH-first order (ReadyFront), and the per-lane
+// readings the gauges and statistics need. Looking for producers that left
+// and handing their lanes back: sluice/ipc/shm_lane_recovery.hpp. The
+// segment's layout and protocol: sluice/ipc/shm_layout.hpp.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <functional>
 #include <mutex>
 #include <new>
@@ -28,6 +28,7 @@
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"
 #include "sluice/ipc/segment.hpp"
+#include "sluice/ipc/shm_lane_recovery.hpp"
 #include "sluice/ipc/shm_layout.hpp"
 #include "sluice/ipc/shm_options.hpp"
 #include "sluice/message.hpp"
@@ -217,7 +218,7 @@ class ConsumerLanes {
     base_ = nullptr;
     for (auto& lane : lanes_) lane.Clear();
     for (Segment& object : objects_) object = Segment();
-    gone_ = 0;
+    recovery_.Clear();
   }
 
   bool IsOpen() const noexcept { return header_ != nullptr; }
@@ -272,8 +273,6 @@ class ConsumerLanes {
     }
     return AttachError::kNoFreeLane;
   }
-  // Whether a lane whose owner left is still to be handed back.
-  bool AnyGone() const noexcept { return gone_ != 0; }
 
   // The traits' observer's optional OnLaneEvent (sluice/observer.hpp), on
   // the thread that saw the lane change hands.
@@ -288,155 +287,28 @@ class ConsumerLanes {
     }
   }
 
+  // ---- Producers that left (sluice/ipc/shm_lane_recovery.hpp) ---------------
+
+  // Whether a lane whose owner left is still to be handed back.
+  bool AnyGone() const noexcept { return recovery_.AnyGone(); }
   // Called on the consumer thread each time a producer's lane is handed
   // back (after its last message was taken).
-  void OnExit(std::function<void(const ProducerExit&)> handler) { on_exit_ = std::move(handler); }
-
-  // Looks now for producers that left: a lane whose process exited without
-  // detaching (killed), or that detached, is marked gone; then the gone
-  // lanes are tended (TendGoneLanes).
-  // `front`: the consumer's counts (Counts()) and its observation of a
-  // throwing exit handler (ExitHandlerThrew).
+  void OnExit(std::function<void(const ProducerExit&)> handler) {
+    recovery_.OnExit(std::move(handler));
+  }
+  // Looks now for producers that left, then hands back each of their lanes
+  // that is drained (LaneRecovery::CheckProducers). `front`: the consumer's
+  // counts (Counts()) and its observation of a throwing exit handler
+  // (ExitHandlerThrew).
   template <typename Front>
   void CheckProducers(Front& front, bool dispatching) {
-    if (header_ == nullptr) return;
-    std::unique_lock<std::mutex> hold(handout_lock_);
-    for (std::size_t lane = 0; lane < kLanes; ++lane) {
-      const std::uint64_t bit = std::uint64_t{1} << lane;
-      if ((gone_ & bit) != 0 || !objects_[lane].IsMapped()) continue;
-      const LaneControl& control = Control(lane);
-      // SYNC POINT READ (U): the owner's identity, or its last publishes.
-      const std::uint32_t state = control.state.load(std::memory_order_acquire);
-      if (state == kLaneDetached) {
-        lanes_[lane].killed = false;
-      } else if (state == kLaneOwned) {
-        // The hand-out took the owner's role before it stored kLaneOwned, so
-        // a role held by no one now means that it exited or detached. Held
-        // (or unknown), it runs.
-        if (objects_[lane].HolderOf(kLaneRole) != Segment::RoleHolder::kNone) {
-          continue;
-        }
-        // A killed owner stored nothing with release on its way out; its
-        // stores are ordered before this by the kernel: it had exited (every
-        // store of its last instructions done) before the kernel dropped
-        // its role, which this thread's system call just saw dropped. The
-        // fence keeps the compiler from moving the lane's reads above it.
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-        // A producer detaches by storing kLaneDetached and then dropping
-        // its role: read again, the state tells a detach from a kill.
-        lanes_[lane].killed = control.state.load(std::memory_order_acquire) != kLaneDetached;
-      } else {
-        continue;  // free (or a value no producer writes: left alone)
-      }
-      lanes_[lane].pid = control.owner.pid;
-      gone_ |= bit;
-      LaneEvent exited;
-      exited.kind = LaneEventKind::kExited;
-      exited.lane = static_cast<std::uint16_t>(lane + 1);
-      exited.pid = lanes_[lane].pid;
-      exited.killed = lanes_[lane].killed;
-      TellLaneEvent(front, exited);
-    }
-    hold.unlock();
-    if (gone_ != 0) TendGoneLanes(front, dispatching);
+    recovery_.CheckProducers(*this, front, dispatching);
   }
-
-  // Lanes whose owner left: moves past the claims it never published at
-  // each ring's front (what it published is dispatched as usual), and
-  // hands each lane with nothing left back, counting it in `front`'s counts.
-  // Re-entered from the exit handler (which may call CheckProducers or
-  // Close), it does nothing: the outer call reads `gone_` afresh for each
-  // lane. Nor from a callback during a batch (`dispatching`): the batch may
-  // hold blocks of a lane still to give back (the next batch, or the end of
-  // this one, hands the lane on).
+  // Hands back each lane whose owner left once it is drained, not from a
+  // callback during a batch (LaneRecovery::TendGoneLanes).
   template <typename Front>
   void TendGoneLanes(Front& front, bool dispatching) {
-    ConsumerCounts& counts = front.Counts();
-    if (tending_ || dispatching) return;
-    tending_ = true;
-    struct Done {
-      bool& flag;
-      ~Done() { flag = false; }
-    } done{tending_};
-    for (std::size_t lane = 0; lane < kLanes && header_ != nullptr; ++lane) {
-      const std::uint64_t bit = std::uint64_t{1} << lane;
-      if ((gone_ & bit) == 0) continue;
-      ConsumerLane& consumer = lanes_[lane];
-      consumer.queue->SkipUnpublishedFronts(consumer.skipped);
-      // Claims more than a ring holds: rings written wrong, which would never
-      // drain. Handed on now, what they held counted corrupt. So is a lane
-      // outside the active set that holds messages: batches read only the
-      // active lanes, so they would never drain it (and a consumer waiting
-      // for work would find it there and never sleep). No producer leaves
-      // one: the hand-out sets the lane's bit before the producer gets the
-      // lane, and only this thread clears it, when it hands the lane back.
-      const bool active = (header_->lanes_active.load(std::memory_order_acquire) & bit) != 0;
-      if (consumer.queue->HasImpossibleClaims() || (!active && !consumer.queue->IsDrained())) {
-        ++counts.corrupt;
-      } else if (!consumer.queue->IsDrained()) {
-        continue;
-      }
-      // Its owner can claim no more: each ring's claims are exactly its
-      // publishes and the claims skipped.
-      LaneControl& control = Control(lane);
-      ShmBusStatistics& totals = counts.totals;
-      ProducerExit exit;
-      for (std::size_t p = 0; p < kPriorityCount; ++p) {
-        const Position claims = consumer.queue->RingClaims(p);
-        const Position skipped = consumer.skipped[p] < claims ? consumer.skipped[p] : claims;
-        totals.published[p] += claims - skipped;
-        totals.dropped[p] += control.dropped[p].load(std::memory_order_relaxed) +
-                             control.pool_empty[p].load(std::memory_order_relaxed);
-        exit.lost += skipped;
-      }
-      totals.lost += exit.lost;
-      ++(consumer.killed ? totals.producers_killed : totals.producers_detached);
-      exit.lane = static_cast<std::uint16_t>(lane + 1);
-      exit.pid = consumer.pid;
-      exit.killed = consumer.killed;
-      // Told before the lane is free, so before the next owner's kAttached:
-      // this event happens before the release fetch_or of lanes_free below
-      // (made under handout_lock_), and the hand-out finds the lane free only
-      // by its acquire load of lanes_free under the same lock, before it
-      // tells kAttached (ShmLaneEventsTest holds this event and the next
-      // Attach finds no free lane).
-      LaneEvent handed_back;
-      handed_back.kind = LaneEventKind::kHandedBack;
-      handed_back.lane = exit.lane;
-      handed_back.pid = exit.pid;
-      handed_back.killed = exit.killed;
-      handed_back.lost = exit.lost;
-      TellLaneEvent(front, handed_back);
-      if (header_ == nullptr) return;  // closed from the observer, against its rules
-      // Off the active set before it is free, so that the next owner's bit
-      // is not cleared after it was set.
-      header_->lanes_active.fetch_and(~bit, std::memory_order_relaxed);
-      gone_ &= ~bit;
-      {
-        const std::lock_guard<std::mutex> hold(handout_lock_);
-        // A fresh object: whoever mapped the old one (a producer that
-        // detached and kept its mapping) reaches nothing of the next owner's.
-        if (ResetLane(lane) && objects_[lane].LinkReplacing(LaneName(lane)) == AttachError::kNone) {
-          // SYNC POINT WRITE (U), handing back: the lane made, then free.
-          header_->lanes_free.fetch_or(bit, std::memory_order_release);
-        }
-        // Else the system refused a new object: the lane stays out of use
-        // (neither active nor free; a consumer taking over frees it).
-      }
-      if (on_exit_) {
-#if SLUICE_HAS_EXCEPTIONS
-        try {
-          on_exit_(exit);
-        } catch (const std::exception& error) {
-          front.ExitHandlerThrew(error.what());
-        } catch (...) {
-          front.ExitHandlerThrew("non-standard exception");
-        }
-#else
-        on_exit_(exit);
-#endif
-      }
-    }
+    recovery_.TendGoneLanes(*this, front, dispatching);
   }
 
   // The front of the lane to take from next: the highest priority published
@@ -469,7 +341,7 @@ class ConsumerLanes {
   // lane whose owner left still to tend. SYNC POINT READ (W) in a waiter's
   // re-check: the slot's acquire load, after the announcement's fence.
   bool HasWork() noexcept {
-    if (gone_ != 0) return true;
+    if (recovery_.AnyGone()) return true;
     std::size_t lane = 0;
     return ReadyFront(header_->lanes_active.load(std::memory_order_acquire) & LayoutType::kAllLanes,
                       &lane) != nullptr;
@@ -509,6 +381,9 @@ class ConsumerLanes {
   }
 
  private:
+  // Looks at and hands back the lanes, under the hand-out's lock.
+  friend class LaneRecovery<Payload, kCapacity, Traits>;
+
   // The consumer's side of one lane.
   struct ConsumerLane {
     std::optional<Queue> queue;             // its view of the lane's rings
@@ -575,10 +450,9 @@ class ConsumerLanes {
   // The hand-out thread's lock against this thread's looks at the lanes.
   mutable std::mutex handout_lock_;
   ConsumerLane lanes_[kLanes];
-  std::uint64_t gone_ = 0;  // bit l: lane l's owner left, its lane not yet handed back
-  bool tending_ = false;    // inside TendGoneLanes
+  // The lanes whose owners left, until each is handed back.
+  LaneRecovery<Payload, kCapacity, Traits> recovery_;
   std::size_t last_lane_ = 0;
-  std::function<void(const ProducerExit&)> on_exit_;
 };
 
 }  // namespace detail
