@@ -38,6 +38,7 @@
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"
 #include "sluice/ipc/segment.hpp"
+#include "sluice/ipc/shm_lane_source.hpp"
 #include "sluice/ipc/shm_layout.hpp"
 #include "sluice/ipc/shm_options.hpp"
 #include "sluice/message.hpp"
@@ -430,86 +431,15 @@ class ShmProducer
   static constexpr std::uint64_t kMinSliceNanos = 1'000'000;
   static constexpr std::uint64_t kMaxSliceNanos = 3'600'000'000'000;
 
-  // What this producer's lane counts: its refusals for room, in the
-  // segment (relaxed: tallies). Publishes are not counted: each claimed one
-  // slot of its ring, and the consumer reads the rings' claims. Nothing
-  // when not attached.
-  struct LaneCounters {
-    LaneControl* control;
-    static constexpr void CountPublished(MessagePriority, Position = 1) noexcept {}
-    void CountDropped(MessagePriority priority, Position count) const noexcept {
-      if (control == nullptr) return;
-      control->dropped[static_cast<std::size_t>(priority)].fetch_add(count,
-                                                                     std::memory_order_relaxed);
-    }
-    static constexpr void CountClosed(Position) noexcept {}
-    static constexpr void CountRejected() noexcept {}
-  };
-  // Where an empty loan's refusal is counted: the lane's `pool_empty`, a
-  // drop in the statistics that the backpressure peak does not read (as
-  // in process, where it is the bus's drop and not the lane's).
-  struct EmptyLoanCounters : LaneCounters {
-    void CountDropped(MessagePriority priority, Position count) const noexcept {
-      if (this->control == nullptr) return;
-      this->control->pool_empty[static_cast<std::size_t>(priority)].fetch_add(
-          count, std::memory_order_relaxed);
-    }
-  };
-
-  // This producer's lane as a source of the publish core
-  // (detail/publish/publish_core.hpp).
-  struct Source {
-    using Target = Queue;
-    using Clock = HostMonotonicClock;
-    using Observer = typename Traits::Observer;
-    static constexpr bool kKeeps = true;
-    static constexpr bool kObserves = !std::is_same_v<Observer, NoObserver>;
-    static constexpr PublishOutcome kFull = PublishOutcome::kRefusedFull;
-    static constexpr Position kSlots = kCapacity;
-    ShmProducer& producer;
-    // Whether a refusal looks whether the consumer still runs (its role:
-    // two system calls), or reads the closed state only (PublishBlocking's
-    // tries).
-    bool look_for_consumer = true;
-
-    Target& Slots() const noexcept { return *producer.queue_; }
-    LaneCounters Counters() const noexcept { return LaneCounters{producer.control_}; }
-    // Every message is stamped and counted: the shared bus has no mode.
-    static constexpr PerformanceMode Mode() noexcept { return PerformanceMode::FULL_FEATURED; }
-    Position Limit(PerformanceMode, MessagePriority priority) const noexcept {
-      return producer.limits_[static_cast<std::size_t>(priority)];
-    }
-    // The consumer rewrites it from the lane the message came through.
-    std::uint16_t Lane() const noexcept { return producer.lane_; }
-    bool Enter() const noexcept { return producer.queue_.has_value(); }
-    static constexpr void Leave() noexcept {}
-    // (X): a refusal by a closed cursor: the cursor says so; else the
-    // consumer's state (and, looking for it, whether it still runs).
-    bool ClosedAfterRefusal() const noexcept {
-      if (producer.queue_->IsClosed()) return true;
-      return look_for_consumer
-                 ? !producer.IsOpenForPublishing()
-                 : producer.header_->state.load(std::memory_order_relaxed) != detail::kOpen;
-    }
-    static constexpr void NoteRefusedFill(Position) noexcept {}
-    static constexpr void LeftUnadmitted() noexcept {}
-    // SYNC POINT WRITE/READ (W), notifying side: the publish, then the
-    // consumer's waiter count. With the heavy fence the consumer's sleep
-    // fences this process, so a compiler fence keeps the order here.
-    void Notify() const noexcept {
-      if (producer.fence_free_) {
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-      } else {
-        sluice::detail::FullFence();
-      }
-      producer.wake_page_->consumer_wake.WakeIfWaiting();
-    }
-    Observer& Watcher() const noexcept { return producer.observer_; }
-  };
-  // The source an empty loan is refused through: its counters differ.
-  struct EmptyLoanSource : Source {
-    EmptyLoanCounters Counters() const noexcept { return {{this->producer.control_}}; }
-  };
+  // This producer's lane as a source of the publish core, and the source an
+  // empty loan is refused through (sluice/ipc/shm_lane_source.hpp), with
+  // what they read of it beside its parts.
+  using Source = detail::ShmLaneSource<ShmProducer>;
+  using EmptyLoanSource = detail::ShmEmptyLoanSource<ShmProducer>;
+  friend Source;
+  friend EmptyLoanSource;
+  using Observer = typename Traits::Observer;
+  static constexpr Position kSlots = kCapacity;
 
   // The publish API's hooks: every call is made (a producer not attached
   // refuses as kClosed, in Source::Enter).
