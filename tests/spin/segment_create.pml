@@ -2,11 +2,12 @@
  * Consumers making one segment name at once, any of them killed at any
  * step: never two owners, and no leftover that wedges the name.
  *
- * Models include/sluice/ipc/shm_bus.hpp: ShmBus::Create (the new segment
- * made whole and unnamed, then linked; on a taken name JudgeName: open,
- * lock, recheck, judge; then TakeOver, or Link again under the old
- * segment's lock) and ShmBus::Close (closed, then under its segment's lock
- * the name removed if it is still that segment's), over
+ * Models include/sluice/ipc/shm_bus.hpp and shm_consumer_segment.hpp:
+ * ShmBus::Create (ConsumerSegment::Create: the new segment made whole and
+ * unnamed, then linked; on a taken name JudgeName: open, lock, recheck,
+ * judge; then TakeOver, or Link again under the old segment's lock) and
+ * ShmBus::Close (closed, then under its segment's lock the name removed if
+ * it is still that segment's: RemoveOwnNames), over
  * include/sluice/ipc/segment.hpp (Segment::CreateUnnamed, Link, Open, Lock,
  * IsNamed, Unlink). The mode and owner check (fstat) is left out: no other
  * user is modelled.

@@ -4,12 +4,14 @@
 // (sluice/ipc/shm_producer.hpp). No daemon. Linux. The parts' layout and
 // their protocol, each release named with its acquire: sluice/ipc/shm_layout.hpp.
 //
-// ShmBus is the facade: it makes the segment, or takes it over
-// (sluice/ipc/shm_session.hpp judges a name another segment holds), runs
-// each batch and sleeps; its parts are the consumer's side of the
-// producers' lanes (sluice/ipc/shm_lanes.hpp), the consumer core's front
-// that takes each message out of the segment (sluice/ipc/shm_front.hpp)
-// and the gauges, peak and statistics (sluice/ipc/shm_statistics.hpp).
+// ShmBus is the facade: it opens the bus and closes it, runs each batch and
+// sleeps; its parts are the consumer's hold on the segment, which makes it
+// or takes it over and hands out lanes (sluice/ipc/shm_consumer_segment.hpp;
+// sluice/ipc/shm_session.hpp judges a name another segment holds), the
+// consumer's side of the producers' lanes (sluice/ipc/shm_lanes.hpp), the
+// consumer core's front that takes each message out of the segment
+// (sluice/ipc/shm_front.hpp) and the gauges, peak and statistics
+// (sluice/ipc/shm_statistics.hpp).
 #pragma once
 
 #include <atomic>
@@ -44,6 +46,7 @@
 #include "sluice/ipc/loan.hpp"
 #include "sluice/ipc/process_identity.hpp"
 #include "sluice/ipc/segment.hpp"
+#include "sluice/ipc/shm_consumer_segment.hpp"
 #include "sluice/ipc/shm_front.hpp"
 #include "sluice/ipc/shm_lanes.hpp"
 #include "sluice/ipc/shm_layout.hpp"
@@ -72,12 +75,13 @@ namespace ipc {
 template <typename Payload, std::size_t kCapacity, typename Traits = ShmBusTraits>
 class ShmBus {
   using LayoutType = detail::Layout<Payload, kCapacity, Traits>;
-  using Header = typename LayoutType::Header;
-  using WakePage = typename LayoutType::WakePage;
   using LaneControl = typename LayoutType::LaneControl;
   // The consumer core's front: the core, the lanes, the batch and the counts.
   using Front = detail::ShmFront<Payload, kCapacity, Traits>;
   using ConsumeCore = typename Front::ConsumeCore;
+  // The segment as the consumer holds it: made or taken over, named, the
+  // hand-out of lanes.
+  using ConsumerSegment = detail::ConsumerSegment<Payload, kCapacity, Traits>;
 
  public:
   using Envelope = MessageEnvelope<Payload>;
@@ -94,17 +98,18 @@ class ShmBus {
   // kConsumerExists; one of another user or group, or of a wider mode than
   // `options.permissions`, is kUntrustedSegment.
   //
-  // The protocol (tests/spin/segment_create.pml): the new segment is made
-  // whole and unnamed, then linked under the name, which fails while the
-  // name is taken; a taken name is judged under the lock of the segment it
-  // names, rechecked to name it still, and removed or taken over while
-  // that lock is held. So no half-made segment is ever named, a consumer
-  // killed at any step leaves the name made, stale or free (never stuck),
-  // and two consumers are never both told that they made or took it.
+  // The protocol (tests/spin/segment_create.pml; ConsumerSegment::Create,
+  // sluice/ipc/shm_consumer_segment.hpp): the new segment is made whole and
+  // unnamed, then linked under the name, which fails while the name is
+  // taken; a taken name is judged under the lock of the segment it names,
+  // rechecked to name it still, and removed or taken over while that lock
+  // is held. So no half-made segment is ever named, a consumer killed at
+  // any step leaves the name made, stale or free (never stuck), and two
+  // consumers are never both told that they made or took it.
   [[nodiscard]] AttachError Create(const std::string& name, const ShmBusOptions& options = {}) {
     // From a callback of this bus (even after a Close there) its batch is
     // still running and would count into the new bus: refused.
-    if (header_ != nullptr || front_.Consumer().Dispatching()) {
+    if (segment_.IsOpen() || front_.Consumer().Dispatching()) {
       return AttachError::kConsumerExists;
     }
     if (!options.thresholds.IsValid() || options.peer_check_interval.count() < 0) {
@@ -114,69 +119,11 @@ class ShmBus {
     // The clock's offset, read now, before this process can move its
     // children into another time namespace.
     (void)HostMonotonicClock::OffsetNanos();
-    if (!reservation_.Reserve(kSegmentSize)) return AttachError::kSystemError;
-    // The header and the lanes are this user's alone; the wake page opens
-    // to whom the permissions name.
-    SegmentPermissions own = options.permissions;
-    own.mode = 0600;
-    AttachError error =
-        Segment::CreateUnnamed(LayoutType::kHeaderBytes, own, &segment_, reservation_.At(0));
-    if (error != AttachError::kNone) return Discard(error);
-    // Held before anyone can find the segment, for as long as this open
-    // lives: producers and later consumers read it to know this one runs.
-    // The lock keeps a consumer judging the name out until every part is
-    // named (Begin).
-    if (!segment_.TakeRole(detail::kConsumerRole) || !segment_.Lock()) {
-      return Discard(AttachError::kSystemError);
-    }
-    error = Segment::CreateUnnamed(LayoutType::kWakeBytes, options.permissions, &wake_,
-                                   reservation_.At(LayoutType::kWakeOffset));
-    if (error != AttachError::kNone) return Discard(error);
-    wake_page_ = new (wake_.Base()) WakePage();
-    void* base = reservation_.Base();
-    header_ = new (base) Header();
-    header_->fingerprint = LayoutType::Expected();
-    header_->consumer_pid.store(ProcessIdentity::Self().pid, std::memory_order_relaxed);
-    header_->thresholds = options.thresholds;
-    header_->peer_check_nanoseconds =
-        static_cast<std::uint64_t>(detail::SleepSlice(options).count());
-    header_->state.store(detail::kOpen, std::memory_order_relaxed);
-    // Every lane's object, rings and counters, each lane free.
-    if (!front_.Lanes().Make(base, name, own)) return Discard(AttachError::kSystemError);
-    // SYNC POINT WRITE (T): the header and rings above, before any attach
-    // (the name, below, is what lets a producer find the segment at all).
-    header_->magic.store(detail::kMagic, std::memory_order_release);
-    SLUICE_IPC_CREATE_STEP(detail::CreateStep::kMade);
-    // A name that comes free between two looks (its consumer closed) is
-    // tried again, a few times: each retry means another consumer moved.
-    for (int attempt = 0; attempt < detail::kCreateAttempts; ++attempt) {
-      error = segment_.Link(name);
-      if (error == AttachError::kNone) {
-        SLUICE_IPC_CREATE_STEP(detail::CreateStep::kLinked);
-        return Begin(name, options, /*name_parts=*/true);
-      }
-      if (error != AttachError::kConsumerExists) break;
-      SLUICE_IPC_CREATE_STEP(detail::CreateStep::kNameTaken);
-      Segment old;  // locked while its name is judged, removed and made again
-      const detail::NameVerdict verdict =
-          detail::JudgeName<LayoutType>(name, options.permissions, &old, &error);
-      if (verdict == detail::NameVerdict::kRetry) continue;
-      if (verdict == detail::NameVerdict::kTakeOver) {
-        (void)Discard(AttachError::kNone);
-        return TakeOver(name, std::move(old), options);
-      }
-      if (verdict == detail::NameVerdict::kReplace) {
-        // Still under the old segment's lock: a consumer that judged it
-        // too finds the name made anew when it gets the lock.
-        error = segment_.Link(name);
-        if (error == AttachError::kNone) {
-          SLUICE_IPC_CREATE_STEP(detail::CreateStep::kLinked);
-          return Begin(name, options, /*name_parts=*/true);
-        }
-      }
-      break;  // kRefuse, or a consumer made the name between unlink and link
-    }
-    return Discard(error == AttachError::kNone ? AttachError::kNotReady : error);
+    std::uint64_t lost_in_hand = 0;
+    const AttachError error = segment_.Create(name, options, &lost_in_hand);
+    if (error != AttachError::kNone) return error;
+    BeginConsuming(options, lost_in_hand);
+    return AttachError::kNone;
   }
 
   // Removes the names of the bus `name`: its header's, its wake page's,
@@ -186,19 +133,11 @@ class ShmBus {
   // still runs dispatches on, but no producer can attach by that name, and
   // no consumer take it over. Names of another user's bus are left (the
   // directory is sticky).
-  static void RemoveName(const std::string& name) {
-    if (!IsSegmentName(name)) return;
-    detail::RemoveHandoutSocket(WakeName(name));
-    Segment::Unlink(name);
-    Segment::Unlink(WakeName(name));
-    for (std::size_t lane = 0; lane < LayoutType::kLanes; ++lane) {
-      Segment::Unlink(name + ".lane" + std::to_string(lane));
-    }
-  }
+  static void RemoveName(const std::string& name) { ConsumerSegment::RemoveName(name); }
 
   // Whether Create took over a segment whose consumer had been killed (its
   // queued messages are dispatched by this one) rather than making one.
-  bool TookOver() const noexcept { return took_over_; }
+  bool TookOver() const noexcept { return segment_.TookOver(); }
 
   // Closes the bus: producers' publishes are refused (kClosed) from now on,
   // and producers waiting for room are woken; the name is removed (the
@@ -207,15 +146,15 @@ class ShmBus {
   // closed bus's figures until then. From a child forked after Create (a
   // copy of this object), it only unmaps: the bus is the parent's.
   void Close() noexcept {
-    if (header_ == nullptr) return;
+    if (!segment_.IsOpen()) return;
     // No lane is handed out from here on (a request being answered is
     // finished first).
-    handout_.Stop();
-    if (::getpid() == creator_) {
+    segment_.StopHandout();
+    if (segment_.IsCreator()) {
       // (X): the state, then the cursors; a refused producer asks its
       // cursor too, so a refusal by a closed cursor says kClosed whichever
       // it sees first.
-      header_->state.store(detail::kClosed, std::memory_order_relaxed);
+      segment_.SegmentHeader()->state.store(detail::kClosed, std::memory_order_relaxed);
       front_.Lanes().CloseQueues();
       // SYNC POINT WRITE (R): the state, then every producer waiting for
       // room wakes to read it.
@@ -226,35 +165,19 @@ class ShmBus {
       if constexpr (sluice::detail::HasOnClosed<typename Traits::Observer>::value) {
         front_.Watcher().OnClosed();
       }
-      // The names are removed only while they are still this bus's (under
-      // the lock a consumer making the name again takes). A lock held for
-      // over a second (by a process of this user) leaves them: closed, the
-      // bus is the next Create's to replace.
-      if (segment_.TryLockFor(1000)) {
-        if (segment_.IsNamed(name_)) {
-          Segment::Unlink(name_);
-          if (wake_.IsNamed(WakeName(name_))) Segment::Unlink(WakeName(name_));
-          front_.Lanes().UnlinkLanes();
-        }
-        segment_.Unlock();
-      }
+      segment_.RemoveOwnNames();
     }
     if (front_.Consumer().Dispatching()) {
       // From a callback: the message being dispatched may be a loan, read
       // in place by the subscribers still to come, so the mapping stays
       // until the batch ends (Run), and the batch takes nothing more.
-      retired_ = std::move(reservation_);
+      retired_ = segment_.ReleaseRange();
       front_.MarkClosed();
     }
-    segment_ = Segment();
-    wake_ = Segment();
-    header_ = nullptr;
-    wake_page_ = nullptr;
-    front_.Lanes().Unmap(/*hand_out_ran=*/::getpid() == creator_);
-    reservation_ = AddressReservation();
+    segment_.Unmap();
   }
 
-  bool IsOpen() const noexcept { return header_ != nullptr; }
+  bool IsOpen() const noexcept { return segment_.IsOpen(); }
 
   // ---- Subscriptions (any thread of this process) -----------------------------
 
@@ -353,7 +276,7 @@ class ShmBus {
 
   // Messages admitted and not yet taken, in every lane (0 when closed).
   std::size_t QueueDepth() const noexcept {
-    if (header_ == nullptr) return 0;
+    if (!segment_.IsOpen()) return 0;
     return front_.Lanes().Depth();
   }
 
@@ -427,154 +350,24 @@ class ShmBus {
   // What a WaitSet reads of this bus (sluice/ipc/shm_set_view.hpp).
   detail::ShmSetView<ShmBus> WaitSetView() noexcept { return detail::ShmSetView<ShmBus>(this); }
 
-  // Drops the parts Create made and did not name (nothing else saw them),
-  // or a takeover could not finish; returns `error`.
-  AttachError Discard(AttachError error) noexcept {
-    handout_.Stop();
-    segment_ = Segment();
-    wake_ = Segment();
-    header_ = nullptr;
-    wake_page_ = nullptr;
-    front_.Lanes().Unmap();
-    reservation_ = AddressReservation();
-    return error;
-  }
-
-  static std::string WakeName(const std::string& name) { return name + ".wake"; }
-
-  // Takes over the bus `old` (its header, locked) of a consumer that was
-  // killed: every lane, queued message and producer as it left them. Its
-  // thresholds and permissions stay; `options` gives the check interval.
-  [[nodiscard]] AttachError TakeOver(const std::string& name, Segment old,
-                                     const ShmBusOptions& options) {
-    if (!reservation_.Reserve(kSegmentSize)) return AttachError::kSystemError;
-    segment_ = std::move(old);
-    // The consumer's role and the lock stay with this open of the header,
-    // now at its place in the reservation.
-    if (!segment_.Place(reservation_.At(0), LayoutType::kHeaderBytes)) {
-      segment_.Unlock();
-      return Discard(AttachError::kSystemError);
-    }
-    header_ = LayoutType::HeaderOf(segment_.Base());
-    SegmentPermissions own = options.permissions;
-    own.mode = 0600;
-    // Each part looked at before it is opened, and checked as the header
-    // was (a regular file of this user, no wider mode than asked).
-    AttachError error = Segment::Inspect(WakeName(name), options.permissions);
-    if (error == AttachError::kNone) {
-      error = Segment::Open(WakeName(name), LayoutType::kWakeBytes, &wake_, &options.permissions,
-                            reservation_.At(LayoutType::kWakeOffset));
-    }
-    if (error == AttachError::kNone) {
-      error = front_.Lanes().TakeOver(reservation_.Base(), name, own);
-    }
-    if (error != AttachError::kNone) {
-      // A part missing: the bus cannot be taken over, and its names are
-      // removed (under its lock) for the next Create to make it anew. A
-      // part not trusted is left alone, as an untrusted header is.
-      if (error == AttachError::kNotFound) RemoveName(name);
-      segment_.Unlock();
-      return Discard(error == AttachError::kNotFound ? AttachError::kNotReady : error);
-    }
-    wake_page_ = LayoutType::WakeOf(reservation_.Base());
-    header_->consumer_pid.store(ProcessIdentity::Self().pid, std::memory_order_relaxed);
-    SLUICE_IPC_CREATE_STEP(detail::CreateStep::kIdentityWritten);
-    header_->peer_check_nanoseconds =
-        static_cast<std::uint64_t>(detail::SleepSlice(options).count());
-    const std::uint64_t lost_in_hand = front_.Lanes().TakeOverHand();
-    // The killed consumer may have been counted asleep.
-    wake_page_->consumer_wake.ForgetWaiters();
-    error = Begin(name, options, /*name_parts=*/false);
-    if (error != AttachError::kNone) return error;
-    took_over_ = true;
-    front_.Counts().totals.taken_over = QueueDepth();
-    front_.Counts().totals.lost_in_hand = lost_in_hand;
-    return AttachError::kNone;
-  }
-
-  // What Create and TakeOver both set, in this process: the parts named
-  // (Create's), the hand-out started and the lock given up.
-  AttachError Begin(const std::string& name, const ShmBusOptions& options, bool name_parts) {
-    name_ = name;
-    // A killed consumer's socket, named in the wake page the name has now
-    // (the dead bus's, or this very one taken over).
-    detail::RemoveHandoutSocket(WakeName(name));
-    if (name_parts) {
-      AttachError named = wake_.LinkReplacing(WakeName(name));
-      if (named == AttachError::kNone) named = front_.Lanes().NameLanes();
-      if (named != AttachError::kNone) {
-        RemoveName(name);
-        segment_.Unlock();
-        return Discard(named);
-      }
-      // A consumer killed before this store leaves a bus no producer could
-      // reach: the next Create replaces it rather than take it over.
-      header_->parts_named.store(1, std::memory_order_release);
-    }
-    // A fresh address for this consumer's hand-out (another of the same
-    // name is drawn in the unlikely case that it is taken).
-    AttachError started = AttachError::kConsumerExists;
-    for (int attempt = 0; attempt < 8 && started == AttachError::kConsumerExists; ++attempt) {
-      started =
-          detail::DrawHandoutAddress(&wake_page_->handout)
-              ? handout_.Start(detail::HandoutSocketPath(wake_page_->handout), wake_.Identity(),
-                               options.permissions, &ShmBus::HandOutLane, this)
-              : AttachError::kSystemError;
-    }
-    if (started != AttachError::kNone) {
-      if (name_parts) RemoveName(name);
-      segment_.Unlock();
-      return Discard(AttachError::kSystemError);
-    }
-    segment_.Unlock();
+  // What a bus just made or taken over starts from, in this process: the
+  // counts, the producer check's interval and the gauges; taken over, what
+  // the killed consumer left (`lost_in_hand`, ConsumerSegment::TakeOver).
+  void BeginConsuming(const ShmBusOptions& options, std::uint64_t lost_in_hand) {
     front_.Counts() = detail::ConsumerCounts();
     front_.Consumer().Latencies().Reset();
-    took_over_ = false;
-    creator_ = ::getpid();
     check_interval_ = options.peer_check_interval;
     sleep_slice_ = detail::SleepSlice(options);
     last_check_ = std::chrono::steady_clock::now();
     // The segment's (a taken-over one keeps its own); the refusals its
     // producers counted before this Create are not this period's.
-    gauges_.Begin(header_->thresholds);
-    front_.Lanes().SetLimits(header_->thresholds);
+    gauges_.Begin(segment_.SegmentHeader()->thresholds);
+    front_.Lanes().SetLimits(segment_.SegmentHeader()->thresholds);
     gauges_.ForgetRefusals(front_.Lanes());
-    return AttachError::kNone;
-  }
-
-  // The hand-out's answer to a producer that proved it may attach (on the
-  // hand-out thread; Close and Discard stop that thread before they change
-  // anything it reads here).
-  static AttachError HandOutLane(void* self, const detail::LaneRequest& request, std::int32_t peer,
-                                 detail::LaneDelivery& delivery) {
-    auto* bus = static_cast<ShmBus*>(self);
-    // The header as the producer will read it: refused here, before a lane
-    // is taken, for what the producer would refuse after.
-    const Header& header = *bus->header_;
-    const std::uint64_t magic = header.magic.load(std::memory_order_acquire);
-    if (magic == 0) return AttachError::kNotReady;
-    if (magic != detail::kMagic) return AttachError::kNotASegment;
-    const AttachError differs = header.fingerprint.Compare(request.fingerprint);
-    if (differs != AttachError::kNone) return differs;
-    if (!header.thresholds.IsValid()) return AttachError::kNotASegment;
-    if (header.state.load(std::memory_order_relaxed) != detail::kOpen) {
-      return AttachError::kConsumerGone;
+    if (segment_.TookOver()) {
+      front_.Counts().totals.taken_over = QueueDepth();
+      front_.Counts().totals.lost_in_hand = lost_in_hand;
     }
-    // The producer's view of the header: read-only.
-    const int header_fd = bus->segment_.Reopen(bus->name_, /*writable=*/false);
-    if (header_fd < 0) return AttachError::kSystemError;
-    const AttachError handed =
-        bus->front_.Lanes().HandOut(request.name, peer, [&](std::uint32_t lane, int lane_fd) {
-          // Before the producer has the lane, so before any of its messages.
-          LaneEvent attached;
-          attached.kind = LaneEventKind::kAttached;
-          attached.lane = static_cast<std::uint16_t>(lane + 1);
-          attached.pid = peer;
-          bus->front_.Lanes().TellLaneEvent(bus->front_, attached);
-          delivery.Deliver(lane, header_fd, lane_fd);
-        });
-    if (handed != AttachError::kNone) ::close(header_fd);
-    return handed;
   }
 
   template <typename Batch>
@@ -584,7 +377,7 @@ class ShmBus {
     // No catch-up pause here: an empty look is followed by a wait.
     [[maybe_unused]] const sluice::detail::CatchUpHold hold;
     for (;;) {
-      if (header_ == nullptr || front_.Consumer().Dispatching()) return 0;
+      if (!segment_.IsOpen() || front_.Consumer().Dispatching()) return 0;
       if (const std::uint32_t taken = batch()) return taken;
       // A batch between slices: a producer killed between its publish and
       // its wake-up call leaves this one asleep with a message queued.
@@ -592,7 +385,7 @@ class ShmBus {
       if (left.count() == 0) return 0;
       // This thread is the signal's only waiter, and not counted now: a
       // count left by a killed consumer (or written by anyone) is wrong.
-      auto& wake = wake_page_->consumer_wake;
+      auto& wake = segment_.Wake()->consumer_wake;
       if (wake.Waiters() != 0) wake.ForgetWaiters();
       (void)sluice::detail::WaitUntil(
           wake, Traits::kPollsBeforePark, left < slice ? left : slice,
@@ -607,14 +400,14 @@ class ShmBus {
   template <typename Dispatch>
   std::uint32_t Run(std::uint32_t max_messages, Dispatch&& dispatch) {
     // Inside a callback of this bus: no batch (as in process).
-    if (header_ == nullptr || front_.Consumer().Dispatching()) return 0;
+    if (!segment_.IsOpen() || front_.Consumer().Dispatching()) return 0;
     if (front_.Lanes().AnyGone()) {
       // A lane handed back loses its refusal counts: the peak notes them
       // first. (The exit handler may close the bus.)
       gauges_.NoteRefusals(front_.Lanes());
       front_.Lanes().TendGoneLanes(front_, /*dispatching=*/false);
     }
-    if (header_ == nullptr) return 0;
+    if (!segment_.IsOpen()) return 0;
     front_.BeginRun(max_messages);
     // The fills this batch starts from, for the peak.
     gauges_.NoteBatchStart(front_.Lanes());
@@ -640,18 +433,10 @@ class ShmBus {
 
   static constexpr std::uint32_t kBatchesPerCheck = 4096;
 
-  // The bus's range and its parts: the header (segment_, the consumer's
-  // role and the name's lock on it), the wake page, the lanes (in front_).
-  AddressReservation reservation_;
-  Segment segment_;
-  Segment wake_;
-  Header* header_ = nullptr;
-  WakePage* wake_page_ = nullptr;
-  // Hands producers their lanes (sluice/ipc/lane_handout_service.hpp).
-  detail::LaneHandoutService handout_;
-  pid_t creator_ = 0;       // the process that called Create
-  bool took_over_ = false;  // Create took over a killed consumer's segment
-  std::string name_;
+  // The bus's segment as this consumer holds it: the range, the header
+  // (the consumer's role and the name's lock on it), the wake page and the
+  // hand-out (sluice/ipc/shm_consumer_segment.hpp); the lanes are front_'s.
+  ConsumerSegment segment_{front_};
   // What a batch reaches, through this one member: the consumer core, the
   // lanes, the batch's state and the counts (the core's loop is handed
   // `front_` and reloads no pointer to the bus after a callback).

@@ -178,7 +178,8 @@ class ShmProducer
     if (error == AttachError::kNone) error = adopted;
     if (error != AttachError::kNone) return error;
     const Header* header = LayoutType::HeaderOf(reservation.Base());
-    // SYNC POINT READ (T): see ShmBus::Create.
+    // SYNC POINT READ (T): see ConsumerSegment::Create
+    // (sluice/ipc/shm_consumer_segment.hpp).
     const std::uint64_t magic = header->magic.load(std::memory_order_acquire);
     if (magic == 0) return AttachError::kNotReady;
     if (magic != detail::kMagic) return AttachError::kNotASegment;

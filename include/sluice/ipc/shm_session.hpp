@@ -1,6 +1,7 @@
 // What ShmBus::Create (sluice/ipc/shm_bus.hpp) decides about a name that
 // another segment holds, and the consumer's sleep slice. The protocol of
-// making a name ours is ShmBus::Create's (tests/spin/segment_create.pml);
+// making a name ours is ConsumerSegment::Create's
+// (sluice/ipc/shm_consumer_segment.hpp, tests/spin/segment_create.pml);
 // judging a taken name, under the lock of the segment it names, is here.
 #pragma once
 

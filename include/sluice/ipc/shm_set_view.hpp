@@ -26,14 +26,14 @@ class ShmSetView {
   // than a slice (0: on every batch that takes nothing) would make the set
   // ready on every look, and it would never sleep.
   bool Ready() const noexcept {
-    if (bus_->header_ == nullptr) return false;
+    if (!bus_->segment_.IsOpen()) return false;
     const std::chrono::nanoseconds due =
         bus_->check_interval_ > bus_->sleep_slice_ ? bus_->check_interval_ : bus_->sleep_slice_;
     return bus_->front_.Lanes().HasWork() ||
            std::chrono::steady_clock::now() - bus_->last_check_ >= due;
   }
   // Closed: nothing will come (Close drops what was queued).
-  bool Drained() const noexcept { return bus_->header_ == nullptr; }
+  bool Drained() const noexcept { return !bus_->segment_.IsOpen(); }
   bool InsideCallback() const noexcept { return bus_->front_.Consumer().Dispatching(); }
   // A set's wait that took nothing: for the catch-up pause, an empty call.
   void NoteEmptyWait() noexcept { bus_->front_.Consumer().NoteEmptyWait(); }
@@ -42,7 +42,7 @@ class ShmSetView {
   // consumer (or written by anyone) is wrong, and is cleared here, before
   // the set announces (as ShmBus::RunWaiting does before each sleep).
   sluice::detail::SignalRef Signal() const noexcept {
-    auto& wake = bus_->wake_page_->consumer_wake;
+    auto& wake = bus_->segment_.Wake()->consumer_wake;
     if (wake.Waiters() != 0) wake.ForgetWaiters();
     return sluice::detail::SignalRef(wake);
   }
