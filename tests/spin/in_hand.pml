@@ -1,7 +1,7 @@
 /*
  * The message in hand on the shared-memory bus (SYNC POINT (I) of
  * sluice/ipc/shm_layout.hpp; ShmFront::Take and FinishInHand,
- * ShmBus::LostInHand): a consumer that is killed at any step while it takes
+ * ConsumerLanes::TakeOverHand): a consumer that is killed at any step while it takes
  * and dispatches messages leaves, for the consumer that takes its segment
  * over, a count of the message it held that is exact: 1 when it had popped
  * a message from its ring (its slot freed: nothing of it is left queued)
