@@ -7,20 +7,21 @@
 // are claims anyone who may publish on the subject can make: a frame far
 // ahead is held until a later one confirms it, and the table is split so
 // that streams made up in a flood cannot push out the ones in use
-// (sluice/nats/stream_table.hpp).
+// (sluice/nats/stream_table.hpp). What a number does to the stream it
+// belongs to is sluice/nats/stream_sequence.hpp's.
 // Standard library only; not thread-safe (the bridge holds a mutex).
 #pragma once
 
-#include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "sluice/config.hpp"
 #include "sluice/nats/stream_journal.hpp"
+#include "sluice/nats/stream_sequence.hpp"
 #include "sluice/nats/stream_table.hpp"
 #include "sluice/nats/stream_verdicts.hpp"
 
@@ -43,11 +44,10 @@ class StreamTracker {
  public:
   // Sequence numbers remembered per stream behind its highest.
   static constexpr std::uint64_t kWindow = kStreamWindow;
-  // The most gaps one confirmed jump adds (2^32: over an hour of a million
-  // frames a second), and one stream in all, so that frames numbered near
-  // 2^64 cannot make the gaps read 1.8e19.
-  static constexpr std::uint64_t kMaxJumpGaps = std::uint64_t{1} << 32;
-  static constexpr std::uint64_t kMaxStreamGaps = std::uint64_t{1} << 32;
+  // The most gaps one confirmed jump adds, and one stream in all
+  // (sluice/nats/stream_sequence.hpp).
+  static constexpr std::uint64_t kMaxJumpGaps = detail::kMaxJumpGaps;
+  static constexpr std::uint64_t kMaxStreamGaps = detail::kMaxStreamGaps;
   // Frames held per stream at most (kHeld).
   static constexpr std::size_t kMaxHeld = kMaxHeldFrames;
 
@@ -189,7 +189,7 @@ class StreamTracker {
       Stream& stream = added->second;
       stream.jetstream = IsJetStream(delivery);
       stream.inherited = delivery == FrameDelivery::kJetStreamEarlier;
-      Begin(stream, sequence);
+      detail::Begin(stream, sequence);
       stream.last_heard_ns = now_ns;
       ++counts_.streams_opened;
       EndEarlierInstances(added->first);
@@ -202,46 +202,7 @@ class StreamTracker {
     // An inherited stream's numbers skipped so far may be ones the earlier
     // reader acknowledged: not gaps (nor, coming late, fewer gaps).
     if (stream.inherited) count_gaps = false;
-    if (sequence > stream.highest) {
-      if (stream.IsHeld(sequence)) return Duplicate();
-      if (sequence - stream.highest > kWindow) return FarAhead(stream, sequence, count_gaps);
-      // Held frames passed here were delivered: not gaps.
-      const std::uint64_t skipped =
-          sequence - stream.highest - 1 - stream.HeldIn(stream.highest, sequence);
-      // The skipped numbers still inside the window are marked as not
-      // arrived; a jump of a whole window leaves nothing of it.
-      if (skipped >= kWindow - 1) {
-        stream.seen.fill(0);
-      } else {
-        for (std::uint64_t s = stream.highest + 1; s < sequence; ++s) stream.Unmark(s);
-      }
-      stream.Mark(sequence);
-      stream.highest = sequence;
-      stream.confirmed = true;
-      AbsorbHeld(stream);
-      if (count_gaps) AddGaps(stream, skipped);
-      return skipped == 0 ? StreamVerdict::kInOrder : StreamVerdict::kAfterGap;
-    }
-    if (stream.highest - sequence >= kWindow) {
-      // A first frame far ahead of the sender's: held, and the stream
-      // starts again here (the sender's frames go on).
-      if (!stream.confirmed) return Rebegin(stream, sequence);
-      ++counts_.stale;
-      return StreamVerdict::kStale;
-    }
-    if (stream.Marked(sequence)) return Duplicate();
-    stream.Mark(sequence);
-    stream.confirmed = true;
-    if (count_gaps) {
-      ++counts_.reordered;
-      // Only a number this stream skipped (after its baseline) was a gap; one
-      // from before the baseline was sent before this receiver listened.
-      if (sequence > stream.baseline && stream.missing > 0) {
-        --stream.missing;
-        --counts_.gaps;
-      }
-    }
-    return StreamVerdict::kLate;
+    return detail::JudgeNumber(stream, sequence, count_gaps, counts_);
   }
 
  public:
@@ -287,11 +248,11 @@ class StreamTracker {
     const std::uint64_t skipped = last - stream.highest - stream.HeldIn(stream.highest, last + 1);
     for (std::uint64_t s = stream.highest + 1; s <= last; ++s) stream.Unmark(s);
     stream.highest = last;
-    AbsorbHeld(stream);
+    detail::AbsorbHeld(stream);
     Save(stream);
     if (skipped == 0) return HeartbeatVerdict::kNothingMissing;
     ++counts_.heartbeats_with_gaps;
-    if (count_gaps) AddGaps(stream, skipped);
+    if (count_gaps) detail::AddGaps(stream, skipped, counts_);
     return HeartbeatVerdict::kMissing;
   }
 
@@ -330,19 +291,7 @@ class StreamTracker {
       return table_.HasRoom(Table::PartOf(trust), now_ns) ? StreamVerdict::kFirst
                                                           : StreamVerdict::kTableFull;
     }
-    const Stream& stream = found->second;
-    if (sequence > stream.highest) {
-      if (stream.IsHeld(sequence)) return StreamVerdict::kDuplicate;
-      if (sequence - stream.highest > kWindow) {
-        if (stream.HasHeldBelow(sequence)) return StreamVerdict::kAfterGap;
-        return stream.held_count < kMaxHeld ? StreamVerdict::kHeld : StreamVerdict::kHeldFull;
-      }
-      return sequence == stream.highest + 1 ? StreamVerdict::kInOrder : StreamVerdict::kAfterGap;
-    }
-    if (stream.highest - sequence >= kWindow) {
-      return stream.confirmed ? StreamVerdict::kStale : StreamVerdict::kFirst;
-    }
-    return stream.Marked(sequence) ? StreamVerdict::kDuplicate : StreamVerdict::kLate;
+    return detail::PeekNumber(found->second, sequence);
   }
 
   // A JetStream route's durable consumer was subscribed. The streams of
@@ -384,10 +333,7 @@ class StreamTracker {
   }
 
  private:
-  struct Stream : StreamPlace {
-    std::uint64_t baseline = 0;  // the first number heard
-    std::uint64_t highest = 0;
-    std::uint64_t missing = 0;       // this stream's part of counts_.gaps
+  struct Stream : StreamPlace, detail::StreamSequence {
     std::uint64_t heartbeat_ns = 0;  // its sender's heartbeat interval (0: none heard)
     std::uint64_t beat_stamp = 0;    // the sender's stamp on its last heartbeat
     std::uint64_t alive_ns = 0;      // last taken frame or fresh heartbeat (Silent)
@@ -398,47 +344,8 @@ class StreamTracker {
     // Heard so far only through frames an earlier reader of its durable
     // was delivered (FrameDelivery::kJetStreamEarlier): no gaps counted.
     bool inherited = false;
-    // Whether a frame other than the first was taken in the window: until
-    // then a frame more than a window behind starts the stream again.
-    bool confirmed = false;
-    // Frames more than a window ahead, delivered and not yet confirmed.
-    std::array<std::uint64_t, kMaxHeld> held{};
-    std::size_t held_count = 0;
-    // Bit s % kWindow: whether s arrived, for s in (highest - kWindow, highest].
-    std::array<std::uint64_t, kWindow / 64> seen{};
-
-    bool Marked(std::uint64_t s) const noexcept {
-      return (seen[(s % kWindow) / 64] >> (s % 64)) & 1u;
-    }
-    void Mark(std::uint64_t s) noexcept {
-      seen[(s % kWindow) / 64] |= std::uint64_t{1} << (s % 64);
-    }
-    void Unmark(std::uint64_t s) noexcept {
-      seen[(s % kWindow) / 64] &= ~(std::uint64_t{1} << (s % 64));
-    }
-    bool IsHeld(std::uint64_t s) const noexcept {
-      return std::find(held.begin(), held.begin() + held_count, s) != held.begin() + held_count;
-    }
-    // Held numbers in (low, high).
-    std::uint64_t HeldIn(std::uint64_t low, std::uint64_t high) const noexcept {
-      return static_cast<std::uint64_t>(
-          std::count_if(held.begin(), held.begin() + held_count,
-                        [low, high](std::uint64_t h) { return h > low && h < high; }));
-    }
-    bool HasHeldBelow(std::uint64_t s) const noexcept {
-      return std::any_of(held.begin(), held.begin() + held_count,
-                         [s](std::uint64_t h) { return h < s; });
-    }
   };
   using Table = StreamTable<Stream>;
-
-  static void Begin(Stream& stream, std::uint64_t sequence) noexcept {
-    stream.baseline = sequence;
-    stream.highest = sequence;
-    stream.seen.fill(0);
-    stream.Mark(sequence);
-    stream.confirmed = false;
-  }
 
   // A new stream `key`: the other instances of its origin on its subject
   // ended (their sender started again): none of them is silent any more.
@@ -451,99 +358,6 @@ class StreamTracker {
         Save(entry.second);
       }
     }
-  }
-
-  StreamVerdict Duplicate() noexcept {
-    ++counts_.duplicates;
-    return StreamVerdict::kDuplicate;
-  }
-
-  // An unconfirmed stream's first frame was far ahead of this one: that
-  // frame becomes a held one (so its replay is a duplicate, and a frame
-  // after it confirms it as a jump), and the stream starts again here.
-  // With kMaxHeld held already, the first frame could not be kept: this
-  // one is refused instead (else a replay of the first would pass).
-  StreamVerdict Rebegin(Stream& stream, std::uint64_t sequence) noexcept {
-    if (stream.held_count == kMaxHeld) {
-      ++counts_.jumps_refused;
-      return StreamVerdict::kHeldFull;
-    }
-    const std::uint64_t first = stream.highest;
-    Begin(stream, sequence);
-    stream.held[stream.held_count++] = first;
-    ++counts_.jumps_held;
-    return StreamVerdict::kFirst;
-  }
-
-  // A frame more than a window ahead of `stream`'s highest (Note).
-  StreamVerdict FarAhead(Stream& stream, std::uint64_t sequence, bool count_gaps) {
-    if (!stream.HasHeldBelow(sequence)) {
-      if (stream.held_count == kMaxHeld) {
-        ++counts_.jumps_refused;
-        return StreamVerdict::kHeldFull;
-      }
-      stream.held[stream.held_count++] = sequence;
-      ++counts_.jumps_held;
-      return StreamVerdict::kHeld;
-    }
-    // Above a held frame: the jump is taken (real, or forged by two
-    // frames). The held frames below this one were delivered: not gaps,
-    // and marked if they are in the new window. A stream not yet confirmed
-    // (one frame taken, perhaps a forged one) starts again at its lowest
-    // such held frame instead: nothing before it is a gap.
-    std::uint64_t delivered = 0;
-    std::uint64_t lowest = sequence;
-    std::size_t kept = 0;
-    stream.seen.fill(0);
-    for (std::size_t i = 0; i < stream.held_count; ++i) {
-      const std::uint64_t h = stream.held[i];
-      if (h < sequence) {
-        ++delivered;
-        lowest = std::min(lowest, h);
-        if (sequence - h < kWindow) stream.Mark(h);
-      } else {
-        stream.held[kept++] = h;
-      }
-    }
-    stream.held_count = kept;
-    std::uint64_t skipped;
-    if (stream.confirmed) {
-      skipped = sequence - stream.highest - 1 - delivered;
-    } else {
-      stream.baseline = lowest;
-      skipped = sequence - lowest - 1 - (delivered - 1);
-    }
-    stream.Mark(sequence);
-    stream.highest = sequence;
-    stream.confirmed = true;
-    AbsorbHeld(stream);
-    ++counts_.jumps_confirmed;
-    if (count_gaps) AddGaps(stream, skipped < kMaxJumpGaps ? skipped : kMaxJumpGaps);
-    return StreamVerdict::kAfterGap;
-  }
-
-  // Held frames the highest has reached are no longer ahead: those in the
-  // window are marked (a replay stays a duplicate), the rest dropped.
-  static void AbsorbHeld(Stream& stream) noexcept {
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < stream.held_count; ++i) {
-      const std::uint64_t h = stream.held[i];
-      if (h > stream.highest) {
-        stream.held[kept++] = h;
-      } else if (stream.highest - h < kWindow) {
-        stream.Mark(h);
-      }
-    }
-    stream.held_count = kept;
-  }
-
-  // Saturating at the stream's bound: a hostile number must not wrap a
-  // count, nor make it meaningless.
-  void AddGaps(Stream& stream, std::uint64_t skipped) noexcept {
-    const std::uint64_t room = kMaxStreamGaps - std::min(stream.missing, kMaxStreamGaps);
-    const std::uint64_t added = skipped < room ? skipped : room;
-    stream.missing += added;
-    counts_.gaps += added;
   }
 
   // `stream`'s state to the journal, if there is one.
