@@ -30,6 +30,7 @@
 #include <random>
 #include <set>
 #include <sluice/nats/stream_state_file.hpp>
+#include <sluice/nats/stream_state_stores.hpp>
 #include <sluice/nats/stream_tracker.hpp>
 #include <string>
 #include <thread>
@@ -739,7 +740,7 @@ TEST(StreamStateFileTest, AWriterKilledAtEachStoreLeavesTheStateBeforeOrAfterIts
         Receiver writer(path);
         if (!writer.file) ::_exit(3);
         g_stores_left = step;
-        StreamStateFile::store_seam = &KillAtThisStore;
+        sluice::nats::detail::state_file_store_seam = &KillAtThisStore;
         (void)writer.tracker.Note(7, 1, "a.high", frame);
         ::_exit(0);
       }
@@ -783,7 +784,7 @@ TEST(StreamStateFileTest, AWriterKilledAtEachStoreLeavesTheStateBeforeOrAfterIts
       Receiver writer(path);
       if (!writer.file) ::_exit(3);
       g_stores_left = step;
-      StreamStateFile::store_seam = &KillAtThisStore;
+      sluice::nats::detail::state_file_store_seam = &KillAtThisStore;
       (void)writer.tracker.Note(7, 1, "a.high", 40);
       ::_exit(0);
     }
@@ -938,7 +939,7 @@ TEST(StreamStateFileTest, ADurablesPlaceKilledAtEachStoreIsBeforeOrAfter) {
       bool found = false;
       const std::uint32_t entry = writer.file->FindDurable("S/a", &saved, &found);
       g_stores_left = step;
-      StreamStateFile::store_seam = &KillAtThisStore;
+      sluice::nats::detail::state_file_store_seam = &KillAtThisStore;
       writer.file->MarkDurable(entry, Place{2000, 9});
       ::_exit(0);
     }

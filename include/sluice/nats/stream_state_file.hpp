@@ -21,6 +21,9 @@
 // (flock) while open, so two receivers cannot share it. Its content is
 // still checked as untrusted: a record that is not one this code writes
 // is dropped and counted, never read past.
+// The file also keeps where each JetStream durable consumer the receiver
+// read was (sluice/nats/stream_state_durables.hpp); both are written
+// through the stores of sluice/nats/stream_state_stores.hpp.
 // Linux (and other POSIX systems with flock); the bridge's own platform.
 #pragma once
 
@@ -30,8 +33,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
-#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -44,38 +45,24 @@
 
 #include "sluice/config.hpp"
 #include "sluice/nats/stream_journal.hpp"
+#include "sluice/nats/stream_state_durables.hpp"
+#include "sluice/nats/stream_state_stores.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace nats {
 
-class StreamStateFile final : public StreamJournal {
+// The journal of a receiver's streams (StreamJournal) and the places of
+// the JetStream durables it reads (detail::DurablePlaces: DurablePlace,
+// FindDurable, MarkDurable and the rest), in one file.
+class StreamStateFile final : public StreamJournal, public detail::DurablePlaces {
  public:
-  // Where a JetStream durable consumer was: its creation time (the
-  // server's, in nanoseconds since the epoch: a durable made again is
-  // another) and the consumer sequence of the last message it delivered.
-  struct DurablePlace {
-    std::int64_t created = 0;
-    std::uint64_t delivered = 0;
-    bool operator==(const DurablePlace& other) const noexcept {
-      return created == other.created && delivered == other.delivered;
-    }
-  };
-
   // The longest subject a record holds; a stream on a longer one is not
   // kept (counted in StreamCounts::streams_not_saved).
   static constexpr std::size_t kMaxSubject = 256;
   // The most records a file holds (each kRecordSize bytes).
   static constexpr std::size_t kMaxRecords = std::size_t{1} << 20;
   static constexpr std::uint32_t kVersion = 2;
-  // The JetStream durable consumers a file keeps the place of, and their
-  // names' longest ("<stream>/<durable>"): a route's durable beyond them is
-  // not kept (its restored streams are judged as taken over).
-  static constexpr std::size_t kMaxDurables = 64;
-  static constexpr std::size_t kMaxDurableName = 240;
-  // The stream sequences of each durable's last messages dispatched here
-  // that the file keeps (NoteDispatched).
-  static constexpr std::size_t kDispatchedKept = 1024;
 
  private:
   struct Header {
@@ -88,26 +75,6 @@ class StreamStateFile final : public StreamJournal {
     std::uint64_t window;    // kStreamWindow
     std::uint64_t durables;  // kMaxDurables: the durable places before the records
     std::uint64_t reserved[2];
-  };
-  // One copy of a durable's place; `generation` (written last) commits it.
-  struct DurableCopy {
-    std::uint32_t generation;
-    std::uint32_t unused;
-    std::uint64_t created;  // DurablePlace::created, as written
-    std::uint64_t delivered;
-  };
-  // A JetStream durable consumer this receiver read: its name, and where it
-  // was when this receiver last took a message of it (DurablePlace).
-  struct Durable {
-    std::uint32_t live;  // kLive: names a durable (written last when one is added)
-    std::uint16_t name_size;
-    std::uint16_t unused;
-    char name[kMaxDurableName];
-    DurableCopy copies[2];
-    // Stream sequences dispatched: the last min(dispatched_count,
-    // kDispatchedKept), dispatched_count % kDispatchedKept next.
-    std::uint64_t dispatched_count;
-    std::uint64_t dispatched[kDispatchedKept];
   };
   // One copy of a record's state; `generation` (written last) commits it.
   struct Copy {
@@ -135,12 +102,10 @@ class StreamStateFile final : public StreamJournal {
   };
   static constexpr char kMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'S', 'T'};
   static constexpr std::uint32_t kByteOrder = 0x01020304;
-  static constexpr std::uint32_t kLive = 0x4C495645;  // "LIVE"
 
  public:
   static constexpr std::size_t kRecordSize = sizeof(Record);
-  static constexpr std::size_t kDurableSize = sizeof(Durable);
-  static constexpr std::size_t kRecordsOffset = sizeof(Header) + kMaxDurables * sizeof(Durable);
+  static constexpr std::size_t kRecordsOffset = sizeof(Header) + kMaxDurables * kDurableSize;
 
   // Opens the file at `path` (creating it) for `capacity` streams, and
   // locks it. A file made for fewer is grown; one made for more keeps its
@@ -226,7 +191,7 @@ class StreamStateFile final : public StreamJournal {
     if (map == MAP_FAILED) return fail(ErrorText(errno));
     file->map_ = map;
     file->bytes_ = bytes;
-    file->durables_ = reinterpret_cast<Durable*>(static_cast<char*>(map) + sizeof(Header));
+    file->MapDurables(static_cast<char*>(map) + sizeof(Header));
     file->records_ = reinterpret_cast<Record*>(static_cast<char*>(map) + kRecordsOffset);
     file->capacity_ = static_cast<std::size_t>(records);
     file->free_.reserve(file->capacity_);
@@ -252,144 +217,19 @@ class StreamStateFile final : public StreamJournal {
   void ForEachStream(Restore&& restore) {
     for (std::size_t i = capacity_; i-- > 0;) {
       Record& record = records_[i];
-      const std::uint32_t live = Load(record.live);
+      const std::uint32_t live = detail::LoadFromFile(record.live);
       if (live == 0) {
         free_.push_back(static_cast<std::uint32_t>(i));
         continue;
       }
       StreamState state;
-      if (live != kLive || !Read(record, &state) ||
+      if (live != detail::kLive || !Read(record, &state) ||
           !restore(static_cast<const StreamState&>(state), static_cast<std::uint32_t>(i))) {
-        Store(record.live, 0);
+        detail::StoreInFile(record.live, 0);
         free_.push_back(static_cast<std::uint32_t>(i));
         ++dropped_;
       }
     }
-  }
-
-  // The durable places are written by three kinds of thread of one
-  // receiver, never to the same bytes at once, so they need no atomic read-
-  // modify-write and no fence between threads:
-  //  - FindDurable, ClaimDurable and ForgetDispatched run under the
-  //    receiver's lock, before the durable's route is subscribed; they
-  //    write a place's `live`, name and copies, or its dispatched count,
-  //    only for a durable no route of this receiver reads now.
-  //  - MarkDurable writes a place's copies, on its route's fetch thread only,
-  //    which starts after the subscription (thread creation orders the
-  //    writes above before it) and is joined before the route goes.
-  //  - NoteDispatched writes a place's dispatched sequences, on the bus's
-  //    consumer thread only, for a message DispatchAcks holds; DispatchAcks'
-  //    mutex orders the filing (after the subscription) before it, and the
-  //    route withdraws its messages, under that mutex, before it goes.
-  // A later process reads them after this one died (the stores' order
-  // within each writer, Store, is what it relies on).
-  // Threaded tests: the NATS bridge suite under ThreadSanitizer (CI step 8),
-  // NatsDispatchAckTest.EachBridgeOnABusKeepsItsOwnDispatchedMessages among
-  // them (one bridge subscribes while another's messages are dispatched).
-
-  // Where the durable `name` ("<stream>/<durable>") was when this receiver
-  // last took a message of it: `*saved` (false: not kept, or never read
-  // here), and from now on where its place is kept (kNoEntry: nowhere, the
-  // name too long or every place taken). A place that is not one this code
-  // writes reads as none. Not thread-safe with another call of it (the
-  // receiver's lock), but with MarkDurable on other entries.
-  std::uint32_t FindDurable(std::string_view name, DurablePlace* saved, bool* found) noexcept {
-    *found = false;
-    if (name.empty() || name.size() > kMaxDurableName) return kNoEntry;
-    std::uint32_t free = kNoEntry;
-    std::uint32_t unclaimed = kNoEntry;  // a place this receiver does not use
-    for (std::size_t i = 0; i < kMaxDurables; ++i) {
-      Durable& durable = durables_[i];
-      const std::uint32_t live = Load(durable.live);
-      if (live != kLive || durable.name_size == 0 || durable.name_size > kMaxDurableName) {
-        if (free == kNoEntry) free = static_cast<std::uint32_t>(i);
-        continue;
-      }
-      if (std::string_view(durable.name, durable.name_size) != name) {
-        if (unclaimed == kNoEntry && !claimed_[i]) unclaimed = static_cast<std::uint32_t>(i);
-        continue;
-      }
-      claimed_[i] = true;
-      if (durable.copies[0].generation != 0 || durable.copies[1].generation != 0) {
-        const DurableCopy& copy = durable.copies[Newer(durable.copies)];
-        saved->created = static_cast<std::int64_t>(copy.created);
-        saved->delivered = copy.delivered;
-        *found = true;
-      }
-      return static_cast<std::uint32_t>(i);
-    }
-    // Every place taken: the one of a durable this receiver does not read
-    // (ClaimDurable) goes (that durable, read again, is judged as taken
-    // over).
-    if (free == kNoEntry) free = unclaimed;
-    if (free == kNoEntry) return kNoEntry;
-    claimed_[free] = true;
-    Durable& durable = durables_[free];
-    Store(durable.live, 0);
-    durable.name_size = static_cast<std::uint16_t>(name.size());
-    std::memcpy(durable.name, name.data(), name.size());
-    durable.copies[0] = DurableCopy{};
-    durable.copies[1] = DurableCopy{};
-    durable.dispatched_count = 0;
-    Store(durable.live, kLive);  // the commit: after the name
-    return free;
-  }
-
-  // The place of the durable `name`, if the file has one, is this
-  // receiver's: FindDurable gives it to no other durable. For every durable
-  // a receiver is about to read, before it reads any.
-  void ClaimDurable(std::string_view name) noexcept {
-    for (std::size_t i = 0; i < kMaxDurables; ++i) {
-      const Durable& durable = durables_[i];
-      if (Load(durable.live) == kLive && durable.name_size != 0 &&
-          durable.name_size <= kMaxDurableName &&
-          std::string_view(durable.name, durable.name_size) == name) {
-        claimed_[i] = true;
-        return;
-      }
-    }
-  }
-
-  // A message of the durable at `entry` (FindDurable) was dispatched: its
-  // stream sequence is kept (the last kDispatchedKept of them). On the
-  // consumer's thread, the only one that writes them; a kill at any store
-  // leaves it kept or not, and the others as they were.
-  void NoteDispatched(std::uint32_t entry, std::uint64_t stream_sequence) noexcept {
-    if (entry >= kMaxDurables) return;
-    Durable& durable = durables_[entry];
-    const std::uint64_t count = durable.dispatched_count;
-    Store(durable.dispatched[count % kDispatchedKept], stream_sequence);
-    Store(durable.dispatched_count, count + 1);
-  }
-
-  // The stream sequences kept for the durable at `entry` (NoteDispatched),
-  // each to `take(sequence)`.
-  template <typename Take>
-  void ForEachDispatched(std::uint32_t entry, Take&& take) const {
-    if (entry >= kMaxDurables) return;
-    const Durable& durable = durables_[entry];
-    const std::uint64_t count = durable.dispatched_count;
-    const std::uint64_t kept = count < kDispatchedKept ? count : kDispatchedKept;
-    for (std::uint64_t i = 0; i < kept; ++i) take(durable.dispatched[i]);
-  }
-
-  // Forgets the stream sequences kept for the durable at `entry` (the
-  // durable was made again: they may name other messages now).
-  void ForgetDispatched(std::uint32_t entry) noexcept {
-    if (entry < kMaxDurables) Store(durables_[entry].dispatched_count, 0);
-  }
-
-  // The durable at `entry` (FindDurable) is at `place` now. One thread per
-  // entry at a time; a kill at any store leaves the place before or after.
-  void MarkDurable(std::uint32_t entry, const DurablePlace& place) noexcept {
-    if (entry >= kMaxDurables) return;
-    Durable& durable = durables_[entry];
-    const int current = Newer(durable.copies);
-    DurableCopy& next = durable.copies[1 - current];
-    Store(next.created, static_cast<std::uint64_t>(place.created));
-    Store(next.delivered, place.delivered);
-    const std::uint32_t generation = durable.copies[current].generation + 1;
-    Store(next.generation, generation == 0 ? 1 : generation);
   }
 
   // Records read back that were not kept (not a state this code writes,
@@ -400,25 +240,25 @@ class StreamStateFile final : public StreamJournal {
   std::uint32_t Write(std::uint32_t entry, const StreamState& state) noexcept override {
     if (entry == kNoEntry || entry >= capacity_) return Add(state);
     Record& record = records_[entry];
-    const int current = Newer(record.copies);
+    const int current = detail::NewerCopy(record.copies);
     Copy& next = record.copies[1 - current];
     // Arrivals widened first: until the commit, the file's bits cover the
     // old state's and the new one's.
     for (std::size_t w = 0; w < kStreamWindow / 64; ++w) {
       const std::uint64_t both = record.seen[w] | state.seen[w];
-      if (both != record.seen[w]) Store(record.seen[w], both);
+      if (both != record.seen[w]) detail::StoreInFile(record.seen[w], both);
     }
     Fill(next, state);
     Commit(next, record.copies[current].generation + 1);
     for (std::size_t w = 0; w < kStreamWindow / 64; ++w) {
-      if (record.seen[w] != state.seen[w]) Store(record.seen[w], state.seen[w]);
+      if (record.seen[w] != state.seen[w]) detail::StoreInFile(record.seen[w], state.seen[w]);
     }
     return entry;
   }
 
   void Remove(std::uint32_t entry) noexcept override {
     if (entry >= capacity_) return;
-    Store(records_[entry].live, 0);
+    detail::StoreInFile(records_[entry].live, 0);
     free_.push_back(entry);  // reserved for every record: never allocates
   }
 
@@ -427,52 +267,6 @@ class StreamStateFile final : public StreamJournal {
 
   // errno's text (std::strerror is not thread-safe).
   static std::string ErrorText(int error) { return std::generic_category().message(error); }
-
-  // The stores a later process reads after this one was killed: single
-  // stores (never torn), in program order for the compiler too. No other
-  // thread or process reads the file meanwhile (the lock).
-  // A 32-bit store commits (a generation, `live`): the fences keep every
-  // store before it before it, and every store after it after it.
-  static void Store(std::uint32_t& word, std::uint32_t value) noexcept {
-    StoreSeam();
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    __atomic_store_n(&word, value, __ATOMIC_RELAXED);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    StoreSeam();
-  }
-  static void Store(std::uint64_t& word, std::uint64_t value) noexcept {
-    StoreSeam();
-    __atomic_store_n(&word, value, __ATOMIC_RELAXED);
-  }
-
-#if defined(SLUICE_NATS_TEST_SEAMS)
-
- public:
-  // Tests only (SLUICE_NATS_TEST_SEAMS): called before each store a later
-  // process reads and after each commit, where a test kills the writer.
-  static inline void (*store_seam)() = nullptr;
-
- private:
-  static void StoreSeam() noexcept {
-    if (store_seam != nullptr) store_seam();
-  }
-#else
-  static void StoreSeam() noexcept {}
-#endif
-  static std::uint32_t Load(const std::uint32_t& word) noexcept {
-    return __atomic_load_n(&word, __ATOMIC_RELAXED);
-  }
-
-  // The copy committed last: the higher generation (by serial number
-  // arithmetic, so a wrap is no step back); 0 is never written.
-  template <typename Copies>
-  static int Newer(const Copies& copies) noexcept {
-    const std::uint32_t a = copies[0].generation;
-    const std::uint32_t b = copies[1].generation;
-    if (b == 0) return 0;
-    if (a == 0) return 1;
-    return static_cast<std::int32_t>(b - a) > 0 ? 1 : 0;
-  }
 
   static void Fill(Copy& copy, const StreamState& state) noexcept {
     copy.held_count = static_cast<std::uint8_t>(state.held_count);
@@ -487,7 +281,7 @@ class StreamStateFile final : public StreamJournal {
   }
 
   static void Commit(Copy& copy, std::uint32_t generation) noexcept {
-    Store(copy.generation, generation == 0 ? 1 : generation);
+    detail::StoreInFile(copy.generation, generation == 0 ? 1 : generation);
   }
 
   std::uint32_t Add(const StreamState& state) noexcept {
@@ -507,7 +301,7 @@ class StreamStateFile final : public StreamJournal {
     Fill(record.copies[0], state);
     record.copies[0].generation = 1;
     record.copies[1].generation = 0;
-    Store(record.live, kLive);  // the commit: after everything above
+    detail::StoreInFile(record.live, detail::kLive);  // the commit: after everything above
     return entry;
   }
 
@@ -518,7 +312,7 @@ class StreamStateFile final : public StreamJournal {
       return false;
     }
     if (record.copies[0].generation == 0 && record.copies[1].generation == 0) return false;
-    const Copy& copy = record.copies[Newer(record.copies)];
+    const Copy& copy = record.copies[detail::NewerCopy(record.copies)];
     if (copy.held_count > kMaxHeldFrames || copy.confirmed > 1 || copy.ended > 1 ||
         copy.inherited > 1 || (copy.inherited != 0 && record.jetstream == 0)) {
       return false;
@@ -544,8 +338,6 @@ class StreamStateFile final : public StreamJournal {
   int fd_;
   void* map_ = nullptr;
   std::uint64_t bytes_ = 0;
-  Durable* durables_ = nullptr;
-  std::array<bool, kMaxDurables> claimed_{};  // places FindDurable gave this receiver
   Record* records_ = nullptr;
   std::size_t capacity_ = 0;
   std::vector<std::uint32_t> free_;  // records holding no stream
