@@ -162,17 +162,17 @@ TEST_F(ReceiverTest, EachFrameIsJudgedOnItsStream) {
   Hand(Frame(SensorReading{3, 1.5F, 1}, Header(1)));
   Hand(Frame(SensorReading{3, 1.5F, 1}, Header(1)));  // a replay
   Hand(Frame(SensorReading{3, 1.5F, 3}, Header(3)));  // 2 missing
-  EXPECT_EQ(receiver_->StreamCountsNow().gaps, 1u);
+  EXPECT_EQ(receiver_->Streams().CountsNow().gaps, 1u);
   Hand(Frame(SensorReading{3, 1.5F, 2}, Header(2)));  // late, not lost
   Dispatch();
   EXPECT_EQ(readings_, (std::vector<std::uint64_t>{1, 3, 2}));
   EXPECT_EQ(Rejected(FrameError::kDuplicate), 1u);
-  const sluice::nats::StreamCounts counts = receiver_->StreamCountsNow();
+  const sluice::nats::StreamCounts counts = receiver_->Streams().CountsNow();
   EXPECT_EQ(counts.gaps, 0u);
   EXPECT_EQ(counts.reordered, 1u);
   EXPECT_EQ(counts.duplicates, 1u);
   // Forgotten (StopReceiving): the stream starts anew, 1 is new again.
-  receiver_->ForgetStreams("plant.sensor");
+  receiver_->Streams().Forget("plant.sensor");
   Hand(Frame(SensorReading{3, 1.5F, 1}, Header(1)));
   Dispatch();
   EXPECT_EQ(readings_.size(), 4u);

@@ -84,7 +84,7 @@ namespace nats {
 //   connection's opening and closing (Start, Shutdown, BufferedBytes). A
 //   bus callback that calls Forward or Receive takes it on the consumer
 //   thread.
-// - streams (Receiver::streams_mutex_, the StreamTracker): client and
+// - streams (InboundStreams::mutex_, the StreamTracker): client and
 //   fetcher threads (CheckSequence), user threads (ReadStatistics,
 //   InboundRoutes::Remove).
 // - subscriptions (SubscriptionSet::mutex_: the inbound subscriptions,
@@ -282,7 +282,7 @@ class Bridge {
     }
     // The stream table read back before any frame can arrive.
     std::string state_error;
-    if (!receiver_.OpenStreamState(&state_error)) {
+    if (!receiver_.Streams().OpenStateFile(&state_error)) {
       return StartResult{NATS_INVALID_ARG, std::move(state_error)};
     }
     natsStatus status = connection_.Connect();

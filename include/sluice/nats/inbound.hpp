@@ -4,6 +4,8 @@
 // its priority, waiting for room as the options allow. Core NATS frames
 // come on the client's threads (OnMessage); JetStream ones through the
 // fetcher (sluice/nats/jetstream_inbound.hpp), which uses Route and Report.
+// A frame's place in its stream, and the stream state file, are the
+// receiver's streams' (sluice/nats/inbound_streams.hpp).
 #pragma once
 
 #include <nats/nats.h>
@@ -13,11 +15,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -30,10 +30,10 @@
 #include "sluice/nats/frame.hpp"
 #include "sluice/nats/frame_signature.hpp"
 #include "sluice/nats/heartbeat.hpp"
+#include "sluice/nats/inbound_streams.hpp"
 #include "sluice/nats/metrics.hpp"
 #include "sluice/nats/options.hpp"
 #include "sluice/nats/remote.hpp"
-#include "sluice/nats/stream_state_file.hpp"
 #include "sluice/nats/stream_tracker.hpp"
 #include "sluice/nats/subjects.hpp"
 #include "sluice/nats/subscriptions.hpp"
@@ -58,12 +58,7 @@ class Receiver {
         counters_(counters),
         connection_(connection),
         subscriptions_(subscriptions),
-        streams_(
-            StreamTableLimits{options.max_tracked_streams, options.max_tracked_unknown_streams,
-                              static_cast<std::uint64_t>(
-                                  sluice::detail::SaturatingNanos(
-                                      std::max(options.stream_idle, std::chrono::milliseconds(0)))
-                                      .count())}),
+        streams_(options, counters),
         verifier_(options.frame_keys) {}
 
   Receiver(const Receiver&) = delete;
@@ -170,8 +165,8 @@ class Receiver {
     bool behind_window = false;
     const FrameDelivery delivery = DeliveryOf(inbound, arrival, at_least_once);
     const FrameError sequence_error =
-        CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/!at_least_once,
-                      at_least_once ? &behind_window : nullptr, delivery);
+        streams_.CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/!at_least_once,
+                               at_least_once ? &behind_window : nullptr, delivery);
     if (sequence_error != FrameError::kNone) return sequence_error;
     const std::uint16_t id = view.header.type_id;
     const auto type =
@@ -179,7 +174,8 @@ class Receiver {
                      [id](const InboundType<Receiver>& t) { return t.type_id == id; });
     if (type == inbound.types.end()) {
       if (at_least_once && !behind_window) {
-        (void)CheckSequence(subject, view.header, inbound.count_gaps, true, nullptr, delivery);
+        (void)streams_.CheckSequence(subject, view.header, inbound.count_gaps, true, nullptr,
+                                     delivery);
       }
       return FrameError::kUnknownType;  // not given for this subject
     }
@@ -202,8 +198,8 @@ class Receiver {
       // duplicate) or refused for good; one handed back is not noted.
       if (result != FrameError::kNone || was_admitted) {
         if (!behind_window) {
-          (void)CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/true, nullptr,
-                              delivery);
+          (void)streams_.CheckSequence(subject, view.header, inbound.count_gaps, /*note=*/true,
+                                       nullptr, delivery);
         } else if (was_admitted) {
           Count(counters_.jetstream_behind_window);
         }
@@ -253,116 +249,22 @@ class Receiver {
     return FrameError::kNone;
   }
 
-  // A received subject's streams are forgotten (StopReceiving): received
-  // again later, they start anew (no gaps for what was sent meanwhile).
-  void ForgetStreams(const std::string& route_subject) {
-    const std::string pattern = route_subject + ".*";
-    std::lock_guard<std::mutex> lock(streams_mutex_);
-    streams_.Forget([&](std::string_view heard) { return SubjectsOverlap(pattern, heard); });
-  }
-
-  // A JetStream route's durable `durable` ("<stream>/<durable>") for
-  // `subject` was subscribed, at `now` (StreamStateFile::DurablePlace):
-  // whether this receiver was its last reader, by the place the state file
-  // kept (none kept: not), and the file's entry for its place from now on
-  // (StreamJournal::kNoEntry: no file, or not kept), which MarkDurable
-  // writes.
-  std::uint32_t TakeOverStreams(const std::string& subject, const std::string& durable,
-                                const StreamStateFile::DurablePlace& now) {
-    std::lock_guard<std::mutex> lock(streams_mutex_);
-    bool last_reader = false;
-    std::uint32_t entry = StreamJournal::kNoEntry;
-    if (state_file_) {
-      StreamStateFile::DurablePlace saved;
-      bool found = false;
-      entry = state_file_->FindDurable(durable, &saved, &found);
-      last_reader = found && saved == now;
-      // Made again: the sequences its namesake dispatched may name other
-      // messages now.
-      if (found && saved.created != now.created) state_file_->ForgetDispatched(entry);
-    }
-    // The streams inherited are kept so before the durable's new place
-    // is: a receiver killed in between is not taken for its last reader
-    // by the next one, whose streams would then count as gaps what
-    // another reader took.
-    streams_.TakeOver(
-        [&subject](std::string_view heard) { return SubjectsOverlap(subject, heard); },
-        last_reader);
-    if (entry != StreamJournal::kNoEntry) state_file_->MarkDurable(entry, now);
-    return entry;
-  }
-
-  // The stream sequences of the messages of the durable at the state
-  // file's `entry` that receivers of the file dispatched (the last
-  // StreamStateFile::kDispatchedKept): their redeliveries are refused.
-  void ReadDispatched(std::uint32_t entry, std::unordered_set<std::uint64_t>* dispatched) {
-    std::lock_guard<std::mutex> lock(streams_mutex_);
-    if (!state_file_ || entry == StreamJournal::kNoEntry) return;
-    state_file_->ForEachDispatched(
-        entry, [dispatched](std::uint64_t sequence) { dispatched->insert(sequence); });
-  }
+  // The streams of the frames received, their state file and the durables'
+  // places in it (sluice/nats/inbound_streams.hpp).
+  InboundStreams& Streams() noexcept { return streams_; }
+  const InboundStreams& Streams() const noexcept { return streams_; }
 
   // DispatchAcks::DispatchedSink: a message of `route` (a Subscription) was
   // dispatched; kept in the state file of the route's own receiver (a bus
-  // may carry several bridges' routes) before it is acknowledged. On the
-  // consumer's thread, without the lock (the only writer of those); the
-  // route lives while DispatchAcks holds its message (it withdraws them
-  // before the route goes).
+  // may carry several bridges' routes) before it is acknowledged
+  // (InboundStreams::NoteDispatched). On the consumer's thread; the route
+  // lives while DispatchAcks holds its message (it withdraws them before
+  // the route goes).
   static void NoteDispatched(void* /*unused*/, const void* route,
                              std::uint64_t stream_sequence) noexcept {
     const auto* inbound = static_cast<const Subscription*>(route);
-    const Receiver* receiver = inbound->receiver;
-    if (receiver->state_file_ && inbound->durable_entry != StreamJournal::kNoEntry) {
-      receiver->state_file_->NoteDispatched(inbound->durable_entry, stream_sequence);
-    }
-  }
-
-  // The durable `durable`'s place in the state file, if it has one, is this
-  // receiver's (StreamStateFile::ClaimDurable).
-  void ClaimDurable(const std::string& durable) {
-    std::lock_guard<std::mutex> lock(streams_mutex_);
-    if (state_file_) state_file_->ClaimDurable(durable);
-  }
-
-  // The durable at the state file's `entry` (TakeOverStreams) delivered a
-  // message to this receiver: it is at `place` now. On the route's fetch
-  // thread only, without the lock (each entry has one writer).
-  void MarkDurable(std::uint32_t entry, const StreamStateFile::DurablePlace& place) noexcept {
-    if (entry != StreamJournal::kNoEntry) state_file_->MarkDurable(entry, place);
-  }
-
-  StreamCounts StreamCountsNow() const {
-    std::lock_guard<std::mutex> lock(streams_mutex_);
-    StreamCounts counts = streams_.Counts();
-    counts.streams_silent = streams_.Silent(NowNanos());
-    if (state_file_) counts.state_records_dropped = state_file_->RecordsDropped();
-    return counts;
-  }
-
-  // Opens options.stream_state_path (if given, once): the streams it holds
-  // are restored, each in the part of the table its origin's trust names
-  // now, and every change is written to it from here on. False: *error
-  // says why (StreamStateFile::Open).
-  bool OpenStreamState(std::string* error) {
-    if (options_.stream_state_path.empty() || state_file_) return true;
-    const std::size_t known = options_.max_tracked_streams;
-    const std::size_t unknown = options_.max_tracked_unknown_streams;
-    constexpr std::size_t kMost = StreamStateFile::kMaxRecords;
-    // Past kMost (without overflowing): refused by Open, saying so.
-    const std::size_t capacity =
-        known > kMost || unknown > kMost - known ? kMost + 1 : known + unknown;
-    std::unique_ptr<StreamStateFile> file =
-        StreamStateFile::Open(options_.stream_state_path, capacity, error);
-    if (!file) return false;
-    const std::uint64_t now = NowNanos();
-    std::lock_guard<std::mutex> lock(streams_mutex_);
-    file->ForEachStream([&](StreamState state, std::uint32_t entry) {
-      state.trust = TrustOf(state.origin_id);
-      return streams_.Restore(state, entry, now);
-    });
-    streams_.Attach(file.get());
-    state_file_ = std::move(file);
-    return true;
+    Receiver* receiver = inbound->receiver;
+    receiver->streams_.NoteDispatched(inbound->durable_entry, stream_sequence);
   }
 
   // A signed frame is checked whatever its route: refused when a key of
@@ -415,82 +317,12 @@ class Receiver {
     const std::uint64_t interval_ms = LoadLittle<std::uint32_t>(view.payload);
     if (interval_ms == 0) return FrameError::kBadPayload;  // no sender sends 0
     const std::uint64_t interval_ns = interval_ms * 1'000'000;
-    const std::uint64_t now = NowNanos();
-    HeartbeatVerdict verdict = HeartbeatVerdict::kNoStream;
-#if SLUICE_HAS_EXCEPTIONS
-    try {
-#endif
-      const std::lock_guard<std::mutex> lock(streams_mutex_);
-      verdict =
-          streams_.NoteHeartbeat(header.origin_id, header.instance_id, subject, header.sequence,
-                                 interval_ns, header.timestamp_ns, inbound.count_gaps, now);
-#if SLUICE_HAS_EXCEPTIONS
-    } catch (...) {
-      // The key's copy could not be made: the heartbeat tells nothing.
-    }
-#endif
+    const HeartbeatVerdict verdict =
+        streams_.NoteHeartbeat(header, subject, interval_ns, inbound.count_gaps);
     // A heartbeat stamped no later than its stream's last: a replay.
     if (verdict == HeartbeatVerdict::kReplay) return FrameError::kDuplicate;
     Count(counters_.heartbeats_received);
     return FrameError::kNone;
-  }
-
-  // The frame's place in its stream: a duplicate or a stale number is
-  // refused (so a redelivery or a replay is never dispatched twice), a gap
-  // or a late frame is counted. A version 1 frame has no stream.
-  // `note` false: judged, not noted (nor counted) unless refused.
-  // `delivery`: how the frame came (StreamTracker::Note).
-  // `behind_window` (with `note` false): a number behind the window is
-  // not refused but reported there, uncounted.
-  FrameError CheckSequence(std::string_view subject, const FrameHeader& header, bool count_gaps,
-                           bool note, bool* behind_window = nullptr,
-                           FrameDelivery delivery = FrameDelivery::kCore) noexcept {
-    // Numbers start at 1: a version 2 frame numbered 0 is as unsequenced as
-    // a version 1 frame (else it would pass by the duplicate check).
-    if (header.version == kFrameVersion1 || header.sequence == 0) {
-      if (!options_.accept_version_1) return FrameError::kUnsequenced;
-      if (note) Count(counters_.unsequenced);
-      return FrameError::kNone;
-    }
-#if SLUICE_HAS_EXCEPTIONS
-    try {
-#endif
-      const OriginTrust trust = TrustOf(header.origin_id);
-      const std::uint64_t now = NowNanos();
-      std::lock_guard<std::mutex> lock(streams_mutex_);
-      if (!note) {
-        const StreamVerdict verdict = streams_.Peek(header.origin_id, header.instance_id, subject,
-                                                    header.sequence, trust, now, delivery);
-        if (verdict == StreamVerdict::kStale && behind_window != nullptr) {
-          *behind_window = true;
-          return FrameError::kNone;
-        }
-        if (verdict != StreamVerdict::kDuplicate && verdict != StreamVerdict::kStale &&
-            verdict != StreamVerdict::kTableFull && verdict != StreamVerdict::kHeldFull) {
-          return FrameError::kNone;
-        }
-      }
-      switch (streams_.Note(header.origin_id, header.instance_id, subject, header.sequence,
-                            count_gaps, trust, now, delivery)) {
-        case StreamVerdict::kDuplicate:
-          return FrameError::kDuplicate;
-        case StreamVerdict::kStale:
-          return FrameError::kStale;
-        case StreamVerdict::kTableFull:
-          return FrameError::kStreamTableFull;
-        case StreamVerdict::kHeldFull:
-          return FrameError::kTooFarAhead;
-        default:
-          return FrameError::kNone;
-      }
-#if SLUICE_HAS_EXCEPTIONS
-    } catch (...) {
-      // The tracker could not allocate a new stream: deliver untracked
-      // rather than lose the frame.
-      Count(counters_.unsequenced);
-      return FrameError::kNone;
-    }
-#endif
   }
 
   // A JetStream message numbered at or below the last one its durable had
@@ -503,20 +335,6 @@ class Receiver {
                ? FrameDelivery::kJetStreamEarlier
                : FrameDelivery::kJetStream;
   }
-
-  // Known: an allow-list (any priority's) names the origin; its streams
-  // keep their own part of the table (StreamTableLimits).
-  OriginTrust TrustOf(std::uint64_t origin_id) const noexcept {
-    for (const auto& allowed : options_.allowed_origins) {
-      if (std::find(allowed.begin(), allowed.end(), origin_id) != allowed.end()) {
-        return OriginTrust::kKnown;
-      }
-    }
-    return OriginTrust::kUnknown;
-  }
-
-  // The steady clock's nanoseconds (the heartbeats' clock, SteadyNanos).
-  static std::uint64_t NowNanos() noexcept { return static_cast<std::uint64_t>(SteadyNanos()); }
 
   // Publishes into the bus with the frame's priority. A refusal for room is
   // retried, waiting on the bus's room for the priority, until the
@@ -585,11 +403,7 @@ class Receiver {
   const Connection& connection_;
   Subscriptions& subscriptions_;
   // The inbound streams, shared by the client's threads and the fetchers.
-  mutable std::mutex streams_mutex_;
-  // The table's file (options.stream_state_path), declared first: it
-  // outlives the tracker that writes to it.
-  std::unique_ptr<StreamStateFile> state_file_;
-  StreamTracker streams_;
+  InboundStreams streams_;
   // The keys of signed frames: made here, read only after.
   const FrameVerifier verifier_;
 };

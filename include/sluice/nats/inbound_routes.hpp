@@ -89,7 +89,7 @@ class InboundRoutes {
   bool Remove(const std::string& subject) {
     if (!routes_.RemoveInbound(subject)) return false;
     if (connection_.is_open()) subscriptions_.Remove(subject);
-    receiver_.ForgetStreams(subject);
+    receiver_.Streams().Forget(subject);
     return true;
   }
 

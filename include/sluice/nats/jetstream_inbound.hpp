@@ -29,9 +29,11 @@
 #include "sluice/nats/dispatch_acks.hpp"
 #include "sluice/nats/frame.hpp"
 #include "sluice/nats/inbound.hpp"
+#include "sluice/nats/inbound_streams.hpp"
 #include "sluice/nats/options.hpp"
 #include "sluice/nats/remote.hpp"
 #include "sluice/nats/routes.hpp"
+#include "sluice/nats/stream_state_file.hpp"
 #include "sluice/nats/subjects.hpp"
 #include "sluice/nats/subscriptions.hpp"
 
@@ -103,9 +105,9 @@ class StreamFetcher {
     }
     if (info != nullptr) jsConsumerInfo_Destroy(info);
     inbound->durable_created = place.created;
-    inbound->durable_entry = receiver_.TakeOverStreams(inbound->subject, place_name, place);
+    inbound->durable_entry = receiver_.Streams().TakeOver(inbound->subject, place_name, place);
     if (inbound->acks != nullptr) {
-      receiver_.ReadDispatched(inbound->durable_entry, &inbound->dispatched_earlier);
+      receiver_.Streams().ReadDispatched(inbound->durable_entry, &inbound->dispatched_earlier);
       inbound->acks->SetDispatchedSink(&Receiver<Bus>::NoteDispatched, nullptr);
     }
     Subscription* added = subscriptions_.AddPull(std::move(inbound));
@@ -124,7 +126,7 @@ class StreamFetcher {
     for (Iterator subject = first; subject != last; ++subject) {
       if (subject->stream.empty()) continue;
       for (std::size_t p = 0; p < kPriorityCount; ++p) {
-        receiver_.ClaimDurable(PlaceName(*subject, static_cast<MessagePriority>(p)));
+        receiver_.Streams().ClaimDurable(PlaceName(*subject, static_cast<MessagePriority>(p)));
       }
     }
   }
@@ -215,10 +217,11 @@ class StreamFetcher {
     std::uint64_t consumer_sequence = 0;
     const Arrival arrival = ArrivalOf(message, &consumer_sequence);
     // Delivered here: where the durable is now, for the next receiver of
-    // the state file (Receiver::TakeOverStreams), whatever becomes of it.
+    // the state file (InboundStreams::TakeOver), whatever becomes of it.
     if (consumer_sequence != 0) {
-      receiver_.MarkDurable(inbound.durable_entry, StreamStateFile::DurablePlace{
-                                                       inbound.durable_created, consumer_sequence});
+      receiver_.Streams().MarkDurable(
+          inbound.durable_entry,
+          StreamStateFile::DurablePlace{inbound.durable_created, consumer_sequence});
     }
     bool admitted = false;
     Expectation expectation;

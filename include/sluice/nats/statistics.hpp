@@ -24,7 +24,7 @@ BridgeStatisticsSnapshot ReadStatistics(const Counters& counters, const Receiver
                                         const SubscriptionSet<Receiver>& subscriptions) {
   BridgeStatisticsSnapshot s;
   counters.CopyTo(s);
-  s.streams = receiver.StreamCountsNow();
+  s.streams = receiver.Streams().CountsNow();
   s.connected = connection.connected();
   s.slow_consumer_dropped = subscriptions.SlowConsumerDropped();
   return s;

@@ -3,7 +3,7 @@
 // header and its stream records): each durable's name, where it was when
 // this receiver last took a message of it, and the stream sequences of its
 // last messages dispatched here. A receiver started again thereby knows
-// whether it was the durable's last reader (Receiver::TakeOverStreams),
+// whether it was the durable's last reader (InboundStreams::TakeOver),
 // and refuses the redelivery of a message it dispatched. Written through
 // the file's stores (sluice/nats/stream_state_stores.hpp): a kill at any
 // store leaves a place as it was before it or after it.
