@@ -69,27 +69,12 @@
 #include "sluice/message.hpp"
 #include "sluice/nats/codec.hpp"
 #include "sluice/record/flight_dump_writer.hpp"
+#include "sluice/record/flight_recorder_options.hpp"
+#include "sluice/record/flight_refusals.hpp"
 
 namespace sluice {
 inline namespace SLUICE_ABI_NAMESPACE {
 namespace record {
-
-struct FlightRecorderOptions {
-  // Messages kept before the trigger, at most.
-  std::uint32_t before = 3072;
-  // ... and of those only the ones at most this many nanoseconds (bus
-  // clock, the header's timestamp_ns) older than the trigger; 0: any age.
-  // A message with no timestamp (0) is never too old.
-  std::uint64_t before_ns = 0;
-  // Messages kept from the trigger on: the window ends once this many
-  // more are taken ...
-  std::uint32_t after = 1024;
-  // ... or, if not 0, once this many nanoseconds of the bus clock passed
-  // since the trigger (seen at the end of a batch, or by Tick).
-  std::uint64_t after_ns = 0;
-  // Dump files: <path_prefix>-000.mcap, -001, ...
-  std::string path_prefix = "flight";
-};
 
 struct FlightRecorderCounts {
   std::uint64_t triggers = 0;          // triggers that started a window
@@ -125,13 +110,13 @@ class FlightRecorder {
       "trivially copyable (a copy that allocates would allocate on the dispatch path)");
 
   explicit FlightRecorder(FlightRecorderOptions options)
-      : options_(Clamped(std::move(options))),
-        capacity_(CapacityFor(options_.before, options_.after)),
+      : options_(detail::ClampedFlightOptions(std::move(options))),
+        capacity_(detail::FlightRingCapacity(options_.before, options_.after)),
         mask_(capacity_ - 1),
         rings_{std::make_unique<Slot[]>(capacity_), std::make_unique<Slot[]>(capacity_)},
-        checkpoints_(std::make_unique<Checkpoint[]>(capacity_)),
         active_(rings_[0].get()),
         spare_(rings_[1].get()),
+        refusals_(capacity_),
         dumps_(options_.path_prefix) {}
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
@@ -318,12 +303,7 @@ class FlightRecorder {
     if (SLUICE_UNLIKELY(requests_.load(std::memory_order_relaxed) != seen_requests_)) {
       TakeRequests();
     }
-    Checkpoint& checkpoint = checkpoints_[checkpoint_count_ & mask_];
-    checkpoint.position = Taken();
-    for (int i = 0; i < 3; ++i) {
-      checkpoint.refused[i] = refused_[i].load(std::memory_order_relaxed);
-    }
-    ++checkpoint_count_;
+    refusals_.NoteBatchStart(Taken());
   }
   // The consumer, after a batch's last message: a pending Trigger, and a
   // window's `after_ns`.
@@ -336,8 +316,7 @@ class FlightRecorder {
   // A producer (any thread, an interrupt handler): `count` messages of
   // `priority` refused. Bad input with no valid priority is not counted.
   void Refused(MessagePriority priority, std::uint64_t count) noexcept {
-    const auto index = static_cast<std::size_t>(priority);
-    if (index < 3) refused_[index].fetch_add(count, std::memory_order_relaxed);
+    refusals_.Count(priority, count);
   }
 
   // A ring's element: an envelope, its stride a power of two (the copy's
@@ -348,32 +327,12 @@ class FlightRecorder {
 
  private:
   static constexpr std::uint64_t kNever = ~std::uint64_t{0};
-  static constexpr std::uint32_t kMostPerSide = std::uint32_t{1} << 30;
 
-  struct Checkpoint {
-    std::uint64_t position = 0;
-    std::uint64_t refused[3] = {0, 0, 0};
-  };
   // A frozen window, the consumer's until it is handed over (ready_), the
   // writer's until it is handed back.
   struct Dump : FlightWindow {
     const Slot* ring = nullptr;
   };
-
-  static FlightRecorderOptions Clamped(FlightRecorderOptions options) {
-    if (options.before > kMostPerSide) options.before = kMostPerSide;
-    if (options.after > kMostPerSide) options.after = kMostPerSide;
-    return options;
-  }
-  // One more than the window: a trigger-type message is copied into the
-  // ring before it starts a window, and with `after` 0 it is not the
-  // window's, so it must not overwrite the window's oldest message.
-  static std::size_t CapacityFor(std::uint32_t before, std::uint32_t after) {
-    const std::uint64_t need = std::uint64_t{before} + after + 1;
-    std::size_t capacity = 2;
-    while (capacity < need) capacity <<= 1;
-    return capacity;
-  }
 
   // A clock that reads less than at the trigger (stepped back, or 0) has
   // not passed anything.
@@ -456,10 +415,7 @@ class FlightRecorder {
       }
     }
     dump.first = first;
-    const Checkpoint& from = CheckpointAtOrBefore(first);
-    for (int i = 0; i < 3; ++i) {
-      dump.refused[i] = refused_[i].load(std::memory_order_relaxed) - from.refused[i];
-    }
+    refusals_.RefusedSinceBatchOf(first, dump.refused);
     // The spare ring is free: Start saw ready_ null (WriteDumps done).
     std::swap(active_, spare_);
     base_ = taken;
@@ -488,31 +444,10 @@ class FlightRecorder {
     cursor_->left = left;
   }
 
-  // The newest checkpoint at or before `position`: the start of the batch
-  // that took it. The last `capacity_` checkpoints reach that far back
-  // (each batch took a message, and the window is at most capacity_ long).
-  const Checkpoint& CheckpointAtOrBefore(std::uint64_t position) const noexcept {
-    static const Checkpoint kNone{};
-    if (checkpoint_count_ == 0) return kNone;
-    std::uint64_t low = checkpoint_count_ > capacity_ ? checkpoint_count_ - capacity_ : 0;
-    std::uint64_t high = checkpoint_count_;  // [low, high): positions rise
-    if (checkpoints_[low & mask_].position > position) return checkpoints_[low & mask_];
-    while (high - low > 1) {
-      const std::uint64_t middle = low + (high - low) / 2;
-      if (checkpoints_[middle & mask_].position <= position) {
-        low = middle;
-      } else {
-        high = middle;
-      }
-    }
-    return checkpoints_[low & mask_];
-  }
-
   const FlightRecorderOptions options_;
   const std::size_t capacity_;
   const std::uint64_t mask_;
   std::unique_ptr<Slot[]> rings_[2];
-  std::unique_ptr<Checkpoint[]> checkpoints_;
 
   // The bus's consumer's.
   Slot* active_;
@@ -531,7 +466,6 @@ class FlightRecorder {
   std::size_t trigger_type_ = 0;
   FlightTriggerReason trigger_reason_ = FlightTriggerReason::kCall;
   std::uint32_t seen_requests_ = 0;
-  std::uint64_t checkpoint_count_ = 0;
   Dump dump_;
 
   // Shared.
@@ -540,8 +474,8 @@ class FlightRecorder {
   std::atomic<std::uint8_t> request_reason_{kNoReason};
   std::atomic<const Dump*> ready_{nullptr};
   // Producers' (a relaxed add a refusal), apart from the consumer's state
-  // above and the counts below.
-  alignas(kCacheLineSize) std::atomic<std::uint64_t> refused_[3] = {};
+  // above and the counts below; its checkpoints are the consumer's.
+  FlightRefusals refusals_;
   alignas(kCacheLineSize) std::atomic<std::uint64_t> triggers_{0};
   std::atomic<std::uint64_t> triggers_merged_{0};
   std::atomic<std::uint64_t> triggers_missed_{0};
