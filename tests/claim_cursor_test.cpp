@@ -238,6 +238,50 @@ TYPED_TEST(ClaimCursorTest, TakingOverTheConsumerFinishesItsRelease) {
   EXPECT_EQ(claimed, static_cast<Position>(TestFixture::kFirst + kCapacity));
 }
 
+// The largest capacity a ring allows (a quarter of the position range: 2^30
+// slots with 32-bit positions, 2^62 with 64), where the cursor is all that
+// is made (a bus that large would need gigabytes of slots). A queue filled to
+// it is open, Close moves it, and nothing is claimed after the consumer took
+// everything. (When the line between an open and a closed tail was half the
+// position range, a full queue of this capacity read as closed: Close moved
+// nothing and claims were admitted again once it had room.)
+template <ProducerModel kModel>
+void AFullQueueOfTheLargestCapacityReadsAsOpenAndCloses() {
+  constexpr unsigned kBits = SLUICE_ATOMIC_BITS < sizeof(std::size_t) * 8
+                                 ? SLUICE_ATOMIC_BITS
+                                 : static_cast<unsigned>(sizeof(std::size_t) * 8);
+  constexpr std::size_t kLargest = std::size_t{1} << (kBits - 2);
+  // Starts before the wrap, so the fill straddles zero.
+  constexpr Position kStart = kMaxPosition - Position{kLargest / 2} + 1;
+  ClaimCursor<kLargest, kModel> cursor(kStart);
+  Position first = 0;
+  ASSERT_EQ(cursor.TryClaimUpTo(kLargest, kLargest, &first), Position{kLargest});
+  ASSERT_EQ(first, kStart);
+  cursor.Commit(static_cast<Position>(first + kLargest - 1));
+  EXPECT_FALSE(cursor.IsClosed()) << "a full queue is open";
+  EXPECT_EQ(cursor.Depth(), Position{kLargest});
+  Position untouched = 0;
+  EXPECT_FALSE(cursor.TryClaim(kLargest, &untouched)) << "full";
+  const Position closed_tail = cursor.Close();
+  EXPECT_EQ(closed_tail, static_cast<Position>(kStart + kLargest));
+  EXPECT_TRUE(cursor.IsClosed());
+  EXPECT_EQ(cursor.Depth(), Position{kLargest}) << "the true depth survives the jump";
+  cursor.ReleaseRun(kLargest);
+  EXPECT_EQ(cursor.Depth(), Position{0});
+  EXPECT_TRUE(cursor.IsClosed());
+  EXPECT_FALSE(cursor.TryClaim(kLargest, &untouched)) << "closed: room admits nothing";
+  EXPECT_EQ(cursor.TryClaimUpTo(kLargest, 1, &untouched), Position{0});
+  EXPECT_EQ(cursor.Close(), closed_tail) << "Close is idempotent";
+}
+
+TEST(ClaimCursorLargestCapacityTest, AFullMpscQueueReadsAsOpenAndCloses) {
+  AFullQueueOfTheLargestCapacityReadsAsOpenAndCloses<ProducerModel::kMulti>();
+}
+
+TEST(ClaimCursorLargestCapacityTest, AFullSpscQueueReadsAsOpenAndCloses) {
+  AFullQueueOfTheLargestCapacityReadsAsOpenAndCloses<ProducerModel::kSingle>();
+}
+
 }  // namespace
 }  // namespace claim_cursor_test
 }  // namespace sluice_test
