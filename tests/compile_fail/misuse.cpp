@@ -386,6 +386,20 @@ int main() {
 #elif CASE == 68  // a wrong field name inside a struct whose own fields have no names
   std::string bytes;
   (void)sluice::nats::WireCodec<Holder>::Encode(Holder{}, bytes);
+#elif CASE == 69  // a callback whose parameter the subscribed type only converts to
+  sluice::MpscBus<std::variant<int, double>, 16> bus;
+  (void)bus.Subscribe<int>([](bool) {});
+#elif CASE == 70  // a visitor of one call operator that the other alternative converts to
+  sluice::MpscBus<std::variant<int, double>, 16> bus;
+  (void)bus.ProcessBatchWith([](const int&) {});
+#elif CASE == 71  // a weak handler whose message parameter T only converts to
+  struct Owner {
+    void OnDouble(const double&) {}
+  };
+  sluice::MpscBus<std::variant<int, double>, 16> bus;
+  sluice::Component<sluice::MpscBus<std::variant<int, double>, 16> > component(bus);
+  auto owner = std::make_shared<Owner>();
+  (void)component.SubscribeWeak<int>(std::weak_ptr<Owner>(owner), &Owner::OnDouble);
 #elif CASE == 40  // a 0.2 knob: the starvation limit
   struct Traits : sluice::PriorityOrderTraits {
     static constexpr std::uint32_t kStarvationLimit = 4;

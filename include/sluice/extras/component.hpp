@@ -35,6 +35,7 @@
 #include <utility>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/consume/one_signature.hpp"
 #include "sluice/detail/wait/cpu_relax.hpp"
 #include "sluice/message.hpp"
 #include "sluice/subscription_handle.hpp"
@@ -82,6 +83,12 @@ class Component {
                       std::is_invocable_v<Handler&, Owner&, const T&>,
                   "Sluice: SubscribeWeak's handler takes (Owner&, const T&) or "
                   "(Owner&, const T&, const MessageHeader&)");
+    // A member function's message is its first parameter; a callable's, its
+    // second (after the owner).
+    static_assert(detail::TakesOneOfAt < Handler,
+                  std::is_member_function_pointer_v<Handler> ? 0 : 1, T > (),
+                  "Sluice: SubscribeWeak's handler takes the message as T itself, not a type "
+                  "T converts to");
     RetireExpired();
     const std::size_t index = FreeEntry();
     if (index == kMaxSubscriptions) return false;

@@ -51,6 +51,7 @@
 #include "sluice/config.hpp"
 #include "sluice/detail/bits.hpp"
 #include "sluice/detail/consume/dispatch_epoch.hpp"
+#include "sluice/detail/consume/one_signature.hpp"
 #include "sluice/detail/consume/variant_index.hpp"
 #include "sluice/message.hpp"
 #include "sluice/subscription_handle.hpp"
@@ -117,6 +118,9 @@ class SubscriptionRegistry {
                       std::is_invocable_v<Stored&, const Envelope&>,
                   "Sluice: a callback takes (const T&, const MessageHeader&), "
                   "(const T&) or (const MessageEnvelope<Payload>&)");
+    static_assert(TakesOneOfAt<Stored, 0, T, Envelope>(),
+                  "Sluice: a callback's message parameter is the subscribed type T itself "
+                  "(or the envelope), not a type T converts to");
     constexpr std::size_t kType = VariantIndex<T, Payload>::kValue;
 
     TypeTable& table = tables_[kType];

@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "sluice/config.hpp"
+#include "sluice/detail/consume/one_signature.hpp"
 #include "sluice/message.hpp"
 
 namespace sluice {
@@ -35,6 +36,12 @@ constexpr bool AcceptsEveryAlternativeWithHeader(std::index_sequence<kIndex...>)
 template <typename Payload, typename Visitor>
 SLUICE_ALWAYS_INLINE void VisitEnvelope(Visitor& visitor,
                                         const MessageEnvelope<Payload>& envelope) {
+  static_assert(TakesOneOfAt<Visitor, 0, MessageEnvelope<Payload>>() ||
+                    (std::variant_size_v<Payload> == 1 &&
+                     TakesOneOfAt<Visitor, 0, std::variant_alternative_t<0, Payload>>()),
+                "Sluice: a visitor with one call operator takes (const MessageEnvelope<Payload>&); "
+                "one that takes messages needs an operator() for every alternative (or a "
+                "generic lambda), not one that the others convert to");
   constexpr auto kAlternatives = std::make_index_sequence<std::variant_size_v<Payload>>{};
   if constexpr (AcceptsEveryAlternative<Payload, Visitor>(kAlternatives)) {
     std::visit(visitor, envelope.payload);
