@@ -203,6 +203,102 @@ TEST(ShmLivenessTest, APidReusedByARunningProcessDoesNotKeepTheDeadAlive) {
   EXPECT_TRUE(exits.seen.front().killed);
 }
 
+// A killed producer's lane state word, which it could write while it ran:
+// "free", a value no producer writes, or "detached". Its lane is still seen
+// gone once it is killed (the role decides, not the word) and handed back,
+// so the next producer gets it; the word tells only a kill from a detach.
+// (Before, a lane whose killed producer wrote "free" or 7 there was never
+// seen gone: no exit reported, the lane kept for ever, across takeovers.)
+TEST(ShmLivenessTest, AKilledProducersForgedStateWordDoesNotKeepItsLane) {
+  const std::uint32_t forged_states[] = {layout::kLaneFree, 7, layout::kLaneDetached};
+  for (const std::uint32_t forged : forged_states) {
+    SCOPED_TRACE("state word " + std::to_string(forged));
+    const std::string name = UniqueName();
+    Bus bus;
+    ASSERT_EQ(bus.Create(name), AttachError::kNone);
+    Exits exits;
+    bus.OnProducerExit([&exits](const ProducerExit& exit) { exits.seen.push_back(exit); });
+    sluice_test::ChildProcess producer;
+    std::string line;
+    ASSERT_TRUE(StartPeer(producer, {"publish-threads", name, "1"}));
+    ASSERT_TRUE(producer.WaitForLine("publishing", &line, kGuard)) << line;
+    const std::size_t lane = Field(line, "lane") - 1;
+    producer.Kill(SIGKILL);
+    BusView<Layout> forger;
+    ASSERT_EQ(forger.Open(name), AttachError::kNone);
+    forger.Control(lane).state.store(forged);
+    ASSERT_TRUE(PollUntilExit(bus, exits)) << "a killed producer is seen gone";
+    EXPECT_EQ(exits.seen.front().lane, lane + 1);
+    EXPECT_EQ(exits.seen.front().killed, forged != layout::kLaneDetached);
+    // Handed back: a new producer gets that lane (the lowest free one).
+    Producer next;
+    ASSERT_EQ(next.Attach(name), AttachError::kNone);
+    EXPECT_EQ(next.Lane(), lane + 1);
+    EXPECT_TRUE(next.Publish(Stop{1, 1}));
+    EXPECT_EQ(Poll(bus, 4), 1U);
+  }
+}
+
+// A running producer writes "detached" into its lane's state word: the
+// consumer does not take it for gone while its role is held (before, one
+// look handed its lane back under it and its later publishes were never
+// dispatched); what it publishes next is dispatched, and its real detach is
+// reported as one.
+TEST(ShmLivenessTest, ALiveProducerThatWritesDetachedKeepsItsLane) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  Exits exits;
+  bus.OnProducerExit([&exits](const ProducerExit& exit) { exits.seen.push_back(exit); });
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  BusView<Layout> forger;
+  ASSERT_EQ(forger.Open(name), AttachError::kNone);
+  forger.Control(producer.Lane() - 1u).state.store(layout::kLaneDetached);
+  Poll(bus, 20);
+  EXPECT_FALSE(exits.Any());
+  EXPECT_TRUE(producer.Publish(Stop{3, 3}));
+  EXPECT_EQ(Poll(bus, 4), 1U);
+  producer.Detach();
+  ASSERT_TRUE(PollUntilExit(bus, exits));
+  EXPECT_FALSE(exits.seen.front().killed);
+}
+
+// A consumer killed while it handed a lane back, after the lane left the
+// active set and before its new object was free, leaves the lane in
+// neither set, with its old object, which the old producer may still map
+// and may have written "free" into. The consumer that takes over makes the
+// lane anew: the next producer writes a new object, not the old one.
+// (Before, a lane in neither set whose object read "free" was freed in
+// place, so the next owner shared the old producer's object.)
+TEST(ShmLivenessTest, ALaneLeftInNeitherSetIsMadeAnewAtTakeOver) {
+  const std::string name = UniqueName();
+  sluice_test::ChildProcess consumer;
+  std::string line;
+  ASSERT_TRUE(StartPeer(consumer, {"hold", name}));
+  ASSERT_TRUE(consumer.WaitForLine("ready", &line, kGuard));
+  consumer.Kill(SIGKILL);
+  // The old objects, as the producer that kept its mapping holds them.
+  BusView<Layout> old_owner;
+  ASSERT_EQ(old_owner.Open(name), AttachError::kNone);
+  Segment forger;
+  Header* header = MapHeader(name, &forger);
+  ASSERT_NE(header, nullptr);
+  header->lanes_free.fetch_and(~std::uint64_t{1});
+  header->lanes_active.fetch_and(~std::uint64_t{1});
+  old_owner.Control(0).state.store(layout::kLaneFree);
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  ASSERT_TRUE(bus.TookOver());
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  ASSERT_EQ(producer.Lane(), 1U) << "lane 0 is free again";
+  EXPECT_EQ(old_owner.Control(0).state.load(), layout::kLaneFree)
+      << "the new owner's hand-out wrote the old object";
+  EXPECT_TRUE(producer.Publish(Stop{4, 4}));
+  EXPECT_EQ(Poll(bus, 4), 1U);
+}
+
 // The consumer's process closes the bus's descriptor (a close_range over
 // descriptors it does not own) and opens another file under its number:
 // the producers' roles are not read through the other file, so a live

@@ -52,7 +52,7 @@ models=(
   "loan_blocks|1:assertion violated,2:assertion violated,3:assertion violated,4:assertion violated,5:assertion violated|||20"
   "in_hand|1:assertion violated,2:assertion violated,3:assertion violated,4:assertion violated|||14"
   "segment_create|1:(owners==0),2:(owners==0),3:(result<=2),4:(owners==0),5:(owners==0),6:(owners==0),7:(owners==0)|||22"
-  "lane_handout|1:assertion violated,2:assertion violated F[l],3:(S[o]==0),4:(S[o]==0),5:assertion violated F[l],6:(S[cur[l]]==2),7:(S[o]==0),8:&&handed[cur[l]])||-O2|22"
+  "lane_handout|1:assertion violated,2:assertion violated F[l],3:assertion violated,4:(S[o]==0),5:assertion violated F[l],6:assertion violated,7:(S[o]==0),8:&&handed[cur[l]]),9:(owner[0]==3))))||-O2|22"
 )
 
 # Every model in this directory has an entry above, and every name asked

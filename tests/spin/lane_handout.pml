@@ -39,25 +39,26 @@
  * take (`lk`), so a pass never sees the role held by our copy of a lane
  * whose producer already died. Attach: receive, map, write; Detach: S = Detached
  * (release), drop the role, unmap. CheckProducers, every lane whatever its
- * A: S (acquire) Detached: gone; Owned with no role held: S read again,
- * gone (killed unless Detached). TendGoneLanes, each gone lane: clear A;
- * ResetLane: make a fresh object (S Free, unnamed), rename it over cur,
- * then F = 1 (release).
+ * A: an active lane (A, the header's: only consumers write it) whose role
+ * no one holds (the kernel's word) is gone; S, which the lane's producer
+ * can write, decides neither, and is read only to tell a detach from a
+ * kill. TendGoneLanes, each gone lane: clear A; ResetLane: make a fresh
+ * object (S Free, unnamed), rename it over cur, then F = 1 (release).
  *
- * F is cleared first so that the only lanes with F == 0, A == 0 and S
- * Free are a hand-out that died before U4 or a reset that died before
- * F = 1: nobody holds either, and TakeOver frees them. Every other lane a
- * killed consumer leaves is free, or active with a live owner, or Owned
- * or Detached with its role dropped: gone, and CheckProducers hands it
- * back. That is why CheckProducers reads every lane: a hand-out killed
- * between U4 and U5, or a tend killed between clearing A and the rename,
- * leaves such a lane with A == 0 (bug 5).
+ * A lane that a killed consumer leaves with F == 0 and A == 0 is a
+ * hand-out that died before U5 or a hand-back that died before F = 1:
+ * nobody holds it (its descriptor leaves only at U6, after U5), and
+ * TakeOver makes it anew and frees it, whatever its S: the object of a
+ * hand-back cut short is the old owner's, which that producer may still
+ * map and may have written Free into (bug 9).
  *
  * Instance: one lane; producers 0 and 1, each killed at any step (its role
  * and mapping die with it; a descriptor still in flight to it dies with
- * its socket); and the hostile producer 2, never killed, which detaches as
- * the consumer expects (S = Detached, role dropped) but keeps its mapping
- * and writes into it for ever. Each producer asks once; a refusal (no free
+ * its socket); and the hostile producer 2, which writes its state word as
+ * it likes: either it detaches as the consumer expects (S = Detached,
+ * role dropped), keeps its mapping and may write Free into the old
+ * object at any later moment; or it writes Free over its state while it
+ * owns the lane and is then killed. Each producer asks once; a refusal (no free
  * lane) or EOF (the server killed) ends it. Producers 0 and 1 are alike,
  * so 0 asks first. The consumer (a server thread and a consumer thread)
  * may be killed once, at any step; a new consumer then takes over and
@@ -88,9 +89,12 @@
  *    Dispatch watcher);
  *  - a lane is handed out only when it is free: not active, its object
  *    Free (assertion at U3);
+ *  - no lane taken from under a producer: TakeOver makes anew only a lane
+ *    whose object no producer that received it and has not left maps;
  *  - no lane leaked: at the end every lane is free (F);
- *  - the exit report: a lane judged killed is mapped by no live producer
- *    (no owner that is still detaching);
+ *  - the exit report: a lane judged killed is mapped by no live honest
+ *    producer (no owner that is still detaching; the hostile one can make
+ *    its own lane read killed or detached, a label about itself);
  *  - no dead producer read as running: a pass finds gone every lane whose
  *    owner was sent its object and has died, so one CheckProducers after
  *    a producer's death reports it (the pass runs whenever such a lane
@@ -114,29 +118,40 @@
  *  1: ResetLane reuses the old object (S set Free in place): the hostile
  *     producer still maps the next owner's object (the Dispatch watcher,
  *     or the exit report's check when that owner is killed);
- *  2: TakeOver does not free lanes with F == 0, A == 0 and S Free: a
- *     consumer killed in ResetLane before F = 1, or in a hand-out before
- *     U4, leaks the lane (F at the end);
+ *  2: no recovery of a lane in neither set: TakeOver leaves it alone and
+ *     CheckProducers looks only at active lanes: a consumer killed in
+ *     ResetLane before F = 1, or in a hand-out before U5, leaks the lane
+ *     (F at the end);
  *  3: HandOut sends the descriptor (U6) before U4 and U5: the producer
  *     detaches before U4 and the consumer hands the lane back; then U4
  *     marks the old object owned and U5 the lane, free again, active: the
- *     next hand-out finds it active (U3);
+ *     next hand-out finds it active (U3); or a consumer killed before U5
+ *     leaves a lane in neither set that a live producer holds, and the
+ *     next consumer makes it anew under that producer (TakeOver's
+ *     assertion);
  *  4: HandOut clears F after U5, not before U3: a consumer killed between
  *     U5 and the clear leaves a gone lane with F; the next consumer hands
  *     out its old object while it resets the lane (U3);
- *  5: CheckProducers looks only at active lanes: a consumer killed between
- *     U4 and U5, or between clearing A and the rename, leaves an Owned or
- *     Detached lane that no one hands back (F at the end);
+ *  5: CheckProducers trusts the state word (gone: Detached, or Owned with
+ *     no role held): the hostile producer that wrote Free over its state
+ *     and was killed keeps its lane for ever (F at the end);
  *  6: Detach drops the role before it stores Detached: the consumer finds
  *     the role dropped and the lane still Owned, and reports a producer
- *     that is detaching as killed (the exit report);
+ *     that is detaching as killed (the exit report), or hands the lane
+ *     back and, killed in the hand-back, leaves it to a consumer that makes
+ *     it anew under the producer still detaching (TakeOver's assertion);
  *  7: ResetLane sets F before the rename: the server hands out the old
  *     object, Detached (U3);
  *  8: HandOut releases the lock after U5 and sends the descriptor and
  *     closes our copy as two steps outside it: the producer receives it
  *     and dies, and a pass between the send and the close finds the role
  *     held by our copy and reads the dead producer as running (the pass's
- *     assertion).
+ *     assertion);
+ *  9: TakeOver frees a lane with F == 0 and A == 0 in place when its
+ *     object reads Free: a hand-back cut short before the rename leaves
+ *     the hostile producer's old object, which it wrote Free into, and the
+ *     next hand-out sends that object to another producer, which the
+ *     consumer then dispatches from (the Dispatch watcher).
  */
 
 #ifndef LANES
@@ -176,6 +191,7 @@ bit lk = 0;           /* the hand-out holds the lock CheckProducers takes */
 byte mapped[NP];      /* the object each producer maps, + 1 */
 byte owner[LANES];    /* the lane's last owner, + 1 */
 bit handed[MAXOBJ];   /* sent to a producer */
+bit attached[NP];     /* received an object and has not left */
 
 /* A descriptor of the role's open closed: the last one drops the role. */
 inline close_ref(o) {
@@ -191,6 +207,13 @@ inline close_ref(o) {
 /* Nobody maps object o. */
 #define UNMAPPED(o) \
   (mapped[0] != o + 1 && mapped[1] != o + 1 && mapped[2] != o + 1)
+/* A producer that received object o and has not left (detached or
+ * died) maps it. */
+#define HELD_BY_ATTACHED(o) \
+  (attached[0] && mapped[0] == o + 1 || attached[1] && mapped[1] == o + 1 || \
+   attached[2] && mapped[2] == o + 1)
+/* No honest producer maps object o. */
+#define UNMAPPED_BY_HONEST(o) (mapped[0] != o + 1 && mapped[1] != o + 1)
 
 /*
  * The first consumer's kill, as the last part of any of its steps (a kill
@@ -342,17 +365,25 @@ next:
   }
 }
 
-/* What a pass of CheckProducers would find: a lane whose owner left
- * (Detached; or Owned with no role held). */
+/* What a pass of CheckProducers would find: an active lane whose role no
+ * one holds. */
 #if PLANTED_BUG == 5
-/* Bug 5 breaks CheckProducers' loop: it skips lanes that are not active. */
-#define LEFT(l) (A[l] && (S[cur[l]] == DETACHED || S[cur[l]] == OWNED && !R[cur[l]]))
-#else
+/* Bug 5 trusts the state word, as CheckProducers once did. */
 #define LEFT(l) (S[cur[l]] == DETACHED || S[cur[l]] == OWNED && !R[cur[l]])
+#elif PLANTED_BUG == 2
+/* Bug 2, with TakeOver's recovery removed: only active lanes. */
+#define LEFT(l) (A[l] && !R[cur[l]])
+#else
+/* Or in neither set: no step of a running consumer leaves a lane there
+ * where a pass can see it (a hand-out holds the lock; a hand-back is the
+ * pass's own thread), so only a header written by someone else would;
+ * the pass's assertion checks that the protocol never does. */
+#define LEFT(l) (A[l] && !R[cur[l]] || !A[l] && !F[l])
 #endif
-/* A lane whose owner was sent its object and has died since (ghosts). */
+/* An active lane whose owner was sent its object and has died since
+ * (ghosts). */
 #define DEAD_OWNER(l) \
-  (S[cur[l]] == OWNED && handed[cur[l]] && owner[l] != 0 && pdead[owner[l] - 1])
+  (A[l] && handed[cur[l]] && owner[l] != 0 && pdead[owner[l] - 1])
 /* Such a lane that a pass would not find gone: what a pass must never see. */
 #define DEAD_HELD(l) (DEAD_OWNER(l) && !LEFT(l))
 #if LANES == 1
@@ -376,11 +407,10 @@ proctype Consumer(bit g) {
           * once at the end; never while the hand-out holds the lock. */
          !lk && (WORK || MISJUDGED || FIN) ->
          fin = FIN;
-         /* CheckProducers, every lane whatever its A. SYNC POINT READ
-          * (U): S; an owned lane's role; S again, which tells a detach
-          * from a kill (Detach stores Detached before it drops the
-          * role). Reads only, so one step: a kill among them is a kill
-          * before them. */
+         /* CheckProducers. SYNC POINT READ (U): A; an active lane's
+          * role; S, which tells a detach from a kill (Detach stores
+          * Detached before it drops the role). Reads only, so one step:
+          * a kill among them is a kill before them. */
          l = 0;
          do
          :: l < LANES ->
@@ -388,8 +418,11 @@ proctype Consumer(bit g) {
             assert(!DEAD_HELD(l));
             if
             :: LEFT(l) ->
-               /* Judged killed (not Detached): no live producer maps it. */
-               assert(S[cur[l]] == DETACHED || UNMAPPED(cur[l]));
+               /* Never a lane that a producer holds. */
+               assert(A[l] || !HELD_BY_ATTACHED(cur[l]));
+               /* Judged killed (not Detached): no live honest producer
+                * maps it. */
+               assert(S[cur[l]] == DETACHED || UNMAPPED_BY_HONEST(cur[l]));
                gone[l] = 1;
                /* TendGoneLanes: what it holds dispatched (elided), then
                 * off the active set before it is free. */
@@ -459,6 +492,7 @@ end:
 #define DIE \
   atomic { \
     pdead[p] = 1; \
+    attached[p] = 0; \
     if :: rep[p]?o :: empty(rep[p]) -> skip fi; \
     if :: o != 0 -> close_ref(o - 1) :: else -> skip fi; \
     mapped[p] = 0; \
@@ -477,21 +511,40 @@ proctype Producer(byte p) {
   :: atomic {
        /* Received, mapped: it writes from here on. */
        rep[p]?o ->
-       if :: o != 0 -> mapped[p] = o :: else -> ndone++; goto dead fi
+       if :: o != 0 -> mapped[p] = o; attached[p] = 1 :: else -> ndone++; goto dead fi
      }
   :: p != HOSTILE -> DIE   /* what is or will be in flight dies too */
   fi;
   if
   :: p == HOSTILE ->
-     /* Detaches as the consumer expects, all at once, then closes its
-      * descriptor; keeps the mapping and writes into it for ever. */
-     atomic {
-       S[o - 1] = DETACHED;
-       R[o - 1] = 0;
-       close_ref(o - 1);
-       o = 0;
-       ndone++
-     };
+     if
+     :: /* Detaches as the consumer expects, all at once, then closes its
+         * descriptor; keeps the mapping and writes into it for ever: at
+         * any later moment, Free over the old object's state. */
+        atomic {
+          S[o - 1] = DETACHED;
+          R[o - 1] = 0;
+          close_ref(o - 1);
+          attached[p] = 0;
+          ndone++
+        };
+        if
+        :: S[o - 1] = FREE
+        :: skip
+        fi;
+        o = 0
+     :: /* Writes Free over its state while it owns the lane, then is
+         * killed: the kernel drops its role and its mapping. */
+        S[o - 1] = FREE;
+        atomic {
+          pdead[p] = 1;
+          attached[p] = 0;
+          close_ref(o - 1);
+          mapped[p] = 0;
+          o = 0;
+          ndone++
+        }
+     fi;
      goto dead
   :: else -> skip
   fi;
@@ -505,15 +558,16 @@ proctype Producer(byte p) {
   /* The role dropped explicitly, then unmapped and closed: one step (its
    * mapping of the old object after the drop is harmless; the hostile
    * one's is not), and a kill before it does the same. */
-  atomic { R[o - 1] = 0; mapped[p] = 0; close_ref(o - 1); o = 0; ndone++ };
+  atomic { R[o - 1] = 0; mapped[p] = 0; attached[p] = 0; close_ref(o - 1); o = 0; ndone++ };
 dead:
   skip
 }
 
 /* ConsumerLanes::TakeOver, by the consumer that comes after the killed
- * one: a lane neither free nor active whose object is Free is one nobody
- * holds (a hand-out killed before U4, a reset killed before F = 1); every
- * other lane is CheckProducers'. Then its own two threads. */
+ * one: a lane neither free nor active is one nobody holds (a hand-out
+ * killed before U5, a hand-back killed before F = 1): made anew and
+ * freed; every active lane is CheckProducers'. Then its own two
+ * threads. */
 active proctype TakeOver() {
   byte l = 0;
 end:
@@ -524,7 +578,20 @@ end:
 #if PLANTED_BUG != 2
        /* Bug 2 removes this recovery. */
        if
+#if PLANTED_BUG == 9
+       /* Bug 9: freed in place when the object reads Free. */
        :: !A[l] && !F[l] && S[cur[l]] == FREE -> F[l] = 1
+       :: !A[l] && !F[l] && S[cur[l]] != FREE ->
+#else
+       :: !A[l] && !F[l] ->
+#endif
+          /* Nobody holds it: no producer that has its object and has
+           * not left. */
+          assert(!HELD_BY_ATTACHED(cur[l]));
+          assert(nobj < MAXOBJ);
+          cur[l] = nobj;
+          nobj++;
+          F[l] = 1
        :: else -> skip
        fi;
 #endif

@@ -41,6 +41,7 @@ template <typename Payload, std::size_t kCapacity, typename Traits>
 class LaneRecovery {
   using LayoutType = Layout<Payload, kCapacity, Traits>;
   using LaneControl = typename LayoutType::LaneControl;
+  using Header = typename LayoutType::Header;
   using Lanes = ConsumerLanes<Payload, kCapacity, Traits>;
   static constexpr std::size_t kLanes = LayoutType::kLanes;
 
@@ -67,29 +68,41 @@ class LaneRecovery {
       const std::uint64_t bit = std::uint64_t{1} << lane;
       if ((gone_ & bit) != 0 || !lanes.objects_[lane].IsMapped()) continue;
       const LaneControl& control = lanes.Control(lane);
-      // SYNC POINT READ (U): the owner's identity, or its last publishes.
-      const std::uint32_t state = control.state.load(std::memory_order_acquire);
-      if (state == kLaneDetached) {
-        lanes.lanes_[lane].killed = false;
-      } else if (state == kLaneOwned) {
-        // The hand-out took the owner's role before it stored kLaneOwned, so
-        // a role held by no one now means that it exited or detached. Held
-        // (or unknown), it runs.
-        if (lanes.objects_[lane].HolderOf(kLaneRole) != Segment::RoleHolder::kNone) {
-          continue;
+      // Whether the lane has an owner is the header's word (only this
+      // process writes it: the hand-out sets the bit before the lane
+      // leaves, the hand-back clears it), and whether that owner runs is
+      // the kernel's (its role); the lane's own state word, which its
+      // producer can write, decides neither: a producer that wrote "free"
+      // or any other value there and was killed is still seen gone, and
+      // one that wrote "detached" and runs is still seen running.
+      // SYNC POINT READ (U): the lane's bit, before its rings and state.
+      const Header& header = *lanes.header_;
+      if ((header.lanes_active.load(std::memory_order_acquire) & bit) == 0) {
+        if ((header.lanes_free.load(std::memory_order_acquire) & bit) != 0) {
+          continue;  // free: no owner to look at
         }
-        // A killed owner stored nothing with release on its way out; its
-        // stores are ordered before this by the kernel: it had exited (every
-        // store of its last instructions done) before the kernel dropped
-        // its role, which this thread's system call just saw dropped. The
-        // fence keeps the compiler from moving the lane's reads above it.
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-        // A producer detaches by storing kLaneDetached and then dropping
-        // its role: read again, the state tells a detach from a kill.
-        lanes.lanes_[lane].killed = control.state.load(std::memory_order_acquire) != kLaneDetached;
-      } else {
-        continue;  // free (or a value no producer writes: left alone)
+        // In neither set while this consumer runs: its hand-out moves a
+        // lane from free to active under the lock this pass holds, and its
+        // hand-back, on this thread, from active to free; so something
+        // else wrote the header. Whatever holds the lane, the header says
+        // it has no owner: handed back now (what it holds is counted
+        // corrupt: TendGoneLanes), never left where no batch reads it.
+      } else if (lanes.objects_[lane].HolderOf(kLaneRole) != Segment::RoleHolder::kNone) {
+        // The hand-out took the owner's role before it set the lane's bit,
+        // so a role held by no one means that it exited or detached. Held
+        // (or unknown), it runs.
+        continue;
       }
+      // A killed owner stored nothing with release on its way out; its
+      // stores are ordered before this by the kernel: it had exited (every
+      // store of its last instructions done) before the kernel dropped its
+      // role, which this thread's system call just saw dropped. The fence
+      // keeps the compiler from moving the lane's reads above it.
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      // SYNC POINT READ (U): a producer detaches by storing kLaneDetached
+      // with release and then dropping its role: the state tells a detach
+      // from a kill (a label: a producer can only say it of itself).
+      lanes.lanes_[lane].killed = control.state.load(std::memory_order_acquire) != kLaneDetached;
       lanes.lanes_[lane].pid = control.owner.pid;
       gone_ |= bit;
       LaneEvent exited;

@@ -96,9 +96,12 @@ class ConsumerLanes {
 
   // A killed consumer's bus (`base`: the reservation, its header placed
   // there): every lane's object opened by name and placed, as it left
-  // them. A lane the killed consumer had made and not yet marked free, or
-  // whose hand-out it left between taking it and marking it owned, is
-  // free again (tests/spin/lane_handout.pml). kNone, or why not.
+  // them. A lane in neither set (its hand-out cut short before the lane
+  // was active, or its hand-back before it was free) has no owner: it is
+  // made anew and freed, whatever its object's state word says (which the
+  // last producer of an old object can write: one freed in place would be
+  // handed out with that producer still mapping it;
+  // tests/spin/lane_handout.pml). kNone, or why not.
   [[nodiscard]] AttachError TakeOver(void* base, const std::string& name,
                                      const SegmentPermissions& permissions) noexcept {
     Map(base, name, permissions);
@@ -121,8 +124,14 @@ class ConsumerLanes {
       const bool placed = ((header_->lanes_active.load(std::memory_order_relaxed) |
                             header_->lanes_free.load(std::memory_order_relaxed)) &
                            bit) != 0;
-      if (!placed && Control(lane).state.load(std::memory_order_acquire) == kLaneFree) {
-        header_->lanes_free.fetch_or(bit, std::memory_order_release);
+      if (!placed) {
+        const std::lock_guard<std::mutex> hold(handout_lock_);
+        if (ResetLane(lane) && objects_[lane].LinkReplacing(LaneName(lane)) == AttachError::kNone) {
+          // SYNC POINT WRITE (U), handing back: the lane made, then free.
+          header_->lanes_free.fetch_or(bit, std::memory_order_release);
+        }
+        // Else the system refused a new object: out of use, as a hand-back
+        // that failed leaves it; the next consumer to take over tries again.
       }
     }
     return AttachError::kNone;

@@ -48,9 +48,11 @@
 //      reaches nothing of the next owner's) with its rings and counters,
 //      then sets its bit in `lanes_free` with release, which the hand-out's
 //      acquire pairs with. A lane in neither set after a consumer's death
-//      (its hand-out or hand-back cut short) is freed by the next consumer
-//      if its object says kLaneFree, else looked at as a producer that left
-//      (tests/spin/lane_handout.pml).
+//      (its hand-out or hand-back cut short) has no owner: the next
+//      consumer makes it anew and frees it. Whether a lane has an owner is
+//      the header's `lanes_active` and whether that owner runs its role,
+//      never the lane's `state`, which its producer can write: `state`
+//      only tells a detach from a kill (tests/spin/lane_handout.pml).
 //  (W) and (R) sleeping, the in-process Dekker pairs of
 //      detail/wait/wake_signal.hpp with their signals in the segment and a
 //      futex any process can wait on (ipc/shared_futex_parker.hpp): (W) the
