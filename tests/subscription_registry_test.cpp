@@ -155,6 +155,26 @@ TEST(SubscriptionRegistryTest, DispatchCallsTheTypesSubscribersInSubscriptionOrd
   EXPECT_TRUE(errors.empty());
 }
 
+// The call order is the order of the places in the type's table, and a
+// subscription takes the lowest free place (api.md): after an Unsubscribe,
+// a later subscription is called before earlier ones.
+TEST(SubscriptionRegistryTest, ASubscriptionTakesTheLowestFreePlaceInTheCallOrder) {
+  Registry<4> registry;
+  DispatchEpoch epoch;
+  std::vector<std::string> calls;
+  const SubscriptionHandle a =
+      registry.Subscribe<Alpha>([&](const Alpha&) { calls.push_back("A"); });
+  ASSERT_TRUE(a.IsValid());
+  ASSERT_TRUE(registry.Subscribe<Alpha>([&](const Alpha&) { calls.push_back("B"); }).IsValid());
+  RunBatch(registry, epoch, Alpha{1});
+  EXPECT_EQ(calls, (std::vector<std::string>{"A", "B"})) << "subscription order";
+  ASSERT_TRUE(registry.Unsubscribe(a, epoch));
+  ASSERT_TRUE(registry.Subscribe<Alpha>([&](const Alpha&) { calls.push_back("C"); }).IsValid());
+  calls.clear();
+  RunBatch(registry, epoch, Alpha{2});
+  EXPECT_EQ(calls, (std::vector<std::string>{"C", "B"})) << "C took A's place";
+}
+
 TEST(SubscriptionRegistryTest, UnsubscribeSucceedsOnceThenTheHandleIsStale) {
   int destroyed = 0;
   std::vector<int> calls;
