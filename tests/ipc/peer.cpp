@@ -69,6 +69,9 @@
 //   publish-threads NAME THREADS   "publishing lane=L", then each thread
 //                          publishes (thread << 40) + i, i = 0, 1, ..., with
 //                          PriorityOf(i), until killed
+//   batch-killed NAME      one PublishBatch of Stop 0..15 at LOW; while it
+//                          reads element 5 (0-4 published) says "inside
+//                          batch lane=L" and waits to be killed
 // Stops this process at one step of ShmBus::Create when asked
 // (create-stop): defined before the bus is included (ipc/create_steps.hpp).
 namespace peer_hook {
@@ -94,6 +97,7 @@ void AtCreateStep(int step);
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sluice/ipc/shm_bus.hpp>
 #include <sstream>
 #include <string>
@@ -111,6 +115,7 @@ using sluice::PublishOutcome;
 using sluice::ipc::AttachError;
 using sluice_ipc_test::kCapacity;
 using sluice_ipc_test::Payload;
+using sluice_ipc_test::Stop;
 using Producer = sluice::ipc::ShmProducer<Payload, kCapacity>;
 using Consumer = sluice::ipc::ShmBus<Payload, kCapacity>;
 using Layout = sluice::ipc::detail::Layout<Payload, kCapacity, sluice::ipc::ShmBusTraits>;
@@ -603,6 +608,57 @@ int PublishAfterUnshareTime(const std::string& name, std::uint64_t count) {
   return 0;
 }
 
+// The elements of batch-killed: Stop 0..15, read one at a time, a range
+// PublishBatch looks ahead into; reading element 5 says so and waits (30 s
+// at most) for the test to kill it.
+class StopsUntilKilled {
+ public:
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = Stop;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const Stop*;
+  using reference = Stop;
+  StopsUntilKilled() = default;
+  StopsUntilKilled(std::uint64_t index, std::uint16_t lane) : index_(index), lane_(lane) {}
+  Stop operator*() const {
+    if (index_ == 5) {
+      Say("inside batch lane=" + std::to_string(lane_));
+      std::this_thread::sleep_for(kDeadline);
+    }
+    return Stop{0, index_};
+  }
+  StopsUntilKilled& operator++() {
+    ++index_;
+    return *this;
+  }
+  StopsUntilKilled operator++(int) {
+    StopsUntilKilled before = *this;
+    ++index_;
+    return before;
+  }
+  // Random access as PublishBatch tells it (`last - first`): the batch
+  // claims its run at once, then writes and publishes one by one.
+  difference_type operator-(const StopsUntilKilled& other) const {
+    return static_cast<difference_type>(index_) - static_cast<difference_type>(other.index_);
+  }
+  bool operator==(const StopsUntilKilled& other) const { return index_ == other.index_; }
+  bool operator!=(const StopsUntilKilled& other) const { return index_ != other.index_; }
+
+ private:
+  std::uint64_t index_ = 0;
+  std::uint16_t lane_ = 0;
+};
+
+int BatchKilled(const std::string& name) {
+  Producer producer;
+  const AttachError error = producer.Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  (void)producer.PublishBatch(StopsUntilKilled(0, producer.Lane()),
+                              StopsUntilKilled(16, producer.Lane()), 7,
+                              sluice::MessagePriority::LOW);
+  return Fail("not killed inside the batch");
+}
+
 int ExecAfter(const std::string& name) {
   Producer producer;
   const AttachError error = producer.Attach(name);
@@ -695,6 +751,7 @@ int main(int argc, char** argv) {
     return Bursts(args[1], std::stoull(args[2]), std::stoull(args[3]));
   }
   if (args.size() == 2 && args[0] == "exec-after") return ExecAfter(args[1]);
+  if (args.size() == 2 && args[0] == "batch-killed") return BatchKilled(args[1]);
   if (args.size() == 3 && args[0] == "publish-after-unshare-time") {
     return PublishAfterUnshareTime(args[1], std::stoull(args[2]));
   }

@@ -190,6 +190,34 @@ TEST(ShmProducerExitTest, AProducerKilledAtAnyStepWedgesNothingAndItsLaneIsHande
 // killed at a random moment, 20 times. Every message it published is
 // dispatched intact, once, each thread's in its order within a priority;
 // at most one claim per thread is lost.
+// A producer killed inside one PublishBatch of 16, while it reads element 5
+// (0-4 published): the batch claimed its whole run at once, so the 11 it
+// never wrote are lost, each counted in the exit and the statistics, and
+// the 5 it published are dispatched (ipc.md: at most one claim per thread
+// that was publishing, or the rest of the batch it was in).
+TEST(ShmProducerExitTest, AProducerKilledInsideABatchLosesTheRestOfThatBatchCounted) {
+  const std::string name = UniqueName();
+  Bus bus;
+  std::vector<ProducerExit> exits;
+  ASSERT_EQ(CreateWatching(bus, name, std::chrono::nanoseconds(0), &exits), AttachError::kNone);
+  ChildProcess peer;
+  ASSERT_TRUE(StartPeer(peer, {"batch-killed", name}));
+  std::string line;
+  ASSERT_TRUE(peer.WaitForLine("inside batch", &line, kGuard)) << line;
+  peer.Kill(SIGKILL);
+  std::vector<std::uint64_t> dispatched;
+  const auto record = [&](const Envelope& e) {
+    dispatched.push_back(sluice_ipc_test::SeqOf(e.payload));
+  };
+  ASSERT_TRUE(DispatchWithUntil(bus, record, [&] { return !exits.empty(); }));
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_TRUE(exits[0].killed);
+  EXPECT_EQ(exits[0].lost, 11u);
+  EXPECT_EQ(dispatched, (std::vector<std::uint64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(bus.GetStatistics().lost, 11u);
+  EXPECT_EQ(bus.QueueDepth(), 0u);
+}
+
 TEST(ShmProducerExitTest, AProducerKilledAtRandomLosesAtMostOneClaimPerThread) {
   constexpr int kRounds = 20;
   constexpr unsigned kThreads = 2;
