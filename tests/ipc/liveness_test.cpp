@@ -591,6 +591,30 @@ TEST(ShmHostClockTest, AProducerThatUnsharesTimeForItsChildrenKeepsItsOwnClock) 
   EXPECT_EQ(stamps.off_the_clock, 0U);
 }
 
+// A producer that had read its clock's offset (it attached) moves its
+// future children into a time namespace 1,000,000 s ahead and forks: the
+// child's Attach reads the child's own offset, so its stamps are on this
+// process's clock, each within 1,000 s of this process's reading at
+// dispatch. (Before, the child kept its parent's offset, read once per
+// process: its stamps were 1,000,000 s ahead, and a latency read from them
+// was that far off.)
+TEST(ShmHostClockTest, AForkedChildInAnotherTimeNamespaceReadsItsOwnOffset) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (unshare(CLONE_NEWTIME))";
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  StampCheck stamps;
+  stamps.SubscribeTo(bus);
+  sluice_test::ChildProcess producer;
+  std::string line;
+  ASSERT_TRUE(StartPeer(producer, {"fork-after-unshare-time", name, "20"}));
+  const auto deadline = std::chrono::steady_clock::now() + kGuard;
+  while (stamps.stamped < 20 && std::chrono::steady_clock::now() < deadline) Poll(bus, 1);
+  ASSERT_TRUE(producer.WaitForLine("published", &line, kGuard)) << line;
+  EXPECT_EQ(stamps.stamped, 20U);
+  EXPECT_EQ(stamps.off_the_clock, 0U);
+}
+
 INSTANTIATE_TEST_SUITE_P(PidNamespace, ShmLivenessNamespaceTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? std::string("OwnPidNamespace")

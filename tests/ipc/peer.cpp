@@ -69,6 +69,12 @@
 //   publish-threads NAME THREADS   "publishing lane=L", then each thread
 //                          publishes (thread << 40) + i, i = 0, 1, ..., with
 //                          PriorityOf(i), until killed
+//   fork-after-unshare-time NAME COUNT   attaches (its clock's offset read:
+//                          0), then unshare(CLONE_NEWTIME) with its
+//                          children's clocks 1,000,000 s ahead, and forks a
+//                          child that attaches anew and publishes Stop
+//                          0..COUNT-1 at LOW; "published" once the child
+//                          exited 0
 //   batch-killed NAME      one PublishBatch of Stop 0..15 at LOW; while it
 //                          reads element 5 (0-4 published) says "inside
 //                          batch lane=L" and waits to be killed
@@ -87,6 +93,8 @@ void AtCreateStep(int step);
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -608,6 +616,40 @@ int PublishAfterUnshareTime(const std::string& name, std::uint64_t count) {
   return 0;
 }
 
+int ForkAfterUnshareTime(const std::string& name, std::uint64_t count) {
+  Producer parent;
+  const AttachError error = parent.Attach(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  if (::unshare(CLONE_NEWTIME) != 0) return Fail("unshare");
+  std::FILE* offsets = std::fopen("/proc/self/timens_offsets", "w");
+  if (offsets == nullptr) return Fail("timens_offsets");
+  const bool written = std::fputs("monotonic 1000000 0\n", offsets) >= 0;
+  if (std::fclose(offsets) != 0 || !written) return Fail("timens_offsets");
+  std::fflush(stdout);
+  const pid_t child = ::fork();
+  if (child < 0) return Fail("fork");
+  if (child == 0) {
+    // In the new time namespace: attaches again, as a forked child must.
+    Producer producer;
+    if (producer.Attach(name) != AttachError::kNone) ::_exit(4);
+    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    for (std::uint32_t seq = 0; seq < count; ++seq) {
+      while (!producer.PublishWithPriority(Stop{seq, seq}, 0, sluice::MessagePriority::LOW)) {
+        if (std::chrono::steady_clock::now() > deadline) ::_exit(3);
+        std::this_thread::yield();
+      }
+    }
+    producer.Detach();
+    ::_exit(0);
+  }
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Fail("child");
+  }
+  Say("published");
+  return 0;
+}
+
 // The elements of batch-killed: Stop 0..15, read one at a time, a range
 // PublishBatch looks ahead into; reading element 5 says so and waits (30 s
 // at most) for the test to kill it.
@@ -752,6 +794,9 @@ int main(int argc, char** argv) {
   }
   if (args.size() == 2 && args[0] == "exec-after") return ExecAfter(args[1]);
   if (args.size() == 2 && args[0] == "batch-killed") return BatchKilled(args[1]);
+  if (args.size() == 3 && args[0] == "fork-after-unshare-time") {
+    return ForkAfterUnshareTime(args[1], std::stoull(args[2]));
+  }
   if (args.size() == 3 && args[0] == "publish-after-unshare-time") {
     return PublishAfterUnshareTime(args[1], std::stoull(args[2]));
   }

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -25,19 +27,46 @@ struct HostMonotonicClock {
   static std::uint64_t NowMicros() noexcept { return NowNanos() / 1000; }
 
   // This process's monotonic offset (two's complement: a namespace may be
-  // behind the host), read once, at the first call (ShmBus::Create and
-  // ShmProducer::Attach make it), from /proc/self/timens_offsets (Linux
-  // 5.6). That file gives the offsets of the namespace this process's
-  // children get, which is its own until it calls unshare(CLONE_NEWTIME)
-  // (or setns to a time namespace): so it is read only while
-  // /proc/self/ns/time and /proc/self/ns/time_for_children are the same
-  // namespace. Otherwise, and without the file (an older kernel: no time
-  // namespaces; no /proc mounted), the offset is taken as 0: right in the
-  // host's time namespace, off by the namespace's offset elsewhere.
+  // behind the host), from /proc/self/timens_offsets (Linux 5.6). That file
+  // gives the offsets of the namespace this process's children get, which
+  // is its own until it calls unshare(CLONE_NEWTIME) (or setns to a time
+  // namespace): so it is read only while /proc/self/ns/time and
+  // /proc/self/ns/time_for_children are the same namespace. Otherwise, and
+  // without the file (an older kernel: no time namespaces; no /proc
+  // mounted), the offset is taken as 0: right in the host's time
+  // namespace, off by the namespace's offset elsewhere.
+  // Read at the first call, and again by ReadForThisProcess in a process
+  // that did not read it itself: a child forked from one that had read it
+  // may be in another time namespace (its parent unshared time for its
+  // children), and its Attach or Create reads its own.
   static std::uint64_t OffsetNanos() noexcept {
-    static const std::uint64_t offset =
-        OwnNamespaceIsChildrens() ? ReadOffsetNanos("/proc/self/timens_offsets") : 0;
-    return offset;
+    return Offset().nanos.load(std::memory_order_relaxed);
+  }
+
+  // ShmBus::Create and ShmProducer::Attach: reads the offset if this
+  // process has not (the first call, or the first in a forked child).
+  // Relaxed: a thread that stamps meanwhile in the same process reads the
+  // old value or the new one, both of this process's parent or itself;
+  // only a forked child reads anew, before its Attach returns.
+  static void ReadForThisProcess() noexcept {
+    OffsetCache& cache = Offset();
+    const pid_t self = ::getpid();
+    if (cache.reader.load(std::memory_order_relaxed) == self) return;
+    cache.nanos.store(ReadNow(), std::memory_order_relaxed);
+    cache.reader.store(self, std::memory_order_relaxed);
+  }
+
+  struct OffsetCache {
+    OffsetCache() noexcept : nanos(ReadNow()), reader(::getpid()) {}
+    std::atomic<std::uint64_t> nanos;
+    std::atomic<pid_t> reader;  // the process that read `nanos`
+  };
+  static OffsetCache& Offset() noexcept {
+    static OffsetCache cache;
+    return cache;
+  }
+  static std::uint64_t ReadNow() noexcept {
+    return OwnNamespaceIsChildrens() ? ReadOffsetNanos("/proc/self/timens_offsets") : 0;
   }
 
   // Whether this process's time namespace is the one its children get.

@@ -118,7 +118,7 @@ class ShmBus {
     if (!IsSegmentName(name)) return AttachError::kBadName;
     // The clock's offset, read now, before this process can move its
     // children into another time namespace.
-    (void)HostMonotonicClock::OffsetNanos();
+    HostMonotonicClock::ReadForThisProcess();
     std::uint64_t lost_in_hand = 0;
     const AttachError error = segment_.Create(name, options, &lost_in_hand);
     if (error != AttachError::kNone) return error;

@@ -136,7 +136,7 @@ class ShmProducer
     Detach();
     if (!IsSegmentName(name)) return AttachError::kBadName;
     // The clock's offset, read now (sluice/ipc/host_clock.hpp).
-    (void)HostMonotonicClock::OffsetNanos();
+    HostMonotonicClock::ReadForThisProcess();
     AddressReservation reservation;
     if (!reservation.Reserve(LayoutType::kSegmentSize)) return AttachError::kSystemError;
     Segment wake;
