@@ -53,6 +53,14 @@
 //                          "got seq=N" and a 2 ms pause, until killed
 //   block-sandboxed NAME   as block, in a process where membarrier fails
 //                          (a seccomp filter: EPERM), as in a sandbox
+//   wait-sandboxed-scribbled NAME   in a process where membarrier fails,
+//                          creates the bus, writes 1 into every byte of the
+//                          wake page's consumer signal but its two counters
+//                          (what a producer can reach), then waits 300 ms
+//                          with nothing published: "asymmetric=0|1
+//                          switches=N" (the signal's byte as read after the
+//                          writes; the thread's voluntary context switches
+//                          during the wait)
 //   publish-after-unshare-time NAME COUNT   unshare(CLONE_NEWTIME) with
 //                          its children's clocks 1,000,000 s ahead (not its
 //                          own), then Stop 0..COUNT-1 at LOW; "published"
@@ -92,6 +100,7 @@ void AtCreateStep(int step);
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -409,6 +418,32 @@ bool ForbidMembarrier() {
   sock_fprog program{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
   return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
          ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
+}
+
+int WaitSandboxedScribbled(const std::string& name) {
+  if (!ForbidMembarrier()) return Fail("seccomp");
+  Consumer bus;
+  const AttachError error = bus.Create(name);
+  if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
+  sluice_ipc_test::BusView<Layout> writer;
+  if (writer.Open(name) != AttachError::kNone) return Fail("open");
+  auto& signal = writer.Wake()->consumer_wake;
+  auto* bytes = reinterpret_cast<unsigned char*>(&signal);
+  const std::size_t word =
+      static_cast<std::size_t>(reinterpret_cast<const unsigned char*>(&signal.Word()) - bytes);
+  // The waiter count is the first word (alignas: offset 0).
+  for (std::size_t at = 0; at < sizeof(signal); ++at) {
+    const bool counter = at < sizeof(std::uint32_t) || (at >= word && at < word + 4);
+    if (!counter) bytes[at] = 1;
+  }
+  rusage before{};
+  rusage after{};
+  if (::getrusage(RUSAGE_THREAD, &before) != 0) return Fail("getrusage");
+  (void)bus.ProcessBatchWait(std::chrono::milliseconds(300));
+  if (::getrusage(RUSAGE_THREAD, &after) != 0) return Fail("getrusage");
+  Say("asymmetric=" + std::to_string(signal.Asymmetric() ? 1 : 0) +
+      " switches=" + std::to_string(after.ru_nvcsw - before.ru_nvcsw));
+  return 0;
 }
 
 int Block(const std::string& name) {
@@ -779,6 +814,9 @@ int main(int argc, char** argv) {
   if (args.size() == 2 && args[0] == "publish-when-asleep") return PublishWhenAsleep(args[1], true);
   if (args.size() == 2 && args[0] == "publish-unwoken") return PublishWhenAsleep(args[1], false);
   if (args.size() == 2 && args[0] == "block") return Block(args[1]);
+  if (args.size() == 2 && args[0] == "wait-sandboxed-scribbled") {
+    return WaitSandboxedScribbled(args[1]);
+  }
   if (args.size() == 2 && args[0] == "block-sandboxed") {
     if (!ForbidMembarrier()) return Fail("seccomp");
     return Block(args[1]);

@@ -266,6 +266,23 @@ TEST_F(ShmSleepingTest, AProducerThatCannotUseMembarrierStillSleepsForRoom) {
   EXPECT_EQ(Field(line, "outcome"), static_cast<std::uint64_t>(PublishOutcome::kAdmitted)) << line;
 }
 
+// A consumer that cannot use membarrier (a sandbox, from before Create)
+// sleeps with the full fence; a producer that writes 1 into every byte of
+// the wake page's consumer signal it can reach (the byte that says whether
+// the heavy fence is in use among them) does not turn its sleep into
+// polling: the consumer keeps its own record, taken at Create. Its idle
+// 300 ms wait sleeps in slices of the check interval (10 ms), a few tens of
+// wake-ups; polling (before: membarrier refused, then 50 us sleeps) is
+// thousands, and at least 300 even if each 50 us sleep took a millisecond.
+TEST_F(ShmSleepingTest, AProducerWritingTheWakePageCannotMakeASandboxedConsumerPoll) {
+  ChildProcess consumer;
+  ASSERT_TRUE(StartPeer(consumer, {"wait-sandboxed-scribbled", UniqueName()}));
+  std::string line;
+  ASSERT_TRUE(consumer.WaitForLine("asymmetric", &line, kGuard)) << line;
+  EXPECT_EQ(Field(line, "asymmetric"), 1u) << "the byte was reached";
+  EXPECT_LT(Field(line, "switches"), 150u) << line;
+}
+
 // The consumer's waiter count set to any value (here one short of a wrap,
 // as a writer could leave it): the consumer counts itself again before
 // each sleep, so a publish still wakes it.

@@ -385,7 +385,7 @@ class ShmBus {
       if (left.count() == 0) return 0;
       // This thread is the signal's only waiter, and not counted now: a
       // count left by a killed consumer (or written by anyone) is wrong.
-      auto& wake = segment_.Wake()->consumer_wake;
+      auto& wake = segment_.ConsumerWakeSignal();
       if (wake.Waiters() != 0) wake.ForgetWaiters();
       (void)sluice::detail::WaitUntil(
           wake, Traits::kPollsBeforePark, left < slice ? left : slice,

@@ -21,6 +21,7 @@
 
 #include "sluice/config.hpp"
 #include "sluice/ipc/address_reservation.hpp"
+#include "sluice/ipc/consumer_wake.hpp"
 #include "sluice/ipc/create_steps.hpp"
 #include "sluice/ipc/fingerprint.hpp"
 #include "sluice/ipc/lane_handout.hpp"
@@ -48,6 +49,7 @@ class ConsumerSegment {
   using LayoutType = Layout<Payload, kCapacity, Traits>;
   using Header = typename LayoutType::Header;
   using WakePage = typename LayoutType::WakePage;
+  using ConsumerWakeType = detail::ConsumerWake<typename LayoutType::Signal>;
   using Front = ShmFront<Payload, kCapacity, Traits>;
   static constexpr std::size_t kSegmentSize = LayoutType::kSegmentSize;
 
@@ -85,6 +87,8 @@ class ConsumerSegment {
                                    reservation_.At(LayoutType::kWakeOffset));
     if (error != AttachError::kNone) return Discard(error);
     wake_page_ = new (wake_.Base()) WakePage();
+    // Its own decision, before any producer can reach the page.
+    consumer_wake_ = ConsumerWakeType(wake_page_->consumer_wake);
     void* base = reservation_.Base();
     header_ = new (base) Header();
     header_->fingerprint = LayoutType::Expected();
@@ -145,6 +149,8 @@ class ConsumerSegment {
   bool IsOpen() const noexcept { return header_ != nullptr; }
   Header* SegmentHeader() const noexcept { return header_; }
   WakePage* Wake() const noexcept { return wake_page_; }
+  // The consumer's side of the page's signal, open segments only.
+  ConsumerWakeType& ConsumerWakeSignal() noexcept { return consumer_wake_; }
   // Whether Create took over a segment whose consumer had been killed.
   bool TookOver() const noexcept { return took_over_; }
   // Whether this is the process that called Create (not a child forked
@@ -181,6 +187,7 @@ class ConsumerSegment {
     wake_ = Segment();
     header_ = nullptr;
     wake_page_ = nullptr;
+    consumer_wake_ = ConsumerWakeType();
     front_.Lanes().Unmap(/*hand_out_ran=*/::getpid() == creator_);
     reservation_ = AddressReservation();
   }
@@ -194,6 +201,7 @@ class ConsumerSegment {
     wake_ = Segment();
     header_ = nullptr;
     wake_page_ = nullptr;
+    consumer_wake_ = ConsumerWakeType();
     front_.Lanes().Unmap();
     reservation_ = AddressReservation();
     return error;
@@ -238,6 +246,8 @@ class ConsumerSegment {
       return Discard(error == AttachError::kNotFound ? AttachError::kNotReady : error);
     }
     wake_page_ = LayoutType::WakeOf(reservation_.Base());
+    // The killed consumer's decision, which the producers attached follow.
+    consumer_wake_ = ConsumerWakeType(wake_page_->consumer_wake);
     header_->consumer_pid.store(ProcessIdentity::Self().pid, std::memory_order_relaxed);
     SLUICE_IPC_CREATE_STEP(detail::CreateStep::kIdentityWritten);
     header_->peer_check_nanoseconds =
@@ -333,6 +343,7 @@ class ConsumerSegment {
   Segment wake_;
   Header* header_ = nullptr;
   WakePage* wake_page_ = nullptr;
+  ConsumerWakeType consumer_wake_;  // on wake_page_'s signal
   // Hands producers their lanes (sluice/ipc/lane_handout_service.hpp).
   LaneHandoutService handout_;
   pid_t creator_ = 0;       // the process that called Create

@@ -42,7 +42,7 @@ class ShmSetView {
   // consumer (or written by anyone) is wrong, and is cleared here, before
   // the set announces (as ShmBus::RunWaiting does before each sleep).
   sluice::detail::SignalRef Signal() const noexcept {
-    auto& wake = bus_->segment_.Wake()->consumer_wake;
+    auto& wake = bus_->segment_.ConsumerWakeSignal();
     if (wake.Waiters() != 0) wake.ForgetWaiters();
     return sluice::detail::SignalRef(wake);
   }

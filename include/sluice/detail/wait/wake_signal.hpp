@@ -130,12 +130,19 @@ class WakeSignal {
   // and then calls exactly one of CancelWait or Wait. False (nothing
   // announced) only if the heavy fence failed: the caller must not sleep
   // then, and polls instead.
-  bool PrepareWait(std::uint32_t* ticket) noexcept {
+  bool PrepareWait(std::uint32_t* ticket) noexcept { return PrepareWait(ticket, asymmetric_ != 0); }
+
+  // PrepareWait with the waiter's own record of whether the heavy fence is
+  // in use (`heavy_fence`: what Asymmetric() said when the waiter took the
+  // signal), for a signal in memory that others can write (sluice/ipc: a
+  // producer that set the byte would turn a sandboxed consumer's sleep into
+  // polling).
+  bool PrepareWait(std::uint32_t* ticket, bool heavy_fence) noexcept {
     *ticket = sequence_.load(std::memory_order_acquire);
     waiters_.fetch_add(1, std::memory_order_relaxed);
     // SYNC POINT WRITE/READ (W), waiting side: see the file comment.
     if constexpr (HasHeavyFence<Parker>::value) {
-      if (asymmetric_ != 0) {
+      if (heavy_fence) {
         if (parker_.HeavyFence()) return true;
         waiters_.fetch_sub(1, std::memory_order_relaxed);
         return false;

@@ -1,0 +1,55 @@
+// The consumer's side of the wake page's signal (SYNC POINT (W) of
+// sluice/ipc/shm_layout.hpp): it waits with its own record of whether it
+// uses the heavy fence, taken when it made the segment (its own decision)
+// or took it over (the killed consumer's, which the producers attached then
+// follow), never the page's byte at each sleep, which any producer can
+// write. A producer that sets the byte changes only what producers that
+// attach after it read: they then fence when they need not, or skip the
+// fence this consumer needs, and a wake-up may be missed until the sleep's
+// slice ends; it cannot make this consumer poll.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+#include "sluice/config.hpp"
+
+namespace sluice {
+inline namespace SLUICE_ABI_NAMESPACE {
+namespace ipc {
+namespace detail {
+
+// The signal interface detail::WaitUntil and detail::SignalRef take.
+template <typename Signal>
+class ConsumerWake {
+ public:
+  static constexpr bool kProcessShared = Signal::kProcessShared;
+
+  ConsumerWake() noexcept = default;
+  // `signal`: the page's, just made or just taken over.
+  explicit ConsumerWake(Signal& signal) noexcept
+      : signal_(&signal), heavy_fence_(signal.Asymmetric()) {}
+
+  bool PrepareWait(std::uint32_t* ticket) noexcept {
+    return signal_->PrepareWait(ticket, heavy_fence_);
+  }
+  void CancelWait() noexcept { signal_->CancelWait(); }
+  void Wait(std::uint32_t ticket, std::chrono::nanoseconds timeout) noexcept {
+    signal_->Wait(ticket, timeout);
+  }
+  void EndWait() noexcept { signal_->EndWait(); }
+  const std::atomic<std::uint32_t>& Word() const noexcept { return signal_->Word(); }
+  std::uint32_t Waiters() const noexcept { return signal_->Waiters(); }
+  void ForgetWaiters() noexcept { signal_->ForgetWaiters(); }
+  bool HeavyFence() const noexcept { return heavy_fence_; }
+
+ private:
+  Signal* signal_ = nullptr;
+  bool heavy_fence_ = false;
+};
+
+}  // namespace detail
+}  // namespace ipc
+}  // namespace SLUICE_ABI_NAMESPACE
+}  // namespace sluice
