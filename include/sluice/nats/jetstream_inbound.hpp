@@ -236,7 +236,16 @@ class StreamFetcher {
         (void)natsMsg_Ack(message, nullptr);
         return false;
       }
-      if (inbound.acks != nullptr && arrival.deliveries > 1 &&
+      // Whatever the server's delivery count says, below: a stream sequence
+      // in the bus, or dispatched by an earlier receiver, was delivered
+      // before. nats-server 2.9.10 can deliver a message again counted 1,
+      // as new, when the pull request its redelivery was meant for expired
+      // just before it went out (seen here under load); gated on a count
+      // above 1, such a redelivery was acknowledged as a duplicate
+      // while its first delivery still waited in the bus
+      // (NatsDispatchAckTest.ARedeliveryOfAMessageStillInTheBusIsNotAcknowledged,
+      // under load: one acknowledgement on the wire in 0.7 % of runs).
+      if (inbound.acks != nullptr && arrival.stream_sequence != 0 &&
           inbound.acks->AwaitsDispatch(&inbound, arrival.stream_sequence)) {
         // A redelivery of a message still in the bus (the stream's ack
         // wait ran out first), whatever its number: neither admitted again
@@ -247,7 +256,7 @@ class StreamFetcher {
         receiver_.Report(FrameError::kDuplicate, inbound.subject);
         return false;
       }
-      if (arrival.deliveries > 1 &&
+      if (arrival.stream_sequence != 0 &&
           inbound.dispatched_earlier.count(arrival.stream_sequence) != 0) {
         // Dispatched by a receiver of the state file before this one, whose
         // acknowledgement never reached the stream: acknowledged now, not
