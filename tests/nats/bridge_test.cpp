@@ -1006,6 +1006,20 @@ TEST_F(NatsBridgeTest, PingsFindAServerThatStoppedAnswering) {
   (void)bridge.Shutdown(5s);
 }
 
+// A remote_sender_flag of 0 would mark no received message, and two bridges
+// that forward and receive one subject would send one message back and
+// forth for ever (each bounce dispatched): Start refuses it before it
+// connects; any flag with a bit set starts.
+TEST(NatsBridgeOptionsTest, ARemoteSenderFlagOfZeroFailsStart) {
+  sluice::nats::BridgeOptions options = OptionsFor("nats://127.0.0.1:1");
+  options.remote_sender_flag = 0;
+  Bus bus;
+  Bridge bridge(bus, options);
+  const auto started = bridge.Start();
+  EXPECT_EQ(started.status, NATS_INVALID_ARG);
+  EXPECT_NE(started.error.find("remote_sender_flag"), std::string::npos) << started.error;
+}
+
 // The stream table's bounds: a bound of 0, or a negative idle time, fails
 // Start before it connects.
 TEST(NatsBridgeOptionsTest, AStreamTableOutOfRangeFailsStart) {

@@ -157,6 +157,27 @@ TEST_F(ReceiverTest, ItsOwnFramesAnotherPrioritysAndAnUntrustedOriginsAreRefused
   EXPECT_EQ(rejections_[1].first, FrameError::kOriginNotAllowed);
 }
 
+// A frame of the subscription's priority delivered on a subject of another
+// priority (a server or relay that delivers on a subject the subscription
+// did not name) is refused as priority_mismatch: the docs' "the frame's
+// priority is not the suffix of the subject it came on". (Before, only the
+// subscription's priority was compared, and the frame was dispatched.)
+TEST_F(ReceiverTest, AFrameOnASubjectOfAnotherPriorityIsRefused) {
+  Open();
+  const std::string frame = Frame(SensorReading{3, 1.5F, 7}, Header(1));
+  const char* const other_subjects[] = {"plant.sensor.high", "plant.sensor.low"};
+  for (const char* other : other_subjects) {
+    receiver_->HandleFrame(*subscription_, other,
+                           reinterpret_cast<const std::uint8_t*>(frame.data()), frame.size());
+  }
+  Dispatch();
+  EXPECT_TRUE(readings_.empty());
+  EXPECT_EQ(Rejected(FrameError::kPriorityMismatch), 2u);
+  Hand(frame);
+  Dispatch();
+  ASSERT_EQ(readings_.size(), 1u) << "on its own priority's subject it is admitted";
+}
+
 TEST_F(ReceiverTest, EachFrameIsJudgedOnItsStream) {
   Open();
   Hand(Frame(SensorReading{3, 1.5F, 1}, Header(1)));

@@ -266,6 +266,14 @@ class Bridge {
                          "Start: max_tracked_streams and max_tracked_unknown_streams must be 1 "
                          "or more, stream_idle 0 or more"};
     }
+    // The third guard against loops (docs/nats.md, "Loops"): with no bit to
+    // mark inbound messages, two bridges that forward and receive one
+    // subject would send one message back and forth for ever.
+    if (options_.remote_sender_flag == 0) {
+      return StartResult{NATS_INVALID_ARG,
+                         "Start: remote_sender_flag must have a bit set (it marks received "
+                         "messages, which are never forwarded)"};
+    }
     if (options_.heartbeat_interval > kMaxHeartbeatInterval) {
       return StartResult{NATS_INVALID_ARG, "Start: heartbeat_interval must be at most 2^32 - 1 ms"};
     }

@@ -141,6 +141,13 @@ class Receiver {
     // Each priority has its own subscription, queue and thread: a frame on
     // another priority's subject would take the wrong one.
     if (view.header.priority != inbound.priority) return FrameError::kPriorityMismatch;
+    // Nor another priority's subject than it came on: a server (or a relay)
+    // may deliver a frame on a subject its subscription did not name.
+    std::size_t named = 0;
+    if (detail::NamesPriority(subject, &named) &&
+        named != static_cast<std::size_t>(view.header.priority)) {
+      return FrameError::kPriorityMismatch;
+    }
     const auto& allowed = options_.allowed_origins[static_cast<std::size_t>(inbound.priority)];
     if (!allowed.empty() &&
         std::find(allowed.begin(), allowed.end(), view.header.origin_id) == allowed.end()) {

@@ -81,16 +81,24 @@ inline std::string SubjectFor(std::string_view subject, MessagePriority priority
 
 namespace detail {
 
-// The priority a subject's suffix names (SubjectFor), MEDIUM if none.
-inline std::size_t PriorityIndexOf(std::string_view subject) noexcept {
+// Whether a subject ends in a priority suffix (SubjectFor), and which.
+inline bool NamesPriority(std::string_view subject, std::size_t* priority) noexcept {
   for (std::size_t p = 0; p < kPriorityCount; ++p) {
     const std::string_view suffix = kPrioritySubjects[p];
     if (subject.size() > suffix.size() && subject[subject.size() - suffix.size() - 1] == '.' &&
         subject.substr(subject.size() - suffix.size()) == suffix) {
-      return p;
+      *priority = p;
+      return true;
     }
   }
-  return static_cast<std::size_t>(MessagePriority::MEDIUM);
+  return false;
+}
+
+// The priority a subject's suffix names (SubjectFor), MEDIUM if none.
+inline std::size_t PriorityIndexOf(std::string_view subject) noexcept {
+  std::size_t priority = static_cast<std::size_t>(MessagePriority::MEDIUM);
+  (void)NamesPriority(subject, &priority);
+  return priority;
 }
 
 }  // namespace detail
