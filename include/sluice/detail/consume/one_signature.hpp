@@ -47,12 +47,14 @@ template <typename F, typename = void>
 struct OneSignature {
   using Parameters = void;
 };
+// (Written as decltype(..., void()), not std::void_t: Clang takes two
+// partial specializations through void_t for one, a redefinition.)
 template <typename F>
-struct OneSignature<F, std::void_t<decltype(ParametersOf(&F::operator()))>> {
+struct OneSignature<F, decltype(ParametersOf(&F::operator()), void())> {
   using Parameters = decltype(ParametersOf(&F::operator()));
 };
 template <typename F>
-struct OneSignature<F, std::void_t<decltype(ParametersOf(std::declval<F>()))>> {
+struct OneSignature<F, decltype(ParametersOf(std::declval<F>()), void())> {
   using Parameters = decltype(ParametersOf(std::declval<F>()));
 };
 
