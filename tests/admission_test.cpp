@@ -78,6 +78,11 @@ TEST(AdmissionTest, SetAdmissionThresholdsValidatesAndApplies) {
   EXPECT_FALSE(bus.SetAdmissionThresholds(60, 50, 90));
   EXPECT_FALSE(bus.SetAdmissionThresholds(40, 95, 90));
   EXPECT_FALSE(bus.SetAdmissionThresholds(40, 50, 101));
+  // Out of a byte's range: refused, not cut to a byte (356 was 100, 256 + 50
+  // was 50).
+  EXPECT_FALSE(bus.SetAdmissionThresholds(60, 80, 356));
+  EXPECT_FALSE(bus.SetAdmissionThresholds(256 + 50, 256 + 60, 256 + 70));
+  EXPECT_FALSE(bus.SetAdmissionThresholds(-1, 50, 90));
   const sluice::AdmissionThresholds kept = bus.GetAdmissionThresholds();
   EXPECT_EQ(kept.low_percent, 60);
   EXPECT_EQ(kept.medium_percent, 80);
@@ -104,6 +109,21 @@ TEST(AdmissionTest, NoStatsAdmitsLikeFullFeaturedWithoutCounting) {
   const auto stats = bus.GetStatistics();
   EXPECT_EQ(stats.messages_published, 0u);
   EXPECT_EQ(stats.messages_dropped, 0u);
+}
+
+// A mode that is none of the three (a cast of another value) is ignored:
+// the mode stays, and admission and counting go on as before. (Before, the
+// bus took it: admission applied, nothing was counted, and
+// GetPerformanceMode returned a value ToString called "INVALID".)
+TEST(AdmissionTest, AModeThatIsNoneOfTheThreeIsIgnored) {
+  sluice::MpscBus<BasicPayload, 32> bus;
+  bus.SetPerformanceMode(static_cast<PerformanceMode>(7));
+  EXPECT_EQ(bus.GetPerformanceMode(), PerformanceMode::FULL_FEATURED);
+  ASSERT_TRUE(bus.Publish(MotorCmd{1}));
+  EXPECT_EQ(bus.GetStatistics().messages_published, 1u) << "still counting";
+  bus.SetPerformanceMode(PerformanceMode::BARE_METAL);
+  bus.SetPerformanceMode(static_cast<PerformanceMode>(3));
+  EXPECT_EQ(bus.GetPerformanceMode(), PerformanceMode::BARE_METAL);
 }
 
 TEST(AdmissionTest, ModeSwitchTakesEffectOnTheNextPublish) {

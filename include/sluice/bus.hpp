@@ -301,18 +301,31 @@ class AsyncBus
   // Producers waiting in PublishBlocking see a new mode at the consumer's
   // next batch (waking them here would take the parker's lock, which a
   // signal handler must not).
-  void SetPerformanceMode(PerformanceMode mode) noexcept { core_.SetMode(mode); }
+  // A value that is none of the three modes (a cast) is ignored: the mode
+  // stays.
+  void SetPerformanceMode(PerformanceMode mode) noexcept {
+    if (mode == PerformanceMode::FULL_FEATURED || mode == PerformanceMode::BARE_METAL ||
+        mode == PerformanceMode::NO_STATS) {
+      core_.SetMode(mode);
+    }
+  }
   PerformanceMode GetPerformanceMode() const noexcept { return core_.Mode(); }
 
   // Percent fill at which LOW, MEDIUM and HIGH are refused. Returns false and
   // keeps the old thresholds unless 0 < low <= medium <= high <= 100.
   // Waiting producers see the new limits at the consumer's next batch.
-  [[nodiscard]] bool SetAdmissionThresholds(std::uint8_t low_percent, std::uint8_t medium_percent,
-                                            std::uint8_t high_percent) noexcept {
+  // Taken as int, so that a value out of range is refused, not cut to a
+  // byte at the call (356 would have been 100).
+  [[nodiscard]] bool SetAdmissionThresholds(int low_percent, int medium_percent,
+                                            int high_percent) noexcept {
+    const auto in_range = [](int percent) { return percent >= 0 && percent <= 100; };
+    if (!in_range(low_percent) || !in_range(medium_percent) || !in_range(high_percent)) {
+      return false;
+    }
     AdmissionThresholds thresholds;
-    thresholds.low_percent = low_percent;
-    thresholds.medium_percent = medium_percent;
-    thresholds.high_percent = high_percent;
+    thresholds.low_percent = static_cast<std::uint8_t>(low_percent);
+    thresholds.medium_percent = static_cast<std::uint8_t>(medium_percent);
+    thresholds.high_percent = static_cast<std::uint8_t>(high_percent);
     return core_.SetThresholds(thresholds);
   }
   AdmissionThresholds GetAdmissionThresholds() const noexcept { return core_.Thresholds(); }

@@ -400,6 +400,18 @@ int main() {
   sluice::Component<sluice::MpscBus<std::variant<int, double>, 16> > component(bus);
   auto owner = std::make_shared<Owner>();
   (void)component.SubscribeWeak<int>(std::weak_ptr<Owner>(owner), &Owner::OnDouble);
+#elif CASE == 72  // the same through a volatile, ref-qualified call operator
+  struct OnBool {
+    void operator()(bool) const volatile& {}
+  };
+  sluice::MpscBus<std::variant<int, double>, 16> bus;
+  (void)bus.Subscribe<int>(OnBool{});
+#elif CASE == 73  // the same through a C-style variadic lambda
+  sluice::MpscBus<std::variant<int, double>, 16> bus;
+  (void)bus.Subscribe<int>([](bool, ...) {});
+#elif CASE == 74  // a variadic visitor of one call operator
+  sluice::MpscBus<std::variant<int, double>, 16> bus;
+  (void)bus.ProcessBatchWith([](const int&, ...) {});
 #elif CASE == 40  // a 0.2 knob: the starvation limit
   struct Traits : sluice::PriorityOrderTraits {
     static constexpr std::uint32_t kStarvationLimit = 4;

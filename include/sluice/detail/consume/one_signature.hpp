@@ -24,25 +24,54 @@ struct ParameterList {
 };
 
 // Declared only, for decltype: the parameters of a function pointer or of a
-// non-template, non-overloaded operator() (const or not, noexcept or not).
-template <typename Class, typename Result, typename... Parameters>
-ParameterList<Parameters...> ParametersOf(Result (Class::*)(Parameters...));
-template <typename Class, typename Result, typename... Parameters>
-ParameterList<Parameters...> ParametersOf(Result (Class::*)(Parameters...) const);
-template <typename Class, typename Result, typename... Parameters>
-ParameterList<Parameters...> ParametersOf(Result (Class::*)(Parameters...) noexcept);
-template <typename Class, typename Result, typename... Parameters>
-ParameterList<Parameters...> ParametersOf(Result (Class::*)(Parameters...) const noexcept);
+// non-template, non-overloaded member function, whatever its qualifiers
+// (const, volatile, & or &&, noexcept) and with or without a C-style
+// `...` (whose arguments are not its message). Every form is listed: one
+// left out would read as "no one signature" and let a converting
+// parameter through.
+#define SLUICE_DETAIL_PARAMETERS_OF(QUALIFIERS)                                           \
+  template <typename Class, typename Result, typename... Parameters>                      \
+  ParameterList<Parameters...> ParametersOf(Result (Class::*)(Parameters...) QUALIFIERS); \
+  template <typename Class, typename Result, typename... Parameters>                      \
+  ParameterList<Parameters...> ParametersOf(Result (Class::*)(Parameters..., ...) QUALIFIERS);
+SLUICE_DETAIL_PARAMETERS_OF()
+SLUICE_DETAIL_PARAMETERS_OF(&)
+SLUICE_DETAIL_PARAMETERS_OF(&&)
+SLUICE_DETAIL_PARAMETERS_OF(const)
+SLUICE_DETAIL_PARAMETERS_OF(const &)
+SLUICE_DETAIL_PARAMETERS_OF(const &&)
+SLUICE_DETAIL_PARAMETERS_OF(volatile)
+SLUICE_DETAIL_PARAMETERS_OF(volatile &)
+SLUICE_DETAIL_PARAMETERS_OF(volatile &&)
+SLUICE_DETAIL_PARAMETERS_OF(const volatile)
+SLUICE_DETAIL_PARAMETERS_OF(const volatile &)
+SLUICE_DETAIL_PARAMETERS_OF(const volatile &&)
+SLUICE_DETAIL_PARAMETERS_OF(noexcept)
+SLUICE_DETAIL_PARAMETERS_OF(&noexcept)
+SLUICE_DETAIL_PARAMETERS_OF(&&noexcept)
+SLUICE_DETAIL_PARAMETERS_OF(const noexcept)
+SLUICE_DETAIL_PARAMETERS_OF(const &noexcept)
+SLUICE_DETAIL_PARAMETERS_OF(const &&noexcept)
+SLUICE_DETAIL_PARAMETERS_OF(volatile noexcept)
+SLUICE_DETAIL_PARAMETERS_OF(volatile &noexcept)
+SLUICE_DETAIL_PARAMETERS_OF(volatile &&noexcept)
+SLUICE_DETAIL_PARAMETERS_OF(const volatile noexcept)
+SLUICE_DETAIL_PARAMETERS_OF(const volatile &noexcept)
+SLUICE_DETAIL_PARAMETERS_OF(const volatile &&noexcept)
+#undef SLUICE_DETAIL_PARAMETERS_OF
 template <typename Result, typename... Parameters>
 ParameterList<Parameters...> ParametersOf(Result (*)(Parameters...));
 template <typename Result, typename... Parameters>
+ParameterList<Parameters...> ParametersOf(Result (*)(Parameters..., ...));
+template <typename Result, typename... Parameters>
 ParameterList<Parameters...> ParametersOf(Result (*)(Parameters...) noexcept);
+template <typename Result, typename... Parameters>
+ParameterList<Parameters...> ParametersOf(Result (*)(Parameters..., ...) noexcept);
 
 // OneSignature<F>::Parameters: a ParameterList, or void when F has no one
-// call signature (a generic lambda, an overload set, a ref-qualified
-// operator()). A member function pointer's list leaves out the object.
-// (Deduction looks at no conversion, so a lambda that converts to a
-// function pointer matches only the first specialization.)
+// call signature (a generic lambda, an overload set). A member function pointer's list leaves out
+// the object. (Deduction looks at no conversion, so a lambda that converts to a function pointer
+// matches only the first specialization.)
 template <typename F, typename = void>
 struct OneSignature {
   using Parameters = void;
