@@ -264,6 +264,29 @@ TEST(ShmLivenessTest, ALiveProducerThatWritesDetachedKeepsItsLane) {
   EXPECT_FALSE(exits.seen.front().killed);
 }
 
+// A running producer writes "free" into its lane's state word: it keeps its
+// lane, and the statistics still count it and what it published (they read
+// the header's active set, as liveness does; before, such a producer dropped
+// out of producers_attached, ForEachProducer and `published`).
+TEST(ShmLivenessTest, ALiveProducerThatWritesFreeIsStillCounted) {
+  const std::string name = UniqueName();
+  Bus bus;
+  ASSERT_EQ(bus.Create(name), AttachError::kNone);
+  Producer producer;
+  ASSERT_EQ(producer.Attach(name), AttachError::kNone);
+  for (std::uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(producer.Publish(Stop{i, i}));
+  BusView<Layout> forger;
+  ASSERT_EQ(forger.Open(name), AttachError::kNone);
+  forger.Control(producer.Lane() - 1u).state.store(layout::kLaneFree);
+  EXPECT_EQ(Poll(bus, 4), 3U);
+  const auto stats = bus.GetStatistics();
+  EXPECT_EQ(stats.producers_attached, 1U);
+  EXPECT_EQ(stats.published[0] + stats.published[1] + stats.published[2], 3U);
+  int listed = 0;
+  bus.ForEachProducer([&listed](const sluice::ProducerStatisticsSnapshot&) { ++listed; });
+  EXPECT_EQ(listed, 1);
+}
+
 // A consumer killed while it handed a lane back, after the lane left the
 // active set and before its new object was free, leaves the lane in
 // neither set, with its old object, which the old producer may still map
@@ -598,7 +621,13 @@ TEST(ShmHostClockTest, AProducerThatUnsharesTimeForItsChildrenKeepsItsOwnClock) 
 // dispatch. (Before, the child kept its parent's offset, read once per
 // process: its stamps were 1,000,000 s ahead, and a latency read from them
 // was that far off.)
-TEST(ShmHostClockTest, AForkedChildInAnotherTimeNamespaceReadsItsOwnOffset) {
+// Run twice: with ordinary pids, and with the parent and the child each pid
+// 1 of a PID namespace of its own (nested containers), so that one pid
+// names both (before the offset was keyed by the namespaces, a pid-keyed
+// read let that child keep its parent's offset).
+class ShmHostClockForkTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ShmHostClockForkTest, AForkedChildInAnotherTimeNamespaceReadsItsOwnOffset) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (unshare(CLONE_NEWTIME))";
   const std::string name = UniqueName();
   Bus bus;
@@ -607,13 +636,21 @@ TEST(ShmHostClockTest, AForkedChildInAnotherTimeNamespaceReadsItsOwnOffset) {
   stamps.SubscribeTo(bus);
   sluice_test::ChildProcess producer;
   std::string line;
-  ASSERT_TRUE(StartPeer(producer, {"fork-after-unshare-time", name, "20"}));
+  std::vector<std::string> arguments = {"fork-after-unshare-time", name, "20"};
+  if (GetParam()) arguments.push_back("pid1");
+  ASSERT_TRUE(StartPeer(producer, arguments));
   const auto deadline = std::chrono::steady_clock::now() + kGuard;
   while (stamps.stamped < 20 && std::chrono::steady_clock::now() < deadline) Poll(bus, 1);
   ASSERT_TRUE(producer.WaitForLine("published", &line, kGuard)) << line;
   EXPECT_EQ(stamps.stamped, 20U);
   EXPECT_EQ(stamps.off_the_clock, 0U);
 }
+
+INSTANTIATE_TEST_SUITE_P(Pids, ShmHostClockForkTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("EachPidOne")
+                                             : std::string("OrdinaryPids");
+                         });
 
 INSTANTIATE_TEST_SUITE_P(PidNamespace, ShmLivenessNamespaceTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {

@@ -54,13 +54,14 @@
 //   block-sandboxed NAME   as block, in a process where membarrier fails
 //                          (a seccomp filter: EPERM), as in a sandbox
 //   wait-sandboxed-scribbled NAME   in a process where membarrier fails,
-//                          creates the bus, writes 1 into every byte of the
+//                          creates the bus (or takes a killed consumer's
+//                          over), writes 1 into every byte of the
 //                          wake page's consumer signal but its two counters
 //                          (what a producer can reach), then waits 300 ms
 //                          with nothing published: "asymmetric=0|1
 //                          switches=N" (the signal's byte as read after the
 //                          writes; the thread's voluntary context switches
-//                          during the wait)
+//                          during the wait) "took_over=0|1"
 //   publish-after-unshare-time NAME COUNT   unshare(CLONE_NEWTIME) with
 //                          its children's clocks 1,000,000 s ahead (not its
 //                          own), then Stop 0..COUNT-1 at LOW; "published"
@@ -82,7 +83,9 @@
 //                          children's clocks 1,000,000 s ahead, and forks a
 //                          child that attaches anew and publishes Stop
 //                          0..COUNT-1 at LOW; "published" once the child
-//                          exited 0
+//                          exited 0. With a last word "pid1": the process
+//                          that attaches first is pid 1 of a PID namespace
+//                          of its own, and its child pid 1 of another
 //   batch-killed NAME      one PublishBatch of Stop 0..15 at LOW; while it
 //                          reads element 5 (0-4 published) says "inside
 //                          batch lane=L" and waits to be killed
@@ -442,7 +445,8 @@ int WaitSandboxedScribbled(const std::string& name) {
   (void)bus.ProcessBatchWait(std::chrono::milliseconds(300));
   if (::getrusage(RUSAGE_THREAD, &after) != 0) return Fail("getrusage");
   Say("asymmetric=" + std::to_string(signal.Asymmetric() ? 1 : 0) +
-      " switches=" + std::to_string(after.ru_nvcsw - before.ru_nvcsw));
+      " switches=" + std::to_string(after.ru_nvcsw - before.ru_nvcsw) +
+      " took_over=" + std::to_string(bus.TookOver() ? 1 : 0));
   return 0;
 }
 
@@ -651,11 +655,14 @@ int PublishAfterUnshareTime(const std::string& name, std::uint64_t count) {
   return 0;
 }
 
-int ForkAfterUnshareTime(const std::string& name, std::uint64_t count) {
+// fork-after-unshare-time's work: attaches (its offset read), unshares
+// time (and `more`) for its children, forks a child that attaches anew and
+// publishes; 0 once the child exited 0.
+int AttachUnshareFork(const std::string& name, std::uint64_t count, int more) {
   Producer parent;
   const AttachError error = parent.Attach(name);
   if (error != AttachError::kNone) return Fail(sluice::ipc::ToString(error));
-  if (::unshare(CLONE_NEWTIME) != 0) return Fail("unshare");
+  if (::unshare(CLONE_NEWTIME | more) != 0) return Fail("unshare");
   std::FILE* offsets = std::fopen("/proc/self/timens_offsets", "w");
   if (offsets == nullptr) return Fail("timens_offsets");
   const bool written = std::fputs("monotonic 1000000 0\n", offsets) >= 0;
@@ -680,6 +687,27 @@ int ForkAfterUnshareTime(const std::string& name, std::uint64_t count) {
   int status = 0;
   if (::waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return Fail("child");
+  }
+  return 0;
+}
+
+// `as_pid_one`: the process that attaches is pid 1 of a PID namespace of its
+// own, and its child pid 1 of another, as in nested containers: one pid for
+// both processes.
+int ForkAfterUnshareTime(const std::string& name, std::uint64_t count, bool as_pid_one) {
+  if (!as_pid_one) {
+    if (AttachUnshareFork(name, count, 0) != 0) return 1;
+    Say("published");
+    return 0;
+  }
+  if (::unshare(CLONE_NEWPID) != 0) return Fail("unshare");
+  std::fflush(stdout);
+  const pid_t init = ::fork();
+  if (init < 0) return Fail("fork");
+  if (init == 0) ::_exit(AttachUnshareFork(name, count, CLONE_NEWPID) == 0 ? 0 : 5);
+  int status = 0;
+  if (::waitpid(init, &status, 0) != init || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Fail("pid 1");
   }
   Say("published");
   return 0;
@@ -833,7 +861,10 @@ int main(int argc, char** argv) {
   if (args.size() == 2 && args[0] == "exec-after") return ExecAfter(args[1]);
   if (args.size() == 2 && args[0] == "batch-killed") return BatchKilled(args[1]);
   if (args.size() == 3 && args[0] == "fork-after-unshare-time") {
-    return ForkAfterUnshareTime(args[1], std::stoull(args[2]));
+    return ForkAfterUnshareTime(args[1], std::stoull(args[2]), false);
+  }
+  if (args.size() == 4 && args[0] == "fork-after-unshare-time" && args[3] == "pid1") {
+    return ForkAfterUnshareTime(args[1], std::stoull(args[2]), true);
   }
   if (args.size() == 3 && args[0] == "publish-after-unshare-time") {
     return PublishAfterUnshareTime(args[1], std::stoull(args[2]));

@@ -283,6 +283,26 @@ TEST_F(ShmSleepingTest, AProducerWritingTheWakePageCannotMakeASandboxedConsumerP
   EXPECT_LT(Field(line, "switches"), 150u) << line;
 }
 
+// The same after a takeover: the killed consumer had membarrier (its byte
+// says the heavy fence is in use, and a producer writes 1 there too); the
+// sandboxed consumer that takes over decides by its own registration, not
+// by the byte it finds, and sleeps. (Before, it took the byte as its
+// record and polled.)
+TEST_F(ShmSleepingTest, ASandboxedConsumerTakingOverDecidesItsOwnFence) {
+  const std::string name = UniqueName();
+  ChildProcess first;
+  std::string line;
+  ASSERT_TRUE(StartPeer(first, {"hold", name}));
+  ASSERT_TRUE(first.WaitForLine("ready", &line, kGuard)) << line;
+  first.Kill(SIGKILL);
+  ChildProcess consumer;
+  ASSERT_TRUE(StartPeer(consumer, {"wait-sandboxed-scribbled", name}));
+  ASSERT_TRUE(consumer.WaitForLine("asymmetric", &line, kGuard)) << line;
+  EXPECT_EQ(Field(line, "took_over"), 1u) << line;
+  EXPECT_EQ(Field(line, "asymmetric"), 1u) << "the byte was reached";
+  EXPECT_LT(Field(line, "switches"), 150u) << line;
+}
+
 // The consumer's waiter count set to any value (here one short of a wrap,
 // as a writer could leave it): the consumer counts itself again before
 // each sleep, so a publish still wakes it.

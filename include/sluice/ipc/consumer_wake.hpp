@@ -1,12 +1,12 @@
 // The consumer's side of the wake page's signal (SYNC POINT (W) of
 // sluice/ipc/shm_layout.hpp): it waits with its own record of whether it
-// uses the heavy fence, taken when it made the segment (its own decision)
-// or took it over (the killed consumer's, which the producers attached then
-// follow), never the page's byte at each sleep, which any producer can
-// write. A producer that sets the byte changes only what producers that
-// attach after it read: they then fence when they need not, or skip the
-// fence this consumer needs, and a wake-up may be missed until the sleep's
-// slice ends; it cannot make this consumer poll.
+// uses the heavy fence, decided by its own registration when it made the
+// segment or took it over (and stored in the page, for producers to follow
+// at each publish), never the page's byte at each sleep, which any producer
+// can write. A producer that sets the byte changes only what other
+// producers do: they fence when they need not, or skip the fence this
+// consumer needs, and a wake-up may then be missed until the sleep's slice
+// ends; it cannot make this consumer poll.
 #pragma once
 
 #include <atomic>
@@ -27,9 +27,10 @@ class ConsumerWake {
   static constexpr bool kProcessShared = Signal::kProcessShared;
 
   ConsumerWake() noexcept = default;
-  // `signal`: the page's, just made or just taken over.
-  explicit ConsumerWake(Signal& signal) noexcept
-      : signal_(&signal), heavy_fence_(signal.Asymmetric()) {}
+  // `signal`: the page's, just made or just taken over; `heavy_fence`: what
+  // this process decided (Signal::DecideHeavyFence).
+  ConsumerWake(Signal& signal, bool heavy_fence) noexcept
+      : signal_(&signal), heavy_fence_(heavy_fence) {}
 
   bool PrepareWait(std::uint32_t* ticket) noexcept {
     return signal_->PrepareWait(ticket, heavy_fence_);

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -36,30 +35,60 @@ struct HostMonotonicClock {
   // mounted), the offset is taken as 0: right in the host's time
   // namespace, off by the namespace's offset elsewhere.
   // Read at the first call, and again by ReadForThisProcess in a process
-  // that did not read it itself: a child forked from one that had read it
-  // may be in another time namespace (its parent unshared time for its
-  // children), and its Attach or Create reads its own.
+  // whose time namespaces are not those it was read in: a child forked
+  // from one that had read it may be in another (its parent unshared time
+  // for its children), whatever its pid (a pid is its PID namespace's: a
+  // child can be pid 1 as its parent was), and its Attach or Create reads
+  // its own.
   static std::uint64_t OffsetNanos() noexcept {
     return Offset().nanos.load(std::memory_order_relaxed);
   }
 
-  // ShmBus::Create and ShmProducer::Attach: reads the offset if this
-  // process has not (the first call, or the first in a forked child).
-  // Relaxed: a thread that stamps meanwhile in the same process reads the
-  // old value or the new one, both of this process's parent or itself;
-  // only a forked child reads anew, before its Attach returns.
+  // ShmBus::Create and ShmProducer::Attach: reads the offset again if this
+  // process's time namespaces (its own and its children's) are not those
+  // it was read in. Two stats of /proc/self/ns. Relaxed: a thread that
+  // stamps meanwhile reads the old value or the new one; a process's
+  // namespaces change only by its own unshare or setns, or at fork.
   static void ReadForThisProcess() noexcept {
     OffsetCache& cache = Offset();
-    const pid_t self = ::getpid();
-    if (cache.reader.load(std::memory_order_relaxed) == self) return;
+    const NamespaceKey now = NamespaceKey::OfThisProcess();
+    if (cache.key_own.load(std::memory_order_relaxed) == now.own &&
+        cache.key_childrens.load(std::memory_order_relaxed) == now.childrens) {
+      return;
+    }
     cache.nanos.store(ReadNow(), std::memory_order_relaxed);
-    cache.reader.store(self, std::memory_order_relaxed);
+    cache.key_own.store(now.own, std::memory_order_relaxed);
+    cache.key_childrens.store(now.childrens, std::memory_order_relaxed);
   }
 
+  // Which time namespaces a process is in: its own and its children's,
+  // each as the device and inode of its /proc/self/ns link folded into one
+  // word (0 without the link: no time namespaces, or no /proc).
+  struct NamespaceKey {
+    std::uint64_t own = 0;
+    std::uint64_t childrens = 0;
+    static NamespaceKey OfThisProcess() noexcept {
+      return NamespaceKey{Of("/proc/self/ns/time"), Of("/proc/self/ns/time_for_children")};
+    }
+    static std::uint64_t Of(const char* link) noexcept {
+      struct stat status {};
+      if (::stat(link, &status) != 0) return 0;
+      return (static_cast<std::uint64_t>(status.st_dev) << 32) ^
+             static_cast<std::uint64_t>(status.st_ino);
+    }
+  };
+
   struct OffsetCache {
-    OffsetCache() noexcept : nanos(ReadNow()), reader(::getpid()) {}
-    std::atomic<std::uint64_t> nanos;
-    std::atomic<pid_t> reader;  // the process that read `nanos`
+    OffsetCache() noexcept {
+      const NamespaceKey key = NamespaceKey::OfThisProcess();
+      nanos.store(ReadNow(), std::memory_order_relaxed);
+      key_own.store(key.own, std::memory_order_relaxed);
+      key_childrens.store(key.childrens, std::memory_order_relaxed);
+    }
+    std::atomic<std::uint64_t> nanos{0};
+    // The namespaces `nanos` was read in.
+    std::atomic<std::uint64_t> key_own{0};
+    std::atomic<std::uint64_t> key_childrens{0};
   };
   static OffsetCache& Offset() noexcept {
     static OffsetCache cache;

@@ -87,8 +87,10 @@ class ConsumerSegment {
                                    reservation_.At(LayoutType::kWakeOffset));
     if (error != AttachError::kNone) return Discard(error);
     wake_page_ = new (wake_.Base()) WakePage();
-    // Its own decision, before any producer can reach the page.
-    consumer_wake_ = ConsumerWakeType(wake_page_->consumer_wake);
+    // Its own decision (the signal's constructor registered this
+    // process), before any producer can reach the page.
+    consumer_wake_ =
+        ConsumerWakeType(wake_page_->consumer_wake, wake_page_->consumer_wake.Asymmetric());
     void* base = reservation_.Base();
     header_ = new (base) Header();
     header_->fingerprint = LayoutType::Expected();
@@ -246,8 +248,10 @@ class ConsumerSegment {
       return Discard(error == AttachError::kNotFound ? AttachError::kNotReady : error);
     }
     wake_page_ = LayoutType::WakeOf(reservation_.Base());
-    // The killed consumer's decision, which the producers attached follow.
-    consumer_wake_ = ConsumerWakeType(wake_page_->consumer_wake);
+    // Its own decision, not the byte the killed consumer (or a producer
+    // since) left: stored for the producers, which read it at each publish.
+    consumer_wake_ =
+        ConsumerWakeType(wake_page_->consumer_wake, wake_page_->consumer_wake.DecideHeavyFence());
     header_->consumer_pid.store(ProcessIdentity::Self().pid, std::memory_order_relaxed);
     SLUICE_IPC_CREATE_STEP(detail::CreateStep::kIdentityWritten);
     header_->peer_check_nanoseconds =

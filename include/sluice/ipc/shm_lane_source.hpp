@@ -93,9 +93,11 @@ struct ShmLaneSource {
   static constexpr void LeftUnadmitted() noexcept {}
   // SYNC POINT WRITE/READ (W), notifying side: the publish, then the
   // consumer's waiter count. With the heavy fence the consumer's sleep
-  // fences this process, so a compiler fence keeps the order here.
+  // fences this process, so a compiler fence keeps the order here. Whether
+  // the consumer uses it is read at each publish, from the waiter count's
+  // own line: a consumer that takes over decides again.
   void Notify() const noexcept {
-    if (producer.fence_free_) {
+    if (producer.registered_for_heavy_fence_ && producer.wake_page_->consumer_wake.Asymmetric()) {
       std::atomic_signal_fence(std::memory_order_seq_cst);
     } else {
       sluice::detail::FullFence();

@@ -231,6 +231,13 @@ class ConsumerLanes {
   }
 
   bool IsOpen() const noexcept { return header_ != nullptr; }
+  // Whether lane `lane` has an owner (or had one and is not yet handed
+  // back): the header's active set, which only this process writes, not the
+  // lane's state word, which its producer can. Open buses only.
+  bool IsActive(std::size_t lane) const noexcept {
+    return (header_->lanes_active.load(std::memory_order_acquire) & (std::uint64_t{1} << lane)) !=
+           0;
+  }
   Header* SegmentHeader() const noexcept { return header_; }
   void* Base() const noexcept { return base_; }
   Queue& QueueOf(std::size_t lane) noexcept { return *lanes_[lane].queue; }

@@ -90,7 +90,7 @@ class ShmProducer
       wake_page_ = std::exchange(other.wake_page_, nullptr);
       control_ = std::exchange(other.control_, nullptr);
       lane_ = std::exchange(other.lane_, 0);
-      fence_free_ = other.fence_free_;
+      registered_for_heavy_fence_ = other.registered_for_heavy_fence_;
       attacher_ = other.attacher_;
       loan_home_ = std::move(other.loan_home_);
       sleep_slice_ = other.sleep_slice_;
@@ -202,8 +202,10 @@ class ShmProducer
                                                                             : slice));
     wake_page_ = LayoutType::WakeOf(reservation.Base());
     // Publishes skip their fence only if the consumer's sleep fences this
-    // process too (both registered for the heavy fence).
-    fence_free_ = wake_page_->consumer_wake.Asymmetric() && SharedFutexParker::RegisterProcess();
+    // process too: this process registered for the heavy fence, and the
+    // consumer uses it (read at each publish: a consumer that takes over
+    // decides again).
+    registered_for_heavy_fence_ = SharedFutexParker::RegisterProcess();
     reservation_ = std::move(reservation);
     segment_ = std::move(header_object);
     wake_ = std::move(wake);
@@ -466,7 +468,7 @@ class ShmProducer
   LaneControl* control_ = nullptr;  // this producer's lane
   std::optional<Queue> queue_;      // its rings
   std::uint16_t lane_ = 0;
-  bool fence_free_ = false;                      // publishes need only a compiler fence: (W)
+  bool registered_for_heavy_fence_ = false;      // (W): the consumer's sleep fences this process
   pid_t attacher_ = 0;                           // the process that attached
   std::shared_ptr<detail::LoanHome> loan_home_;  // where this attachment's loans go back
   // How long PublishBlocking sleeps, at most, before it looks whether the

@@ -172,8 +172,11 @@ ShmBusStatistics ReadStatistics(const Lanes& lanes, const ConsumerCounts& counts
   if (!lanes.IsOpen()) return WithSnapshot(s, counts);  // closed: as it was at Close
   s.producers_attached = counts.totals.producers_killed + counts.totals.producers_detached;
   for (std::size_t lane = 0; lane < Lanes::kLanes; ++lane) {
+    // The header's active set, not the lane's state word, which its
+    // producer can write (one that wrote "free" there would drop out of the
+    // counts while it publishes).
+    if (!lanes.IsActive(lane)) continue;
     const auto& control = lanes.Control(lane);
-    if (control.state.load(std::memory_order_relaxed) == kLaneFree) continue;
     ++s.producers_attached;  // held, or left and not yet handed back
     for (std::size_t p = 0; p < kPriorityCount; ++p) {
       // Each admission claimed one slot of its priority's ring; claims
@@ -193,8 +196,8 @@ template <typename Lanes, typename Visit>
 void ForEachProducerLane(const Lanes& lanes, Visit& visit) {
   if (!lanes.IsOpen()) return;
   for (std::size_t lane = 0; lane < Lanes::kLanes; ++lane) {
+    if (!lanes.IsActive(lane)) continue;  // as ReadStatistics
     const auto& control = lanes.Control(lane);
-    if (control.state.load(std::memory_order_relaxed) == kLaneFree) continue;
     ProducerStatisticsSnapshot producer;
     producer.lane = static_cast<std::uint16_t>(lane + 1);
     // The name its producer gave, cleaned again here: a producer can

@@ -92,8 +92,16 @@ class WakeSignal {
  public:
   static constexpr bool kProcessShared = ParkerIsProcessShared<Parker>::value;
 
-  WakeSignal() noexcept {
-    if constexpr (HasHeavyFence<Parker>::value) asymmetric_ = parker_.EnableHeavyFence() ? 1 : 0;
+  WakeSignal() noexcept { (void)DecideHeavyFence(); }
+
+  // Whether waiters use the heavy fence, decided by this process's
+  // registration (the constructor's; again by a consumer that takes over a
+  // signal in shared memory, sluice/ipc); notifiers follow what it stores.
+  bool DecideHeavyFence() noexcept {
+    bool heavy = false;
+    if constexpr (HasHeavyFence<Parker>::value) heavy = parker_.EnableHeavyFence();
+    asymmetric_.store(heavy ? 1 : 0, std::memory_order_relaxed);
+    return heavy;
   }
 
   // The notifying side (any thread), after the store the sleeper waits for
@@ -108,14 +116,14 @@ class WakeSignal {
   // Wake, to wake only some).
   void NotifierFence() const noexcept {
     // SYNC POINT WRITE/READ (W), notifying side: see the file comment.
-    if (asymmetric_ != 0) {
+    if (Asymmetric()) {
       std::atomic_signal_fence(std::memory_order_seq_cst);
     } else {
       FullFence();
     }
   }
   // Whether NotifierFence is only a compiler fence (the heavy fence is in use).
-  bool Asymmetric() const noexcept { return asymmetric_ != 0; }
+  bool Asymmetric() const noexcept { return asymmetric_.load(std::memory_order_relaxed) != 0; }
   bool HasWaiters() const noexcept { return waiters_.load(std::memory_order_relaxed) != 0; }
   void Wake() noexcept {
     sequence_.fetch_add(1, std::memory_order_release);
@@ -130,7 +138,7 @@ class WakeSignal {
   // and then calls exactly one of CancelWait or Wait. False (nothing
   // announced) only if the heavy fence failed: the caller must not sleep
   // then, and polls instead.
-  bool PrepareWait(std::uint32_t* ticket) noexcept { return PrepareWait(ticket, asymmetric_ != 0); }
+  bool PrepareWait(std::uint32_t* ticket) noexcept { return PrepareWait(ticket, Asymmetric()); }
 
   // PrepareWait with the waiter's own record of whether the heavy fence is
   // in use (`heavy_fence`: what Asymmetric() said when the waiter took the
@@ -181,11 +189,12 @@ class WakeSignal {
   // Read by every notifier on every notify, written by waiters only when
   // they go to sleep or wake: a line of its own.
   alignas(kCacheLineSize) std::atomic<std::uint32_t> waiters_{0};
-  // Set once, before any producer runs. A byte read as != 0, not a bool: in
-  // shared memory (sluice/ipc) any process that can write the segment can
-  // leave any value here, and a bool holding another value than 0 or 1 is
-  // undefined behaviour to read.
-  std::uint8_t asymmetric_ = 0;
+  // Set before any notifier runs (and by a consumer taking over). A byte
+  // read as != 0, not a bool: in shared memory (sluice/ipc) any process that
+  // can write the segment can leave any value here, and a bool holding
+  // another value than 0 or 1 is undefined behaviour to read. Relaxed: it
+  // says which fence to use, and carries no data.
+  std::atomic<std::uint8_t> asymmetric_{0};
   std::atomic<std::uint32_t> sequence_{0};
   Parker parker_;
 };
