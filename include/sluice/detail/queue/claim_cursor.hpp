@@ -366,15 +366,16 @@ class ClaimCursor {
 
   // Whether Close moved `tail`, given a `released` loaded before it: an open
   // tail is then at or ahead of it (the consumer never passes a claim) by
-  // the fill (at most kCapacity, at most a quarter of the position range:
-  // Ring's static_assert) plus what the consumer released meanwhile; a
-  // closed one by at least kClosedJump (half the range). The line is drawn
-  // at three quarters of the range, so a full queue of the largest capacity
-  // reads as open (at half the jump it read as closed, and Close then moved
-  // nothing), and a quarter of the range lies between them unless the
-  // consumer released 2^61 messages (2^29 with 32-bit positions) while the
-  // caller was preempted between its two loads: the same kind of bound as
-  // the claims' ABA case in the file comment.
+  // the fill (at most kCapacity, at most a quarter of the position range,
+  // half the jump: Ring's static_assert) plus what the consumer released
+  // meanwhile; a closed one by at least kClosedJump (half the range). The
+  // line is drawn at three quarters of the jump (three eighths of the
+  // range), so a full queue of the largest capacity reads as open (at half
+  // the jump it read as closed, and Close then moved nothing), and a
+  // quarter of the jump lies between them unless the consumer released
+  // 2^61 messages (2^29 with 32-bit positions) while the caller was
+  // preempted between its two loads: the same kind of bound as the claims'
+  // ABA case in the file comment.
   static constexpr Position kClosedLine = kClosedJump / 2 + kClosedJump / 4;
   static_assert(kCapacity <= kClosedJump / 2, "a full queue must read as open");
   static bool IsClosedTail(Position tail, Position released) noexcept {
