@@ -29,11 +29,14 @@ struct ParameterList {
 // `...` (whose arguments are not its message). Every form is listed: one
 // left out would read as "no one signature" and let a converting
 // parameter through.
+// QUALIFIERS are qualifiers, which parentheses would not take.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define SLUICE_DETAIL_PARAMETERS_OF(QUALIFIERS)                                           \
   template <typename Class, typename Result, typename... Parameters>                      \
   ParameterList<Parameters...> ParametersOf(Result (Class::*)(Parameters...) QUALIFIERS); \
   template <typename Class, typename Result, typename... Parameters>                      \
   ParameterList<Parameters...> ParametersOf(Result (Class::*)(Parameters..., ...) QUALIFIERS);
+// NOLINTEND(bugprone-macro-parentheses)
 SLUICE_DETAIL_PARAMETERS_OF()
 SLUICE_DETAIL_PARAMETERS_OF(&)
 SLUICE_DETAIL_PARAMETERS_OF(&&)
