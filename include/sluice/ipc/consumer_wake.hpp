@@ -20,6 +20,10 @@ inline namespace SLUICE_ABI_NAMESPACE {
 namespace ipc {
 namespace detail {
 
+// What a producer that did not register for the heavy fence reads as the
+// consumer's choice: never (its publishes fence themselves).
+inline const std::atomic<std::uint8_t> kNoHeavyFence{0};
+
 // The signal interface detail::WaitUntil and detail::SignalRef take.
 template <typename Signal>
 class ConsumerWake {

@@ -97,7 +97,7 @@ struct ShmLaneSource {
   // the consumer uses it is read at each publish, from the waiter count's
   // own line: a consumer that takes over decides again.
   void Notify() const noexcept {
-    if (producer.registered_for_heavy_fence_ && producer.wake_page_->consumer_wake.Asymmetric()) {
+    if (producer.heavy_fence_choice_->load(std::memory_order_relaxed) != 0) {
       std::atomic_signal_fence(std::memory_order_seq_cst);
     } else {
       sluice::detail::FullFence();

@@ -33,6 +33,7 @@
 #include "sluice/detail/wait/waiting.hpp"
 #include "sluice/detail/wait/wake_signal.hpp"
 #include "sluice/ipc/address_reservation.hpp"
+#include "sluice/ipc/consumer_wake.hpp"
 #include "sluice/ipc/host_clock.hpp"
 #include "sluice/ipc/lane_handout.hpp"
 #include "sluice/ipc/loan.hpp"
@@ -90,7 +91,7 @@ class ShmProducer
       wake_page_ = std::exchange(other.wake_page_, nullptr);
       control_ = std::exchange(other.control_, nullptr);
       lane_ = std::exchange(other.lane_, 0);
-      registered_for_heavy_fence_ = other.registered_for_heavy_fence_;
+      heavy_fence_choice_ = other.heavy_fence_choice_;
       attacher_ = other.attacher_;
       loan_home_ = std::move(other.loan_home_);
       sleep_slice_ = other.sleep_slice_;
@@ -205,7 +206,9 @@ class ShmProducer
     // process too: this process registered for the heavy fence, and the
     // consumer uses it (read at each publish: a consumer that takes over
     // decides again).
-    registered_for_heavy_fence_ = SharedFutexParker::RegisterProcess();
+    heavy_fence_choice_ = SharedFutexParker::RegisterProcess()
+                              ? &wake_page_->consumer_wake.AsymmetricByte()
+                              : &detail::kNoHeavyFence;
     reservation_ = std::move(reservation);
     segment_ = std::move(header_object);
     wake_ = std::move(wake);
@@ -468,7 +471,10 @@ class ShmProducer
   LaneControl* control_ = nullptr;  // this producer's lane
   std::optional<Queue> queue_;      // its rings
   std::uint16_t lane_ = 0;
-  bool registered_for_heavy_fence_ = false;      // (W): the consumer's sleep fences this process
+  // (W): the consumer's choice of the heavy fence, read at each publish, if
+  // this process registered for it (its sleep then fences this process);
+  // else a byte that always says no.
+  const std::atomic<std::uint8_t>* heavy_fence_choice_ = &detail::kNoHeavyFence;
   pid_t attacher_ = 0;                           // the process that attached
   std::shared_ptr<detail::LoanHome> loan_home_;  // where this attachment's loans go back
   // How long PublishBlocking sleeps, at most, before it looks whether the

@@ -124,6 +124,9 @@ class WakeSignal {
   }
   // Whether NotifierFence is only a compiler fence (the heavy fence is in use).
   bool Asymmetric() const noexcept { return asymmetric_.load(std::memory_order_relaxed) != 0; }
+  // The byte Asymmetric() reads, for a notifier that reads it at each
+  // notify through a pointer of its own (sluice/ipc's producers).
+  const std::atomic<std::uint8_t>& AsymmetricByte() const noexcept { return asymmetric_; }
   bool HasWaiters() const noexcept { return waiters_.load(std::memory_order_relaxed) != 0; }
   void Wake() noexcept {
     sequence_.fetch_add(1, std::memory_order_release);
