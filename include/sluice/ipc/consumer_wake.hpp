@@ -47,7 +47,6 @@ class ConsumerWake {
   const std::atomic<std::uint32_t>& Word() const noexcept { return signal_->Word(); }
   std::uint32_t Waiters() const noexcept { return signal_->Waiters(); }
   void ForgetWaiters() noexcept { signal_->ForgetWaiters(); }
-  bool HeavyFence() const noexcept { return heavy_fence_; }
 
  private:
   Signal* signal_ = nullptr;

@@ -56,7 +56,7 @@ struct HostMonotonicClock {
         cache.key_childrens.load(std::memory_order_relaxed) == now.childrens) {
       return;
     }
-    cache.nanos.store(ReadNow(), std::memory_order_relaxed);
+    cache.nanos.store(ReadNow(now), std::memory_order_relaxed);
     cache.key_own.store(now.own, std::memory_order_relaxed);
     cache.key_childrens.store(now.childrens, std::memory_order_relaxed);
   }
@@ -81,7 +81,7 @@ struct HostMonotonicClock {
   struct OffsetCache {
     OffsetCache() noexcept {
       const NamespaceKey key = NamespaceKey::OfThisProcess();
-      nanos.store(ReadNow(), std::memory_order_relaxed);
+      nanos.store(ReadNow(key), std::memory_order_relaxed);
       key_own.store(key.own, std::memory_order_relaxed);
       key_childrens.store(key.childrens, std::memory_order_relaxed);
     }
@@ -94,18 +94,13 @@ struct HostMonotonicClock {
     static OffsetCache cache;
     return cache;
   }
-  static std::uint64_t ReadNow() noexcept {
-    return OwnNamespaceIsChildrens() ? ReadOffsetNanos("/proc/self/timens_offsets") : 0;
-  }
-
-  // Whether this process's time namespace is the one its children get.
-  static bool OwnNamespaceIsChildrens() noexcept {
-    struct stat own {};
-    struct stat childrens {};
-    // Without time namespaces (before Linux 5.6) neither link exists.
-    if (::stat("/proc/self/ns/time", &own) != 0) return true;
-    if (::stat("/proc/self/ns/time_for_children", &childrens) != 0) return false;
-    return own.st_dev == childrens.st_dev && own.st_ino == childrens.st_ino;
+  // The offset, read only while this process's time namespace is the one
+  // its children get (`key`: its namespaces now; without time namespaces,
+  // before Linux 5.6, neither link exists and both read 0: the file is
+  // missing too, and the offset 0). Every namespace link is on one device,
+  // so the folded words are equal exactly when the namespaces are.
+  static std::uint64_t ReadNow(const NamespaceKey& key) noexcept {
+    return key.own == key.childrens ? ReadOffsetNanos("/proc/self/timens_offsets") : 0;
   }
 
   // The "monotonic SECONDS NANOSECONDS" line of a timens_offsets file, in
